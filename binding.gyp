@@ -1,0 +1,16 @@
+{
+  "targets": [
+    {
+      "target_name": "halrt",
+      "sources": ["<!@(node scripts/sources.js runtime napi)"],
+      "include_dirs": ["src", "include"],
+      "defines": ["NAPI_VERSION=8", "_GNU_SOURCE"],
+      "cflags_c": ["-std=c11", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden"],
+      "cflags!": ["-fno-exceptions"],
+      "libraries": ["-ldl", "-lpthread", "-lm"],
+      "conditions": [
+        ["OS=='mac'", {"xcode_settings": {"OTHER_CFLAGS": ["-std=c11", "-Wall", "-Wextra", "-Werror"]}}]
+      ]
+    }
+  ]
+}

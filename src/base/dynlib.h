@@ -1,0 +1,23 @@
+// Run-time loading of shared libraries (dlopen).
+//
+// A library that cannot be opened is UNAVAILABLE (libcuda missing means "no
+// CUDA", not a bug); a missing symbol is NOT_FOUND. Both name the path or
+// symbol and carry the loader's own message.
+#ifndef HRT_BASE_DYNLIB_H_
+#define HRT_BASE_DYNLIB_H_
+
+#include "base/status.h"
+
+typedef struct hrt_dynlib_s hrt_dynlib_t;
+
+// Opens the first of `paths[0..count)` that loads (RTLD_NOW | RTLD_LOCAL).
+// The error lists every path tried.
+hrt_status_t hrt_dynlib_open(const char* const* paths, int count,
+                             hrt_dynlib_t** out_library) HRT_MUST_USE;
+hrt_status_t hrt_dynlib_symbol(hrt_dynlib_t* library, const char* name,
+                               void** out_symbol) HRT_MUST_USE;
+// The path that was opened. Borrowed.
+const char* hrt_dynlib_path(const hrt_dynlib_t* library);
+void hrt_dynlib_close(hrt_dynlib_t* library);
+
+#endif  // HRT_BASE_DYNLIB_H_

@@ -1,0 +1,70 @@
+// Threads and synchronization: thin wrappers over pthreads so the rest of the
+// runtime has one vocabulary and one error mapping.
+//
+// hrt_notification_t is one-shot: once set it stays set, and every current and
+// future waiter returns. Any thread may set or wait.
+#ifndef HRT_BASE_THREADS_H_
+#define HRT_BASE_THREADS_H_
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct hrt_mutex_s {
+  pthread_mutex_t handle;
+} hrt_mutex_t;
+
+typedef struct hrt_cond_s {
+  pthread_cond_t handle;
+} hrt_cond_t;
+
+void hrt_mutex_init(hrt_mutex_t* mutex);
+void hrt_mutex_deinit(hrt_mutex_t* mutex);
+void hrt_mutex_lock(hrt_mutex_t* mutex);
+void hrt_mutex_unlock(hrt_mutex_t* mutex);
+
+// Conditions use CLOCK_MONOTONIC for timed waits.
+void hrt_cond_init(hrt_cond_t* cond);
+void hrt_cond_deinit(hrt_cond_t* cond);
+void hrt_cond_wait(hrt_cond_t* cond, hrt_mutex_t* mutex);
+// Waits until signalled or `deadline_ns` (hrt_time_now_ns() clock) passes.
+// Returns false on timeout.
+bool hrt_cond_wait_until(hrt_cond_t* cond, hrt_mutex_t* mutex,
+                         int64_t deadline_ns);
+void hrt_cond_signal(hrt_cond_t* cond);
+void hrt_cond_broadcast(hrt_cond_t* cond);
+
+// Monotonic clock in nanoseconds.
+int64_t hrt_time_now_ns(void);
+#define HRT_TIME_INFINITE_FUTURE INT64_MAX
+
+typedef struct hrt_thread_s {
+  pthread_t handle;
+} hrt_thread_t;
+
+// Starts `entry(arg)` on a new thread named `name` (truncated to 15 chars).
+hrt_status_t hrt_thread_create(const char* name, void* (*entry)(void*),
+                               void* arg, hrt_thread_t* out_thread)
+    HRT_MUST_USE;
+void hrt_thread_join(hrt_thread_t* thread);
+// Lets a thread that will never be joined free its own resources on exit.
+void hrt_thread_detach(hrt_thread_t* thread);
+bool hrt_thread_is_current(const hrt_thread_t* thread);
+
+typedef struct hrt_notification_s {
+  hrt_mutex_t mutex;
+  hrt_cond_t cond;
+  bool is_set;
+} hrt_notification_t;
+
+void hrt_notification_init(hrt_notification_t* notification);
+void hrt_notification_deinit(hrt_notification_t* notification);
+void hrt_notification_set(hrt_notification_t* notification);
+bool hrt_notification_is_set(hrt_notification_t* notification);
+// Returns false when `deadline_ns` passed before the notification was set.
+bool hrt_notification_wait_until(hrt_notification_t* notification,
+                                 int64_t deadline_ns);
+
+#endif  // HRT_BASE_THREADS_H_

@@ -1,0 +1,126 @@
+// Command buffers: a recorded, reusable list of commands for one device.
+//
+// Recording happens on one thread; hrt_hal_command_buffer_finalize() ends it.
+// A finalized command buffer is immutable and may be submitted any number of
+// times, concurrently, from any thread. Commands address memory through
+// buffer refs: a fixed buffer (retained by the command buffer) or a binding
+// slot, filled per submission from the submission's binding table, so one
+// recording runs on new data without re-recording.
+//
+// Ordering: a device executes the commands of one submission in order, and
+// each command sees the writes of every command before it (CPU devices run
+// them strictly in sequence). barrier() marks that dependency explicitly for
+// devices that can overlap commands.
+#ifndef HRT_HAL_COMMAND_BUFFER_H_
+#define HRT_HAL_COMMAND_BUFFER_H_
+
+#include <stdint.h>
+
+#include "base/ref.h"
+#include "base/status.h"
+#include "hal/buffer.h"
+#include "hal/executable.h"
+
+typedef struct hrt_hal_command_buffer_s hrt_hal_command_buffer_t;
+
+typedef enum hrt_hal_command_type_e {
+  HRT_HAL_COMMAND_FILL = 0,
+  HRT_HAL_COMMAND_COPY,
+  HRT_HAL_COMMAND_UPDATE,
+  HRT_HAL_COMMAND_READ,
+  HRT_HAL_COMMAND_DISPATCH,
+  HRT_HAL_COMMAND_BARRIER,
+} hrt_hal_command_type_t;
+
+#define HRT_HAL_MAX_DISPATCH_BINDINGS 32
+#define HRT_HAL_MAX_DISPATCH_CONSTANTS 64
+
+typedef struct hrt_hal_dispatch_s {
+  hrt_hal_executable_t* executable;  // retained by the command buffer
+  uint32_t entry_ordinal;
+  uint32_t workgroup_count[3];  // each >= 1; x < 2^31, y and z <= 65535
+  uint32_t workgroup_size[3];   // each >= 1; product <= 1024
+  uint32_t constant_count;
+  const uint32_t* constants;
+  uint32_t binding_count;
+  const hrt_hal_buffer_ref_t* bindings;
+} hrt_hal_dispatch_t;
+
+typedef struct hrt_hal_command_s {
+  hrt_hal_command_type_t type;
+  union {
+    struct {
+      hrt_hal_buffer_ref_t target;
+      uint32_t pattern;         // little-endian bytes, repeated
+      uint32_t pattern_length;  // 1, 2 or 4; target length a multiple of it
+    } fill;
+    struct {
+      hrt_hal_buffer_ref_t source;
+      hrt_hal_buffer_ref_t target;  // same length as source
+    } copy;
+    struct {
+      const void* data;  // owned copy taken at record time
+      hrt_hal_buffer_ref_t target;
+    } update;
+    struct {
+      hrt_hal_buffer_ref_t source;
+      void* host_target;  // caller-owned; must outlive every submission
+    } read;
+    hrt_hal_dispatch_t dispatch;  // arrays owned by the command buffer
+  };
+} hrt_hal_command_t;
+
+// Creates an empty command buffer recording for `device` (retained).
+hrt_status_t hrt_hal_command_buffer_create(
+    hrt_hal_device_t* device, hrt_hal_command_buffer_t** out_command_buffer)
+    HRT_MUST_USE;
+void hrt_hal_command_buffer_retain(hrt_hal_command_buffer_t* command_buffer);
+void hrt_hal_command_buffer_release(hrt_hal_command_buffer_t* command_buffer);
+
+// Recording. Each validates its arguments as far as they are known (fixed
+// buffers must belong to the device and ranges must fit; slot ranges are
+// checked at submit) and fails with FAILED_PRECONDITION after finalize.
+hrt_status_t hrt_hal_command_buffer_fill(
+    hrt_hal_command_buffer_t* command_buffer, hrt_hal_buffer_ref_t target,
+    uint32_t pattern, uint32_t pattern_length) HRT_MUST_USE;
+hrt_status_t hrt_hal_command_buffer_copy(
+    hrt_hal_command_buffer_t* command_buffer, hrt_hal_buffer_ref_t source,
+    hrt_hal_buffer_ref_t target) HRT_MUST_USE;
+// Copies `length` bytes of `data` now; target length must equal `length`.
+hrt_status_t hrt_hal_command_buffer_update(
+    hrt_hal_command_buffer_t* command_buffer, const void* data,
+    uint64_t length, hrt_hal_buffer_ref_t target) HRT_MUST_USE;
+// Copies the source range to `host_target` when the command executes.
+hrt_status_t hrt_hal_command_buffer_read(
+    hrt_hal_command_buffer_t* command_buffer, hrt_hal_buffer_ref_t source,
+    void* host_target) HRT_MUST_USE;
+// Copies the dispatch's arrays. Checks counts against the entry, workgroup
+// bounds, and the executable's device.
+hrt_status_t hrt_hal_command_buffer_dispatch(
+    hrt_hal_command_buffer_t* command_buffer,
+    const hrt_hal_dispatch_t* dispatch) HRT_MUST_USE;
+hrt_status_t hrt_hal_command_buffer_barrier(
+    hrt_hal_command_buffer_t* command_buffer) HRT_MUST_USE;
+void hrt_hal_command_buffer_finalize(hrt_hal_command_buffer_t* command_buffer);
+
+// Reading a finalized command buffer (any thread).
+hrt_hal_device_t* hrt_hal_command_buffer_device(
+    const hrt_hal_command_buffer_t* command_buffer);
+bool hrt_hal_command_buffer_is_finalized(
+    const hrt_hal_command_buffer_t* command_buffer);
+uint32_t hrt_hal_command_buffer_count(
+    const hrt_hal_command_buffer_t* command_buffer);
+const hrt_hal_command_t* hrt_hal_command_buffer_at(
+    const hrt_hal_command_buffer_t* command_buffer, uint32_t index);
+// One more than the highest binding slot any command uses (0 if none).
+uint32_t hrt_hal_command_buffer_slot_count(
+    const hrt_hal_command_buffer_t* command_buffer);
+
+// Checks a submission's binding table against every slot ref: enough
+// entries, concrete buffers of `device`, and in-bounds ranges (lengths
+// that must match do). Errors name the command index and operand.
+hrt_status_t hrt_hal_command_buffer_validate_bindings(
+    const hrt_hal_command_buffer_t* command_buffer,
+    const hrt_hal_buffer_ref_t* table, uint32_t table_count) HRT_MUST_USE;
+
+#endif  // HRT_HAL_COMMAND_BUFFER_H_

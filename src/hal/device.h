@@ -1,0 +1,111 @@
+// Devices: where buffers live and command buffers run.
+//
+// Threads and lifetime:
+// - Every function here may be called from any thread.
+// - A device is reference counted. Buffers and executables retain it, and so
+//   does every submission until its completion has run, so a device lives
+//   while work is in flight. The last release may happen on the device's own
+//   completion thread; implementations handle that (they cannot join
+//   themselves).
+// - Each device has its own completion thread. A submission's completion
+//   callback runs there exactly once, never on the submitting thread.
+#ifndef HRT_HAL_DEVICE_H_
+#define HRT_HAL_DEVICE_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/ref.h"
+#include "base/status.h"
+#include "hal/buffer.h"
+#include "hal/command_buffer.h"
+#include "hal/executable.h"
+#include "hal/semaphore.h"
+
+typedef struct hrt_hal_device_info_s {
+  char driver[32];      // "local-sync", "local-task", "cuda"
+  char kind[16];        // "local" or "cuda": selects module executables
+  char name[128];       // human readable
+  char uri[64];         // canonical URI that recreates this device
+  uint32_t ordinal;
+  uint32_t worker_count;           // CPU threads running workgroups
+  uint64_t total_memory;           // bytes; 0 when unknown
+  uint32_t compute_capability[2];  // CUDA only
+  uint32_t multiprocessor_count;   // CUDA only
+  int32_t driver_version;          // CUDA only
+} hrt_hal_device_info_t;
+
+// Called exactly once per accepted submission, on the device's completion
+// thread. Takes ownership of `status` (HRT_OK on success).
+typedef struct hrt_hal_completion_s {
+  void (*fn)(void* user_data, hrt_status_t status);
+  void* user_data;
+} hrt_hal_completion_t;
+
+typedef struct hrt_hal_submission_s {
+  hrt_hal_command_buffer_t* command_buffer;  // finalized, same device
+  const hrt_hal_buffer_ref_t* bindings;      // concrete refs for the slots
+  uint32_t binding_count;
+  const hrt_hal_semaphore_point_t* waits;    // all reached before it runs
+  uint32_t wait_count;
+  const hrt_hal_semaphore_point_t* signals;  // signalled (or failed) after
+  uint32_t signal_count;
+  hrt_hal_completion_t completion;           // fn may be NULL
+} hrt_hal_submission_t;
+
+typedef struct hrt_hal_device_s hrt_hal_device_t;
+
+typedef struct hrt_hal_device_vtable_s {
+  void (*destroy)(hrt_hal_device_t* device);
+  hrt_status_t (*allocate_buffer)(hrt_hal_device_t* device,
+                                  uint64_t byte_length,
+                                  const void* initial_data,
+                                  hrt_hal_buffer_t** out_buffer);
+  hrt_status_t (*create_executable)(hrt_hal_device_t* device,
+                                    const hrt_hal_executable_params_t* params,
+                                    hrt_hal_executable_t** out_executable);
+  // Called after hrt_hal_device_queue_submit validated the submission.
+  hrt_status_t (*queue_submit)(hrt_hal_device_t* device,
+                               const hrt_hal_submission_t* submission);
+} hrt_hal_device_vtable_t;
+
+struct hrt_hal_device_s {
+  hrt_ref_t ref;
+  const hrt_hal_device_vtable_t* vtable;
+  hrt_hal_device_info_t info;
+};
+
+// For implementations: sets the common fields (one reference, live count).
+void hrt_hal_device_initialize(const hrt_hal_device_vtable_t* vtable,
+                               hrt_hal_device_t* device);
+// For implementations: the matching live-count decrement in destroy.
+void hrt_hal_device_deinitialize(hrt_hal_device_t* device);
+
+void hrt_hal_device_retain(hrt_hal_device_t* device);
+void hrt_hal_device_release(hrt_hal_device_t* device);
+
+const hrt_hal_device_info_t* hrt_hal_device_info(
+    const hrt_hal_device_t* device);
+
+// Allocates `byte_length` bytes, initialised from `initial_data` when it is
+// not NULL and zero-filled otherwise. RESOURCE_EXHAUSTED when out of memory.
+hrt_status_t hrt_hal_device_allocate_buffer(hrt_hal_device_t* device,
+                                            uint64_t byte_length,
+                                            const void* initial_data,
+                                            hrt_hal_buffer_t** out_buffer)
+    HRT_MUST_USE;
+
+hrt_status_t hrt_hal_device_create_executable(
+    hrt_hal_device_t* device, const hrt_hal_executable_params_t* params,
+    hrt_hal_executable_t** out_executable) HRT_MUST_USE;
+
+// Validates and enqueues a submission. On HRT_OK the device has retained
+// everything it needs (command buffer, bound buffers, semaphores) and will
+// run the completion exactly once; on error nothing was retained and the
+// completion is never called. A failed wait semaphore or a failing command
+// fails the signal semaphores and passes the status to the completion.
+hrt_status_t hrt_hal_device_queue_submit(
+    hrt_hal_device_t* device, const hrt_hal_submission_t* submission)
+    HRT_MUST_USE;
+
+#endif  // HRT_HAL_DEVICE_H_

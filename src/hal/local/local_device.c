@@ -1,0 +1,445 @@
+#include "hal/local/local_device.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/live.h"
+#include "base/threads.h"
+#include "hal/local/local_executable.h"
+#include "hal/local/worker_pool.h"
+
+typedef struct hrt_local_submission_s {
+  struct hrt_local_submission_s* next;
+  hrt_hal_command_buffer_t* command_buffer;  // retained
+  uint32_t binding_count;
+  uint32_t wait_count;
+  uint32_t signal_count;
+  hrt_hal_completion_t completion;
+  hrt_hal_buffer_ref_t* bindings;            // buffers retained
+  hrt_hal_semaphore_point_t* waits;          // semaphores retained
+  hrt_hal_semaphore_point_t* signals;        // semaphores retained
+} hrt_local_submission_t;
+
+typedef struct hrt_local_device_s {
+  hrt_hal_device_t base;
+  hrt_worker_pool_t* pool;  // NULL for local-sync
+  hrt_thread_t thread;
+  hrt_mutex_t mutex;
+  hrt_cond_t cond;
+  // Guarded by mutex.
+  hrt_local_submission_t* head;
+  hrt_local_submission_t* tail;
+  bool shutdown;
+  bool free_on_exit;  // destroyed from the queue thread itself
+} hrt_local_device_t;
+
+typedef struct hrt_local_buffer_s {
+  hrt_hal_buffer_t base;
+} hrt_local_buffer_t;
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+static void hrt_local_buffer_destroy(hrt_hal_buffer_t* buffer) {
+  free(buffer->host_ptr);
+  free(buffer);
+}
+
+static const hrt_hal_buffer_vtable_t hrt_local_buffer_vtable = {
+    .destroy = hrt_local_buffer_destroy,
+};
+
+static hrt_status_t hrt_local_allocate_buffer(hrt_hal_device_t* device,
+                                              uint64_t byte_length,
+                                              const void* initial_data,
+                                              hrt_hal_buffer_t** out_buffer) {
+  // 64-byte alignment for vector loads; the size rounds up to match, which
+  // also keeps zero-byte buffers addressable.
+  if (byte_length > SIZE_MAX - 64) {
+    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                           "cannot allocate %llu bytes",
+                           (unsigned long long)byte_length);
+  }
+  size_t padded = ((size_t)byte_length + 63) & ~(size_t)63;
+  if (padded == 0) padded = 64;
+  void* storage = aligned_alloc(64, padded);
+  hrt_local_buffer_t* buffer = malloc(sizeof(*buffer));
+  if (!storage || !buffer) {
+    free(storage);
+    free(buffer);
+    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                           "out of host memory allocating a %llu-byte buffer "
+                           "on %s",
+                           (unsigned long long)byte_length, device->info.uri);
+  }
+  if (initial_data) {
+    memcpy(storage, initial_data, (size_t)byte_length);
+    memset((char*)storage + byte_length, 0, padded - (size_t)byte_length);
+  } else {
+    memset(storage, 0, padded);
+  }
+  hrt_hal_buffer_initialize(&hrt_local_buffer_vtable, device, byte_length,
+                            storage, &buffer->base);
+  *out_buffer = &buffer->base;
+  return HRT_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Execution (queue thread)
+//===----------------------------------------------------------------------===//
+
+// Host address of a resolved ref.
+static char* hrt_host_address(const hrt_hal_buffer_ref_t* ref) {
+  return (char*)ref->buffer->host_ptr + ref->offset;
+}
+
+static hrt_hal_buffer_ref_t hrt_resolve(const hrt_hal_buffer_ref_t* ref,
+                                        const hrt_local_submission_t* sub) {
+  // Ranges were validated at submit time; resolution cannot fail here.
+  hrt_hal_buffer_ref_t resolved = {0};
+  hrt_status_free(hrt_hal_buffer_ref_resolve(ref, sub->bindings,
+                                             sub->binding_count, "operand",
+                                             &resolved));
+  return resolved;
+}
+
+static void hrt_fill(const hrt_hal_buffer_ref_t* target, uint32_t pattern,
+                     uint32_t pattern_length) {
+  char* dst = hrt_host_address(target);
+  if (pattern_length == 1) {
+    memset(dst, (int)(pattern & 0xFF), (size_t)target->length);
+    return;
+  }
+  for (uint64_t i = 0; i < target->length; i += pattern_length) {
+    memcpy(dst + i, &pattern, pattern_length);
+  }
+}
+
+typedef struct hrt_dispatch_job_s {
+  halrt_kernel_fn_t fn;
+  halrt_dispatch_state_t state;
+  atomic_int result;              // first non-zero kernel result
+  atomic_uint_fast64_t failed_at; // linear id of that workgroup
+} hrt_dispatch_job_t;
+
+static void hrt_run_workgroup(void* context, uint64_t item,
+                              uint32_t worker_id) {
+  hrt_dispatch_job_t* job = context;
+  if (atomic_load_explicit(&job->result, memory_order_relaxed) != 0) return;
+  const uint32_t* count = job->state.workgroup_count;
+  halrt_workgroup_state_t workgroup = {
+      .workgroup_id = {(uint32_t)(item % count[0]),
+                       (uint32_t)((item / count[0]) % count[1]),
+                       (uint32_t)(item / ((uint64_t)count[0] * count[1]))},
+      .worker_id = worker_id,
+  };
+  int result = job->fn(&job->state, &workgroup);
+  int expected = 0;
+  if (result != 0 && atomic_compare_exchange_strong(&job->result, &expected,
+                                                    result)) {
+    atomic_store(&job->failed_at, item);
+  }
+}
+
+static hrt_status_t hrt_dispatch(hrt_local_device_t* device,
+                                 const hrt_hal_dispatch_t* dispatch,
+                                 const hrt_local_submission_t* sub,
+                                 uint32_t index) {
+  void* pointers[HRT_HAL_MAX_DISPATCH_BINDINGS];
+  size_t lengths[HRT_HAL_MAX_DISPATCH_BINDINGS];
+  for (uint32_t i = 0; i < dispatch->binding_count; ++i) {
+    hrt_hal_buffer_ref_t ref = hrt_resolve(&dispatch->bindings[i], sub);
+    pointers[i] = hrt_host_address(&ref);
+    lengths[i] = (size_t)ref.length;
+  }
+  const halrt_kernel_entry_t* kernel = hrt_local_executable_kernel(
+      dispatch->executable, dispatch->entry_ordinal);
+  hrt_dispatch_job_t job = {
+      .fn = kernel->fn,
+      .state = {
+          .workgroup_count = {dispatch->workgroup_count[0],
+                              dispatch->workgroup_count[1],
+                              dispatch->workgroup_count[2]},
+          .workgroup_size = {dispatch->workgroup_size[0],
+                             dispatch->workgroup_size[1],
+                             dispatch->workgroup_size[2]},
+          .constant_count = dispatch->constant_count,
+          .binding_count = dispatch->binding_count,
+          .constants = dispatch->constants,
+          .bindings = pointers,
+          .binding_lengths = lengths,
+      },
+  };
+  atomic_init(&job.result, 0);
+  atomic_init(&job.failed_at, 0);
+  uint64_t total = (uint64_t)dispatch->workgroup_count[0] *
+                   dispatch->workgroup_count[1] * dispatch->workgroup_count[2];
+  if (device->pool) {
+    hrt_worker_pool_run(device->pool, total, hrt_run_workgroup, &job);
+  } else {
+    for (uint64_t i = 0; i < total && atomic_load(&job.result) == 0; ++i) {
+      hrt_run_workgroup(&job, i, 0);
+    }
+  }
+  int result = atomic_load(&job.result);
+  if (result == 0) return HRT_OK;
+  uint64_t at = atomic_load(&job.failed_at);
+  const uint32_t* count = dispatch->workgroup_count;
+  return hrt_status_make(
+      result == HALRT_KERNEL_INVALID_ARGUMENT ? HRT_STATUS_INVALID_ARGUMENT
+                                              : HRT_STATUS_ABORTED,
+      "kernel '%s' of executable '%s' (command %u) returned %d at workgroup "
+      "[%llu, %llu, %llu]%s",
+      kernel->name, dispatch->executable->name, index, result,
+      (unsigned long long)(at % count[0]),
+      (unsigned long long)((at / count[0]) % count[1]),
+      (unsigned long long)(at / ((uint64_t)count[0] * count[1])),
+      result == HALRT_KERNEL_INVALID_ARGUMENT
+          ? ": its bindings or constants are inconsistent"
+          : "");
+}
+
+static hrt_status_t hrt_execute(hrt_local_device_t* device,
+                                const hrt_local_submission_t* sub) {
+  for (uint32_t i = 0; i < sub->wait_count; ++i) {
+    HRT_RETURN_IF_ERROR(hrt_hal_semaphore_wait(sub->waits[i].semaphore,
+                                               sub->waits[i].value,
+                                               HRT_TIME_INFINITE_FUTURE));
+  }
+  const hrt_hal_command_buffer_t* command_buffer = sub->command_buffer;
+  uint32_t count = hrt_hal_command_buffer_count(command_buffer);
+  for (uint32_t i = 0; i < count; ++i) {
+    const hrt_hal_command_t* command =
+        hrt_hal_command_buffer_at(command_buffer, i);
+    switch (command->type) {
+      case HRT_HAL_COMMAND_FILL: {
+        hrt_hal_buffer_ref_t target = hrt_resolve(&command->fill.target, sub);
+        hrt_fill(&target, command->fill.pattern, command->fill.pattern_length);
+        break;
+      }
+      case HRT_HAL_COMMAND_COPY: {
+        hrt_hal_buffer_ref_t source = hrt_resolve(&command->copy.source, sub);
+        hrt_hal_buffer_ref_t target = hrt_resolve(&command->copy.target, sub);
+        memmove(hrt_host_address(&target), hrt_host_address(&source),
+                (size_t)source.length);
+        break;
+      }
+      case HRT_HAL_COMMAND_UPDATE: {
+        hrt_hal_buffer_ref_t target = hrt_resolve(&command->update.target, sub);
+        memcpy(hrt_host_address(&target), command->update.data,
+               (size_t)target.length);
+        break;
+      }
+      case HRT_HAL_COMMAND_READ: {
+        hrt_hal_buffer_ref_t source = hrt_resolve(&command->read.source, sub);
+        memcpy(command->read.host_target, hrt_host_address(&source),
+               (size_t)source.length);
+        break;
+      }
+      case HRT_HAL_COMMAND_DISPATCH:
+        HRT_RETURN_IF_ERROR(hrt_dispatch(device, &command->dispatch, sub, i));
+        break;
+      case HRT_HAL_COMMAND_BARRIER:
+        // Commands already run strictly in order on this device.
+        break;
+    }
+  }
+  return HRT_OK;
+}
+
+static void hrt_submission_free(hrt_local_submission_t* sub) {
+  hrt_hal_command_buffer_release(sub->command_buffer);
+  for (uint32_t i = 0; i < sub->binding_count; ++i) {
+    hrt_hal_buffer_release(sub->bindings[i].buffer);
+  }
+  for (uint32_t i = 0; i < sub->wait_count; ++i) {
+    hrt_hal_semaphore_release(sub->waits[i].semaphore);
+  }
+  for (uint32_t i = 0; i < sub->signal_count; ++i) {
+    hrt_hal_semaphore_release(sub->signals[i].semaphore);
+  }
+  free(sub);
+  hrt_live_add(HRT_LIVE_SUBMISSION, -1);
+}
+
+// Runs one submission to completion: execute, signal or fail the
+// semaphores, call the completion, then drop the submission's references
+// (the device's last among them, possibly).
+static void hrt_complete(hrt_local_device_t* device,
+                         hrt_local_submission_t* sub) {
+  hrt_status_t status = hrt_execute(device, sub);
+  for (uint32_t i = 0; i < sub->signal_count; ++i) {
+    if (status == HRT_OK) {
+      hrt_status_t signal_status = hrt_hal_semaphore_signal(
+          sub->signals[i].semaphore, sub->signals[i].value);
+      if (signal_status != HRT_OK) status = signal_status;
+    } else {
+      hrt_hal_semaphore_fail(sub->signals[i].semaphore,
+                             hrt_status_clone(status));
+    }
+  }
+  if (sub->completion.fn) {
+    sub->completion.fn(sub->completion.user_data, status);
+  } else {
+    hrt_status_free(status);
+  }
+  hrt_submission_free(sub);
+  hrt_hal_device_release(&device->base);
+}
+
+static void hrt_local_device_free(hrt_local_device_t* device) {
+  hrt_worker_pool_destroy(device->pool);
+  hrt_cond_deinit(&device->cond);
+  hrt_mutex_deinit(&device->mutex);
+  hrt_hal_device_deinitialize(&device->base);
+  free(device);
+}
+
+static void* hrt_queue_main(void* arg) {
+  hrt_local_device_t* device = arg;
+  hrt_mutex_lock(&device->mutex);
+  for (;;) {
+    while (!device->head && !device->shutdown) {
+      hrt_cond_wait(&device->cond, &device->mutex);
+    }
+    hrt_local_submission_t* sub = device->head;
+    if (!sub) break;  // shut down with nothing left
+    device->head = sub->next;
+    if (!device->head) device->tail = NULL;
+    hrt_mutex_unlock(&device->mutex);
+    hrt_complete(device, sub);
+    hrt_mutex_lock(&device->mutex);
+  }
+  bool free_on_exit = device->free_on_exit;
+  hrt_mutex_unlock(&device->mutex);
+  if (free_on_exit) {
+    hrt_thread_detach(&device->thread);
+    hrt_local_device_free(device);
+  }
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Device
+//===----------------------------------------------------------------------===//
+
+static void hrt_local_device_destroy(hrt_hal_device_t* base) {
+  hrt_local_device_t* device = (hrt_local_device_t*)base;
+  // Only called at refcount zero: no submission is pending (each holds a
+  // reference), so the queue is empty.
+  bool on_queue_thread = hrt_thread_is_current(&device->thread);
+  hrt_mutex_lock(&device->mutex);
+  device->shutdown = true;
+  device->free_on_exit = on_queue_thread;
+  hrt_cond_signal(&device->cond);
+  hrt_mutex_unlock(&device->mutex);
+  if (on_queue_thread) return;
+  hrt_thread_join(&device->thread);
+  hrt_local_device_free(device);
+}
+
+static hrt_status_t hrt_local_create_executable(
+    hrt_hal_device_t* device, const hrt_hal_executable_params_t* params,
+    hrt_hal_executable_t** out_executable) {
+  return hrt_local_executable_create(device, params, out_executable);
+}
+
+// Copies `count` semaphore points and retains their semaphores.
+static void hrt_copy_points(hrt_hal_semaphore_point_t* dst,
+                            const hrt_hal_semaphore_point_t* src,
+                            uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    dst[i] = src[i];
+    hrt_hal_semaphore_retain(dst[i].semaphore);
+  }
+}
+
+static hrt_status_t hrt_local_queue_submit(
+    hrt_hal_device_t* base, const hrt_hal_submission_t* submission) {
+  hrt_local_device_t* device = (hrt_local_device_t*)base;
+  size_t bindings_size = submission->binding_count * sizeof(hrt_hal_buffer_ref_t);
+  size_t points_size = (submission->wait_count + submission->signal_count) *
+                       sizeof(hrt_hal_semaphore_point_t);
+  hrt_local_submission_t* sub = NULL;
+  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
+      sizeof(*sub) + bindings_size + points_size, "submission", (void**)&sub));
+  sub->bindings = (hrt_hal_buffer_ref_t*)(sub + 1);
+  sub->waits = (hrt_hal_semaphore_point_t*)((char*)sub->bindings +
+                                            bindings_size);
+  sub->signals = sub->waits + submission->wait_count;
+  sub->command_buffer = submission->command_buffer;
+  hrt_hal_command_buffer_retain(sub->command_buffer);
+  sub->binding_count = submission->binding_count;
+  for (uint32_t i = 0; i < submission->binding_count; ++i) {
+    sub->bindings[i] = submission->bindings[i];
+    hrt_hal_buffer_retain(sub->bindings[i].buffer);
+  }
+  sub->wait_count = submission->wait_count;
+  hrt_copy_points(sub->waits, submission->waits, submission->wait_count);
+  sub->signal_count = submission->signal_count;
+  hrt_copy_points(sub->signals, submission->signals, submission->signal_count);
+  sub->completion = submission->completion;
+  hrt_live_add(HRT_LIVE_SUBMISSION, 1);
+  hrt_hal_device_retain(base);
+
+  hrt_mutex_lock(&device->mutex);
+  if (device->tail) {
+    device->tail->next = sub;
+  } else {
+    device->head = sub;
+  }
+  device->tail = sub;
+  hrt_cond_signal(&device->cond);
+  hrt_mutex_unlock(&device->mutex);
+  return HRT_OK;
+}
+
+static const hrt_hal_device_vtable_t hrt_local_device_vtable = {
+    .destroy = hrt_local_device_destroy,
+    .allocate_buffer = hrt_local_allocate_buffer,
+    .create_executable = hrt_local_create_executable,
+    .queue_submit = hrt_local_queue_submit,
+};
+
+hrt_status_t hrt_local_device_create(const char* driver_name,
+                                     uint32_t worker_count, const char* uri,
+                                     hrt_hal_device_t** out_device) {
+  hrt_local_device_t* device = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate_zeroed(sizeof(*device), "device", (void**)&device));
+  hrt_mutex_init(&device->mutex);
+  hrt_cond_init(&device->cond);
+  hrt_status_t status = HRT_OK;
+  if (worker_count > 0) {
+    status = hrt_worker_pool_create(worker_count, &device->pool);
+  }
+  if (status == HRT_OK) {
+    status = hrt_thread_create("halrt-queue", hrt_queue_main, device,
+                               &device->thread);
+  }
+  if (status != HRT_OK) {
+    hrt_worker_pool_destroy(device->pool);
+    hrt_cond_deinit(&device->cond);
+    hrt_mutex_deinit(&device->mutex);
+    free(device);
+    return status;
+  }
+  hrt_hal_device_initialize(&hrt_local_device_vtable, &device->base);
+  hrt_hal_device_info_t* info = &device->base.info;
+  snprintf(info->driver, sizeof(info->driver), "%s", driver_name);
+  snprintf(info->kind, sizeof(info->kind), "local");
+  snprintf(info->uri, sizeof(info->uri), "%s", uri);
+  info->worker_count = worker_count ? worker_count : 1;
+  if (worker_count) {
+    snprintf(info->name, sizeof(info->name), "CPU (%s, %u workers)",
+             driver_name, worker_count);
+  } else {
+    snprintf(info->name, sizeof(info->name), "CPU (%s, queue thread)",
+             driver_name);
+  }
+  *out_device = &device->base;
+  return HRT_OK;
+}

@@ -1,0 +1,28 @@
+// A fixed pool of worker threads that runs the items of one job at a time.
+//
+// Threads: hrt_worker_pool_run() is called by one thread at a time (a local
+// device's queue thread) and blocks it until every item has run. Items run on
+// the workers, concurrently and in any order; `worker_id` identifies the
+// worker (0 <= worker_id < worker_count) so items may use per-worker scratch.
+// A job of a single item runs inline on the calling thread as worker 0.
+// destroy() joins the workers; call it from a thread that is not a worker.
+#ifndef HRT_HAL_LOCAL_WORKER_POOL_H_
+#define HRT_HAL_LOCAL_WORKER_POOL_H_
+
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct hrt_worker_pool_s hrt_worker_pool_t;
+
+typedef void (*hrt_worker_pool_fn_t)(void* context, uint64_t item,
+                                     uint32_t worker_id);
+
+hrt_status_t hrt_worker_pool_create(uint32_t worker_count,
+                                    hrt_worker_pool_t** out_pool) HRT_MUST_USE;
+void hrt_worker_pool_destroy(hrt_worker_pool_t* pool);
+uint32_t hrt_worker_pool_worker_count(const hrt_worker_pool_t* pool);
+void hrt_worker_pool_run(hrt_worker_pool_t* pool, uint64_t item_count,
+                         hrt_worker_pool_fn_t fn, void* context);
+
+#endif  // HRT_HAL_LOCAL_WORKER_POOL_H_

@@ -1,0 +1,522 @@
+// The CPU devices end to end: submissions, completions, dispatches through
+// the built-in and user kernel libraries, reuse, semaphores, failures and
+// teardown.
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "base/live.h"
+#include "base/threads.h"
+#include "hal/buffer_view.h"
+#include "hal/driver.h"
+#include "halrt/cpu_kernel.h"
+#include "test.h"
+
+static const char* const kDeviceUris[] = {"local-sync", "local-task?workers=4"};
+
+static hrt_status_t make_device(const char* uri, hrt_hal_device_t** out) {
+  uint32_t count = 0;
+  const hrt_hal_driver_t* const* drivers = hrt_hal_builtin_drivers(&count);
+  return hrt_hal_create_device(drivers, count, uri, out);
+}
+
+// Records how a submission completed.
+typedef struct {
+  hrt_notification_t done;
+  hrt_status_t status;
+  pthread_t thread;
+  int order;
+} completion_t;
+
+static atomic_int completion_counter;
+
+static void on_complete(void* user_data, hrt_status_t status) {
+  completion_t* completion = user_data;
+  completion->status = status;
+  completion->thread = pthread_self();
+  completion->order = atomic_fetch_add(&completion_counter, 1);
+  hrt_notification_set(&completion->done);
+}
+
+static void completion_init(completion_t* completion) {
+  memset(completion, 0, sizeof(*completion));
+  hrt_notification_init(&completion->done);
+}
+
+// Waits (10 s at most) and returns the submission's status (owned).
+static hrt_status_t completion_wait(completion_t* completion) {
+  if (!hrt_notification_wait_until(&completion->done,
+                                   hrt_time_now_ns() + 10000000000LL)) {
+    return hrt_status_make(HRT_STATUS_DEADLINE_EXCEEDED,
+                           "submission did not complete in 10 s");
+  }
+  hrt_notification_deinit(&completion->done);
+  return completion->status;
+}
+
+static hrt_status_t submit(hrt_hal_device_t* device,
+                           hrt_hal_command_buffer_t* cb,
+                           const hrt_hal_buffer_ref_t* bindings,
+                           uint32_t binding_count, completion_t* completion) {
+  completion_init(completion);
+  hrt_hal_submission_t submission = {
+      .command_buffer = cb,
+      .bindings = bindings,
+      .binding_count = binding_count,
+      .completion = {on_complete, completion},
+  };
+  return hrt_hal_device_queue_submit(device, &submission);
+}
+
+static hrt_hal_buffer_ref_t whole(hrt_hal_buffer_t* buffer) {
+  return (hrt_hal_buffer_ref_t){buffer, 0, 0, HRT_HAL_WHOLE_BUFFER};
+}
+
+static void completions_run_off_the_submitting_thread(void) {
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_buffer_t* buffer = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &buffer));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 0xAB, 1));
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t completion;
+    CHECK_OK(submit(device, cb, NULL, 0, &completion));
+    CHECK_OK(completion_wait(&completion));
+    CHECK(!pthread_equal(completion.thread, pthread_self()));
+    CHECK(((unsigned char*)buffer->host_ptr)[15] == 0xAB);
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_device_release(device);
+  }
+}
+
+static void fill_copy_update_read_move_bytes(void) {
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_buffer_t* a = NULL;
+    hrt_hal_buffer_t* b = NULL;
+    const uint16_t initial[4] = {1, 2, 3, 4};
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, initial, &a));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, NULL, &b));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    const uint16_t patch = 99;
+    uint16_t out_a[4] = {0}, out_b[4] = {0};
+    CHECK_OK(hrt_hal_command_buffer_fill(
+        cb, (hrt_hal_buffer_ref_t){b, 0, 0, 4}, 0x7777, 2));
+    CHECK_OK(hrt_hal_command_buffer_update(
+        cb, &patch, 2, (hrt_hal_buffer_ref_t){a, 0, 2, 2}));
+    CHECK_OK(hrt_hal_command_buffer_barrier(cb));
+    CHECK_OK(hrt_hal_command_buffer_copy(
+        cb, (hrt_hal_buffer_ref_t){a, 0, 0, 4},
+        (hrt_hal_buffer_ref_t){b, 0, 4, 4}));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(a), out_a));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(b), out_b));
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t completion;
+    CHECK_OK(submit(device, cb, NULL, 0, &completion));
+    CHECK_OK(completion_wait(&completion));
+    CHECK(out_a[0] == 1 && out_a[1] == 99 && out_a[2] == 3 && out_a[3] == 4);
+    CHECK(out_b[0] == 0x7777 && out_b[1] == 0x7777 && out_b[2] == 1 &&
+          out_b[3] == 99);
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(a);
+    hrt_hal_buffer_release(b);
+    hrt_hal_device_release(device);
+  }
+}
+
+// Records `add_f32` over three binding slots (a, b, out) of n elements.
+static hrt_status_t record_add(hrt_hal_device_t* device,
+                               hrt_hal_executable_t* executable, uint32_t n,
+                               uint32_t workgroups,
+                               hrt_hal_command_buffer_t** out_cb) {
+  uint32_t ordinal = 0;
+  HRT_RETURN_IF_ERROR(hrt_hal_executable_lookup(executable, "add_f32", &ordinal));
+  hrt_hal_buffer_ref_t slots[3] = {{NULL, 0, 0, HRT_HAL_WHOLE_BUFFER},
+                                   {NULL, 1, 0, HRT_HAL_WHOLE_BUFFER},
+                                   {NULL, 2, 0, HRT_HAL_WHOLE_BUFFER}};
+  hrt_hal_dispatch_t dispatch = {executable, ordinal,   {workgroups, 1, 1},
+                                 {64, 1, 1}, 1,         &n,
+                                 3,          slots};
+  hrt_hal_command_buffer_t* cb = NULL;
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
+  hrt_status_t status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
+  if (status != HRT_OK) {
+    hrt_hal_command_buffer_release(cb);
+    return status;
+  }
+  hrt_hal_command_buffer_finalize(cb);
+  *out_cb = cb;
+  return HRT_OK;
+}
+
+static void reused_command_buffer_runs_on_new_bindings(void) {
+  enum { N = 10007, SETS = 3 };
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(record_add(device, executable, N, 37, &cb));
+    // Several binding sets submitted back to back without waiting: each
+    // output must hold its own inputs' sums, every element written.
+    hrt_hal_buffer_t* buffers[SETS][3];
+    completion_t completions[SETS];
+    float* a = malloc(N * sizeof(float));
+    float* b = malloc(N * sizeof(float));
+    CHECK(a && b);
+    for (int s = 0; s < SETS; ++s) {
+      for (int i = 0; i < N; ++i) {
+        a[i] = (float)(i * (s + 1));
+        b[i] = (float)(s - i) * 0.5f;
+      }
+      CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, a, &buffers[s][0]));
+      CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, b, &buffers[s][1]));
+      CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL,
+                                              &buffers[s][2]));
+      memset(buffers[s][2]->host_ptr, 0xFF, N * 4);  // poison: NaN
+      hrt_hal_buffer_ref_t table[3] = {whole(buffers[s][0]),
+                                       whole(buffers[s][1]),
+                                       whole(buffers[s][2])};
+      CHECK_OK(submit(device, cb, table, 3, &completions[s]));
+    }
+    int wrong = 0;
+    for (int s = 0; s < SETS; ++s) {
+      CHECK_OK(completion_wait(&completions[s]));
+      const float* out = buffers[s][2]->host_ptr;
+      for (int i = 0; i < N; ++i) {
+        float expected = (float)(i * (s + 1)) + (float)(s - i) * 0.5f;
+        if (out[i] != expected) ++wrong;
+      }
+      CHECK_EQ_INT(completions[s].order,
+                   completions[0].order + s);  // FIFO
+    }
+    CHECK_EQ_INT(wrong, 0);
+    for (int s = 0; s < SETS; ++s) {
+      for (int k = 0; k < 3; ++k) hrt_hal_buffer_release(buffers[s][k]);
+    }
+    free(a);
+    free(b);
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_executable_release(executable);
+    hrt_hal_device_release(device);
+  }
+}
+
+static hrt_status_t load_test_library(hrt_hal_device_t* device,
+                                      const char* variant,
+                                      hrt_hal_executable_t** out) {
+  const char* dir = getenv("HRT_TEST_KERNEL_DIR");
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/kernels_%s.so", dir ? dir : ".", variant);
+  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY,
+                                        path, NULL, 0};
+  return hrt_hal_device_create_executable(device, &params, out);
+}
+
+static void user_kernel_libraries_load_and_run(void) {
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("local-task?workers=3", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(load_test_library(device, "good", &executable));
+  uint32_t ordinal = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "scale_u32", &ordinal));
+  uint32_t input[100];
+  for (int i = 0; i < 100; ++i) input[i] = (uint32_t)i;
+  hrt_hal_buffer_t* in = NULL;
+  hrt_hal_buffer_t* out = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(input), input, &in));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(input), NULL, &out));
+  uint32_t constants[2] = {100, 3};
+  hrt_hal_buffer_ref_t bindings[2] = {whole(in), whole(out)};
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {7, 1, 1}, {1, 1, 1},
+                                 2,          constants, 2,       bindings};
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+  hrt_hal_command_buffer_finalize(cb);
+  completion_t completion;
+  CHECK_OK(submit(device, cb, NULL, 0, &completion));
+  CHECK_OK(completion_wait(&completion));
+  const uint32_t* result = out->host_ptr;
+  for (int i = 0; i < 100; ++i) CHECK_EQ_INT(result[i], 3 * i);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(in);
+  hrt_hal_buffer_release(out);
+  hrt_hal_executable_release(executable);
+
+  CHECK_STATUS(load_test_library(device, "bad_abi", &executable),
+               HRT_STATUS_INVALID_ARGUMENT, "ABI version 2");
+  CHECK_STATUS(load_test_library(device, "no_query", &executable),
+               HRT_STATUS_NOT_FOUND, "halrt_kernel_library_query");
+  CHECK_STATUS(load_test_library(device, "duplicate_names", &executable),
+               HRT_STATUS_INVALID_ARGUMENT, "names kernel 'scale_u32' twice");
+  CHECK_STATUS(load_test_library(device, "null_table", &executable),
+               HRT_STATUS_INVALID_ARGUMENT, "returned no table");
+  CHECK_STATUS(load_test_library(device, "missing", &executable),
+               HRT_STATUS_UNAVAILABLE, "kernels_missing.so");
+  hrt_hal_device_release(device);
+}
+
+static void workgroups_spread_over_the_workers(void) {
+  enum { GROUPS = 64, WORKERS = 4 };
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("local-task?workers=4", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(load_test_library(device, "good", &executable));
+  uint32_t ordinal = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "worker_ids", &ordinal));
+  hrt_hal_buffer_t* out = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, GROUPS * 4, NULL, &out));
+  hrt_hal_buffer_ref_t binding = whole(out);
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {4, 4, 4}, {1, 1, 1},
+                                 0,          NULL,    1,         &binding};
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+  hrt_hal_command_buffer_finalize(cb);
+  completion_t completion;
+  CHECK_OK(submit(device, cb, NULL, 0, &completion));
+  CHECK_OK(completion_wait(&completion));
+  const uint32_t* ids = out->host_ptr;
+  int used[WORKERS + 1] = {0};
+  int bad = 0;
+  for (int g = 0; g < GROUPS; ++g) {
+    if (ids[g] < 1 || ids[g] > WORKERS) {
+      ++bad;
+    } else {
+      used[ids[g]] = 1;
+    }
+  }
+  int distinct = used[1] + used[2] + used[3] + used[4];
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(out);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+  CHECK_EQ_INT(bad, 0);  // every workgroup ran, with a valid worker id
+  CHECK(distinct >= 2);
+}
+
+static void failing_kernel_fails_the_submission_naming_it(void) {
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(load_test_library(device, "good", &executable));
+    uint32_t ordinal = 0;
+    CHECK_OK(hrt_hal_executable_lookup(executable, "fail_on", &ordinal));
+    hrt_hal_semaphore_t* signal = NULL;
+    CHECK_OK(hrt_hal_semaphore_create(0, &signal));
+    hrt_hal_semaphore_point_t point = {signal, 1};
+    uint32_t codes[2] = {7, HALRT_KERNEL_INVALID_ARGUMENT};
+    hrt_status_code_t expected[2] = {HRT_STATUS_ABORTED,
+                                     HRT_STATUS_INVALID_ARGUMENT};
+    for (int c = 0; c < 2; ++c) {
+      uint32_t constants[2] = {codes[c], 2};
+      hrt_hal_dispatch_t dispatch = {executable, ordinal, {5, 1, 1}, {1, 1, 1},
+                                     2,          constants, 0,       NULL};
+      hrt_hal_command_buffer_t* cb = NULL;
+      CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+      CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+      hrt_hal_command_buffer_finalize(cb);
+      completion_t completion;
+      completion_init(&completion);
+      hrt_hal_submission_t submission = {
+          .command_buffer = cb,
+          .signals = c == 0 ? &point : NULL,
+          .signal_count = c == 0 ? 1 : 0,
+          .completion = {on_complete, &completion},
+      };
+      CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+      hrt_hal_command_buffer_release(cb);
+      CHECK_STATUS(completion_wait(&completion), expected[c],
+                   "kernel 'fail_on'");
+    }
+    uint64_t value = 0;
+    CHECK_STATUS(hrt_hal_semaphore_query(signal, &value), HRT_STATUS_ABORTED,
+                 "returned 7 at workgroup [2, 0, 0]");
+    hrt_hal_semaphore_release(signal);
+    // The device still works after a failed submission.
+    hrt_hal_buffer_t* buffer = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &buffer));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 5, 4));
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t completion;
+    CHECK_OK(submit(device, cb, NULL, 0, &completion));
+    CHECK_OK(completion_wait(&completion));
+    CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 5);
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_executable_release(executable);
+    hrt_hal_device_release(device);
+  }
+}
+
+typedef struct {
+  hrt_hal_semaphore_t* semaphore;
+  int fail;
+} late_signal_t;
+
+static void* signal_later(void* arg) {
+  late_signal_t* late = arg;
+  struct timespec pause = {0, 20000000};
+  nanosleep(&pause, NULL);
+  if (late->fail) {
+    hrt_hal_semaphore_fail(late->semaphore,
+                           hrt_status_make(HRT_STATUS_CANCELLED, "upstream"));
+  } else {
+    hrt_status_free(hrt_hal_semaphore_signal(late->semaphore, 1));
+  }
+  return NULL;
+}
+
+static void submissions_wait_for_semaphores(void) {
+  for (int fail = 0; fail < 2; ++fail) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device("local-task?workers=2", &device));
+    hrt_hal_semaphore_t* wait = NULL;
+    hrt_hal_semaphore_t* signal = NULL;
+    CHECK_OK(hrt_hal_semaphore_create(0, &wait));
+    CHECK_OK(hrt_hal_semaphore_create(10, &signal));
+    hrt_hal_buffer_t* buffer = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &buffer));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 9, 4));
+    hrt_hal_command_buffer_finalize(cb);
+    hrt_hal_semaphore_point_t wait_point = {wait, 1};
+    hrt_hal_semaphore_point_t signal_point = {signal, 11};
+    completion_t completion;
+    completion_init(&completion);
+    hrt_hal_submission_t submission = {
+        .command_buffer = cb,
+        .waits = &wait_point,
+        .wait_count = 1,
+        .signals = &signal_point,
+        .signal_count = 1,
+        .completion = {on_complete, &completion},
+    };
+    CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+    late_signal_t late = {wait, fail};
+    hrt_thread_t thread;
+    CHECK_OK(hrt_thread_create("late", signal_later, &late, &thread));
+    // Nothing ran before the wait was satisfied.
+    CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 0);
+    hrt_status_t status = completion_wait(&completion);
+    hrt_thread_join(&thread);
+    uint64_t value = 0;
+    if (fail) {
+      CHECK_STATUS(status, HRT_STATUS_CANCELLED, "upstream");
+      CHECK_STATUS(hrt_hal_semaphore_query(signal, &value),
+                   HRT_STATUS_CANCELLED, "upstream");
+      CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 0);
+    } else {
+      CHECK_OK(status);
+      CHECK_OK(hrt_hal_semaphore_query(signal, &value));
+      CHECK_EQ_INT(value, 11);
+      CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 9);
+    }
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_semaphore_release(wait);
+    hrt_hal_semaphore_release(signal);
+    hrt_hal_device_release(device);
+  }
+}
+
+static void bad_submissions_are_rejected_without_side_effects(void) {
+  hrt_hal_device_t* device = NULL;
+  hrt_hal_device_t* other = NULL;
+  CHECK_OK(make_device("local-sync", &device));
+  CHECK_OK(make_device("local-sync", &other));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  hrt_hal_buffer_ref_t slot = {NULL, 0, 0, 8};
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, slot, 1, 4));
+  completion_t completion;
+  CHECK_STATUS(submit(device, cb, NULL, 0, &completion),
+               HRT_STATUS_FAILED_PRECONDITION, "finalized");
+  hrt_hal_command_buffer_finalize(cb);
+  CHECK_STATUS(submit(other, cb, NULL, 0, &completion),
+               HRT_STATUS_INVALID_ARGUMENT, "another device");
+  CHECK_STATUS(submit(device, cb, NULL, 0, &completion),
+               HRT_STATUS_INVALID_ARGUMENT, "uses 1 binding slots");
+  hrt_hal_buffer_t* small = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &small));
+  hrt_hal_buffer_ref_t table[1] = {whole(small)};
+  CHECK_STATUS(submit(device, cb, table, 1, &completion),
+               HRT_STATUS_OUT_OF_RANGE, "command 0 fill target");
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_SUBMISSION), 0);
+  hrt_hal_buffer_release(small);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_device_release(device);
+  hrt_hal_device_release(other);
+}
+
+// The completion drops the last reference to everything, device included,
+// so the device is destroyed on its own queue thread.
+typedef struct {
+  hrt_hal_device_t* device;
+  hrt_hal_command_buffer_t* cb;
+  hrt_hal_buffer_t* buffer;
+  hrt_notification_t* done;
+} last_ref_t;
+
+static void release_everything(void* user_data, hrt_status_t status) {
+  last_ref_t* refs = user_data;
+  hrt_status_free(status);
+  hrt_hal_command_buffer_release(refs->cb);
+  hrt_hal_buffer_release(refs->buffer);
+  hrt_hal_device_release(refs->device);
+  hrt_notification_set(refs->done);
+}
+
+static void device_released_on_its_own_thread_is_destroyed(void) {
+  for (int d = 0; d < 2; ++d) {
+    int64_t devices_before = hrt_live_count(HRT_LIVE_DEVICE);
+    hrt_notification_t done;
+    hrt_notification_init(&done);
+    last_ref_t refs = {NULL, NULL, NULL, &done};
+    CHECK_OK(make_device(kDeviceUris[d], &refs.device));
+    CHECK_OK(hrt_hal_device_allocate_buffer(refs.device, 64, NULL,
+                                            &refs.buffer));
+    CHECK_OK(hrt_hal_command_buffer_create(refs.device, &refs.cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(refs.cb, whole(refs.buffer), 1, 1));
+    hrt_hal_command_buffer_finalize(refs.cb);
+    hrt_hal_submission_t submission = {
+        .command_buffer = refs.cb,
+        .completion = {release_everything, &refs},
+    };
+    CHECK_OK(hrt_hal_device_queue_submit(refs.device, &submission));
+    CHECK(hrt_notification_wait_until(&done, hrt_time_now_ns() + 5000000000LL));
+    hrt_notification_deinit(&done);
+    // The detached queue thread frees the device as it exits.
+    int64_t deadline = hrt_time_now_ns() + 5000000000LL;
+    while (hrt_live_count(HRT_LIVE_DEVICE) != devices_before &&
+           hrt_time_now_ns() < deadline) {
+      struct timespec pause = {0, 1000000};
+      nanosleep(&pause, NULL);
+    }
+    CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), devices_before);
+  }
+}
+
+TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
+          TEST_CASE(fill_copy_update_read_move_bytes),
+          TEST_CASE(reused_command_buffer_runs_on_new_bindings),
+          TEST_CASE(user_kernel_libraries_load_and_run),
+          TEST_CASE(workgroups_spread_over_the_workers),
+          TEST_CASE(failing_kernel_fails_the_submission_naming_it),
+          TEST_CASE(submissions_wait_for_semaphores),
+          TEST_CASE(bad_submissions_are_rejected_without_side_effects),
+          TEST_CASE(device_released_on_its_own_thread_is_destroyed),
+          TEST_CASE(every_object_is_destroyed))
