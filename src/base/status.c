@@ -92,26 +92,3 @@ const char* hrt_status_message(hrt_status_t status) {
 void hrt_status_free(hrt_status_t status) {
   if (status && status != hrt_status_oom()) free(status);
 }
-
-hrt_status_t hrt_allocate(size_t size, const char* what, void** out_ptr) {
-  void* ptr = malloc(size ? size : 1);
-  if (!ptr) {
-    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                           "out of host memory allocating %zu bytes for %s",
-                           size, what);
-  }
-  *out_ptr = ptr;
-  return HRT_OK;
-}
-
-hrt_status_t hrt_allocate_zeroed(size_t size, const char* what,
-                                 void** out_ptr) {
-  void* ptr = calloc(1, size ? size : 1);
-  if (!ptr) {
-    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                           "out of host memory allocating %zu bytes for %s",
-                           size, what);
-  }
-  *out_ptr = ptr;
-  return HRT_OK;
-}

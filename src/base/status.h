@@ -71,11 +71,4 @@ void hrt_status_free(hrt_status_t status);
     if (hrt_status_tmp_ != HRT_OK) return hrt_status_tmp_; \
   } while (0)
 
-// Allocation helpers that turn failure into RESOURCE_EXHAUSTED naming `what`.
-#include <stddef.h>
-hrt_status_t hrt_allocate(size_t size, const char* what, void** out_ptr)
-    HRT_MUST_USE;
-hrt_status_t hrt_allocate_zeroed(size_t size, const char* what,
-                                 void** out_ptr) HRT_MUST_USE;
-
 #endif  // HRT_BASE_STATUS_H_

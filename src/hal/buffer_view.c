@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/live.h"
 
 struct hrt_hal_buffer_view_s {

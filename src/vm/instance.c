@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/live.h"
 #include "base/ref.h"
 

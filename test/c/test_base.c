@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "base/alloc.h"
 #include "base/dynlib.h"
 #include "base/status.h"
 #include "base/threads.h"

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/live.h"
 #include "base/threads.h"
 #include "hal/local/local_executable.h"

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/dynlib.h"
 #include "hal/command_buffer.h"
 #include "hal/local/builtin_kernels.h"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/threads.h"
 
 typedef struct hrt_worker_s {
