@@ -60,6 +60,12 @@ static void hrt_command_release(hrt_hal_command_t* command) {
       free((void*)command->dispatch.constants);
       hrt_hal_executable_release(command->dispatch.executable);
       break;
+    case HRT_HAL_COMMAND_TRACE:
+      for (uint32_t i = 0; i < command->trace.source_count; ++i) {
+        hrt_hal_buffer_release(command->trace.sources[i].buffer);
+      }
+      free((void*)command->trace.sources);
+      break;
     case HRT_HAL_COMMAND_BARRIER:
       break;
   }
@@ -330,6 +336,40 @@ hrt_status_t hrt_hal_command_buffer_barrier(
   return hrt_append(command_buffer, &command);
 }
 
+hrt_status_t hrt_hal_command_buffer_trace(
+    hrt_hal_command_buffer_t* command_buffer,
+    const hrt_hal_buffer_ref_t* sources, uint32_t count, hrt_hal_trace_fn_t fn,
+    void* user_data) {
+  HRT_RETURN_IF_ERROR(hrt_check_recording(command_buffer));
+  if (count < 1 || count > HRT_HAL_MAX_TRACE_SOURCES || !fn) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "a trace needs a callback and 1 to %d sources "
+                           "(got %u)",
+                           HRT_HAL_MAX_TRACE_SOURCES, count);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    char what[48];
+    snprintf(what, sizeof(what), "trace source %u", i);
+    HRT_RETURN_IF_ERROR(hrt_check_ref(command_buffer, &sources[i], what, NULL));
+  }
+  hrt_hal_buffer_ref_t* copy = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate(count * sizeof(*copy), "trace sources", (void**)&copy));
+  memcpy(copy, sources, count * sizeof(*copy));
+  hrt_hal_command_t command = {.type = HRT_HAL_COMMAND_TRACE};
+  command.trace.fn = fn;
+  command.trace.user_data = user_data;
+  command.trace.source_count = count;
+  command.trace.sources = copy;
+  hrt_status_t status = hrt_append(command_buffer, &command);
+  if (status != HRT_OK) {
+    free(copy);
+    return status;
+  }
+  for (uint32_t i = 0; i < count; ++i) hrt_note_slot(command_buffer, &copy[i]);
+  return HRT_OK;
+}
+
 void hrt_hal_command_buffer_finalize(hrt_hal_command_buffer_t* command_buffer) {
   command_buffer->finalized = true;
 }
@@ -432,6 +472,15 @@ hrt_status_t hrt_hal_command_buffer_validate_bindings(
           char operand[32];
           snprintf(operand, sizeof(operand), "binding %u", j);
           HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->dispatch.bindings[j],
+                                                  table, table_count, i,
+                                                  operand, &a));
+        }
+        break;
+      case HRT_HAL_COMMAND_TRACE:
+        for (uint32_t j = 0; j < command->trace.source_count; ++j) {
+          char operand[32];
+          snprintf(operand, sizeof(operand), "trace source %u", j);
+          HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->trace.sources[j],
                                                   table, table_count, i,
                                                   operand, &a));
         }

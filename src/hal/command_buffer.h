@@ -30,7 +30,22 @@ typedef enum hrt_hal_command_type_e {
   HRT_HAL_COMMAND_READ,
   HRT_HAL_COMMAND_DISPATCH,
   HRT_HAL_COMMAND_BARRIER,
+  HRT_HAL_COMMAND_TRACE,
 } hrt_hal_command_type_t;
+
+// A trace command's host callback. It runs on the device's completion
+// thread once every command before it has completed, with a host copy of
+// each traced range (`data[i]`, `lengths[i]` bytes) that is valid only
+// during the call. `submission_context` is the submission's
+// hrt_hal_submission_t.host_context. A non-OK return fails the submission
+// with that status (later commands do not run).
+typedef hrt_status_t (*hrt_hal_trace_fn_t)(void* user_data,
+                                           void* submission_context,
+                                           uint32_t count,
+                                           const void* const* data,
+                                           const uint64_t* lengths);
+
+#define HRT_HAL_MAX_TRACE_SOURCES 32
 
 #define HRT_HAL_MAX_DISPATCH_BINDINGS 32
 #define HRT_HAL_MAX_DISPATCH_CONSTANTS 64
@@ -67,6 +82,12 @@ typedef struct hrt_hal_command_s {
       void* host_target;  // caller-owned; must outlive every submission
     } read;
     hrt_hal_dispatch_t dispatch;  // arrays owned by the command buffer
+    struct {
+      hrt_hal_trace_fn_t fn;
+      void* user_data;  // must outlive the command buffer
+      uint32_t source_count;
+      const hrt_hal_buffer_ref_t* sources;  // owned by the command buffer
+    } trace;
   };
 } hrt_hal_command_t;
 
@@ -101,6 +122,12 @@ hrt_status_t hrt_hal_command_buffer_dispatch(
     const hrt_hal_dispatch_t* dispatch) HRT_MUST_USE;
 hrt_status_t hrt_hal_command_buffer_barrier(
     hrt_hal_command_buffer_t* command_buffer) HRT_MUST_USE;
+// Records a trace of `sources[0..count)` (1 <= count <=
+// HRT_HAL_MAX_TRACE_SOURCES); see hrt_hal_trace_fn_t.
+hrt_status_t hrt_hal_command_buffer_trace(
+    hrt_hal_command_buffer_t* command_buffer,
+    const hrt_hal_buffer_ref_t* sources, uint32_t count, hrt_hal_trace_fn_t fn,
+    void* user_data) HRT_MUST_USE;
 void hrt_hal_command_buffer_finalize(hrt_hal_command_buffer_t* command_buffer);
 
 // Reading a finalized command buffer (any thread).

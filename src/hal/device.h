@@ -51,6 +51,7 @@ typedef struct hrt_hal_submission_s {
   const hrt_hal_semaphore_point_t* signals;  // signalled (or failed) after
   uint32_t signal_count;
   hrt_hal_completion_t completion;           // fn may be NULL
+  void* host_context;  // passed to trace callbacks; must outlive completion
 } hrt_hal_submission_t;
 
 typedef struct hrt_hal_device_s hrt_hal_device_t;

@@ -510,6 +510,87 @@ static void device_released_on_its_own_thread_is_destroyed(void) {
   }
 }
 
+typedef struct {
+  int calls;
+  uint32_t first_values[2];
+  uint64_t lengths[2];
+  void* context_seen;
+  pthread_t thread;
+  int fail;
+} trace_record_t;
+
+static hrt_status_t record_trace(void* user_data, void* submission_context,
+                                 uint32_t count, const void* const* data,
+                                 const uint64_t* lengths) {
+  trace_record_t* record = user_data;
+  record->calls++;
+  record->context_seen = submission_context;
+  record->thread = pthread_self();
+  for (uint32_t i = 0; i < count && i < 2; ++i) {
+    memcpy(&record->first_values[i], data[i], 4);
+    record->lengths[i] = lengths[i];
+  }
+  if (record->fail) {
+    return hrt_status_make(HRT_STATUS_ABORTED, "trace callback refused");
+  }
+  return HRT_OK;
+}
+
+static void traces_see_everything_before_them(void) {
+  for (int fail = 0; fail < 2; ++fail) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[fail], &device));
+    hrt_hal_buffer_t* buffer = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &buffer));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    trace_record_t record = {.fail = fail};
+    hrt_hal_buffer_ref_t slot = {NULL, 0, 0, HRT_HAL_WHOLE_BUFFER};
+    hrt_hal_buffer_ref_t part = {buffer, 0, 8, 8};
+    hrt_hal_buffer_ref_t sources[2] = {slot, part};
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, slot, 0x01020304, 4));
+    CHECK_OK(hrt_hal_command_buffer_trace(cb, sources, 2, record_trace,
+                                          &record));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, slot, 0x0A0B0C0D, 4));
+    CHECK_STATUS(hrt_hal_command_buffer_trace(cb, sources, 0, record_trace,
+                                              &record),
+                 HRT_STATUS_INVALID_ARGUMENT, "1 to 32 sources");
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t completion;
+    completion_init(&completion);
+    hrt_hal_buffer_ref_t table[1] = {whole(buffer)};
+    int context = 42;
+    hrt_hal_submission_t submission = {
+        .command_buffer = cb,
+        .bindings = table,
+        .binding_count = 1,
+        .completion = {on_complete, &completion},
+        .host_context = &context,
+    };
+    CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+    hrt_status_t status = completion_wait(&completion);
+    uint32_t final_value = *(uint32_t*)buffer->host_ptr;
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_device_release(device);
+    CHECK_EQ_INT(record.calls, 1);
+    CHECK(record.context_seen == &context);
+    CHECK(!pthread_equal(record.thread, pthread_self()));
+    CHECK(pthread_equal(record.thread, completion.thread));
+    CHECK_EQ_INT(record.first_values[0], 0x01020304);
+    CHECK_EQ_INT(record.first_values[1], 0x01020304);
+    CHECK_EQ_INT(record.lengths[0], 16);
+    CHECK_EQ_INT(record.lengths[1], 8);
+    if (fail) {
+      CHECK_STATUS(status, HRT_STATUS_ABORTED, "trace callback refused");
+      CHECK_EQ_INT(final_value, 0x01020304);  // later commands did not run
+    } else {
+      CHECK_OK(status);
+      CHECK_EQ_INT(final_value, 0x0A0B0C0D);
+    }
+  }
+}
+
 TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(fill_copy_update_read_move_bytes),
           TEST_CASE(reused_command_buffer_runs_on_new_bindings),
@@ -519,4 +600,5 @@ TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(submissions_wait_for_semaphores),
           TEST_CASE(bad_submissions_are_rejected_without_side_effects),
           TEST_CASE(device_released_on_its_own_thread_is_destroyed),
+          TEST_CASE(traces_see_everything_before_them),
           TEST_CASE(every_object_is_destroyed))

@@ -18,6 +18,7 @@ typedef struct hrt_local_submission_s {
   uint32_t wait_count;
   uint32_t signal_count;
   hrt_hal_completion_t completion;
+  void* host_context;
   hrt_hal_buffer_ref_t* bindings;            // buffers retained
   hrt_hal_semaphore_point_t* waits;          // semaphores retained
   hrt_hal_semaphore_point_t* signals;        // semaphores retained
@@ -203,6 +204,22 @@ static hrt_status_t hrt_dispatch(hrt_local_device_t* device,
           : "");
 }
 
+// Every earlier command has completed (they run in order on this thread), so
+// the buffers themselves are the host copies the callback sees.
+static hrt_status_t hrt_trace(const hrt_hal_command_t* trace_command,
+                              const hrt_local_submission_t* sub) {
+  const void* data[HRT_HAL_MAX_TRACE_SOURCES];
+  uint64_t lengths[HRT_HAL_MAX_TRACE_SOURCES];
+  uint32_t count = trace_command->trace.source_count;
+  for (uint32_t i = 0; i < count; ++i) {
+    hrt_hal_buffer_ref_t ref = hrt_resolve(&trace_command->trace.sources[i], sub);
+    data[i] = hrt_host_address(&ref);
+    lengths[i] = ref.length;
+  }
+  return trace_command->trace.fn(trace_command->trace.user_data,
+                                 sub->host_context, count, data, lengths);
+}
+
 static hrt_status_t hrt_execute(hrt_local_device_t* device,
                                 const hrt_local_submission_t* sub) {
   for (uint32_t i = 0; i < sub->wait_count; ++i) {
@@ -242,6 +259,9 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
       }
       case HRT_HAL_COMMAND_DISPATCH:
         HRT_RETURN_IF_ERROR(hrt_dispatch(device, &command->dispatch, sub, i));
+        break;
+      case HRT_HAL_COMMAND_TRACE:
+        HRT_RETURN_IF_ERROR(hrt_trace(command, sub));
         break;
       case HRT_HAL_COMMAND_BARRIER:
         // Commands already run strictly in order on this device.
@@ -383,6 +403,7 @@ static hrt_status_t hrt_local_queue_submit(
   sub->signal_count = submission->signal_count;
   hrt_copy_points(sub->signals, submission->signals, submission->signal_count);
   sub->completion = submission->completion;
+  sub->host_context = submission->host_context;
   hrt_live_add(HRT_LIVE_SUBMISSION, 1);
   hrt_hal_device_retain(base);
 

@@ -1,0 +1,521 @@
+// The built-in kernel library. Semantics are specified in docs/kernels.md;
+// this file is one implementation of them for the CPU kernel ABI.
+//
+// Every kernel validates its dispatch before touching memory, so a rejected
+// dispatch writes nothing. A workgroup reads and writes only the part of the
+// outputs that docs/kernels.md assigns to it; nothing is shared between
+// calls, so workgroups may run concurrently on any threads.
+#include "hal/local/builtin_kernels.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+typedef int (*hrt_kernel_fn_t)(const halrt_dispatch_state_t* dispatch,
+                               const halrt_workgroup_state_t* workgroup);
+
+// Elementwise binary kernels: X(name, element type, result of x op y).
+// The i32 add/sub/mul use uint32_t so that they wrap modulo 2^32 on the
+// two's complement bit patterns instead of overflowing a signed type.
+#define HRT_BINARY_KERNELS(X)            \
+  X(add_f32, float, x + y)               \
+  X(sub_f32, float, x - y)               \
+  X(mul_f32, float, x * y)               \
+  X(div_f32, float, x / y)               \
+  X(max_f32, float, fmaxf(x, y))         \
+  X(add_i32, uint32_t, x + y)            \
+  X(sub_i32, uint32_t, x - y)            \
+  X(mul_i32, uint32_t, x * y)            \
+  X(div_i32, int32_t, hrt_div_i32(x, y)) \
+  X(max_i32, int32_t, x > y ? x : y)
+
+// The other kernels: X(name, binding count, constant count).
+#define HRT_OTHER_KERNELS(X) \
+  X(fill_u32, 1, 2)          \
+  X(copy_u8, 2, 1)           \
+  X(axpy_f32, 3, 2)          \
+  X(relu_f32, 2, 1)          \
+  X(matmul_f32, 3, 3)        \
+  X(softmax_rows_f32, 2, 2)  \
+  X(reduce_sum_f32, 2, 2)
+
+#define HRT_BINARY_INDEX(name, type, expr) HRT_KERNEL_INDEX_##name,
+#define HRT_OTHER_INDEX(name, bindings, constants) HRT_KERNEL_INDEX_##name,
+enum {
+  HRT_OTHER_KERNELS(HRT_OTHER_INDEX)
+  HRT_BINARY_KERNELS(HRT_BINARY_INDEX)
+  HRT_KERNEL_INDEX_COUNT_
+};
+
+#define HRT_BINARY_DECLARE(name, type, expr) \
+  static int hrt_kernel_##name(const halrt_dispatch_state_t*, \
+                               const halrt_workgroup_state_t*);
+#define HRT_OTHER_DECLARE(name, bindings, constants) \
+  HRT_BINARY_DECLARE(name, , )
+HRT_OTHER_KERNELS(HRT_OTHER_DECLARE)
+HRT_BINARY_KERNELS(HRT_BINARY_DECLARE)
+
+// The single source of every kernel's arity: kernels validate against their
+// own entry, so the table and the checks cannot disagree.
+#define HRT_BINARY_ENTRY(name, type, expr) {#name, hrt_kernel_##name, 3, 1},
+#define HRT_OTHER_ENTRY(name, bindings, constants) \
+  {#name, hrt_kernel_##name, bindings, constants},
+static const halrt_kernel_entry_t hrt_builtin_kernel_entries[] = {
+    HRT_OTHER_KERNELS(HRT_OTHER_ENTRY)
+    HRT_BINARY_KERNELS(HRT_BINARY_ENTRY)
+};
+_Static_assert(sizeof(hrt_builtin_kernel_entries) /
+                       sizeof(hrt_builtin_kernel_entries[0]) ==
+                   HRT_KERNEL_INDEX_COUNT_,
+               "kernel table and index enum disagree");
+
+static const halrt_kernel_library_t hrt_builtin_kernel_library = {
+    HALRT_KERNEL_ABI_VERSION,
+    HRT_KERNEL_INDEX_COUNT_,
+    "builtin",
+    hrt_builtin_kernel_entries,
+};
+
+const halrt_kernel_library_t* hrt_local_builtin_kernel_library(void) {
+  return &hrt_builtin_kernel_library;
+}
+
+//===----------------------------------------------------------------------===//
+// Validation and partitioning
+//===----------------------------------------------------------------------===//
+
+typedef struct hrt_range_t {
+  size_t begin;
+  size_t end;
+} hrt_range_t;
+
+// a * b, saturated at UINT64_MAX. Used where any value >= 2^32 means
+// "past every element", so saturation cannot change a result.
+static uint64_t hrt_mul_saturate(uint64_t a, uint64_t b) {
+  if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+  return a * b;
+}
+
+static bool hrt_dispatch_matches(const halrt_dispatch_state_t* dispatch,
+                                 int kernel_index) {
+  const halrt_kernel_entry_t* entry = &hrt_builtin_kernel_entries[kernel_index];
+  return dispatch->binding_count == entry->binding_count &&
+         dispatch->constant_count == entry->constant_count &&
+         dispatch->workgroup_count[0] != 0 &&
+         dispatch->workgroup_count[1] != 0 &&
+         dispatch->workgroup_count[2] != 0;
+}
+
+// Whether binding `index` holds rows * cols elements of `element_size`
+// bytes; a byte count that overflows 64 bits never fits.
+static bool hrt_binding_holds(const halrt_dispatch_state_t* dispatch,
+                              uint32_t index, uint64_t rows, uint64_t cols,
+                              uint64_t element_size) {
+  const uint64_t elements = hrt_mul_saturate(rows, cols);
+  const uint64_t bytes = hrt_mul_saturate(elements, element_size);
+  if (elements != 0 && bytes == UINT64_MAX) return false;
+  return bytes <= (uint64_t)dispatch->binding_lengths[index];
+}
+
+// The part of [0, n) that part `index` of `parts` owns: contiguous chunks
+// of ceil(n / parts), in order; empty for parts past the end. n < 2^32.
+static hrt_range_t hrt_chunk(uint64_t n, uint64_t parts, uint64_t index) {
+  hrt_range_t range = {0, 0};
+  if (index >= n) return range;
+  const uint64_t width = n / parts + (n % parts != 0);
+  const uint64_t begin = index * width;  // index < n, width <= n: no overflow
+  if (begin >= n) return range;
+  range.begin = (size_t)begin;
+  range.end = (size_t)(width < n - begin ? begin + width : n);
+  return range;
+}
+
+// This workgroup's chunk of [0, n) when the whole grid is split linearly.
+static hrt_range_t hrt_linear_chunk(const halrt_dispatch_state_t* dispatch,
+                                    const halrt_workgroup_state_t* workgroup,
+                                    uint64_t n) {
+  const uint32_t* count = dispatch->workgroup_count;
+  const uint32_t* id = workgroup->workgroup_id;
+  const uint64_t parts = hrt_mul_saturate(
+      hrt_mul_saturate(count[0], count[1]), count[2]);
+  // id[1] + count[1] * id[2] < 2^64 always; only the outer product saturates.
+  const uint64_t linear =
+      hrt_mul_saturate(count[0], (uint64_t)id[1] + (uint64_t)count[1] * id[2]);
+  const uint64_t index =
+      linear > UINT64_MAX - id[0] ? UINT64_MAX : linear + id[0];
+  return hrt_chunk(n, parts, index);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise kernels: constants[0] is n, every binding holds n elements
+//===----------------------------------------------------------------------===//
+
+typedef void (*hrt_range_body_t)(const halrt_dispatch_state_t* dispatch,
+                                 hrt_range_t range);
+
+static int hrt_run_elementwise(const halrt_dispatch_state_t* dispatch,
+                               const halrt_workgroup_state_t* workgroup,
+                               int kernel_index, uint64_t element_size,
+                               hrt_range_body_t body) {
+  if (!hrt_dispatch_matches(dispatch, kernel_index)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint64_t n = dispatch->constants[0];
+  for (uint32_t i = 0; i < dispatch->binding_count; ++i) {
+    if (!hrt_binding_holds(dispatch, i, n, 1, element_size)) {
+      return HALRT_KERNEL_INVALID_ARGUMENT;
+    }
+  }
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, n);
+  if (range.begin < range.end) body(dispatch, range);
+  return HALRT_KERNEL_OK;
+}
+
+static float hrt_f32_from_bits(uint32_t bits) {
+  float value;
+  memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// Truncating division, total over int32: x / 0 == 0 and INT32_MIN / -1 ==
+// INT32_MIN (the wrapped quotient), so no input traps.
+static int32_t hrt_div_i32(int32_t x, int32_t y) {
+  if (y == 0) return 0;
+  if (y == -1) return x == INT32_MIN ? INT32_MIN : -x;
+  return x / y;
+}
+
+// The result is read into locals before the store, so `out` may be the
+// same buffer as an input.
+#define HRT_BINARY_DEFINE(name, type, expr)                                  \
+  static void hrt_##name##_body(const halrt_dispatch_state_t* dispatch,      \
+                                hrt_range_t range) {                         \
+    const type* a = dispatch->bindings[0];                                   \
+    const type* b = dispatch->bindings[1];                                   \
+    type* out = dispatch->bindings[2];                                       \
+    for (size_t i = range.begin; i < range.end; ++i) {                       \
+      const type x = a[i], y = b[i];                                         \
+      out[i] = (type)(expr);                                                 \
+    }                                                                        \
+  }                                                                          \
+  static int hrt_kernel_##name(const halrt_dispatch_state_t* dispatch,       \
+                               const halrt_workgroup_state_t* workgroup) {   \
+    return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_##name, \
+                               sizeof(type), hrt_##name##_body);             \
+  }
+HRT_BINARY_KERNELS(HRT_BINARY_DEFINE)
+
+static void hrt_fill_u32_body(const halrt_dispatch_state_t* dispatch,
+                              hrt_range_t range) {
+  uint32_t* out = dispatch->bindings[0];
+  const uint32_t value = dispatch->constants[1];
+  for (size_t i = range.begin; i < range.end; ++i) out[i] = value;
+}
+
+static int hrt_kernel_fill_u32(const halrt_dispatch_state_t* dispatch,
+                               const halrt_workgroup_state_t* workgroup) {
+  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_fill_u32,
+                             sizeof(uint32_t), hrt_fill_u32_body);
+}
+
+// memmove so that binding the same buffer as src and dst is well defined.
+static void hrt_copy_u8_body(const halrt_dispatch_state_t* dispatch,
+                             hrt_range_t range) {
+  const uint8_t* src = dispatch->bindings[0];
+  uint8_t* dst = dispatch->bindings[1];
+  memmove(dst + range.begin, src + range.begin, range.end - range.begin);
+}
+
+static int hrt_kernel_copy_u8(const halrt_dispatch_state_t* dispatch,
+                              const halrt_workgroup_state_t* workgroup) {
+  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_copy_u8, 1,
+                             hrt_copy_u8_body);
+}
+
+static void hrt_axpy_f32_body(const halrt_dispatch_state_t* dispatch,
+                              hrt_range_t range) {
+  const float* x = dispatch->bindings[0];
+  const float* y = dispatch->bindings[1];
+  float* out = dispatch->bindings[2];
+  const float alpha = hrt_f32_from_bits(dispatch->constants[1]);
+  for (size_t i = range.begin; i < range.end; ++i) {
+    // Two statements: the product is rounded before the sum (no contraction
+    // into a fused multiply-add), on every compiler.
+    const float product = alpha * x[i];
+    out[i] = product + y[i];
+  }
+}
+
+static int hrt_kernel_axpy_f32(const halrt_dispatch_state_t* dispatch,
+                               const halrt_workgroup_state_t* workgroup) {
+  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_axpy_f32,
+                             sizeof(float), hrt_axpy_f32_body);
+}
+
+static void hrt_relu_f32_body(const halrt_dispatch_state_t* dispatch,
+                              hrt_range_t range) {
+  const float* x = dispatch->bindings[0];
+  float* out = dispatch->bindings[1];
+  for (size_t i = range.begin; i < range.end; ++i) {
+    const float v = x[i];
+    out[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+static int hrt_kernel_relu_f32(const halrt_dispatch_state_t* dispatch,
+                               const halrt_workgroup_state_t* workgroup) {
+  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_relu_f32,
+                             sizeof(float), hrt_relu_f32_body);
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels: constants [rows, cols], x is rows×cols, rows split linearly
+//===----------------------------------------------------------------------===//
+
+static int hrt_run_rows(const halrt_dispatch_state_t* dispatch,
+                        const halrt_workgroup_state_t* workgroup,
+                        int kernel_index, uint64_t out_cols,
+                        hrt_range_body_t body) {
+  if (!hrt_dispatch_matches(dispatch, kernel_index)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint64_t rows = dispatch->constants[0];
+  const uint64_t cols = dispatch->constants[1];
+  if (!hrt_binding_holds(dispatch, 0, rows, cols, sizeof(float)) ||
+      !hrt_binding_holds(dispatch, 1, rows, out_cols, sizeof(float))) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, rows);
+  if (range.begin < range.end) body(dispatch, range);
+  return HALRT_KERNEL_OK;
+}
+
+// Row softmax, max-subtracted. Each element is read before its output is
+// written, so `out` may be the same buffer as `x`.
+static void hrt_softmax_rows_f32_body(const halrt_dispatch_state_t* dispatch,
+                                      hrt_range_t range) {
+  const size_t cols = dispatch->constants[1];
+  for (size_t r = range.begin; r < range.end; ++r) {
+    const float* x = (const float*)dispatch->bindings[0] + r * cols;
+    float* out = (float*)dispatch->bindings[1] + r * cols;
+    float max = -INFINITY;
+    for (size_t j = 0; j < cols; ++j) max = fmaxf(max, x[j]);
+    float sum = 0.0f;
+    for (size_t j = 0; j < cols; ++j) {
+      const float e = expf(x[j] - max);
+      out[j] = e;
+      sum += e;
+    }
+    const float scale = 1.0f / sum;
+    for (size_t j = 0; j < cols; ++j) out[j] *= scale;
+  }
+}
+
+static int hrt_kernel_softmax_rows_f32(
+    const halrt_dispatch_state_t* dispatch,
+    const halrt_workgroup_state_t* workgroup) {
+  return hrt_run_rows(dispatch, workgroup, HRT_KERNEL_INDEX_softmax_rows_f32,
+                      dispatch->constants[1], hrt_softmax_rows_f32_body);
+}
+
+enum {
+  HRT_SUM_LANES = 8,    // independent partial sums, a multiple of 4
+  HRT_SUM_BLOCK = 256,  // elements summed by lanes; larger runs are halved
+};
+
+// Pairwise over halves down to blocks summed in HRT_SUM_LANES interleaved
+// partial sums: error grows with log2(n) rather than n, and the lanes are
+// independent chains the compiler can keep in vector registers.
+static float hrt_sum_f32(const float* x, size_t n) {
+  if (n > HRT_SUM_BLOCK) {
+    const size_t half = (n / 2 + HRT_SUM_LANES - 1) / HRT_SUM_LANES *
+                        HRT_SUM_LANES;
+    return hrt_sum_f32(x, half) + hrt_sum_f32(x + half, n - half);
+  }
+  float lanes[HRT_SUM_LANES] = {0};
+  size_t i = 0;
+  for (; i + HRT_SUM_LANES <= n; i += HRT_SUM_LANES) {
+    for (size_t j = 0; j < HRT_SUM_LANES; ++j) lanes[j] += x[i + j];
+  }
+  for (size_t j = 0; i < n; ++i, ++j) lanes[j] += x[i];
+  for (size_t width = HRT_SUM_LANES / 2; width > 0; width /= 2) {
+    for (size_t j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+  }
+  return lanes[0];
+}
+
+static void hrt_reduce_sum_f32_body(const halrt_dispatch_state_t* dispatch,
+                                    hrt_range_t range) {
+  const size_t cols = dispatch->constants[1];
+  const float* x = dispatch->bindings[0];
+  float* out = dispatch->bindings[1];
+  for (size_t r = range.begin; r < range.end; ++r) {
+    out[r] = hrt_sum_f32(x + r * cols, cols);
+  }
+}
+
+static int hrt_kernel_reduce_sum_f32(const halrt_dispatch_state_t* dispatch,
+                                     const halrt_workgroup_state_t* workgroup) {
+  return hrt_run_rows(dispatch, workgroup, HRT_KERNEL_INDEX_reduce_sum_f32, 1,
+                      hrt_reduce_sum_f32_body);
+}
+
+//===----------------------------------------------------------------------===//
+// matmul_f32
+//===----------------------------------------------------------------------===//
+//
+// Blocked as in the classic packed GEMM: for each KC-deep slice of K and each
+// MC-row block, the block of `a` is packed into MR-row strips (k-major), and
+// for each NR-column strip of `b` the slice is packed k-major; an MR×NR
+// micro-kernel then keeps its tile of `c` in registers over the whole slice,
+// streaming both packed panels contiguously. Packing buffers live on the
+// stack (about 36 KiB) so that a kernel call allocates nothing.
+//
+// Results are the same on every compiler: products are rounded before they
+// are accumulated, and each element sums its K products in k order within a
+// slice, slices in order.
+
+enum {
+  HRT_MATMUL_MR = 4,    // rows of the register tile
+  HRT_MATMUL_NR = 8,    // columns of the register tile, a multiple of 4
+  HRT_MATMUL_KC = 128,  // depth of one packed slice
+  HRT_MATMUL_MC = 64,   // rows of one packed block of a, a multiple of MR
+};
+_Static_assert(HRT_MATMUL_NR % 4 == 0 && HRT_MATMUL_MC % HRT_MATMUL_MR == 0,
+               "matmul blocking constants");
+
+// One row of the register tile: acc[i][g..g+4) += a[i] * b[g..g+4). The
+// product and the sum are separate statements so that no compiler contracts
+// them (C11 6.5p8): contraction would change rounding and, on clang -O3,
+// makes it spill the accumulators.
+#define HRT_MATMUL_UPDATE_ROW(i)               \
+  for (size_t j = 0; j < 4; ++j) {             \
+    const float product = a[i] * b[g + j];     \
+    acc[i][g + j] += product;                  \
+  }
+
+// out[MR×NR] (row stride ldo) = or += packed_a · packed_b over kc steps.
+// Rows are spelled out and columns go in 4-wide groups of fixed trip count,
+// so that every accumulator index is a constant: the shape that both gcc
+// (-O2 does not unroll a row loop) and clang keep in vector registers.
+static void hrt_matmul_micro_kernel(const float* packed_a,
+                                    const float* packed_b, size_t kc,
+                                    float* out, size_t ldo, bool accumulate) {
+  _Static_assert(HRT_MATMUL_MR == 4, "one HRT_MATMUL_UPDATE_ROW per row");
+  float acc[HRT_MATMUL_MR][HRT_MATMUL_NR] = {{0}};
+  for (size_t k = 0; k < kc; ++k) {
+    const float* a = packed_a + k * HRT_MATMUL_MR;
+    const float* b = packed_b + k * HRT_MATMUL_NR;
+    for (size_t g = 0; g < HRT_MATMUL_NR; g += 4) {
+      HRT_MATMUL_UPDATE_ROW(0)
+      HRT_MATMUL_UPDATE_ROW(1)
+      HRT_MATMUL_UPDATE_ROW(2)
+      HRT_MATMUL_UPDATE_ROW(3)
+    }
+  }
+  for (size_t i = 0; i < HRT_MATMUL_MR; ++i) {
+    for (size_t j = 0; j < HRT_MATMUL_NR; ++j) {
+      out[i * ldo + j] = accumulate ? out[i * ldo + j] + acc[i][j] : acc[i][j];
+    }
+  }
+}
+
+// Packs rows [0, m) × columns [0, kc) of `a` (row stride lda) into MR-row
+// strips, each k-major; rows past m are zero.
+static void hrt_matmul_pack_a(const float* a, size_t lda, size_t m, size_t kc,
+                              float* packed) {
+  for (size_t strip = 0; strip < m; strip += HRT_MATMUL_MR) {
+    float* dst = packed + strip * kc;
+    for (size_t i = 0; i < HRT_MATMUL_MR; ++i) {
+      const float* src = a + (strip + i) * lda;
+      const bool valid = strip + i < m;
+      for (size_t k = 0; k < kc; ++k) {
+        dst[k * HRT_MATMUL_MR + i] = valid ? src[k] : 0.0f;
+      }
+    }
+  }
+}
+
+// Packs rows [0, kc) × columns [0, n) of `b` (row stride ldb), n <= NR,
+// k-major with NR columns per row; columns past n are zero.
+static void hrt_matmul_pack_b(const float* b, size_t ldb, size_t kc, size_t n,
+                              float* packed) {
+  for (size_t k = 0; k < kc; ++k) {
+    for (size_t j = 0; j < HRT_MATMUL_NR; ++j) {
+      packed[k * HRT_MATMUL_NR + j] = j < n ? b[k * ldb + j] : 0.0f;
+    }
+  }
+}
+
+// c[rows × cols] (row stride ldc) = or += a · b over one packed slice.
+// Tiles cut by the block's edge go through a full-size scratch tile.
+static void hrt_matmul_block(const float* packed_a, const float* packed_b,
+                             size_t kc, size_t rows, size_t cols, float* c,
+                             size_t ldc, bool accumulate) {
+  for (size_t i = 0; i < rows; i += HRT_MATMUL_MR) {
+    const float* strip = packed_a + i * kc;
+    float* tile = c + i * ldc;
+    const size_t mr = rows - i < HRT_MATMUL_MR ? rows - i : HRT_MATMUL_MR;
+    if (mr == HRT_MATMUL_MR && cols == HRT_MATMUL_NR) {
+      hrt_matmul_micro_kernel(strip, packed_b, kc, tile, ldc, accumulate);
+      continue;
+    }
+    float scratch[HRT_MATMUL_MR * HRT_MATMUL_NR];
+    hrt_matmul_micro_kernel(strip, packed_b, kc, scratch, HRT_MATMUL_NR,
+                            false);
+    for (size_t r = 0; r < mr; ++r) {
+      for (size_t j = 0; j < cols; ++j) {
+        const float sum = scratch[r * HRT_MATMUL_NR + j];
+        tile[r * ldc + j] = accumulate ? tile[r * ldc + j] + sum : sum;
+      }
+    }
+  }
+}
+
+static int hrt_kernel_matmul_f32(const halrt_dispatch_state_t* dispatch,
+                                 const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_matmul_f32) ||
+      dispatch->workgroup_count[2] != 1) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint64_t m64 = dispatch->constants[0];
+  const uint64_t k64 = dispatch->constants[1];
+  const uint64_t n64 = dispatch->constants[2];
+  if (!hrt_binding_holds(dispatch, 0, m64, k64, sizeof(float)) ||
+      !hrt_binding_holds(dispatch, 1, k64, n64, sizeof(float)) ||
+      !hrt_binding_holds(dispatch, 2, m64, n64, sizeof(float))) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const hrt_range_t cols = hrt_chunk(n64, dispatch->workgroup_count[0],
+                                     workgroup->workgroup_id[0]);
+  const hrt_range_t rows = hrt_chunk(m64, dispatch->workgroup_count[1],
+                                     workgroup->workgroup_id[1]);
+  if (cols.begin == cols.end || rows.begin == rows.end) return HALRT_KERNEL_OK;
+
+  const size_t K = (size_t)k64, N = (size_t)n64;
+  const float* a = (const float*)dispatch->bindings[0] + rows.begin * K;
+  const float* b = (const float*)dispatch->bindings[1] + cols.begin;
+  float* c = (float*)dispatch->bindings[2] + rows.begin * N + cols.begin;
+  const size_t m = rows.end - rows.begin, n = cols.end - cols.begin;
+  if (K == 0) {
+    for (size_t i = 0; i < m; ++i) memset(c + i * N, 0, n * sizeof(float));
+    return HALRT_KERNEL_OK;
+  }
+
+  float packed_a[HRT_MATMUL_MC * HRT_MATMUL_KC];
+  float packed_b[HRT_MATMUL_KC * HRT_MATMUL_NR];
+  for (size_t p = 0; p < K; p += HRT_MATMUL_KC) {
+    const size_t kc = K - p < HRT_MATMUL_KC ? K - p : HRT_MATMUL_KC;
+    for (size_t i = 0; i < m; i += HRT_MATMUL_MC) {
+      const size_t mc = m - i < HRT_MATMUL_MC ? m - i : HRT_MATMUL_MC;
+      hrt_matmul_pack_a(a + i * K + p, K, mc, kc, packed_a);
+      for (size_t j = 0; j < n; j += HRT_MATMUL_NR) {
+        const size_t nr = n - j < HRT_MATMUL_NR ? n - j : HRT_MATMUL_NR;
+        hrt_matmul_pack_b(b + p * N + j, N, kc, nr, packed_b);
+        hrt_matmul_block(packed_a, packed_b, kc, mc, nr, c + i * N + j, N,
+                         p > 0);
+      }
+    }
+  }
+  return HALRT_KERNEL_OK;
+}
