@@ -5,16 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Nodes, key arrays and strings live in an arena of chunks freed together.
-typedef struct hrt_json_chunk_s {
-  struct hrt_json_chunk_s* next;
-  size_t used;
-  size_t capacity;
-  _Alignas(16) unsigned char data[];
-} hrt_json_chunk_t;
+#include "base/arena.h"
 
 struct hrt_json_document_s {
-  hrt_json_chunk_t* chunks;
+  hrt_arena_t arena;  // every node, key array and string
   hrt_json_t root;
 };
 
@@ -27,20 +21,7 @@ typedef struct hrt_json_parser_s {
 } hrt_json_parser_t;
 
 static void* hrt_json_alloc(hrt_json_parser_t* parser, size_t size) {
-  size = (size + 15) & ~(size_t)15;
-  hrt_json_chunk_t* chunk = parser->document->chunks;
-  if (!chunk || chunk->capacity - chunk->used < size) {
-    size_t capacity = size > 16384 ? size : 16384;
-    chunk = malloc(sizeof(*chunk) + capacity);
-    if (!chunk) return NULL;
-    chunk->used = 0;
-    chunk->capacity = capacity;
-    chunk->next = parser->document->chunks;
-    parser->document->chunks = chunk;
-  }
-  void* ptr = chunk->data + chunk->used;
-  chunk->used += size;
-  return ptr;
+  return hrt_arena_alloc(&parser->document->arena, size);
 }
 
 static void hrt_json_fail(hrt_json_parser_t* parser, const char* what) {
@@ -410,12 +391,7 @@ const hrt_json_t* hrt_json_root(const hrt_json_document_t* document) {
 
 void hrt_json_document_free(hrt_json_document_t* document) {
   if (!document) return;
-  hrt_json_chunk_t* chunk = document->chunks;
-  while (chunk) {
-    hrt_json_chunk_t* next = chunk->next;
-    free(chunk);
-    chunk = next;
-  }
+  hrt_arena_deinit(&document->arena);
   free(document);
 }
 

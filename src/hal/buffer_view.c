@@ -1,5 +1,6 @@
 #include "hal/buffer_view.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,26 @@ hrt_status_t hrt_hal_buffer_view_create(hrt_hal_buffer_t* buffer,
   hrt_live_add(HRT_LIVE_BUFFER_VIEW, 1);
   *out_view = view;
   return HRT_OK;
+}
+
+void hrt_hal_shape_format(uint32_t rank, const int64_t* shape,
+                          char out[HRT_HAL_SHAPE_TEXT_MAX]) {
+  size_t used = 0;
+  out[used++] = '[';
+  for (uint32_t d = 0; d < rank; ++d) {
+    char dim[24];
+    int n = snprintf(dim, sizeof(dim), "%s%lld", d ? "," : "",
+                     (long long)shape[d]);
+    if (used + (size_t)n + 5 > HRT_HAL_SHAPE_TEXT_MAX) {
+      memcpy(out + used, "...", 3);
+      used += 3;
+      break;
+    }
+    memcpy(out + used, dim, (size_t)n);
+    used += (size_t)n;
+  }
+  out[used++] = ']';
+  out[used] = 0;
 }
 
 void hrt_hal_buffer_view_retain(hrt_hal_buffer_view_t* view) {

@@ -30,6 +30,11 @@ hrt_status_t hrt_hal_shape_byte_length(hrt_hal_element_type_t element_type,
                                        uint32_t rank, const int64_t* shape,
                                        uint64_t* out_byte_length) HRT_MUST_USE;
 
+// Writes "[2,3]" (rank 0: "[]") into `out`, truncating with "..." if long.
+#define HRT_HAL_SHAPE_TEXT_MAX 192
+void hrt_hal_shape_format(uint32_t rank, const int64_t* shape,
+                          char out[HRT_HAL_SHAPE_TEXT_MAX]);
+
 void hrt_hal_buffer_view_retain(hrt_hal_buffer_view_t* view);
 void hrt_hal_buffer_view_release(hrt_hal_buffer_view_t* view);
 

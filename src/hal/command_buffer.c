@@ -141,11 +141,12 @@ static hrt_status_t hrt_check_recording(
 
 hrt_status_t hrt_hal_command_buffer_fill(
     hrt_hal_command_buffer_t* command_buffer, hrt_hal_buffer_ref_t target,
-    uint32_t pattern, uint32_t pattern_length) {
+    uint64_t pattern, uint32_t pattern_length) {
   HRT_RETURN_IF_ERROR(hrt_check_recording(command_buffer));
-  if (pattern_length != 1 && pattern_length != 2 && pattern_length != 4) {
+  if (pattern_length != 1 && pattern_length != 2 && pattern_length != 4 &&
+      pattern_length != 8) {
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                           "fill pattern length must be 1, 2 or 4 (got %u)",
+                           "fill pattern length must be 1, 2, 4 or 8 (got %u)",
                            pattern_length);
   }
   uint64_t length = 0;

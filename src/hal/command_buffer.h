@@ -66,8 +66,8 @@ typedef struct hrt_hal_command_s {
   union {
     struct {
       hrt_hal_buffer_ref_t target;
-      uint32_t pattern;         // little-endian bytes, repeated
-      uint32_t pattern_length;  // 1, 2 or 4; target length a multiple of it
+      uint64_t pattern;         // little-endian bytes, repeated
+      uint32_t pattern_length;  // 1, 2, 4 or 8; target length a multiple
     } fill;
     struct {
       hrt_hal_buffer_ref_t source;
@@ -103,7 +103,7 @@ void hrt_hal_command_buffer_release(hrt_hal_command_buffer_t* command_buffer);
 // checked at submit) and fails with FAILED_PRECONDITION after finalize.
 hrt_status_t hrt_hal_command_buffer_fill(
     hrt_hal_command_buffer_t* command_buffer, hrt_hal_buffer_ref_t target,
-    uint32_t pattern, uint32_t pattern_length) HRT_MUST_USE;
+    uint64_t pattern, uint32_t pattern_length) HRT_MUST_USE;
 hrt_status_t hrt_hal_command_buffer_copy(
     hrt_hal_command_buffer_t* command_buffer, hrt_hal_buffer_ref_t source,
     hrt_hal_buffer_ref_t target) HRT_MUST_USE;

@@ -290,34 +290,6 @@ static int hrt_run_rows(const halrt_dispatch_state_t* dispatch,
   return HALRT_KERNEL_OK;
 }
 
-// Row softmax, max-subtracted. Each element is read before its output is
-// written, so `out` may be the same buffer as `x`.
-static void hrt_softmax_rows_f32_body(const halrt_dispatch_state_t* dispatch,
-                                      hrt_range_t range) {
-  const size_t cols = dispatch->constants[1];
-  for (size_t r = range.begin; r < range.end; ++r) {
-    const float* x = (const float*)dispatch->bindings[0] + r * cols;
-    float* out = (float*)dispatch->bindings[1] + r * cols;
-    float max = -INFINITY;
-    for (size_t j = 0; j < cols; ++j) max = fmaxf(max, x[j]);
-    float sum = 0.0f;
-    for (size_t j = 0; j < cols; ++j) {
-      const float e = expf(x[j] - max);
-      out[j] = e;
-      sum += e;
-    }
-    const float scale = 1.0f / sum;
-    for (size_t j = 0; j < cols; ++j) out[j] *= scale;
-  }
-}
-
-static int hrt_kernel_softmax_rows_f32(
-    const halrt_dispatch_state_t* dispatch,
-    const halrt_workgroup_state_t* workgroup) {
-  return hrt_run_rows(dispatch, workgroup, HRT_KERNEL_INDEX_softmax_rows_f32,
-                      dispatch->constants[1], hrt_softmax_rows_f32_body);
-}
-
 enum {
   HRT_SUM_LANES = 8,    // independent partial sums, a multiple of 4
   HRT_SUM_BLOCK = 256,  // elements summed by lanes; larger runs are halved
@@ -342,6 +314,29 @@ static float hrt_sum_f32(const float* x, size_t n) {
     for (size_t j = 0; j < width; ++j) lanes[j] += lanes[j + width];
   }
   return lanes[0];
+}
+
+// Row softmax, max-subtracted. Each element is read before its output is
+// written, so `out` may be the same buffer as `x`.
+static void hrt_softmax_rows_f32_body(const halrt_dispatch_state_t* dispatch,
+                                      hrt_range_t range) {
+  const size_t cols = dispatch->constants[1];
+  for (size_t r = range.begin; r < range.end; ++r) {
+    const float* x = (const float*)dispatch->bindings[0] + r * cols;
+    float* out = (float*)dispatch->bindings[1] + r * cols;
+    float max = -INFINITY;
+    for (size_t j = 0; j < cols; ++j) max = fmaxf(max, x[j]);
+    for (size_t j = 0; j < cols; ++j) out[j] = expf(x[j] - max);
+    const float scale = 1.0f / hrt_sum_f32(out, cols);
+    for (size_t j = 0; j < cols; ++j) out[j] *= scale;
+  }
+}
+
+static int hrt_kernel_softmax_rows_f32(
+    const halrt_dispatch_state_t* dispatch,
+    const halrt_workgroup_state_t* workgroup) {
+  return hrt_run_rows(dispatch, workgroup, HRT_KERNEL_INDEX_softmax_rows_f32,
+                      dispatch->constants[1], hrt_softmax_rows_f32_body);
 }
 
 static void hrt_reduce_sum_f32_body(const halrt_dispatch_state_t* dispatch,

@@ -108,7 +108,7 @@ static hrt_hal_buffer_ref_t hrt_resolve(const hrt_hal_buffer_ref_t* ref,
   return resolved;
 }
 
-static void hrt_fill(const hrt_hal_buffer_ref_t* target, uint32_t pattern,
+static void hrt_fill(const hrt_hal_buffer_ref_t* target, uint64_t pattern,
                      uint32_t pattern_length) {
   char* dst = hrt_host_address(target);
   if (pattern_length == 1) {

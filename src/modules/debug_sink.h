@@ -1,0 +1,53 @@
+// Debug sinks: where traced tensors go.
+//
+// A sink is a by-value struct of callbacks, each a {fn, user_data} pair. The
+// HAL module copies it at creation and then:
+// - calls buffer_view_trace on the device's completion thread, once per
+//   trace, in program order within one invocation, after every command
+//   before the trace has completed. `tensors[i].data` is a host snapshot
+//   valid only during the call: a sink that keeps data copies it. A non-OK
+//   return fails the invocation that produced the trace with that status.
+// - calls release exactly once, when the HAL module is destroyed, on
+//   whatever thread drops its last reference (possibly the completion
+//   thread). If HAL module creation fails, release is not called and the
+//   caller still owns user_data.
+#ifndef HRT_MODULES_DEBUG_SINK_H_
+#define HRT_MODULES_DEBUG_SINK_H_
+
+#include <stdint.h>
+
+#include "base/status.h"
+#include "hal/element_type.h"
+
+typedef struct hrt_trace_info_s {
+  uint64_t sequence;     // the invocation's number
+  const char* function;  // "module.function"
+  uint32_t op_index;     // index of the op in the function body
+} hrt_trace_info_t;
+
+typedef struct hrt_trace_tensor_s {
+  const char* name;  // the traced value's name
+  hrt_hal_element_type_t element_type;
+  uint32_t rank;
+  const int64_t* shape;
+  const void* data;  // host bytes, row-major, valid during the call
+  uint64_t byte_length;
+} hrt_trace_tensor_t;
+
+typedef struct hrt_debug_sink_s {
+  struct {
+    hrt_status_t (*fn)(void* user_data, const char* key,
+                       const hrt_trace_info_t* info, uint32_t count,
+                       const hrt_trace_tensor_t* tensors);
+    void* user_data;
+  } buffer_view_trace;
+  struct {
+    void (*fn)(void* user_data);
+    void* user_data;
+  } release;
+} hrt_debug_sink_t;
+
+// A sink that drops every trace.
+hrt_debug_sink_t hrt_debug_sink_null(void);
+
+#endif  // HRT_MODULES_DEBUG_SINK_H_

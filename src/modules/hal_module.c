@@ -1,0 +1,95 @@
+#include "modules/hal_module.h"
+
+#include <stdlib.h>
+
+#include "base/alloc.h"
+
+typedef struct hrt_hal_module_s {
+  hrt_vm_module_t base;
+  hrt_hal_device_t* device;  // retained
+  hrt_debug_sink_t sink;     // released exactly once, in destroy
+  hrt_hal_module_options_t options;
+} hrt_hal_module_t;
+
+static void hrt_hal_module_destroy(hrt_vm_module_t* base) {
+  hrt_hal_module_t* module = (hrt_hal_module_t*)base;
+  module->sink.release.fn(module->sink.release.user_data);
+  hrt_hal_device_release(module->device);
+  hrt_vm_module_deinitialize(base);
+  free(module);
+}
+
+// The HAL module keeps nothing per context: programs reach the device and
+// sink through the module itself.
+static hrt_status_t hrt_hal_module_create_state(hrt_vm_module_t* module,
+                                                hrt_vm_context_t* context,
+                                                void** out_state) {
+  (void)context;
+  *out_state = module;
+  return HRT_OK;
+}
+
+static void hrt_hal_module_free_state(hrt_vm_module_t* module, void* state) {
+  (void)module;
+  (void)state;
+}
+
+static hrt_status_t hrt_hal_module_begin_call(hrt_vm_module_t* module,
+                                              void* state,
+                                              const hrt_vm_call_t* call) {
+  (void)state;
+  (void)call;
+  return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                         "module '%s' exports no functions", module->name);
+}
+
+static const hrt_vm_module_vtable_t hrt_hal_module_vtable = {
+    .destroy = hrt_hal_module_destroy,
+    .create_state = hrt_hal_module_create_state,
+    .free_state = hrt_hal_module_free_state,
+    .begin_call = hrt_hal_module_begin_call,
+};
+
+hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
+                                   const hrt_debug_sink_t* sink,
+                                   const hrt_hal_module_options_t* options,
+                                   hrt_vm_module_t** out_module) {
+  if (sink && (!sink->buffer_view_trace.fn || !sink->release.fn)) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "a debug sink needs buffer_view_trace and release "
+                           "callbacks");
+  }
+  hrt_hal_module_t* module = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate_zeroed(sizeof(*module), "hal module", (void**)&module));
+  module->device = device;
+  hrt_hal_device_retain(device);
+  module->sink = sink ? *sink : hrt_debug_sink_null();
+  if (options) module->options = *options;
+  hrt_vm_module_initialize(&hrt_hal_module_vtable, "hal", 0, NULL,
+                           &module->base);
+  *out_module = &module->base;
+  return HRT_OK;
+}
+
+bool hrt_hal_module_isa(const hrt_vm_module_t* module) {
+  return module->vtable == &hrt_hal_module_vtable;
+}
+
+hrt_hal_device_t* hrt_hal_module_device(const hrt_vm_module_t* hal_module) {
+  return ((const hrt_hal_module_t*)hal_module)->device;
+}
+
+const hrt_hal_module_options_t* hrt_hal_module_options(
+    const hrt_vm_module_t* hal_module) {
+  return &((const hrt_hal_module_t*)hal_module)->options;
+}
+
+hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
+                                  const char* key,
+                                  const hrt_trace_info_t* info, uint32_t count,
+                                  const hrt_trace_tensor_t* tensors) {
+  const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
+  return module->sink.buffer_view_trace.fn(
+      module->sink.buffer_view_trace.user_data, key, info, count, tensors);
+}

@@ -1,0 +1,41 @@
+// The HAL module (name "hal"): binds a context to a device and a debug sink.
+//
+// Programs linked after it run on its device and deliver their traces to its
+// sink through hrt_hal_module_trace(). It exports no functions.
+// Threads: hrt_hal_module_trace() runs on the device's completion thread;
+// the accessors on any thread. The module retains its device and calls the
+// sink's release when it is destroyed (see debug_sink.h).
+#ifndef HRT_MODULES_HAL_MODULE_H_
+#define HRT_MODULES_HAL_MODULE_H_
+
+#include <stdbool.h>
+
+#include "hal/device.h"
+#include "modules/debug_sink.h"
+#include "vm/module.h"
+
+typedef struct hrt_hal_module_options_s {
+  // Trace what every dispatch writes (its bindings that are not function
+  // inputs), keyed "function:op:kernel", without changing the program.
+  bool trace_dispatches;
+} hrt_hal_module_options_t;
+
+// `sink` may be NULL (no sink). On error the sink's release is not called.
+hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
+                                   const hrt_debug_sink_t* sink,
+                                   const hrt_hal_module_options_t* options,
+                                   hrt_vm_module_t** out_module) HRT_MUST_USE;
+
+// Whether `module` is a HAL module.
+bool hrt_hal_module_isa(const hrt_vm_module_t* module);
+hrt_hal_device_t* hrt_hal_module_device(const hrt_vm_module_t* hal_module);
+const hrt_hal_module_options_t* hrt_hal_module_options(
+    const hrt_vm_module_t* hal_module);
+// Hands one trace to the sink (completion thread).
+hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
+                                  const char* key,
+                                  const hrt_trace_info_t* info, uint32_t count,
+                                  const hrt_trace_tensor_t* tensors)
+    HRT_MUST_USE;
+
+#endif  // HRT_MODULES_HAL_MODULE_H_

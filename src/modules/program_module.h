@@ -1,0 +1,27 @@
+// Program modules: functions described by data, in the module format
+// "halrt.module/1" (JSON; see docs/module-format.md).
+//
+// Creation parses and validates the whole description; every error is
+// INVALID_ARGUMENT (NOT_FOUND for unknown names) with the path of the
+// offending field, e.g. `functions.main.body[2].bindings[1]: unknown value
+// 'z'`. Executable files are named relative to `base_dir`.
+//
+// Linking into a context imports the "hal" module linked before it, loads
+// the executables for its device's kind, and records one reusable command
+// buffer per function. Each call allocates fresh outputs and locals, submits
+// the function's command buffer with the call's bindings, and completes on
+// the device's completion thread.
+#ifndef HRT_MODULES_PROGRAM_MODULE_H_
+#define HRT_MODULES_PROGRAM_MODULE_H_
+
+#include <stddef.h>
+
+#include "vm/module.h"
+
+// `base_dir` may be NULL when the description names no files.
+hrt_status_t hrt_program_module_create(const char* json, size_t length,
+                                       const char* base_dir,
+                                       hrt_vm_module_t** out_module)
+    HRT_MUST_USE;
+
+#endif  // HRT_MODULES_PROGRAM_MODULE_H_

@@ -1,0 +1,230 @@
+#include "vm/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/live.h"
+#include "base/ref.h"
+
+typedef struct hrt_vm_linked_module_s {
+  hrt_vm_module_t* module;  // retained
+  void* state;              // owned; NULL until linked
+} hrt_vm_linked_module_t;
+
+struct hrt_vm_context_s {
+  hrt_ref_t ref;
+  hrt_vm_instance_t* instance;  // retained
+  uint32_t linked_count;        // modules whose state exists
+  uint32_t module_count;
+  hrt_vm_linked_module_t modules[];
+};
+
+// One call in flight: keeps the context alive until `done` has run.
+typedef struct hrt_vm_invocation_s {
+  hrt_vm_context_t* context;
+  hrt_vm_invocation_done_t done;
+} hrt_vm_invocation_t;
+
+static void hrt_vm_context_destroy(hrt_vm_context_t* context) {
+  // States go in reverse link order: a module may use the states of the
+  // modules it imported from.
+  for (uint32_t i = context->linked_count; i-- > 0;) {
+    hrt_vm_module_t* module = context->modules[i].module;
+    module->vtable->free_state(module, context->modules[i].state);
+  }
+  for (uint32_t i = 0; i < context->module_count; ++i) {
+    hrt_vm_module_release(context->modules[i].module);
+  }
+  hrt_vm_instance_release(context->instance);
+  free(context);
+  hrt_live_add(HRT_LIVE_CONTEXT, -1);
+}
+
+hrt_status_t hrt_vm_context_create(hrt_vm_instance_t* instance,
+                                   hrt_vm_module_t* const* modules,
+                                   uint32_t module_count,
+                                   hrt_vm_context_t** out_context) {
+  for (uint32_t i = 0; i < module_count; ++i) {
+    for (uint32_t j = 0; j < i; ++j) {
+      if (strcmp(modules[i]->name, modules[j]->name) == 0) {
+        return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                               "modules %u and %u are both named '%s'", j, i,
+                               modules[i]->name);
+      }
+    }
+  }
+  hrt_vm_context_t* context = NULL;
+  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
+      sizeof(*context) + module_count * sizeof(context->modules[0]), "context",
+      (void**)&context));
+  hrt_ref_init(&context->ref);
+  context->instance = instance;
+  hrt_vm_instance_retain(instance);
+  context->module_count = module_count;
+  for (uint32_t i = 0; i < module_count; ++i) {
+    context->modules[i].module = modules[i];
+    hrt_vm_module_retain(modules[i]);
+  }
+  hrt_live_add(HRT_LIVE_CONTEXT, 1);
+  for (uint32_t i = 0; i < module_count; ++i) {
+    hrt_vm_module_t* module = modules[i];
+    hrt_status_t status =
+        module->vtable->create_state(module, context, &context->modules[i].state);
+    if (status != HRT_OK) {
+      hrt_vm_context_destroy(context);
+      return hrt_status_annotate(status, "linking module '%s'", module->name);
+    }
+    context->linked_count = i + 1;
+  }
+  *out_context = context;
+  return HRT_OK;
+}
+
+void hrt_vm_context_retain(hrt_vm_context_t* context) {
+  if (context) hrt_ref_retain(&context->ref);
+}
+
+void hrt_vm_context_release(hrt_vm_context_t* context) {
+  if (context && hrt_ref_release(&context->ref)) hrt_vm_context_destroy(context);
+}
+
+hrt_status_t hrt_vm_context_find_module(const hrt_vm_context_t* context,
+                                        const char* name,
+                                        hrt_vm_module_t** out_module,
+                                        void** out_state) {
+  for (uint32_t i = 0; i < context->linked_count; ++i) {
+    if (strcmp(context->modules[i].module->name, name) == 0) {
+      *out_module = context->modules[i].module;
+      *out_state = context->modules[i].state;
+      return HRT_OK;
+    }
+  }
+  return hrt_status_make(HRT_STATUS_NOT_FOUND,
+                         "no module named '%s' is linked before this one",
+                         name);
+}
+
+hrt_status_t hrt_vm_context_lookup_function(const hrt_vm_context_t* context,
+                                            const char* qualified_name,
+                                            hrt_vm_function_t* out_function) {
+  const char* dot = strchr(qualified_name, '.');
+  if (!dot || dot == qualified_name || !dot[1]) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "function name '%s' must be 'module.function'",
+                           qualified_name);
+  }
+  size_t module_length = (size_t)(dot - qualified_name);
+  for (uint32_t i = 0; i < context->linked_count; ++i) {
+    hrt_vm_module_t* module = context->modules[i].module;
+    if (strlen(module->name) != module_length ||
+        strncmp(module->name, qualified_name, module_length) != 0) {
+      continue;
+    }
+    uint32_t ordinal = 0;
+    HRT_RETURN_IF_ERROR(hrt_vm_module_lookup_function(module, dot + 1,
+                                                      &ordinal));
+    *out_function = (hrt_vm_function_t){module, ordinal};
+    return HRT_OK;
+  }
+  return hrt_status_make(HRT_STATUS_NOT_FOUND,
+                         "no module '%.*s' in the context (looking up '%s')",
+                         (int)module_length, qualified_name, qualified_name);
+}
+
+const hrt_vm_function_def_t* hrt_vm_function_def(
+    const hrt_vm_function_t* function) {
+  return &function->module->functions[function->ordinal];
+}
+
+static hrt_status_t hrt_check_inputs(const hrt_vm_function_def_t* def,
+                                     hrt_hal_buffer_view_t* const* inputs,
+                                     uint32_t input_count) {
+  if (input_count != def->input_count) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "function '%s' takes %u inputs (got %u)", def->name,
+                           def->input_count, input_count);
+  }
+  for (uint32_t i = 0; i < input_count; ++i) {
+    const hrt_vm_tensor_type_t* type = &def->inputs[i];
+    const hrt_hal_buffer_view_t* view = inputs[i];
+    if (!view) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "input %u ('%s') is missing", i, type->name);
+    }
+    hrt_hal_element_type_t element_type =
+        hrt_hal_buffer_view_element_type(view);
+    if (element_type != type->element_type) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "input %u ('%s') must be %s (got %s)", i,
+                             type->name,
+                             hrt_hal_element_type_name(type->element_type),
+                             hrt_hal_element_type_name(element_type));
+    }
+    uint32_t rank = hrt_hal_buffer_view_rank(view);
+    const int64_t* shape = hrt_hal_buffer_view_shape(view);
+    bool same = rank == type->rank;
+    for (uint32_t d = 0; same && d < rank; ++d) same = shape[d] == type->shape[d];
+    if (!same) {
+      char want[HRT_HAL_SHAPE_TEXT_MAX], got[HRT_HAL_SHAPE_TEXT_MAX];
+      hrt_hal_shape_format(type->rank, type->shape, want);
+      hrt_hal_shape_format(rank, shape, got);
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "input %u ('%s') must have shape %s (got %s)", i,
+                             type->name, want, got);
+    }
+  }
+  return HRT_OK;
+}
+
+static void hrt_vm_invocation_done(void* user_data, hrt_status_t status,
+                                   hrt_hal_buffer_view_t* const* outputs,
+                                   uint32_t output_count) {
+  hrt_vm_invocation_t* invocation = user_data;
+  invocation->done.fn(invocation->done.user_data, status, outputs,
+                      output_count);
+  hrt_vm_context_release(invocation->context);
+  free(invocation);
+  hrt_live_add(HRT_LIVE_INVOCATION, -1);
+}
+
+hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
+                                 const hrt_vm_function_t* function,
+                                 hrt_hal_buffer_view_t* const* inputs,
+                                 uint32_t input_count, uint64_t sequence,
+                                 hrt_vm_invocation_done_t done) {
+  hrt_vm_module_t* module = function->module;
+  void* state = NULL;
+  for (uint32_t i = 0; i < context->linked_count && !state; ++i) {
+    if (context->modules[i].module == module) state = context->modules[i].state;
+  }
+  if (!state || function->ordinal >= module->function_count) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "the function does not belong to this context");
+  }
+  const hrt_vm_function_def_t* def = hrt_vm_function_def(function);
+  HRT_RETURN_IF_ERROR(hrt_status_annotate(
+      hrt_check_inputs(def, inputs, input_count), "%s.%s", module->name,
+      def->name));
+  hrt_vm_invocation_t* invocation = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate(sizeof(*invocation), "invocation", (void**)&invocation));
+  invocation->context = context;
+  invocation->done = done;
+  hrt_vm_context_retain(context);
+  hrt_live_add(HRT_LIVE_INVOCATION, 1);
+  hrt_vm_call_t call = {
+      .function_ordinal = function->ordinal,
+      .inputs = inputs,
+      .input_count = input_count,
+      .sequence = sequence,
+      .done = {hrt_vm_invocation_done, invocation},
+  };
+  hrt_status_t status = module->vtable->begin_call(module, state, &call);
+  if (status != HRT_OK) {
+    hrt_vm_context_release(context);
+    free(invocation);
+    hrt_live_add(HRT_LIVE_INVOCATION, -1);
+  }
+  return status;
+}

@@ -1,0 +1,59 @@
+// VM contexts: an ordered set of linked modules, and asynchronous invocation
+// of their functions.
+//
+// Linking: modules are linked in the given order; each may import from the
+// modules before it (hrt_vm_context_find_module). Two modules with one name
+// are an error. A context retains its modules and owns their states.
+//
+// Threads and lifetime: any thread may look functions up and invoke. Each
+// invocation retains the context until its `done` has run, so the context
+// (and every module in it, including a HAL module's debug sink) outlives its
+// work; the last release may therefore happen on a completion thread.
+#ifndef HRT_VM_CONTEXT_H_
+#define HRT_VM_CONTEXT_H_
+
+#include <stdint.h>
+
+#include "base/status.h"
+#include "vm/instance.h"
+#include "vm/module.h"
+
+typedef struct hrt_vm_function_s {
+  hrt_vm_module_t* module;  // borrowed from the context
+  uint32_t ordinal;
+} hrt_vm_function_t;
+
+hrt_status_t hrt_vm_context_create(hrt_vm_instance_t* instance,
+                                   hrt_vm_module_t* const* modules,
+                                   uint32_t module_count,
+                                   hrt_vm_context_t** out_context)
+    HRT_MUST_USE;
+void hrt_vm_context_retain(hrt_vm_context_t* context);
+void hrt_vm_context_release(hrt_vm_context_t* context);
+
+// During create_state: a module linked before the caller, with its state
+// (both borrowed). NOT_FOUND names the missing module.
+hrt_status_t hrt_vm_context_find_module(const hrt_vm_context_t* context,
+                                        const char* name,
+                                        hrt_vm_module_t** out_module,
+                                        void** out_state) HRT_MUST_USE;
+
+// Finds "module.function". NOT_FOUND names what is missing.
+hrt_status_t hrt_vm_context_lookup_function(const hrt_vm_context_t* context,
+                                            const char* qualified_name,
+                                            hrt_vm_function_t* out_function)
+    HRT_MUST_USE;
+
+const hrt_vm_function_def_t* hrt_vm_function_def(
+    const hrt_vm_function_t* function);
+
+// Checks `inputs` against the function's signature (count, dtype, shape;
+// INVALID_ARGUMENT naming the input) and starts the call. On HRT_OK `done`
+// runs exactly once on the completion thread; on error it never runs.
+hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
+                                 const hrt_vm_function_t* function,
+                                 hrt_hal_buffer_view_t* const* inputs,
+                                 uint32_t input_count, uint64_t sequence,
+                                 hrt_vm_invocation_done_t done) HRT_MUST_USE;
+
+#endif  // HRT_VM_CONTEXT_H_
