@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/live.h"
 #include "base/status.h"
@@ -70,8 +71,20 @@ extern int hrt_test_failed_;
     }                                                                       \
   } while (0)
 
-// Checks that every runtime object made so far has been destroyed.
+// Checks that every runtime object made so far has been destroyed. A device
+// whose last reference dropped on its own queue thread is freed by that
+// thread as it exits, so the counts may take a moment to settle.
 static inline void every_object_is_destroyed(void) {
+  for (int attempt = 0; attempt < 5000; ++attempt) {
+    int64_t total = 0;
+    for (int kind = 0; kind < HRT_LIVE_KIND_COUNT_; ++kind) {
+      int64_t live = hrt_live_count((hrt_live_kind_t)kind);
+      total += live < 0 ? -live : live;
+    }
+    if (total == 0) break;
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
   for (int kind = 0; kind < HRT_LIVE_KIND_COUNT_; ++kind) {
     int64_t live = hrt_live_count((hrt_live_kind_t)kind);
     if (live != 0) {

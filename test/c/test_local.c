@@ -9,6 +9,8 @@
 #include "base/threads.h"
 #include "hal/buffer_view.h"
 #include "hal/driver.h"
+#include "hal/builtin_signatures.h"
+#include "hal/local/builtin_kernels.h"
 #include "halrt/cpu_kernel.h"
 #include "test.h"
 
@@ -591,6 +593,38 @@ static void traces_see_everything_before_them(void) {
   }
 }
 
+static void builtin_signatures_match_the_kernel_library(void) {
+  const halrt_kernel_library_t* library = hrt_local_builtin_kernel_library();
+  uint32_t matched = 0;
+  for (uint32_t i = 0; i < library->kernel_count; ++i) {
+    const halrt_kernel_entry_t* entry = &library->kernels[i];
+    const hrt_builtin_signature_t* signature =
+        hrt_builtin_signature_find(entry->name);
+    if (!signature) fprintf(stderr, "no signature for %s\n", entry->name);
+    CHECK(signature != NULL);
+    CHECK_EQ_INT(signature->binding_count, entry->binding_count);
+    CHECK_EQ_INT(signature->constant_count, entry->constant_count);
+    ++matched;
+  }
+  // And no signature without a kernel: the names in docs/kernels.md.
+  static const char* const names[] = {
+      "fill_u32", "copy_u8", "add_f32", "sub_f32", "mul_f32", "div_f32",
+      "max_f32", "add_i32", "sub_i32", "mul_i32", "div_i32", "max_i32",
+      "axpy_f32", "relu_f32", "matmul_f32", "softmax_rows_f32",
+      "reduce_sum_f32"};
+  CHECK_EQ_INT(matched, sizeof(names) / sizeof(names[0]));
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
+    CHECK(hrt_builtin_signature_find(names[i]) != NULL);
+  }
+  uint32_t constants[3] = {3, 5, 7};
+  const hrt_builtin_signature_t* matmul =
+      hrt_builtin_signature_find("matmul_f32");
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 0, constants), 60);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 1, constants), 140);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 2, constants), 84);
+  CHECK(matmul->bindings[2].written && !matmul->bindings[0].written);
+}
+
 TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(fill_copy_update_read_move_bytes),
           TEST_CASE(reused_command_buffer_runs_on_new_bindings),
@@ -601,4 +635,5 @@ TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(bad_submissions_are_rejected_without_side_effects),
           TEST_CASE(device_released_on_its_own_thread_is_destroyed),
           TEST_CASE(traces_see_everything_before_them),
+          TEST_CASE(builtin_signatures_match_the_kernel_library),
           TEST_CASE(every_object_is_destroyed))

@@ -1,0 +1,45 @@
+// What the built-in kernels expect of their bindings, for every device.
+//
+// The built-in kernels have the same names, bindings and constants on every
+// device (docs/kernels.md). This table states, per binding, the element type
+// it holds and how many elements the constants imply, so a module can be
+// validated (and its dispatch outputs traced) before anything runs.
+// Immutable; any thread.
+#ifndef HRT_HAL_BUILTIN_SIGNATURES_H_
+#define HRT_HAL_BUILTIN_SIGNATURES_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hal/element_type.h"
+
+#define HRT_BUILTIN_MAX_BINDINGS 3
+
+typedef struct hrt_builtin_binding_s {
+  // The element type the binding holds; `any_type` accepts every dtype
+  // (byte-wise kernels, which then count bytes).
+  hrt_hal_element_type_t element_type;
+  bool any_type;
+  bool written;  // the kernel writes this binding
+  // Element count = product of constants[factors[0..factor_count)].
+  uint8_t factor_count;
+  uint8_t factors[2];
+} hrt_builtin_binding_t;
+
+typedef struct hrt_builtin_signature_s {
+  const char* name;
+  uint32_t binding_count;
+  uint32_t constant_count;
+  hrt_builtin_binding_t bindings[HRT_BUILTIN_MAX_BINDINGS];
+} hrt_builtin_signature_t;
+
+// The signature of built-in kernel `name`, or NULL.
+const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name);
+
+// The bytes binding `index` must hold at least, given the constants
+// (element count times element size; the byte count for `any_type`).
+uint64_t hrt_builtin_binding_min_bytes(const hrt_builtin_signature_t* signature,
+                                       uint32_t index,
+                                       const uint32_t* constants);
+
+#endif  // HRT_HAL_BUILTIN_SIGNATURES_H_
