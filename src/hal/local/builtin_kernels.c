@@ -11,9 +11,6 @@
 #include <stdbool.h>
 #include <string.h>
 
-typedef int (*hrt_kernel_fn_t)(const halrt_dispatch_state_t* dispatch,
-                               const halrt_workgroup_state_t* workgroup);
-
 // Elementwise binary kernels: X(name, element type, result of x op y).
 // The i32 add/sub/mul use uint32_t so that they wrap modulo 2^32 on the
 // two's complement bit patterns instead of overflowing a signed type.
@@ -22,7 +19,7 @@ typedef int (*hrt_kernel_fn_t)(const halrt_dispatch_state_t* dispatch,
   X(sub_f32, float, x - y)               \
   X(mul_f32, float, x * y)               \
   X(div_f32, float, x / y)               \
-  X(max_f32, float, fmaxf(x, y))         \
+  X(max_f32, float, hrt_fmaxf(x, y))     \
   X(add_i32, uint32_t, x + y)            \
   X(sub_i32, uint32_t, x - y)            \
   X(mul_i32, uint32_t, x * y)            \
@@ -89,8 +86,9 @@ typedef struct hrt_range_t {
   size_t end;
 } hrt_range_t;
 
-// a * b, saturated at UINT64_MAX. Used where any value >= 2^32 means
-// "past every element", so saturation cannot change a result.
+// a * b, saturated at UINT64_MAX. For grid sizes and ids any value >= 2^32
+// already means "past every item", so saturation changes no chunk; for byte
+// counts it marks an overflow.
 static uint64_t hrt_mul_saturate(uint64_t a, uint64_t b) {
   if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
   return a * b;
@@ -107,14 +105,15 @@ static bool hrt_dispatch_matches(const halrt_dispatch_state_t* dispatch,
 }
 
 // Whether binding `index` holds rows * cols elements of `element_size`
-// bytes; a byte count that overflows 64 bits never fits.
+// bytes. A saturated product stands for one that overflows 64 bits, which
+// no binding can hold, whatever its length claims.
 static bool hrt_binding_holds(const halrt_dispatch_state_t* dispatch,
                               uint32_t index, uint64_t rows, uint64_t cols,
                               uint64_t element_size) {
-  const uint64_t elements = hrt_mul_saturate(rows, cols);
-  const uint64_t bytes = hrt_mul_saturate(elements, element_size);
-  if (elements != 0 && bytes == UINT64_MAX) return false;
-  return bytes <= (uint64_t)dispatch->binding_lengths[index];
+  const uint64_t bytes =
+      hrt_mul_saturate(hrt_mul_saturate(rows, cols), element_size);
+  return bytes != UINT64_MAX &&
+         bytes <= (uint64_t)dispatch->binding_lengths[index];
 }
 
 // The part of [0, n) that part `index` of `parts` owns: contiguous chunks
@@ -153,6 +152,15 @@ static hrt_range_t hrt_linear_chunk(const halrt_dispatch_state_t* dispatch,
 typedef void (*hrt_range_body_t)(const halrt_dispatch_state_t* dispatch,
                                  hrt_range_t range);
 
+// Defines hrt_kernel_<name>, which validates the dispatch and runs
+// hrt_<name>_body on the workgroup's linear chunk of the n elements.
+#define HRT_ELEMENTWISE_KERNEL(name, element_size)                          \
+  static int hrt_kernel_##name(const halrt_dispatch_state_t* dispatch,       \
+                               const halrt_workgroup_state_t* workgroup) {   \
+    return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_##name, \
+                               element_size, hrt_##name##_body);             \
+  }
+
 static int hrt_run_elementwise(const halrt_dispatch_state_t* dispatch,
                                const halrt_workgroup_state_t* workgroup,
                                int kernel_index, uint64_t element_size,
@@ -177,6 +185,13 @@ static float hrt_f32_from_bits(uint32_t bits) {
   return value;
 }
 
+// C fmaxf without the library call (compilers call it unless told math is
+// finite): a NaN operand is ignored, two NaNs give NaN. Comparing -0 with +0
+// returns y, a choice fmaxf leaves open.
+static float hrt_fmaxf(float x, float y) {
+  return (x > y || y != y) ? x : y;
+}
+
 // Truncating division, total over int32: x / 0 == 0 and INT32_MIN / -1 ==
 // INT32_MIN (the wrapped quotient), so no input traps.
 static int32_t hrt_div_i32(int32_t x, int32_t y) {
@@ -198,11 +213,7 @@ static int32_t hrt_div_i32(int32_t x, int32_t y) {
       out[i] = (type)(expr);                                                 \
     }                                                                        \
   }                                                                          \
-  static int hrt_kernel_##name(const halrt_dispatch_state_t* dispatch,       \
-                               const halrt_workgroup_state_t* workgroup) {   \
-    return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_##name, \
-                               sizeof(type), hrt_##name##_body);             \
-  }
+  HRT_ELEMENTWISE_KERNEL(name, sizeof(type))
 HRT_BINARY_KERNELS(HRT_BINARY_DEFINE)
 
 static void hrt_fill_u32_body(const halrt_dispatch_state_t* dispatch,
@@ -212,11 +223,7 @@ static void hrt_fill_u32_body(const halrt_dispatch_state_t* dispatch,
   for (size_t i = range.begin; i < range.end; ++i) out[i] = value;
 }
 
-static int hrt_kernel_fill_u32(const halrt_dispatch_state_t* dispatch,
-                               const halrt_workgroup_state_t* workgroup) {
-  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_fill_u32,
-                             sizeof(uint32_t), hrt_fill_u32_body);
-}
+HRT_ELEMENTWISE_KERNEL(fill_u32, sizeof(uint32_t))
 
 // memmove so that binding the same buffer as src and dst is well defined.
 static void hrt_copy_u8_body(const halrt_dispatch_state_t* dispatch,
@@ -226,11 +233,7 @@ static void hrt_copy_u8_body(const halrt_dispatch_state_t* dispatch,
   memmove(dst + range.begin, src + range.begin, range.end - range.begin);
 }
 
-static int hrt_kernel_copy_u8(const halrt_dispatch_state_t* dispatch,
-                              const halrt_workgroup_state_t* workgroup) {
-  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_copy_u8, 1,
-                             hrt_copy_u8_body);
-}
+HRT_ELEMENTWISE_KERNEL(copy_u8, 1)
 
 static void hrt_axpy_f32_body(const halrt_dispatch_state_t* dispatch,
                               hrt_range_t range) {
@@ -239,18 +242,14 @@ static void hrt_axpy_f32_body(const halrt_dispatch_state_t* dispatch,
   float* out = dispatch->bindings[2];
   const float alpha = hrt_f32_from_bits(dispatch->constants[1]);
   for (size_t i = range.begin; i < range.end; ++i) {
-    // Two statements: the product is rounded before the sum (no contraction
-    // into a fused multiply-add), on every compiler.
+    // Two statements: C allows fusing into a multiply-add only within one
+    // expression, so the product is rounded before the sum.
     const float product = alpha * x[i];
     out[i] = product + y[i];
   }
 }
 
-static int hrt_kernel_axpy_f32(const halrt_dispatch_state_t* dispatch,
-                               const halrt_workgroup_state_t* workgroup) {
-  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_axpy_f32,
-                             sizeof(float), hrt_axpy_f32_body);
-}
+HRT_ELEMENTWISE_KERNEL(axpy_f32, sizeof(float))
 
 static void hrt_relu_f32_body(const halrt_dispatch_state_t* dispatch,
                               hrt_range_t range) {
@@ -262,25 +261,32 @@ static void hrt_relu_f32_body(const halrt_dispatch_state_t* dispatch,
   }
 }
 
-static int hrt_kernel_relu_f32(const halrt_dispatch_state_t* dispatch,
-                               const halrt_workgroup_state_t* workgroup) {
-  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_relu_f32,
-                             sizeof(float), hrt_relu_f32_body);
-}
+HRT_ELEMENTWISE_KERNEL(relu_f32, sizeof(float))
 
 //===----------------------------------------------------------------------===//
 // Row kernels: constants [rows, cols], x is rows×cols, rows split linearly
 //===----------------------------------------------------------------------===//
 
+// Defines hrt_kernel_<name>, which validates the dispatch and runs
+// hrt_<name>_body on the workgroup's linear chunk of the rows. The output
+// is rows×cols when `out_is_matrix`, else one value per row.
+#define HRT_ROWS_KERNEL(name, out_is_matrix)                                \
+  static int hrt_kernel_##name(const halrt_dispatch_state_t* dispatch,     \
+                               const halrt_workgroup_state_t* workgroup) { \
+    return hrt_run_rows(dispatch, workgroup, HRT_KERNEL_INDEX_##name,      \
+                        out_is_matrix, hrt_##name##_body);                 \
+  }
+
 static int hrt_run_rows(const halrt_dispatch_state_t* dispatch,
                         const halrt_workgroup_state_t* workgroup,
-                        int kernel_index, uint64_t out_cols,
+                        int kernel_index, bool out_is_matrix,
                         hrt_range_body_t body) {
   if (!hrt_dispatch_matches(dispatch, kernel_index)) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
   }
   const uint64_t rows = dispatch->constants[0];
   const uint64_t cols = dispatch->constants[1];
+  const uint64_t out_cols = out_is_matrix ? cols : 1;
   if (!hrt_binding_holds(dispatch, 0, rows, cols, sizeof(float)) ||
       !hrt_binding_holds(dispatch, 1, rows, out_cols, sizeof(float))) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
@@ -325,19 +331,14 @@ static void hrt_softmax_rows_f32_body(const halrt_dispatch_state_t* dispatch,
     const float* x = (const float*)dispatch->bindings[0] + r * cols;
     float* out = (float*)dispatch->bindings[1] + r * cols;
     float max = -INFINITY;
-    for (size_t j = 0; j < cols; ++j) max = fmaxf(max, x[j]);
+    for (size_t j = 0; j < cols; ++j) max = hrt_fmaxf(max, x[j]);
     for (size_t j = 0; j < cols; ++j) out[j] = expf(x[j] - max);
     const float scale = 1.0f / hrt_sum_f32(out, cols);
     for (size_t j = 0; j < cols; ++j) out[j] *= scale;
   }
 }
 
-static int hrt_kernel_softmax_rows_f32(
-    const halrt_dispatch_state_t* dispatch,
-    const halrt_workgroup_state_t* workgroup) {
-  return hrt_run_rows(dispatch, workgroup, HRT_KERNEL_INDEX_softmax_rows_f32,
-                      dispatch->constants[1], hrt_softmax_rows_f32_body);
-}
+HRT_ROWS_KERNEL(softmax_rows_f32, true)
 
 static void hrt_reduce_sum_f32_body(const halrt_dispatch_state_t* dispatch,
                                     hrt_range_t range) {
@@ -349,11 +350,7 @@ static void hrt_reduce_sum_f32_body(const halrt_dispatch_state_t* dispatch,
   }
 }
 
-static int hrt_kernel_reduce_sum_f32(const halrt_dispatch_state_t* dispatch,
-                                     const halrt_workgroup_state_t* workgroup) {
-  return hrt_run_rows(dispatch, workgroup, HRT_KERNEL_INDEX_reduce_sum_f32, 1,
-                      hrt_reduce_sum_f32_body);
-}
+HRT_ROWS_KERNEL(reduce_sum_f32, false)
 
 //===----------------------------------------------------------------------===//
 // matmul_f32
@@ -366,9 +363,9 @@ static int hrt_kernel_reduce_sum_f32(const halrt_dispatch_state_t* dispatch,
 // streaming both packed panels contiguously. Packing buffers live on the
 // stack (about 36 KiB) so that a kernel call allocates nothing.
 //
-// Results are the same on every compiler: products are rounded before they
-// are accumulated, and each element sums its K products in k order within a
-// slice, slices in order.
+// Each element of c adds up its K products in the same order whatever the
+// grid (k order within a slice, slices in order), so the result does not
+// depend on the workgroup count.
 
 enum {
   HRT_MATMUL_MR = 4,    // rows of the register tile
@@ -380,9 +377,10 @@ _Static_assert(HRT_MATMUL_NR % 4 == 0 && HRT_MATMUL_MC % HRT_MATMUL_MR == 0,
                "matmul blocking constants");
 
 // One row of the register tile: acc[i][g..g+4) += a[i] * b[g..g+4). The
-// product and the sum are separate statements so that no compiler contracts
-// them (C11 6.5p8): contraction would change rounding and, on clang -O3,
-// makes it spill the accumulators.
+// product and the sum are separate statements because C allows fusing them
+// into a multiply-add only within one expression (C11 6.5p8), and clang,
+// which fuses by default, turns the fused form at -O3 into a loop that
+// spills its accumulators.
 #define HRT_MATMUL_UPDATE_ROW(i)               \
   for (size_t j = 0; j < 4; ++j) {             \
     const float product = a[i] * b[g + j];     \
@@ -422,10 +420,11 @@ static void hrt_matmul_pack_a(const float* a, size_t lda, size_t m, size_t kc,
   for (size_t strip = 0; strip < m; strip += HRT_MATMUL_MR) {
     float* dst = packed + strip * kc;
     for (size_t i = 0; i < HRT_MATMUL_MR; ++i) {
-      const float* src = a + (strip + i) * lda;
-      const bool valid = strip + i < m;
-      for (size_t k = 0; k < kc; ++k) {
-        dst[k * HRT_MATMUL_MR + i] = valid ? src[k] : 0.0f;
+      if (strip + i < m) {
+        const float* src = a + (strip + i) * lda;
+        for (size_t k = 0; k < kc; ++k) dst[k * HRT_MATMUL_MR + i] = src[k];
+      } else {
+        for (size_t k = 0; k < kc; ++k) dst[k * HRT_MATMUL_MR + i] = 0.0f;
       }
     }
   }

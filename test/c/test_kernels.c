@@ -1,0 +1,922 @@
+// Tests of the built-in kernel library (docs/kernels.md), driven through the
+// CPU kernel ABI exactly as the runtime drives it.
+
+// test.h uses POSIX nanosleep; this keeps the file buildable with plain
+// -std=c11 as well as with the Makefile's -D_GNU_SOURCE.
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "hal/local/builtin_kernels.h"
+#include "halrt/cpu_kernel.h"
+#include "test.h"
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+typedef struct rng_t {
+  uint64_t state;
+} rng_t;
+
+// xorshift64*: fixed seeds make every run see the same inputs.
+static uint32_t rng_u32(rng_t* rng) {
+  rng->state ^= rng->state >> 12;
+  rng->state ^= rng->state << 25;
+  rng->state ^= rng->state >> 27;
+  return (uint32_t)((rng->state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+// Uniform in [lo, hi).
+static float rng_f32(rng_t* rng, float lo, float hi) {
+  return lo + (hi - lo) * (float)(rng_u32(rng) >> 8) * (1.0f / 16777216.0f);
+}
+
+// n floats uniform in [lo, hi), owned by the caller; NULL if out of memory.
+static float* rng_floats(rng_t* rng, size_t n, float lo, float hi) {
+  float* values = malloc(n * sizeof(float) + sizeof(float));
+  for (size_t i = 0; values != NULL && i < n; ++i) {
+    values[i] = rng_f32(rng, lo, hi);
+  }
+  return values;
+}
+
+static uint32_t f32_bits(float value) {
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+static int32_t wrap_i32(int64_t value) {
+  const uint32_t bits = (uint32_t)value;
+  return bits <= INT32_MAX ? (int32_t)bits
+                           : (int32_t)(bits - 0x80000000u) + INT32_MIN;
+}
+
+// Either sign, magnitudes spread over every bit width, so that division
+// sees non-trivial quotients as well as wrapping products.
+static int32_t rng_i32(rng_t* rng) {
+  int64_t parts[2];
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t shift = rng_u32(rng) % 32;
+    parts[i] = rng_u32(rng) >> shift;
+  }
+  return wrap_i32(parts[0] - parts[1]);
+}
+
+static const halrt_kernel_entry_t* find_kernel(const char* name) {
+  const halrt_kernel_library_t* library = hrt_local_builtin_kernel_library();
+  for (uint32_t i = 0; i < library->kernel_count; ++i) {
+    if (strcmp(library->kernels[i].name, name) == 0) {
+      return &library->kernels[i];
+    }
+  }
+  return NULL;
+}
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b) {
+  while (b != 0) {
+    const uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+// Runs kernel `name` over the whole grid as the runtime does: one call per
+// workgroup with a shared dispatch state. Workgroups are visited from the
+// last one backwards in strides coprime with the grid size (so not in
+// order), with varying worker ids. Returns the first non-zero code, or -1
+// if there is no such kernel.
+static int run_kernel(const char* name, const uint32_t grid[3],
+                      void* const* bindings, const size_t* lengths,
+                      uint32_t binding_count, const uint32_t* constants,
+                      uint32_t constant_count) {
+  const halrt_kernel_entry_t* entry = find_kernel(name);
+  if (entry == NULL) return -1;
+  const halrt_dispatch_state_t dispatch = {
+      {grid[0], grid[1], grid[2]}, {1, 1, 1}, constant_count, binding_count,
+      constants, bindings, lengths};
+  const uint64_t total = (uint64_t)grid[0] * grid[1] * grid[2];
+  uint64_t stride = 7919;
+  while (gcd_u64(stride, total) != 1) stride += 2;
+  int result = 0;
+  for (uint64_t step = 0; step < total; ++step) {
+    const uint64_t linear = total - 1 - (step * stride) % total;
+    const halrt_workgroup_state_t workgroup = {
+        {(uint32_t)(linear % grid[0]),
+         (uint32_t)(linear / grid[0] % grid[1]),
+         (uint32_t)(linear / grid[0] / grid[1])},
+        (uint32_t)(step % 3)};
+    const int code = entry->fn(&dispatch, &workgroup);
+    if (code != 0 && result == 0) result = code;
+  }
+  return result;
+}
+
+// Bytes of slack after every output buffer; they must stay poisoned.
+enum { SLACK = 16 };
+#define POISON 0xFF
+
+static void* alloc_poisoned(size_t bytes) {
+  void* buffer = malloc(bytes + SLACK);
+  if (buffer != NULL) memset(buffer, POISON, bytes + SLACK);
+  return buffer;
+}
+
+static bool is_poisoned(const void* buffer, size_t bytes) {
+  const uint8_t* p = buffer;
+  for (size_t i = 0; i < bytes; ++i) {
+    if (p[i] != POISON) return false;
+  }
+  return true;
+}
+
+static bool near_f32(float got, double want, double tolerance) {
+  if (isnan(want)) return isnan(got);
+  if (isinf(want)) return (double)got == want;
+  return fabs((double)got - want) <= tolerance;
+}
+
+static const size_t kSizes[] = {0, 1, 7, 1000, 4097};
+static const uint32_t kGrids[][3] = {
+    {1, 1, 1}, {3, 1, 1}, {64, 1, 1}, {4099, 1, 1}, {2, 3, 1}, {2, 2, 3},
+};
+#define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+static const struct {
+  const char* name;
+  uint32_t binding_count;
+  uint32_t constant_count;
+} kExpected[] = {
+    {"fill_u32", 1, 2},         {"copy_u8", 2, 1},
+    {"add_f32", 3, 1},          {"sub_f32", 3, 1},
+    {"mul_f32", 3, 1},          {"div_f32", 3, 1},
+    {"max_f32", 3, 1},          {"add_i32", 3, 1},
+    {"sub_i32", 3, 1},          {"mul_i32", 3, 1},
+    {"div_i32", 3, 1},          {"max_i32", 3, 1},
+    {"axpy_f32", 3, 2},         {"relu_f32", 2, 1},
+    {"matmul_f32", 3, 3},       {"softmax_rows_f32", 2, 2},
+    {"reduce_sum_f32", 2, 2},
+};
+
+static void test_library_lists_every_documented_kernel(void) {
+  const halrt_kernel_library_t* library = hrt_local_builtin_kernel_library();
+  CHECK(library != NULL);
+  CHECK(library == hrt_local_builtin_kernel_library());
+  CHECK_EQ_INT(library->abi_version, HALRT_KERNEL_ABI_VERSION);
+  CHECK(strcmp(library->name, "builtin") == 0);
+  CHECK_EQ_INT(library->kernel_count, COUNT_OF(kExpected));
+  for (size_t i = 0; i < COUNT_OF(kExpected); ++i) {
+    const halrt_kernel_entry_t* entry = find_kernel(kExpected[i].name);
+    if (entry == NULL) fprintf(stderr, "missing %s\n", kExpected[i].name);
+    CHECK(entry != NULL);
+    CHECK(entry->fn != NULL);
+    CHECK_EQ_INT(entry->binding_count, kExpected[i].binding_count);
+    CHECK_EQ_INT(entry->constant_count, kExpected[i].constant_count);
+  }
+  for (uint32_t i = 0; i < library->kernel_count; ++i) {
+    for (uint32_t j = i + 1; j < library->kernel_count; ++j) {
+      CHECK(strcmp(library->kernels[i].name, library->kernels[j].name) != 0);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise kernels
+//===----------------------------------------------------------------------===//
+
+static void test_fill_and_copy_cover_every_element_for_any_grid(void) {
+  rng_t rng = {0x1234};
+  for (size_t s = 0; s < COUNT_OF(kSizes); ++s) {
+    const size_t n = kSizes[s];
+    uint8_t* src = malloc(n + 1);
+    CHECK(src != NULL);
+    for (size_t i = 0; i < n; ++i) src[i] = (uint8_t)(rng_u32(&rng) % 255);
+    for (size_t g = 0; g < COUNT_OF(kGrids); ++g) {
+      uint32_t* fill = alloc_poisoned(n * 4);
+      uint8_t* copy = alloc_poisoned(n);
+      CHECK(fill != NULL && copy != NULL);
+      const uint32_t fill_constants[2] = {(uint32_t)n, 0xA5A5F00Du};
+      const size_t fill_length = n * 4;
+      void* fill_bindings[1] = {fill};
+      const int fill_code = run_kernel("fill_u32", kGrids[g], fill_bindings,
+                                       &fill_length, 1, fill_constants, 2);
+      const uint32_t copy_constants[1] = {(uint32_t)n};
+      const size_t copy_lengths[2] = {n, n};
+      void* copy_bindings[2] = {src, copy};
+      const int copy_code = run_kernel("copy_u8", kGrids[g], copy_bindings,
+                                       copy_lengths, 2, copy_constants, 1);
+      bool ok = fill_code == 0 && copy_code == 0 &&
+                is_poisoned(fill + n, SLACK) && is_poisoned(copy + n, SLACK);
+      for (size_t i = 0; i < n; ++i) {
+        ok = ok && fill[i] == 0xA5A5F00Du && copy[i] == src[i];
+      }
+      if (!ok) fprintf(stderr, "n=%zu grid #%zu\n", n, g);
+      free(fill);
+      free(copy);
+      if (!ok) free(src);
+      CHECK(ok);
+    }
+    free(src);
+  }
+}
+
+static float ref_add_f32(float x, float y) { return x + y; }
+static float ref_sub_f32(float x, float y) { return x - y; }
+static float ref_mul_f32(float x, float y) { return x * y; }
+static float ref_div_f32(float x, float y) { return x / y; }
+static int32_t ref_add_i32(int32_t x, int32_t y) {
+  return wrap_i32((int64_t)x + y);
+}
+static int32_t ref_sub_i32(int32_t x, int32_t y) {
+  return wrap_i32((int64_t)x - y);
+}
+static int32_t ref_mul_i32(int32_t x, int32_t y) {
+  return wrap_i32((int64_t)x * y);
+}
+static int32_t ref_div_i32(int32_t x, int32_t y) {
+  if (y == 0) return 0;
+  return wrap_i32((int64_t)x / y);
+}
+static int32_t ref_max_i32(int32_t x, int32_t y) { return x > y ? x : y; }
+
+static const struct {
+  const char* name;
+  float (*f32)(float, float);      // NULL for i32 kernels
+  int32_t (*i32)(int32_t, int32_t);
+} kBinary[] = {
+    {"add_f32", ref_add_f32, NULL}, {"sub_f32", ref_sub_f32, NULL},
+    {"mul_f32", ref_mul_f32, NULL}, {"div_f32", ref_div_f32, NULL},
+    {"max_f32", fmaxf, NULL},       {"add_i32", NULL, ref_add_i32},
+    {"sub_i32", NULL, ref_sub_i32}, {"mul_i32", NULL, ref_mul_i32},
+    {"div_i32", NULL, ref_div_i32}, {"max_i32", NULL, ref_max_i32},
+};
+
+// Runs binary kernel `k` on a and b (n elements) over `grid` and compares
+// every element with the reference; max and integer results exactly.
+static bool check_binary(size_t k, const void* a, const void* b, size_t n,
+                         const uint32_t grid[3]) {
+  void* out = alloc_poisoned(n * 4);
+  if (out == NULL) return false;
+  void* bindings[3] = {(void*)a, (void*)b, out};
+  const size_t lengths[3] = {n * 4, n * 4, n * 4};
+  const uint32_t constants[1] = {(uint32_t)n};
+  const int code = run_kernel(kBinary[k].name, grid, bindings, lengths, 3,
+                              constants, 1);
+  bool ok = code == 0 && is_poisoned((uint8_t*)out + n * 4, SLACK);
+  for (size_t i = 0; ok && i < n; ++i) {
+    bool same;
+    if (kBinary[k].i32 != NULL) {
+      same = ((const int32_t*)out)[i] ==
+             kBinary[k].i32(((const int32_t*)a)[i], ((const int32_t*)b)[i]);
+    } else {
+      const float got = ((const float*)out)[i];
+      const float want =
+          kBinary[k].f32(((const float*)a)[i], ((const float*)b)[i]);
+      same = kBinary[k].f32 == fmaxf
+                 ? f32_bits(got) == f32_bits(want)
+                 : near_f32(got, want, 1e-6 * fabs((double)want));
+    }
+    if (!same) {
+      fprintf(stderr, "%s n=%zu grid=%ux%ux%u: element %zu differs\n",
+              kBinary[k].name, n, grid[0], grid[1], grid[2], i);
+      ok = false;
+    }
+  }
+  if (code != 0) fprintf(stderr, "%s returned %d\n", kBinary[k].name, code);
+  free(out);
+  return ok;
+}
+
+static void test_binary_kernels_match_reference_for_any_grid(void) {
+  rng_t rng = {0xBEEF};
+  for (size_t s = 0; s < COUNT_OF(kSizes); ++s) {
+    const size_t n = kSizes[s];
+    float* fa = malloc(n * 4 + 4);
+    float* fb = malloc(n * 4 + 4);
+    int32_t* ia = malloc(n * 4 + 4);
+    int32_t* ib = malloc(n * 4 + 4);
+    bool ok = fa != NULL && fb != NULL && ia != NULL && ib != NULL;
+    for (size_t i = 0; ok && i < n; ++i) {
+      fa[i] = rng_f32(&rng, -4.0f, 4.0f);
+      fb[i] = rng_f32(&rng, -4.0f, 4.0f);
+      ia[i] = rng_i32(&rng);
+      ib[i] = rng_i32(&rng);
+    }
+    for (size_t k = 0; ok && k < COUNT_OF(kBinary); ++k) {
+      const bool is_int = kBinary[k].i32 != NULL;
+      for (size_t g = 0; ok && g < COUNT_OF(kGrids); ++g) {
+        ok = check_binary(k, is_int ? (void*)ia : (void*)fa,
+                          is_int ? (void*)ib : (void*)fb, n, kGrids[g]);
+      }
+    }
+    free(fa);
+    free(fb);
+    free(ia);
+    free(ib);
+    CHECK(ok);
+  }
+}
+
+static void test_i32_kernels_wrap_and_never_trap(void) {
+  enum { N = 8 };
+  const int32_t a[N] = {INT32_MAX, INT32_MIN, INT32_MIN, 7,
+                        -7,        5,         0,         INT32_MIN};
+  const int32_t b[N] = {1, -1, 0, -2, 2, 0, 0, INT32_MIN};
+  const int32_t want[][N] = {
+      // add_i32, sub_i32, mul_i32, div_i32, max_i32
+      {INT32_MIN, INT32_MAX, INT32_MIN, 5, -5, 5, 0, 0},
+      {INT32_MAX - 1, INT32_MIN + 1, INT32_MIN, 9, -9, 5, 0, 0},
+      {INT32_MAX, INT32_MIN, 0, -14, -14, 0, 0, 0},
+      {INT32_MAX, INT32_MIN, 0, -3, -3, 0, 0, 1},
+      {INT32_MAX, -1, 0, 7, 2, 5, 0, INT32_MIN},
+  };
+  const char* names[] = {"add_i32", "sub_i32", "mul_i32", "div_i32",
+                         "max_i32"};
+  const uint32_t grid[3] = {3, 1, 1};
+  for (size_t k = 0; k < COUNT_OF(names); ++k) {
+    int32_t out[N];
+    memset(out, POISON, sizeof(out));
+    void* bindings[3] = {(void*)a, (void*)b, out};
+    const size_t lengths[3] = {sizeof(a), sizeof(b), sizeof(out)};
+    const uint32_t constants[1] = {N};
+    CHECK_EQ_INT(run_kernel(names[k], grid, bindings, lengths, 3, constants,
+                            1),
+                 HALRT_KERNEL_OK);
+    for (size_t i = 0; i < N; ++i) {
+      if (out[i] != want[k][i]) {
+        fprintf(stderr, "%s element %zu\n", names[k], i);
+      }
+      CHECK_EQ_INT(out[i], want[k][i]);
+    }
+  }
+}
+
+static void test_float_edge_cases_follow_fmaxf_and_relu_rules(void) {
+  const float nan = NAN;
+  const float a[4] = {nan, 1.0f, nan, -0.0f};
+  const float b[4] = {1.0f, nan, nan, -3.0f};
+  float out[4];
+  void* bindings[3] = {(void*)a, (void*)b, out};
+  const size_t lengths[3] = {sizeof(a), sizeof(b), sizeof(out)};
+  const uint32_t constants[1] = {4};
+  const uint32_t grid[3] = {2, 1, 1};
+  CHECK_EQ_INT(run_kernel("max_f32", grid, bindings, lengths, 3, constants, 1),
+               HALRT_KERNEL_OK);
+  CHECK(out[0] == 1.0f && out[1] == 1.0f && isnan(out[2]));
+  CHECK(out[3] == -0.0f);
+
+  // relu: NaN, -0 and negatives all become +0.
+  const float x[4] = {nan, -0.0f, -2.5f, 2.5f};
+  void* relu_bindings[2] = {(void*)x, out};
+  CHECK_EQ_INT(run_kernel("relu_f32", grid, relu_bindings, lengths, 2,
+                          constants, 1),
+               HALRT_KERNEL_OK);
+  CHECK(f32_bits(out[0]) == 0 && f32_bits(out[1]) == 0);
+  CHECK(f32_bits(out[2]) == 0 && out[3] == 2.5f);
+
+  const float zero[4] = {0.0f, 0.0f, -0.0f, 0.0f};
+  const float num[4] = {1.0f, -1.0f, 1.0f, 0.0f};
+  void* div_bindings[3] = {(void*)num, (void*)zero, out};
+  CHECK_EQ_INT(run_kernel("div_f32", grid, div_bindings, lengths, 3,
+                          constants, 1),
+               HALRT_KERNEL_OK);
+  CHECK(out[0] == INFINITY && out[1] == -INFINITY && out[2] == -INFINITY);
+  CHECK(isnan(out[3]));
+}
+
+static void test_axpy_and_relu_match_reference_for_any_grid(void) {
+  rng_t rng = {0xA11CE};
+  const float alpha = -1.75f;
+  for (size_t s = 0; s < COUNT_OF(kSizes); ++s) {
+    const size_t n = kSizes[s];
+    float* x = rng_floats(&rng, n, -8, 8);
+    float* y = rng_floats(&rng, n, -8, 8);
+    if (x == NULL || y == NULL) {
+      free(x);
+      free(y);
+      CHECK(false);
+    }
+    bool ok = true;
+    for (size_t g = 0; ok && g < COUNT_OF(kGrids); ++g) {
+      float* axpy = alloc_poisoned(n * 4);
+      float* relu = alloc_poisoned(n * 4);
+      const size_t lengths[3] = {n * 4, n * 4, n * 4};
+      const uint32_t axpy_constants[2] = {(uint32_t)n, f32_bits(alpha)};
+      void* axpy_bindings[3] = {x, y, axpy};
+      void* relu_bindings[2] = {x, relu};
+      ok = axpy != NULL && relu != NULL &&
+           run_kernel("axpy_f32", kGrids[g], axpy_bindings, lengths, 3,
+                      axpy_constants, 2) == 0 &&
+           run_kernel("relu_f32", kGrids[g], relu_bindings, lengths, 2,
+                      axpy_constants, 1) == 0 &&
+           is_poisoned(axpy + n, SLACK) && is_poisoned(relu + n, SLACK);
+      for (size_t i = 0; ok && i < n; ++i) {
+        const double want = (double)alpha * x[i] + y[i];
+        const double scale = fabs((double)alpha * x[i]) + fabs((double)y[i]);
+        ok = near_f32(axpy[i], want, 2.0 * FLT_EPSILON * scale) &&
+             relu[i] == (x[i] > 0.0f ? x[i] : 0.0f);
+        if (!ok) fprintf(stderr, "n=%zu grid #%zu element %zu\n", n, g, i);
+      }
+      free(axpy);
+      free(relu);
+    }
+    free(x);
+    free(y);
+    CHECK(ok);
+  }
+}
+
+static void test_elementwise_outputs_may_alias_inputs(void) {
+  enum { N = 1001 };
+  rng_t rng = {0xA1A5};
+  float* x = rng_floats(&rng, N, -2, 2);
+  float* y = rng_floats(&rng, N, -2, 2);
+  float* want = malloc(N * sizeof(float));
+  bool ok = x != NULL && y != NULL && want != NULL;
+  for (size_t i = 0; ok && i < N; ++i) want[i] = x[i] * y[i];
+  const size_t lengths[3] = {N * 4, N * 4, N * 4};
+  const uint32_t constants[1] = {N};
+  const uint32_t grid[3] = {7, 1, 1};
+  void* mul_bindings[3] = {x, y, x};  // x *= y
+  void* copy_bindings[2] = {x, x};
+  ok = ok &&
+       run_kernel("mul_f32", grid, mul_bindings, lengths, 3, constants, 1) ==
+           0 &&
+       run_kernel("copy_u8", grid, copy_bindings, lengths, 2, constants, 1) ==
+           0 &&
+       memcmp(x, want, N * sizeof(float)) == 0;
+  free(x);
+  free(y);
+  free(want);
+  CHECK(ok);
+}
+
+static void test_zero_elements_is_valid_and_touches_nothing(void) {
+  const uint32_t grid[3] = {4, 1, 1};
+  const uint32_t constants[3] = {0, 0, 0};
+  const size_t lengths[3] = {0, 0, 0};
+  void* bindings[3] = {NULL, NULL, NULL};
+  for (size_t i = 0; i < COUNT_OF(kExpected); ++i) {
+    const char* name = kExpected[i].name;
+    CHECK_EQ_INT(run_kernel(name, grid, bindings, lengths,
+                            kExpected[i].binding_count, constants,
+                            kExpected[i].constant_count),
+                 HALRT_KERNEL_OK);
+  }
+}
+
+// Grids whose linear size overflows 64 bits still split n items into
+// chunks of one: workgroup x = i owns item i, all others own nothing.
+static void test_huge_grids_partition_without_overflow(void) {
+  const halrt_kernel_entry_t* fill = find_kernel("fill_u32");
+  CHECK(fill != NULL);
+  uint32_t out[4];
+  memset(out, POISON, sizeof(out));
+  const uint32_t constants[2] = {3, 42};
+  void* bindings[1] = {out};
+  const size_t length = 12;
+  const halrt_dispatch_state_t dispatch = {
+      {UINT32_MAX, UINT32_MAX, UINT32_MAX}, {1, 1, 1}, 2, 1, constants,
+      bindings, &length};
+  const uint32_t ids[][3] = {
+      {1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {UINT32_MAX - 1, UINT32_MAX - 1,
+                                        UINT32_MAX - 1}};
+  for (size_t i = 0; i < COUNT_OF(ids); ++i) {
+    const halrt_workgroup_state_t workgroup = {
+        {ids[i][0], ids[i][1], ids[i][2]}, 0};
+    CHECK_EQ_INT(fill->fn(&dispatch, &workgroup), HALRT_KERNEL_OK);
+  }
+  CHECK(out[0] == 0xFFFFFFFFu && out[1] == 42 && out[2] == 0xFFFFFFFFu);
+  CHECK(out[3] == 0xFFFFFFFFu);
+}
+
+//===----------------------------------------------------------------------===//
+// matmul_f32
+//===----------------------------------------------------------------------===//
+
+static const uint32_t kMatmulShapes[][3] = {
+    // M, K, N
+    {1, 1, 1},    {5, 7, 3},      {33, 65, 17}, {128, 128, 128},
+    {4, 8, 8},    {70, 300, 9},   {130, 129, 37}, {3, 0, 5},
+    {0, 4, 4},    {4, 4, 0},
+};
+static const uint32_t kMatmulGrids[][3] = {
+    {1, 1, 1}, {3, 2, 1}, {16, 16, 1}, {2, 5, 1}, {40, 1, 1},
+};
+
+static void test_matmul_matches_reference_and_is_grid_independent(void) {
+  rng_t rng = {0xC0FFEE};
+  for (size_t s = 0; s < COUNT_OF(kMatmulShapes); ++s) {
+    const size_t M = kMatmulShapes[s][0], K = kMatmulShapes[s][1],
+                 N = kMatmulShapes[s][2];
+    float* a = rng_floats(&rng, M * K, -1, 1);
+    float* b = rng_floats(&rng, K * N, -1, 1);
+    double* want = malloc(M * N * 8 + 8);
+    double* bound = malloc(M * N * 8 + 8);
+    float* first = malloc(M * N * 4 + 4);
+    bool ok = a != NULL && b != NULL && want != NULL && bound != NULL &&
+              first != NULL;
+    for (size_t i = 0; ok && i < M; ++i) {
+      for (size_t j = 0; j < N; ++j) {
+        double sum = 0.0, sum_abs = 0.0;
+        for (size_t k = 0; k < K; ++k) {
+          sum += (double)a[i * K + k] * b[k * N + j];
+          sum_abs += fabs((double)a[i * K + k] * b[k * N + j]);
+        }
+        want[i * N + j] = sum;
+        // Worst-case float summation error for K products.
+        bound[i * N + j] = (double)(K + 2) * FLT_EPSILON * sum_abs;
+      }
+    }
+    for (size_t g = 0; ok && g < COUNT_OF(kMatmulGrids); ++g) {
+      float* c = alloc_poisoned(M * N * 4);
+      void* bindings[3] = {a, b, c};
+      const size_t lengths[3] = {M * K * 4, K * N * 4, M * N * 4};
+      const uint32_t constants[3] = {(uint32_t)M, (uint32_t)K, (uint32_t)N};
+      ok = c != NULL &&
+           run_kernel("matmul_f32", kMatmulGrids[g], bindings, lengths, 3,
+                      constants, 3) == 0 &&
+           is_poisoned(c + M * N, SLACK);
+      for (size_t i = 0; ok && i < M * N; ++i) {
+        ok = near_f32(c[i], want[i], bound[i]);
+      }
+      if (ok && g == 0) memcpy(first, c, M * N * 4);
+      // Each element sums in the same order whatever the grid.
+      ok = ok && memcmp(first, c, M * N * 4) == 0;
+      if (!ok) {
+        fprintf(stderr, "matmul %zux%zux%zu grid %ux%u\n", M, K, N,
+                kMatmulGrids[g][0], kMatmulGrids[g][1]);
+      }
+      free(c);
+    }
+    free(a);
+    free(b);
+    free(want);
+    free(bound);
+    free(first);
+    CHECK(ok);
+  }
+}
+
+static void test_matmul_prints_single_thread_gflops(void) {
+  enum { SIZE = 256, REPEATS = 5 };
+  const size_t elements = (size_t)SIZE * SIZE;
+  rng_t rng = {7};
+  float* a = rng_floats(&rng, elements, -1, 1);
+  float* b = rng_floats(&rng, elements, -1, 1);
+  float* c = malloc(elements * 4);
+  if (a == NULL || b == NULL || c == NULL) {
+    free(a);
+    free(b);
+    free(c);
+    CHECK(false);
+  }
+  void* bindings[3] = {a, b, c};
+  const size_t lengths[3] = {elements * 4, elements * 4, elements * 4};
+  const uint32_t constants[3] = {SIZE, SIZE, SIZE};
+  const uint32_t grid[3] = {1, 1, 1};
+  double best = 1e30;
+  int code = 0;
+  for (int r = 0; r < REPEATS; ++r) {
+    struct timespec start, end;
+    timespec_get(&start, TIME_UTC);
+    code |= run_kernel("matmul_f32", grid, bindings, lengths, 3, constants, 3);
+    timespec_get(&end, TIME_UTC);
+    const double seconds = (double)(end.tv_sec - start.tv_sec) +
+                           (double)(end.tv_nsec - start.tv_nsec) * 1e-9;
+    if (seconds < best) best = seconds;
+  }
+  printf("info: matmul_f32 %dx%dx%d single thread: %.1f GFLOP/s\n", SIZE,
+         SIZE, SIZE, 2.0 * SIZE * SIZE * SIZE / best * 1e-9);
+  free(a);
+  free(b);
+  free(c);
+  CHECK_EQ_INT(code, HALRT_KERNEL_OK);
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels
+//===----------------------------------------------------------------------===//
+
+static const uint32_t kRowShapes[][2] = {
+    // rows, cols
+    {1, 1}, {3, 7}, {17, 1000}, {2, 4097}, {0, 5}, {5, 0}, {65, 3},
+};
+static const uint32_t kRowGrids[][3] = {
+    {1, 1, 1}, {3, 1, 1}, {64, 1, 1}, {2, 3, 1}, {100, 1, 1},
+};
+
+// Runs `name` on x (rows×cols) into a poisoned output of `out_elements`
+// over every row grid. Each row is computed whole by one workgroup, so all
+// grids must agree bit for bit; returns that output (owned), or NULL.
+static float* run_rows_everywhere(const char* name, const float* x,
+                                  size_t rows, size_t cols,
+                                  size_t out_elements) {
+  float* first = NULL;
+  for (size_t g = 0; g < COUNT_OF(kRowGrids); ++g) {
+    float* out = alloc_poisoned(out_elements * 4);
+    bool ok = out != NULL;
+    if (ok) {
+      void* bindings[2] = {(void*)x, out};
+      const size_t lengths[2] = {rows * cols * 4, out_elements * 4};
+      const uint32_t constants[2] = {(uint32_t)rows, (uint32_t)cols};
+      ok = run_kernel(name, kRowGrids[g], bindings, lengths, 2, constants,
+                      2) == 0 &&
+           is_poisoned(out + out_elements, SLACK) &&
+           (first == NULL || memcmp(first, out, out_elements * 4) == 0);
+    }
+    if (!ok) {
+      fprintf(stderr, "%s %zux%zu grid #%zu failed\n", name, rows, cols, g);
+      free(out);
+      free(first);
+      return NULL;
+    }
+    if (first == NULL) {
+      first = out;
+    } else {
+      free(out);
+    }
+  }
+  return first;
+}
+
+static void test_softmax_rows_is_stable_and_matches_reference(void) {
+  rng_t rng = {0x50F7};
+  for (size_t s = 0; s < COUNT_OF(kRowShapes); ++s) {
+    const size_t rows = kRowShapes[s][0], cols = kRowShapes[s][1];
+    float* x = rng_floats(&rng, rows * cols, -10, 10);
+    CHECK(x != NULL);
+    // Large values overflow expf unless the row max is subtracted.
+    if (rows > 1) {
+      for (size_t j = 0; j < cols; ++j) x[cols + j] += 1000.0f;
+    }
+    float* out = run_rows_everywhere("softmax_rows_f32", x, rows, cols,
+                                     rows * cols);
+    bool ok = out != NULL;
+    for (size_t r = 0; ok && r < rows; ++r) {
+      double max = -INFINITY, sum = 0.0;
+      for (size_t j = 0; j < cols; ++j) max = fmax(max, x[r * cols + j]);
+      for (size_t j = 0; j < cols; ++j) sum += exp(x[r * cols + j] - max);
+      for (size_t j = 0; ok && j < cols; ++j) {
+        const double want = exp(x[r * cols + j] - max) / sum;
+        ok = near_f32(out[r * cols + j], want, 1e-5 * want + 1e-9);
+        if (!ok) fprintf(stderr, "%zux%zu at %zu,%zu\n", rows, cols, r, j);
+      }
+    }
+    free(x);
+    free(out);
+    CHECK(ok);
+  }
+}
+
+static void test_softmax_rows_handles_infinities_and_aliasing(void) {
+  enum { ROWS = 3, COLS = 4 };
+  float x[ROWS * COLS] = {
+      -INFINITY, 0.0f,      0.0f,      -INFINITY,  // masked entries give 0
+      -INFINITY, -INFINITY, -INFINITY, -INFINITY,  // no finite max: NaN
+      1.0f,      2.0f,      3.0f,      4.0f,
+  };
+  void* bindings[2] = {x, x};  // in place
+  const size_t lengths[2] = {sizeof(x), sizeof(x)};
+  const uint32_t constants[2] = {ROWS, COLS};
+  const uint32_t grid[3] = {2, 1, 1};
+  CHECK_EQ_INT(run_kernel("softmax_rows_f32", grid, bindings, lengths, 2,
+                          constants, 2),
+               HALRT_KERNEL_OK);
+  CHECK(x[0] == 0.0f && x[1] == 0.5f && x[2] == 0.5f && x[3] == 0.0f);
+  for (int j = 0; j < COLS; ++j) CHECK(isnan(x[COLS + j]));
+  const double sum = exp(-3.0) + exp(-2.0) + exp(-1.0) + 1.0;
+  for (int j = 0; j < COLS; ++j) {
+    const double want = exp((double)j - 3.0) / sum;
+    CHECK(near_f32(x[2 * COLS + j], want, 1e-6 * want));
+  }
+}
+
+static void test_reduce_sum_matches_reference(void) {
+  rng_t rng = {0x5EED};
+  for (size_t s = 0; s < COUNT_OF(kRowShapes); ++s) {
+    const size_t rows = kRowShapes[s][0], cols = kRowShapes[s][1];
+    float* x = rng_floats(&rng, rows * cols, -1, 1);
+    CHECK(x != NULL);
+    float* out = run_rows_everywhere("reduce_sum_f32", x, rows, cols, rows);
+    bool ok = out != NULL;
+    for (size_t r = 0; ok && r < rows; ++r) {
+      double sum = 0.0, sum_abs = 0.0;
+      for (size_t j = 0; j < cols; ++j) {
+        sum += x[r * cols + j];
+        sum_abs += fabs((double)x[r * cols + j]);
+      }
+      ok = near_f32(out[r], sum, 4e-6 * sum_abs);
+      if (!ok) fprintf(stderr, "%zux%zu row %zu\n", rows, cols, r);
+    }
+    free(x);
+    free(out);
+    CHECK(ok);
+  }
+}
+
+// A sequential float sum of 2^22 copies of 0.1f is off by several percent;
+// pairwise summation stays within a few parts per million.
+static void test_reduce_sum_is_accurate_for_long_rows(void) {
+  const size_t cols = (size_t)1 << 22;
+  float* x = malloc(cols * 4);
+  CHECK(x != NULL);
+  for (size_t i = 0; i < cols; ++i) x[i] = 0.1f;
+  float out[1] = {0};
+  void* bindings[2] = {x, out};
+  const size_t lengths[2] = {cols * 4, sizeof(out)};
+  const uint32_t constants[2] = {1, (uint32_t)cols};
+  const uint32_t grid[3] = {1, 1, 1};
+  const int code = run_kernel("reduce_sum_f32", grid, bindings, lengths, 2,
+                              constants, 2);
+  free(x);
+  CHECK_EQ_INT(code, HALRT_KERNEL_OK);
+  const double want = (double)cols * 0.1f;
+  CHECK(fabs(out[0] - want) <= 1e-5 * want);
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+// A small valid call of every kernel: constants, and each binding's byte
+// length and element size.
+static const struct {
+  const char* name;
+  uint32_t constants[3];
+  size_t lengths[3];
+  size_t element_size;
+} kValidCalls[] = {
+#define BINARY_CALL(name) {name, {5}, {20, 20, 20}, 4}
+    {"fill_u32", {5, 9}, {20}, 4},
+    {"copy_u8", {5}, {5, 5}, 1},
+    BINARY_CALL("add_f32"), BINARY_CALL("sub_f32"), BINARY_CALL("mul_f32"),
+    BINARY_CALL("div_f32"), BINARY_CALL("max_f32"), BINARY_CALL("add_i32"),
+    BINARY_CALL("sub_i32"), BINARY_CALL("mul_i32"), BINARY_CALL("div_i32"),
+    BINARY_CALL("max_i32"),
+#undef BINARY_CALL
+    {"axpy_f32", {5, 0x3F800000u}, {20, 20, 20}, 4},
+    {"relu_f32", {5}, {20, 20}, 4},
+    {"matmul_f32", {2, 3, 4}, {24, 48, 32}, 4},
+    {"softmax_rows_f32", {2, 3}, {24, 24}, 4},
+    {"reduce_sum_f32", {2, 3}, {24, 8}, 4},
+};
+
+enum { BUFFER_BYTES = 64 };
+
+// Runs call `c` with `lengths`, the given arity and grid on poisoned
+// buffers; returns the code, or -2 if any buffer was written. The binding,
+// length and constant arrays are heap copies of exactly the given counts,
+// so the sanitizer build catches a kernel that reads past them before it
+// checks the arity.
+static int run_on_poison(size_t c, const size_t* lengths,
+                         uint32_t binding_count, uint32_t constant_count,
+                         const uint32_t grid[3]) {
+  uint8_t buffers[3][BUFFER_BYTES];
+  memset(buffers, POISON, sizeof(buffers));
+  // One byte for an empty array: still a distinct, unreadable allocation.
+  void** bindings = malloc(binding_count * sizeof(void*) + !binding_count);
+  size_t* exact_lengths =
+      malloc(binding_count * sizeof(size_t) + !binding_count);
+  uint32_t* constants =
+      malloc(constant_count * sizeof(uint32_t) + !constant_count);
+  int code = -3;
+  if (bindings != NULL && exact_lengths != NULL && constants != NULL) {
+    for (uint32_t i = 0; i < binding_count; ++i) {
+      bindings[i] = buffers[i % 3];
+      exact_lengths[i] = i < 3 ? lengths[i] : BUFFER_BYTES;
+    }
+    for (uint32_t i = 0; i < constant_count; ++i) {
+      constants[i] = i < 3 ? kValidCalls[c].constants[i] : 0;
+    }
+    code = run_kernel(kValidCalls[c].name, grid, bindings, exact_lengths,
+                      binding_count, constants, constant_count);
+  }
+  free(bindings);
+  free(exact_lengths);
+  free(constants);
+  return is_poisoned(buffers, sizeof(buffers)) ? code : -2;
+}
+
+static void test_short_bindings_are_rejected_before_any_write(void) {
+  const uint32_t grid[3] = {2, 1, 1};
+  CHECK_EQ_INT(COUNT_OF(kValidCalls), COUNT_OF(kExpected));
+  for (size_t c = 0; c < COUNT_OF(kValidCalls); ++c) {
+    const halrt_kernel_entry_t* entry = find_kernel(kValidCalls[c].name);
+    CHECK(entry != NULL);
+    for (uint32_t shorten = 0; shorten < entry->binding_count; ++shorten) {
+      size_t lengths[3];
+      memcpy(lengths, kValidCalls[c].lengths, sizeof(lengths));
+      lengths[shorten] -= kValidCalls[c].element_size;
+      const int code = run_on_poison(c, lengths, entry->binding_count,
+                                     entry->constant_count, grid);
+      if (code != HALRT_KERNEL_INVALID_ARGUMENT) {
+        fprintf(stderr, "%s binding %u\n", entry->name, shorten);
+      }
+      CHECK_EQ_INT(code, HALRT_KERNEL_INVALID_ARGUMENT);
+    }
+    // The unshortened call is valid, so the rejections above are the
+    // lengths' doing.
+    uint8_t buffers[3][BUFFER_BYTES];
+    void* bindings[3] = {buffers[0], buffers[1], buffers[2]};
+    memset(buffers, 0, sizeof(buffers));
+    CHECK_EQ_INT(run_kernel(entry->name, grid, bindings,
+                            kValidCalls[c].lengths, entry->binding_count,
+                            kValidCalls[c].constants, entry->constant_count),
+                 HALRT_KERNEL_OK);
+  }
+}
+
+static void test_wrong_arity_or_grid_is_rejected(void) {
+  const uint32_t grid[3] = {1, 1, 1};
+  for (size_t c = 0; c < COUNT_OF(kValidCalls); ++c) {
+    const halrt_kernel_entry_t* entry = find_kernel(kValidCalls[c].name);
+    CHECK(entry != NULL);
+    const size_t* lengths = kValidCalls[c].lengths;
+    const uint32_t bindings = entry->binding_count;
+    const uint32_t constants = entry->constant_count;
+    CHECK_EQ_INT(run_on_poison(c, lengths, bindings, constants - 1, grid),
+                 HALRT_KERNEL_INVALID_ARGUMENT);
+    CHECK_EQ_INT(run_on_poison(c, lengths, bindings, constants + 1, grid),
+                 HALRT_KERNEL_INVALID_ARGUMENT);
+    CHECK_EQ_INT(run_on_poison(c, lengths, bindings - 1, constants, grid),
+                 HALRT_KERNEL_INVALID_ARGUMENT);
+    CHECK_EQ_INT(run_on_poison(c, lengths, bindings + 1, constants, grid),
+                 HALRT_KERNEL_INVALID_ARGUMENT);
+  }
+  size_t matmul = 0;
+  while (strcmp(kValidCalls[matmul].name, "matmul_f32") != 0) ++matmul;
+  const uint32_t deep_grid[3] = {1, 1, 2};
+  CHECK_EQ_INT(run_on_poison(matmul, kValidCalls[matmul].lengths, 3, 3,
+                             deep_grid),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+}
+
+// Constants whose byte sizes overflow 64 bits must be rejected even when
+// the bindings claim to be as large as memory can be: a wrapped product
+// would otherwise pass the length check.
+static void test_overflowing_sizes_are_rejected(void) {
+  const uint32_t grid[3] = {1, 1, 1};
+  const size_t huge[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+  uint8_t buffers[3][BUFFER_BYTES];
+  memset(buffers, POISON, sizeof(buffers));
+  void* bindings[3] = {buffers[0], buffers[1], buffers[2]};
+  const uint32_t matmul_cases[][3] = {
+      {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu},
+      {0x80000000u, 0x80000000u, 0x80000000u},  // 2^62 * 4 wraps to 0
+      {1, 0x80000000u, 0x80000000u},
+  };
+  for (size_t i = 0; i < COUNT_OF(matmul_cases); ++i) {
+    CHECK_EQ_INT(run_kernel("matmul_f32", grid, bindings, huge, 3,
+                            matmul_cases[i], 3),
+                 HALRT_KERNEL_INVALID_ARGUMENT);
+  }
+  const uint32_t row_constants[2] = {0x80000000u, 0x80000000u};
+  CHECK_EQ_INT(run_kernel("softmax_rows_f32", grid, bindings, huge, 2,
+                          row_constants, 2),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  CHECK_EQ_INT(run_kernel("reduce_sum_f32", grid, bindings, huge, 2,
+                          row_constants, 2),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  CHECK(is_poisoned(buffers, sizeof(buffers)));
+
+  // Real but wrong-sized bindings with the largest constants.
+  const size_t small[3] = {BUFFER_BYTES, BUFFER_BYTES, BUFFER_BYTES};
+  CHECK_EQ_INT(run_kernel("matmul_f32", grid, bindings, small, 3,
+                          matmul_cases[0], 3),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  const uint32_t max_n[1] = {0xFFFFFFFFu};
+  CHECK_EQ_INT(run_kernel("add_f32", grid, bindings, small, 3, max_n, 1),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  CHECK(is_poisoned(buffers, sizeof(buffers)));
+}
+
+TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
+          TEST_CASE(test_fill_and_copy_cover_every_element_for_any_grid),
+          TEST_CASE(test_binary_kernels_match_reference_for_any_grid),
+          TEST_CASE(test_i32_kernels_wrap_and_never_trap),
+          TEST_CASE(test_float_edge_cases_follow_fmaxf_and_relu_rules),
+          TEST_CASE(test_axpy_and_relu_match_reference_for_any_grid),
+          TEST_CASE(test_elementwise_outputs_may_alias_inputs),
+          TEST_CASE(test_zero_elements_is_valid_and_touches_nothing),
+          TEST_CASE(test_huge_grids_partition_without_overflow),
+          TEST_CASE(test_matmul_matches_reference_and_is_grid_independent),
+          TEST_CASE(test_matmul_prints_single_thread_gflops),
+          TEST_CASE(test_softmax_rows_is_stable_and_matches_reference),
+          TEST_CASE(test_softmax_rows_handles_infinities_and_aliasing),
+          TEST_CASE(test_reduce_sum_matches_reference),
+          TEST_CASE(test_reduce_sum_is_accurate_for_long_rows),
+          TEST_CASE(test_short_bindings_are_rejected_before_any_write),
+          TEST_CASE(test_wrong_arity_or_grid_is_rejected),
+          TEST_CASE(test_overflowing_sizes_are_rejected))
