@@ -1,0 +1,27 @@
+'use strict';
+
+/**
+ * The error every halrt function throws or rejects with. `code` is the
+ * runtime status code name ('INVALID_ARGUMENT', 'NOT_FOUND', ...); the message
+ * names the method and the argument that was wrong.
+ */
+class HalrtError extends Error {
+  /**
+   * @param {string} message
+   * @param {string} [code]
+   * @param {{cause?: unknown}} [options]
+   */
+  constructor(message, code = 'UNKNOWN', options = undefined) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+Object.defineProperty(HalrtError.prototype, 'name', {
+  value: 'HalrtError',
+  writable: true,
+  enumerable: false,
+  configurable: true,
+});
+
+module.exports = { HalrtError };

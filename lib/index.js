@@ -1,0 +1,50 @@
+'use strict';
+// Public entry point. Validation and behaviour live in the native binding;
+// this file only loads it, wires HalrtError in, and adds [Symbol.dispose].
+
+const path = require('path');
+const { HalrtError } = require('./errors');
+
+function loadBinding() {
+  const file = path.join(__dirname, '..', 'build', 'Release', 'halrt.node');
+  try {
+    return require(file);
+  } catch (error) {
+    if (error && error.code === 'MODULE_NOT_FOUND' && String(error.message).includes(file)) {
+      throw new Error(
+        `halrt: the native addon is not built (${file} is missing). ` +
+          'Run `npm install` (or `npm run build`) in the halrt package directory.',
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+const binding = loadBinding();
+// Before anything else, so that every error the binding makes is a HalrtError.
+binding.setErrorClass(HalrtError);
+
+const { Instance, Device, BufferView } = binding;
+
+const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
+for (const cls of [Instance, Device, BufferView]) {
+  Object.defineProperty(cls.prototype, disposeSymbol, {
+    value: function dispose() {
+      this.close();
+    },
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
+}
+
+module.exports = {
+  Instance,
+  Device,
+  BufferView,
+  HalrtError,
+  dtypes: binding.dtypes,
+  drivers: binding.drivers,
+  liveObjects: binding.liveObjects,
+};

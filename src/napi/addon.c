@@ -1,0 +1,194 @@
+// The addon's entry point: per-env state and the exported surface.
+//
+// Context-aware: NAPI_MODULE_INIT runs once per env (the main thread and each
+// worker thread that loads the addon); everything it creates belongs to that
+// env and is freed by the instance-data finalizer at env teardown.
+//
+// Exports (wrapped by lib/index.js, which users require):
+//   Instance, Device, BufferView   classes
+//   drivers()                      [{name, available, reason}]
+//   dtypes                         frozen Array of dtype names
+//   liveObjects()                  {instance, device, ...}: live runtime objects
+//   setErrorClass(HalrtError)      the class every error is created from
+#include <stdlib.h>
+
+#include "base/live.h"
+#include "hal/driver.h"
+#include "hal/element_type.h"
+#include "napi/js_args.h"
+#include "napi/js_buffer_view.h"
+#include "napi/js_channel.h"
+#include "napi/js_common.h"
+#include "napi/js_device.h"
+#include "napi/js_instance.h"
+
+static void hrt_js_delete_ref(napi_env env, napi_ref* ref) {
+  if (*ref != NULL) napi_delete_reference(env, *ref);
+  *ref = NULL;
+}
+
+// JS thread, at env teardown. Wrapped objects are finalized independently
+// (each drops its own runtime reference); here only per-env state goes.
+static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
+  (void)hint;
+  hrt_js_env_t* state = (hrt_js_env_t*)data;
+  if (state->channel != NULL) hrt_js_channel_close(state->channel);
+  state->channel = NULL;
+  hrt_js_delete_ref(env, &state->error_class);
+  hrt_js_delete_ref(env, &state->device_class);
+  hrt_js_delete_ref(env, &state->buffer_view_class);
+  hrt_js_delete_ref(env, &state->construct_token);
+  free(state);
+}
+
+// setErrorClass(HalrtError): every later error is `new HalrtError(message,
+// code)`.
+static napi_value hrt_js_set_error_class(napi_env env,
+                                         napi_callback_info info) {
+  napi_value argv[1];
+  if (!hrt_js_args_get(env, info, 1, argv, NULL, NULL)) return NULL;
+  napi_valuetype type = napi_undefined;
+  HRT_NAPI_CALL(env, napi_typeof(env, argv[0], &type));
+  if (type != napi_function) {
+    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                 "setErrorClass: the error class must be a function");
+    return NULL;
+  }
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  if (state == NULL) return NULL;
+  napi_ref ref = NULL;
+  HRT_NAPI_CALL(env, napi_create_reference(env, argv[0], 1, &ref));
+  hrt_js_delete_ref(env, &state->error_class);
+  state->error_class = ref;
+  return NULL;
+}
+
+// drivers() -> [{name, available, reason}] in `auto` preference order.
+static napi_value hrt_js_drivers(napi_env env, napi_callback_info info) {
+  (void)info;
+  uint32_t count = 0;
+  const hrt_hal_driver_t* const* drivers = hrt_hal_builtin_drivers(&count);
+  napi_value array = NULL;
+  HRT_NAPI_CALL(env, napi_create_array_with_length(env, count, &array));
+  for (uint32_t i = 0; i < count; ++i) {
+    hrt_status_t status = drivers[i]->probe();
+    napi_value entry = NULL;
+    napi_value name = NULL;
+    napi_value available = NULL;
+    napi_value reason = NULL;
+    napi_status result = napi_create_object(env, &entry);
+    if (result == napi_ok) {
+      result = napi_create_string_utf8(env, drivers[i]->name,
+                                       NAPI_AUTO_LENGTH, &name);
+    }
+    if (result == napi_ok) {
+      result = napi_get_boolean(env, status == HRT_OK, &available);
+    }
+    if (result == napi_ok) {
+      result = status == HRT_OK
+                   ? napi_get_null(env, &reason)
+                   : napi_create_string_utf8(env, hrt_status_message(status),
+                                             NAPI_AUTO_LENGTH, &reason);
+    }
+    hrt_status_free(status);
+    if (result != napi_ok) {
+      hrt_js_throw_napi_failure(env, result, "drivers");
+      return NULL;
+    }
+    HRT_NAPI_CALL(env, napi_set_named_property(env, entry, "name", name));
+    HRT_NAPI_CALL(env,
+                  napi_set_named_property(env, entry, "available", available));
+    HRT_NAPI_CALL(env, napi_set_named_property(env, entry, "reason", reason));
+    HRT_NAPI_CALL(env, napi_set_element(env, array, i, entry));
+  }
+  return array;
+}
+
+// liveObjects() -> {instance, device, buffer, ...}: process-wide counts.
+static napi_value hrt_js_live_objects(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value object = NULL;
+  HRT_NAPI_CALL(env, napi_create_object(env, &object));
+  for (int kind = 0; kind < HRT_LIVE_KIND_COUNT_; ++kind) {
+    napi_value count = NULL;
+    HRT_NAPI_CALL(env, napi_create_int64(
+                           env, hrt_live_count((hrt_live_kind_t)kind), &count));
+    HRT_NAPI_CALL(env, napi_set_named_property(
+                           env, object,
+                           hrt_live_kind_name((hrt_live_kind_t)kind), count));
+  }
+  return object;
+}
+
+static napi_value hrt_js_dtypes(napi_env env) {
+  napi_value array = NULL;
+  HRT_NAPI_CALL(env, napi_create_array_with_length(
+                         env, HRT_HAL_ELEMENT_TYPE_COUNT_, &array));
+  for (int type = 0; type < HRT_HAL_ELEMENT_TYPE_COUNT_; ++type) {
+    napi_value name = NULL;
+    HRT_NAPI_CALL(env, napi_create_string_utf8(
+                           env,
+                           hrt_hal_element_type_name(
+                               (hrt_hal_element_type_t)type),
+                           NAPI_AUTO_LENGTH, &name));
+    HRT_NAPI_CALL(env, napi_set_element(env, array, (uint32_t)type, name));
+  }
+  HRT_NAPI_CALL(env, napi_object_freeze(env, array));
+  return array;
+}
+
+NAPI_MODULE_INIT() {
+  hrt_js_env_t* state = calloc(1, sizeof(*state));
+  if (state == NULL) {
+    napi_throw_error(env, "RESOURCE_EXHAUSTED",
+                     "halrt: out of host memory loading the addon");
+    return NULL;
+  }
+  napi_status status =
+      napi_set_instance_data(env, state, hrt_js_env_finalize, NULL);
+  if (status != napi_ok) {
+    free(state);
+    hrt_js_throw_napi_failure(env, status, "napi_set_instance_data");
+    return NULL;
+  }
+  // From here on the finalizer owns `state` and whatever is filled in.
+
+  napi_value token = NULL;
+  // A plain object rather than an external: externals carry native memory
+  // that Node frees only when they are collected, which never happens for one
+  // alive at env teardown.
+  HRT_NAPI_CALL(env, napi_create_object(env, &token));
+  HRT_NAPI_CALL(env,
+                napi_create_reference(env, token, 1, &state->construct_token));
+  HRT_NAPI_CALL(env,
+                hrt_js_channel_create(env, "halrt.completion", &state->channel));
+
+  napi_value instance_class = hrt_js_instance_define(env, state);
+  if (instance_class == NULL) return NULL;
+  napi_value device_class = hrt_js_device_define(env, state);
+  if (device_class == NULL) return NULL;
+  napi_value buffer_view_class = hrt_js_buffer_view_define(env, state);
+  if (buffer_view_class == NULL) return NULL;
+  napi_value dtypes = hrt_js_dtypes(env);
+  if (dtypes == NULL) return NULL;
+
+  const napi_property_descriptor properties[] = {
+      {"Instance", NULL, NULL, NULL, NULL, instance_class, napi_enumerable,
+       NULL},
+      {"Device", NULL, NULL, NULL, NULL, device_class, napi_enumerable, NULL},
+      {"BufferView", NULL, NULL, NULL, NULL, buffer_view_class,
+       napi_enumerable, NULL},
+      {"dtypes", NULL, NULL, NULL, NULL, dtypes, napi_enumerable, NULL},
+      {"drivers", NULL, hrt_js_drivers, NULL, NULL, NULL, napi_enumerable,
+       NULL},
+      {"liveObjects", NULL, hrt_js_live_objects, NULL, NULL, NULL,
+       napi_enumerable, NULL},
+      {"setErrorClass", NULL, hrt_js_set_error_class, NULL, NULL, NULL,
+       napi_enumerable, NULL},
+  };
+  HRT_NAPI_CALL(env, napi_define_properties(
+                         env, exports,
+                         sizeof(properties) / sizeof(properties[0]),
+                         properties));
+  return exports;
+}

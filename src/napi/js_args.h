@@ -1,0 +1,81 @@
+// Argument conversion for every binding function, in one place.
+//
+// Convention: each function returns true on success; on failure it returns
+// false with a pending exception (a HalrtError whose message starts with
+// `method`, names the argument and says what was wrong and what was given).
+// `method` is the name JavaScript users call ("device.tensor").
+//
+// Threads: JS thread only.
+#ifndef HRT_NAPI_JS_ARGS_H_
+#define HRT_NAPI_JS_ARGS_H_
+
+#include <node_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hal/buffer_view.h"
+#include "hal/element_type.h"
+#include "napi/js_wrap.h"
+
+// Reads `this` and up to `count` arguments; missing ones are `undefined`.
+// `out_argc` (may be NULL) receives the number actually passed.
+bool hrt_js_args_get(napi_env env, napi_callback_info info, size_t count,
+                     napi_value* argv, napi_value* out_this, size_t* out_argc);
+
+bool hrt_js_arg_is_undefined(napi_env env, napi_value value);
+
+// A string argument, copied into a malloc'd NUL-terminated buffer the caller
+// frees. With `fallback` != NULL, undefined yields a copy of `fallback`.
+bool hrt_js_arg_string(napi_env env, napi_value value, const char* method,
+                       const char* name, const char* fallback, char** out);
+
+// A dtype name ("f32", ...).
+bool hrt_js_arg_dtype(napi_env env, napi_value value, const char* method,
+                      const char* name, hrt_hal_element_type_t* out_type);
+
+// A shape: an Array of at most HRT_HAL_MAX_RANK non-negative safe integers
+// whose product fits in 64 bits. `out_element_count` is that product.
+bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
+                      const char* name, uint32_t* out_rank,
+                      int64_t out_shape[HRT_HAL_MAX_RANK],
+                      uint64_t* out_element_count);
+
+// Formats a shape as "[2,3]" into `buffer`.
+void hrt_js_format_shape(uint32_t rank, const int64_t* shape, char* buffer,
+                         size_t buffer_size);
+
+// A TypedArray's contents, borrowed from its ArrayBuffer for the duration of
+// the current call (no JavaScript may run while `data` is used).
+typedef struct hrt_js_typed_array_s {
+  napi_typedarray_type type;
+  size_t length;      // elements
+  size_t byte_length;
+  const void* data;   // NULL when byte_length is 0
+} hrt_js_typed_array_t;
+
+bool hrt_js_arg_typed_array(napi_env env, napi_value value, const char* method,
+                            const char* name, hrt_js_typed_array_t* out);
+
+// The TypedArray class used for a dtype ("Float32Array", Uint16Array for
+// f16/bf16 raw bits, Uint8Array for bool) and the dtype inferred from a
+// TypedArray (Uint8ClampedArray -> u8).
+napi_typedarray_type hrt_js_dtype_array_type(hrt_hal_element_type_t type);
+const char* hrt_js_typed_array_type_name(napi_typedarray_type type);
+hrt_hal_element_type_t hrt_js_typed_array_dtype(napi_typedarray_type type);
+// "an" before a vowel, "a" otherwise: for messages naming classes.
+const char* hrt_js_article(const char* noun);
+// Whether data of `array_type` may be given for `dtype`.
+bool hrt_js_typed_array_accepts(hrt_hal_element_type_t dtype,
+                                napi_typedarray_type array_type);
+
+// Unwraps an object tagged as `cls`. `name` is the argument ("target"), or
+// NULL for the receiver (`this`). Fails with INVALID_ARGUMENT "<name> is not a
+// <Class>" for anything else, and with FAILED_PRECONDITION "<Class> is closed"
+// when the wrap no longer holds its runtime reference, unless `allow_closed`.
+bool hrt_js_arg_unwrap(napi_env env, napi_value value,
+                       const hrt_js_class_t* cls, const char* method,
+                       const char* name, bool allow_closed,
+                       hrt_js_wrap_t** out_wrap);
+
+#endif  // HRT_NAPI_JS_ARGS_H_

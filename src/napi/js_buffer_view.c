@@ -1,0 +1,214 @@
+#include "napi/js_buffer_view.h"
+
+#include <stdlib.h>
+
+#include "hal/command_buffer.h"
+#include "napi/js_args.h"
+#include "napi/js_submit.h"
+
+static void hrt_js_buffer_view_release(void* handle) {
+  hrt_hal_buffer_view_release((hrt_hal_buffer_view_t*)handle);
+}
+
+const hrt_js_class_t hrt_js_buffer_view_class = {
+    .name = "BufferView",
+    .tag = {0xe963a4756b55aca0ULL, 0xbcab4bcb2c3d6fb0ULL},
+    .release = hrt_js_buffer_view_release,
+};
+
+static napi_value hrt_js_buffer_view_construct(napi_env env,
+                                               napi_callback_info info) {
+  napi_value argv[1];
+  napi_value this_arg = NULL;
+  size_t argc = 0;
+  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
+  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
+    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                 "new BufferView: BufferView cannot be constructed directly; "
+                 "use device.tensor(data, shape) or device.empty(shape, "
+                 "dtype)");
+    return NULL;
+  }
+  return this_arg;
+}
+
+static bool hrt_js_buffer_view_this(napi_env env, napi_callback_info info,
+                                    const char* method,
+                                    hrt_hal_buffer_view_t** out) {
+  napi_value this_arg = NULL;
+  hrt_js_wrap_t* wrap = NULL;
+  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
+      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_buffer_view_class, method,
+                         NULL, false, &wrap)) {
+    return false;
+  }
+  *out = (hrt_hal_buffer_view_t*)wrap->handle;
+  return true;
+}
+
+// bufferView.shape -> a fresh Array of numbers.
+static napi_value hrt_js_buffer_view_shape(napi_env env,
+                                           napi_callback_info info) {
+  hrt_hal_buffer_view_t* view = NULL;
+  if (!hrt_js_buffer_view_this(env, info, "bufferView.shape", &view)) {
+    return NULL;
+  }
+  uint32_t rank = hrt_hal_buffer_view_rank(view);
+  const int64_t* shape = hrt_hal_buffer_view_shape(view);
+  napi_value array = NULL;
+  HRT_NAPI_CALL(env, napi_create_array_with_length(env, rank, &array));
+  for (uint32_t i = 0; i < rank; ++i) {
+    napi_value dim = NULL;
+    HRT_NAPI_CALL(env, napi_create_int64(env, shape[i], &dim));
+    HRT_NAPI_CALL(env, napi_set_element(env, array, i, dim));
+  }
+  return array;
+}
+
+static napi_value hrt_js_buffer_view_dtype(napi_env env,
+                                           napi_callback_info info) {
+  hrt_hal_buffer_view_t* view = NULL;
+  if (!hrt_js_buffer_view_this(env, info, "bufferView.dtype", &view)) {
+    return NULL;
+  }
+  napi_value value = NULL;
+  HRT_NAPI_CALL(env, napi_create_string_utf8(
+                         env,
+                         hrt_hal_element_type_name(
+                             hrt_hal_buffer_view_element_type(view)),
+                         NAPI_AUTO_LENGTH, &value));
+  return value;
+}
+
+static napi_value hrt_js_buffer_view_byte_length(napi_env env,
+                                                 napi_callback_info info) {
+  hrt_hal_buffer_view_t* view = NULL;
+  if (!hrt_js_buffer_view_this(env, info, "bufferView.byteLength", &view)) {
+    return NULL;
+  }
+  napi_value value = NULL;
+  HRT_NAPI_CALL(env, napi_create_double(
+                         env, (double)hrt_hal_buffer_view_byte_length(view),
+                         &value));
+  return value;
+}
+
+static napi_value hrt_js_buffer_view_rank(napi_env env,
+                                          napi_callback_info info) {
+  hrt_hal_buffer_view_t* view = NULL;
+  if (!hrt_js_buffer_view_this(env, info, "bufferView.rank", &view)) {
+    return NULL;
+  }
+  napi_value value = NULL;
+  HRT_NAPI_CALL(env,
+                napi_create_uint32(env, hrt_hal_buffer_view_rank(view), &value));
+  return value;
+}
+
+// bufferView.read() -> Promise<TypedArray of the dtype> with a copy of the
+// contents, taken after all work submitted to the device before it.
+static napi_value hrt_js_buffer_view_read(napi_env env,
+                                         napi_callback_info info) {
+  static const char* const method = "bufferView.read";
+  hrt_hal_buffer_view_t* view = NULL;
+  if (!hrt_js_buffer_view_this(env, info, method, &view)) {
+    return hrt_js_rejected_with_pending(env);
+  }
+  hrt_hal_element_type_t dtype = hrt_hal_buffer_view_element_type(view);
+  uint64_t byte_length = hrt_hal_buffer_view_byte_length(view);
+  if (byte_length == 0) {
+    napi_value array = NULL;
+    napi_deferred deferred = NULL;
+    napi_value promise = NULL;
+    if (!hrt_js_typed_array_from_host(env, dtype, NULL, 0, &array)) {
+      return hrt_js_rejected_with_pending(env);
+    }
+    HRT_NAPI_CALL(env, napi_create_promise(env, &deferred, &promise));
+    HRT_NAPI_CALL(env, napi_resolve_deferred(env, deferred, array));
+    return promise;
+  }
+
+  void* host_data = byte_length <= SIZE_MAX ? malloc((size_t)byte_length) : NULL;
+  if (host_data == NULL) {
+    hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED,
+                 "%s: out of host memory for %llu bytes", method,
+                 (unsigned long long)byte_length);
+    return hrt_js_rejected_with_pending(env);
+  }
+  hrt_hal_device_t* device = hrt_hal_buffer_view_buffer(view)->device;
+  hrt_hal_command_buffer_t* command_buffer = NULL;
+  hrt_status_t status = hrt_hal_command_buffer_create(device, &command_buffer);
+  if (status == HRT_OK) {
+    status = hrt_hal_command_buffer_read(
+        command_buffer, hrt_hal_buffer_view_ref(view), host_data);
+  }
+  if (status != HRT_OK) {
+    free(host_data);
+    if (command_buffer != NULL) {
+      hrt_hal_command_buffer_release(command_buffer);
+    }
+    hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));
+    return hrt_js_rejected_with_pending(env);
+  }
+  hrt_hal_command_buffer_finalize(command_buffer);
+  hrt_js_submit_result_t result = {host_data, byte_length, dtype};
+  napi_value promise = NULL;
+  bool submitted =
+      hrt_js_submit(env, method, device, command_buffer, result, &promise);
+  hrt_hal_command_buffer_release(command_buffer);
+  return submitted ? promise : NULL;
+}
+
+// bufferView.close(): drops the runtime reference. Idempotent.
+static napi_value hrt_js_buffer_view_close(napi_env env,
+                                           napi_callback_info info) {
+  napi_value this_arg = NULL;
+  hrt_js_wrap_t* wrap = NULL;
+  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
+      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_buffer_view_class,
+                         "bufferView.close", NULL, true, &wrap)) {
+    return NULL;
+  }
+  hrt_js_wrap_close(wrap);
+  return NULL;
+}
+
+napi_value hrt_js_buffer_view_new(napi_env env, hrt_hal_buffer_view_t* view) {
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  napi_value object = NULL;
+  if (state == NULL ||
+      !hrt_js_new_internal(env, state->buffer_view_class, &object)) {
+    hrt_hal_buffer_view_release(view);
+    return NULL;
+  }
+  if (!hrt_js_wrap_attach(env, object, &hrt_js_buffer_view_class, view)) {
+    return NULL;
+  }
+  return object;
+}
+
+napi_value hrt_js_buffer_view_define(napi_env env, hrt_js_env_t* state) {
+  const napi_property_descriptor properties[] = {
+      {"shape", NULL, NULL, hrt_js_buffer_view_shape, NULL, NULL,
+       napi_configurable, NULL},
+      {"dtype", NULL, NULL, hrt_js_buffer_view_dtype, NULL, NULL,
+       napi_configurable, NULL},
+      {"byteLength", NULL, NULL, hrt_js_buffer_view_byte_length, NULL, NULL,
+       napi_configurable, NULL},
+      {"rank", NULL, NULL, hrt_js_buffer_view_rank, NULL, NULL,
+       napi_configurable, NULL},
+      {"read", NULL, hrt_js_buffer_view_read, NULL, NULL, NULL,
+       napi_default_method, NULL},
+      {"close", NULL, hrt_js_buffer_view_close, NULL, NULL, NULL,
+       napi_default_method, NULL},
+  };
+  napi_value constructor = NULL;
+  HRT_NAPI_CALL(env, napi_define_class(
+                         env, "BufferView", NAPI_AUTO_LENGTH,
+                         hrt_js_buffer_view_construct, NULL,
+                         sizeof(properties) / sizeof(properties[0]),
+                         properties, &constructor));
+  HRT_NAPI_CALL(env, napi_create_reference(env, constructor, 1,
+                                           &state->buffer_view_class));
+  return constructor;
+}

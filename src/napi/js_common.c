@@ -1,0 +1,149 @@
+#include "napi/js_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+hrt_js_env_t* hrt_js_env_get(napi_env env) {
+  void* data = NULL;
+  if (napi_get_instance_data(env, &data) != napi_ok || data == NULL) {
+    hrt_js_throw_napi_failure(env, napi_generic_failure,
+                              "napi_get_instance_data");
+    return NULL;
+  }
+  return (hrt_js_env_t*)data;
+}
+
+void hrt_js_throw_napi_failure(napi_env env, napi_status status,
+                               const char* call) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) return;
+  const napi_extended_error_info* info = NULL;
+  const char* detail = NULL;
+  if (napi_get_last_error_info(env, &info) == napi_ok && info != NULL) {
+    detail = info->error_message;
+  }
+  char message[512];
+  snprintf(message, sizeof(message), "internal Node-API failure (%d%s%s) in %s",
+           (int)status, detail ? ": " : "", detail ? detail : "", call);
+  napi_value error = hrt_js_error_from_status(
+      env, hrt_status_make(HRT_STATUS_INTERNAL, "%s", message));
+  if (error != NULL && napi_throw(env, error) == napi_ok) return;
+  // Last resort when not even a HalrtError can be made: a plain Error.
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) return;
+  napi_throw_error(env, "INTERNAL", message);
+}
+
+static napi_value hrt_js_make_string(napi_env env, const char* text) {
+  napi_value value = NULL;
+  if (napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &value) != napi_ok) {
+    return NULL;
+  }
+  return value;
+}
+
+napi_value hrt_js_error_from_status(napi_env env, hrt_status_t status) {
+  const char* code_name = hrt_status_code_name(hrt_status_code(status));
+  napi_value code = hrt_js_make_string(env, code_name);
+  napi_value message = hrt_js_make_string(env, hrt_status_message(status));
+  hrt_status_free(status);
+  if (code == NULL || message == NULL) return NULL;
+
+  napi_value error = NULL;
+  void* data = NULL;
+  hrt_js_env_t* state = NULL;
+  if (napi_get_instance_data(env, &data) == napi_ok) state = data;
+  if (state != NULL && state->error_class != NULL) {
+    napi_value error_class = NULL;
+    if (napi_get_reference_value(env, state->error_class, &error_class) ==
+            napi_ok &&
+        error_class != NULL) {
+      napi_value args[2] = {message, code};
+      if (napi_new_instance(env, error_class, 2, args, &error) == napi_ok) {
+        return error;
+      }
+      bool pending = false;
+      if (napi_is_exception_pending(env, &pending) != napi_ok || pending) {
+        return NULL;
+      }
+    }
+  }
+  // Before lib/ has wired HalrtError in (or if it cannot be constructed): a
+  // plain Error that still carries `.code`.
+  if (napi_create_error(env, code, message, &error) != napi_ok) return NULL;
+  return error;
+}
+
+void hrt_js_throw_status(napi_env env, hrt_status_t status) {
+  napi_value error = hrt_js_error_from_status(env, status);
+  if (error == NULL) {
+    hrt_js_throw_napi_failure(env, napi_generic_failure, "creating HalrtError");
+    return;
+  }
+  napi_throw(env, error);
+}
+
+void hrt_js_reject_status(napi_env env, napi_deferred deferred,
+                          hrt_status_t status) {
+  napi_value error = hrt_js_error_from_status(env, status);
+  if (error == NULL) {
+    // Settle the promise with whatever went wrong rather than leave it
+    // pending forever.
+    if (napi_get_and_clear_last_exception(env, &error) != napi_ok ||
+        error == NULL) {
+      napi_get_undefined(env, &error);
+    }
+  }
+  napi_reject_deferred(env, deferred, error);
+}
+
+bool hrt_js_throw(napi_env env, hrt_status_code_t code, const char* format,
+                  ...) {
+  va_list args;
+  va_start(args, format);
+  hrt_status_t status = hrt_status_makev(code, format, args);
+  va_end(args);
+  hrt_js_throw_status(env, status);
+  return false;
+}
+
+napi_value hrt_js_rejected_with_pending(napi_env env) {
+  napi_value error = NULL;
+  HRT_NAPI_CALL(env, napi_get_and_clear_last_exception(env, &error));
+  napi_deferred deferred = NULL;
+  napi_value promise = NULL;
+  HRT_NAPI_CALL(env, napi_create_promise(env, &deferred, &promise));
+  HRT_NAPI_CALL(env, napi_reject_deferred(env, deferred, error));
+  return promise;
+}
+
+bool hrt_js_new_internal(napi_env env, napi_ref class_ref,
+                         napi_value* out_object) {
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  if (state == NULL) return false;
+  napi_value constructor = NULL;
+  napi_value token = NULL;
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_get_reference_value(env, class_ref, &constructor));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_get_reference_value(env, state->construct_token, &token));
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_new_instance(env, constructor, 1, &token, out_object));
+  return true;
+}
+
+bool hrt_js_is_internal_construct(napi_env env, size_t argc, napi_value first) {
+  if (argc < 1) return false;
+  void* data = NULL;
+  if (napi_get_instance_data(env, &data) != napi_ok || data == NULL) {
+    return false;
+  }
+  hrt_js_env_t* state = (hrt_js_env_t*)data;
+  napi_value token = NULL;
+  if (napi_get_reference_value(env, state->construct_token, &token) !=
+          napi_ok ||
+      token == NULL) {
+    return false;
+  }
+  bool equal = false;
+  return napi_strict_equals(env, first, token, &equal) == napi_ok && equal;
+}

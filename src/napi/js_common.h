@@ -1,0 +1,106 @@
+// Shared vocabulary of the Node-API binding: per-env state, the macros that
+// turn a failed napi_* call into a pending JavaScript exception, and the one
+// place where an hrt_status_t becomes a HalrtError.
+//
+// Threads: everything declared here runs on the JavaScript thread of the env
+// it is given, and nowhere else.
+#ifndef HRT_NAPI_JS_COMMON_H_
+#define HRT_NAPI_JS_COMMON_H_
+
+#include <node_api.h>
+#include <stdbool.h>
+
+#include "base/status.h"
+
+typedef struct hrt_js_channel_s hrt_js_channel_t;
+
+// Per-env state, owned by the env through napi_set_instance_data and freed by
+// its finalizer at env teardown. Never global: each worker thread has its own.
+typedef struct hrt_js_env_s {
+  napi_ref error_class;        // HalrtError; NULL until lib/ wires it in
+  napi_ref device_class;       // Device constructor
+  napi_ref buffer_view_class;  // BufferView constructor
+  // An object that only the binding can reach. Device and BufferView
+  // constructors accept a call only when it is passed as their first argument,
+  // so users cannot construct them directly.
+  napi_ref construct_token;
+  // Carries submission results from device threads to this env. One native
+  // reference is owned by this struct and dropped at teardown.
+  hrt_js_channel_t* channel;
+} hrt_js_env_t;
+
+// The state of `env`, or NULL (with a pending exception) if it is missing.
+hrt_js_env_t* hrt_js_env_get(napi_env env);
+
+// Creates an object of a class whose constructor only the binding may call
+// (Device, BufferView) by passing it the construct token.
+bool hrt_js_new_internal(napi_env env, napi_ref class_ref,
+                         napi_value* out_object);
+
+// Whether a constructor was called by hrt_js_new_internal: `argc` arguments
+// were passed and the first is the construct token.
+bool hrt_js_is_internal_construct(napi_env env, size_t argc, napi_value first);
+
+// Throws for a failed napi_* call named `call`, unless an exception is already
+// pending (the usual case: the call itself threw).
+void hrt_js_throw_napi_failure(napi_env env, napi_status status,
+                               const char* call);
+
+// Runs `call`; on failure leaves a pending exception and returns `ret`.
+#define HRT_NAPI_CALL_BASE(env, call, ret)                 \
+  do {                                                     \
+    napi_status hrt_napi_status_ = (call);                 \
+    if (hrt_napi_status_ != napi_ok) {                     \
+      hrt_js_throw_napi_failure((env), hrt_napi_status_, #call); \
+      return ret;                                          \
+    }                                                      \
+  } while (0)
+
+// For napi_callback bodies (return NULL: the exception propagates).
+#define HRT_NAPI_CALL(env, call) HRT_NAPI_CALL_BASE(env, call, NULL)
+// For helpers that report failure as `false`.
+#define HRT_NAPI_CALL_BOOL(env, call) HRT_NAPI_CALL_BASE(env, call, false)
+// For helpers that return napi_status: returns the failed status itself.
+#define HRT_NAPI_CALL_STATUS(env, call)                    \
+  do {                                                     \
+    napi_status hrt_napi_status_ = (call);                 \
+    if (hrt_napi_status_ != napi_ok) {                     \
+      hrt_js_throw_napi_failure((env), hrt_napi_status_, #call); \
+      return hrt_napi_status_;                             \
+    }                                                      \
+  } while (0)
+
+// Creates a HalrtError for `status` (consumed). Returns NULL with a pending
+// exception when even that fails.
+napi_value hrt_js_error_from_status(napi_env env, hrt_status_t status);
+
+// Throws a HalrtError for `status` (consumed; must not be OK).
+void hrt_js_throw_status(napi_env env, hrt_status_t status);
+
+// Rejects `deferred` with a HalrtError for `status` (consumed; not OK).
+void hrt_js_reject_status(napi_env env, napi_deferred deferred,
+                          hrt_status_t status);
+
+// Takes the pending exception and returns a promise rejected with it. For
+// Promise-returning methods, which report every failure as a rejection and
+// never throw.
+napi_value hrt_js_rejected_with_pending(napi_env env);
+
+// Throws HalrtError(code, formatted message). Always returns false, so
+// argument checks can `return hrt_js_throw(...)`.
+bool hrt_js_throw(napi_env env, hrt_status_code_t code, const char* format,
+                  ...) HRT_PRINTF(3, 4);
+
+// Evaluates `expr` (an hrt_status_t); when not OK, annotates it with
+// `method`, throws it and returns NULL from the napi_callback.
+#define HRT_JS_THROW_IF_ERROR(env, method, expr)                          \
+  do {                                                                    \
+    hrt_status_t hrt_js_status_ = (expr);                                 \
+    if (hrt_js_status_ != HRT_OK) {                                       \
+      hrt_js_throw_status((env),                                          \
+                          hrt_status_annotate(hrt_js_status_, "%s", (method))); \
+      return NULL;                                                        \
+    }                                                                     \
+  } while (0)
+
+#endif  // HRT_NAPI_JS_COMMON_H_

@@ -1,0 +1,73 @@
+// The JavaScript debug sink: a JS callback `(key, tensors, info)` behind the
+// native debug sink of a HAL module (modules/debug_sink.h).
+//
+// Threads and ownership:
+// - create, abandon, begin_invocation, end_invocation and take_error run on
+//   the JS thread of the env that made the sink.
+// - The native callbacks run where the HAL module calls them:
+//   buffer_view_trace on the device's completion thread, release on whatever
+//   thread drops the HAL module's last reference. Neither calls N-API: a
+//   trace copies the tensors into a message and posts it to the sink's
+//   channel; release finishes the channel (queued messages still drain).
+// - The channel's finalizer (JS thread, after the queue has drained, or at
+//   env teardown) deletes the napi_ref to the callback. So the napi_ref is
+//   released because the native sink was released, without N-API ever being
+//   called off the JS thread.
+// - The struct is reference counted natively: by the HAL module (until
+//   release), by the channel (until its finalizer) and by each invocation in
+//   flight (js_function.c), so any of them may outlive the others.
+// - The napi_ref is weak (count 0) while no invocation is in flight, so a
+//   callback that closes over its own HalModule or Context can be collected:
+//   the JS-visible edges (Context -> modules -> HalModule.debugSink) keep it
+//   alive. begin_invocation/end_invocation make it strong while work that can
+//   trace is in flight.
+// - Backpressure: the bytes of traces posted but not yet delivered are
+//   bounded by `max_bytes`. When a trace would exceed it, policy WAIT blocks
+//   the completion thread until JavaScript catches up (nothing is lost; a
+//   trace larger than the bound waits for an empty queue), and policy DROP
+//   drops the trace and counts it (reported as info.dropped). A closed sink
+//   (env gone) never blocks.
+#ifndef HRT_NAPI_JS_SINK_H_
+#define HRT_NAPI_JS_SINK_H_
+
+#include <node_api.h>
+#include <stdint.h>
+
+#include "modules/debug_sink.h"
+#include "napi/js_channel.h"
+
+typedef struct hrt_js_sink_s hrt_js_sink_t;
+
+typedef enum hrt_js_sink_policy_e {
+  HRT_JS_SINK_WAIT = 0,
+  HRT_JS_SINK_DROP,
+} hrt_js_sink_policy_t;
+
+// JS thread. Makes a sink for `callback` and fills `out_native` with the
+// callbacks to hand to hrt_hal_module_create. The caller keeps one reference
+// (`out_sink`) and must pass `out_native` to exactly one HAL module, or call
+// hrt_js_sink_abandon if that fails. Returns false with a pending exception.
+bool hrt_js_sink_create(napi_env env, napi_value callback, uint64_t max_bytes,
+                        hrt_js_sink_policy_t policy, hrt_js_sink_t** out_sink,
+                        hrt_debug_sink_t* out_native);
+// JS thread. Undoes create when no HAL module took the native sink.
+void hrt_js_sink_abandon(hrt_js_sink_t* sink);
+
+void hrt_js_sink_retain(hrt_js_sink_t* sink);
+void hrt_js_sink_release(hrt_js_sink_t* sink);
+
+// The channel traces travel through. Completions of invocations that trace
+// into this sink go through it too, so that every trace of an invocation is
+// delivered before its promise settles. Borrowed.
+hrt_js_channel_t* hrt_js_sink_channel(const hrt_js_sink_t* sink);
+
+// JS thread. An invocation that may trace into the sink started / ended.
+void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink);
+void hrt_js_sink_end_invocation(napi_env env, hrt_js_sink_t* sink);
+
+// JS thread. The first error the callback threw for invocation `sequence`,
+// removed from the sink; NULL when it threw none.
+napi_value hrt_js_sink_take_error(napi_env env, hrt_js_sink_t* sink,
+                                  uint64_t sequence);
+
+#endif  // HRT_NAPI_JS_SINK_H_

@@ -1,0 +1,49 @@
+// Promise-returning device operations: submit a recorded command buffer and
+// settle a promise on the JS thread when the device has run it.
+//
+// Threads: hrt_js_submit and hrt_js_typed_array_from_host run on the JS
+// thread. The submission's completion runs on the device's completion thread;
+// it only posts a message to the env's channel (or frees the operation when
+// the channel is closed) and never calls N-API. The message is delivered on
+// the JS thread, where the promise is resolved or rejected.
+//
+// Memory a device writes into is malloc'd, never owned by a JavaScript
+// ArrayBuffer: a worker may be terminated, and its heap freed, while the
+// device thread still writes.
+#ifndef HRT_NAPI_JS_SUBMIT_H_
+#define HRT_NAPI_JS_SUBMIT_H_
+
+#include <node_api.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hal/command_buffer.h"
+#include "hal/device.h"
+#include "hal/element_type.h"
+
+typedef struct hrt_js_submit_result_s {
+  // malloc'd memory the command buffer writes into, or NULL: the promise
+  // then resolves with undefined. Owned by the operation once submitted.
+  void* host_data;
+  uint64_t byte_length;
+  hrt_hal_element_type_t dtype;  // the TypedArray the promise resolves with
+} hrt_js_submit_result_t;
+
+// Submits `command_buffer` (finalized; borrowed: the device retains it) to
+// `device` and returns a promise in `out_promise`. `method` (a static string)
+// prefixes error messages. `result.host_data` is owned by this call in every
+// case: freed on failure, and on success handed to the resolved TypedArray.
+// A failed submit yields a rejected promise, not an exception. Returns false
+// with a pending exception only when the promise itself cannot be made.
+bool hrt_js_submit(napi_env env, const char* method, hrt_hal_device_t* device,
+                   hrt_hal_command_buffer_t* command_buffer,
+                   hrt_js_submit_result_t result, napi_value* out_promise);
+
+// Makes a TypedArray of `dtype` over `data` (malloc'd, `byte_length` bytes;
+// ownership moves to the returned array's ArrayBuffer, or the memory is freed
+// if that fails). `data` may be NULL when `byte_length` is 0.
+bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
+                                  void* data, uint64_t byte_length,
+                                  napi_value* out_array);
+
+#endif  // HRT_NAPI_JS_SUBMIT_H_

@@ -1,0 +1,156 @@
+'use strict';
+const assert = require('assert');
+const os = require('os');
+const halrt = require('..');
+const { assertThrowsHalrt } = require('./helpers');
+
+describe('Instance.createDevice', () => {
+  let instance;
+  beforeEach(() => {
+    instance = new halrt.Instance();
+  });
+  afterEach(() => {
+    instance.close();
+  });
+
+  function withDevice(uri, fn) {
+    const device = uri === undefined ? instance.createDevice() : instance.createDevice(uri);
+    try {
+      return fn(device);
+    } finally {
+      device.close();
+    }
+  }
+
+  function checkInfoShape(info) {
+    assert.ok(Object.isFrozen(info));
+    assert.deepStrictEqual(Object.keys(info), [
+      'driver', 'kind', 'name', 'uri', 'ordinal', 'workerCount', 'totalMemory',
+      'computeCapability', 'multiprocessorCount', 'driverVersion',
+    ]);
+    for (const key of ['driver', 'kind', 'name', 'uri']) assert.strictEqual(typeof info[key], 'string');
+    for (const key of ['ordinal', 'workerCount', 'totalMemory', 'multiprocessorCount', 'driverVersion']) {
+      assert.ok(Number.isInteger(info[key]) && info[key] >= 0, `${key} = ${info[key]}`);
+    }
+  }
+
+  it("creates a local-sync device whose info describes it", () => {
+    withDevice('local-sync', (device) => {
+      const { info } = device;
+      checkInfoShape(info);
+      assert.strictEqual(info.driver, 'local-sync');
+      assert.strictEqual(info.kind, 'local');
+      assert.strictEqual(info.uri, 'local-sync');
+      assert.ok(info.name.length > 0);
+      assert.strictEqual(info.computeCapability, null);
+      assert.strictEqual(info.multiprocessorCount, 0);
+      assert.strictEqual(info.driverVersion, 0);
+      assert.strictEqual(device.info, info, 'info is the same object every time');
+    });
+  });
+
+  it('creates a local-task device with at least one worker', () => {
+    withDevice('local-task', (device) => {
+      checkInfoShape(device.info);
+      assert.strictEqual(device.info.driver, 'local-task');
+      assert.strictEqual(device.info.kind, 'local');
+      assert.ok(device.info.workerCount >= 1);
+      assert.ok(device.info.workerCount <= Math.max(os.availableParallelism?.() ?? os.cpus().length, 1) + 64);
+    });
+  });
+
+  it("honours 'local-task?workers=3'", () => {
+    withDevice('local-task?workers=3', (device) => {
+      assert.strictEqual(device.info.driver, 'local-task');
+      assert.strictEqual(device.info.workerCount, 3);
+      assert.match(device.info.uri, /^local-task\?workers=3$/);
+    });
+  });
+
+  it("'auto' (and the default) fall back to local-task without CUDA", () => {
+    const cuda = halrt.drivers().find((d) => d.name === 'cuda');
+    const expected = cuda && cuda.available ? 'cuda' : 'local-task';
+    withDevice('auto', (device) => assert.strictEqual(device.info.driver, expected));
+    withDevice(undefined, (device) => assert.strictEqual(device.info.driver, expected));
+  });
+
+  it('creates independent devices from one instance', () => {
+    const a = instance.createDevice('local-sync');
+    const b = instance.createDevice('local-sync');
+    try {
+      assert.notStrictEqual(a, b);
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+
+  it('rejects an unknown driver with NOT_FOUND naming it and the known drivers', () => {
+    assertThrowsHalrt(() => instance.createDevice('foo'), 'NOT_FOUND',
+      'instance.createDevice: ', "'foo'", 'local-sync', 'local-task');
+  });
+
+  it('rejects workers=0 with INVALID_ARGUMENT', () => {
+    assertThrowsHalrt(() => instance.createDevice('local-task?workers=0'), 'INVALID_ARGUMENT',
+      'instance.createDevice: ', 'workers');
+  });
+
+  it('rejects an unknown URI parameter with INVALID_ARGUMENT naming it', () => {
+    assertThrowsHalrt(() => instance.createDevice('local-task?bogus=1'), 'INVALID_ARGUMENT',
+      'instance.createDevice: ', 'bogus');
+  });
+
+  it('rejects a malformed ordinal with INVALID_ARGUMENT quoting the URI', () => {
+    assertThrowsHalrt(() => instance.createDevice('local-sync://x'), 'INVALID_ARGUMENT',
+      'instance.createDevice: ', 'local-sync://x');
+  });
+
+  it('rejects a non-string URI', () => {
+    assertThrowsHalrt(() => instance.createDevice(42), 'INVALID_ARGUMENT',
+      'instance.createDevice: uri must be a string (got 42)');
+    assertThrowsHalrt(() => instance.createDevice(null), 'INVALID_ARGUMENT',
+      'instance.createDevice: uri must be a string (got null)');
+  });
+
+  it('rejects an empty URI', () => {
+    assert.throws(() => instance.createDevice(''), (error) => {
+      assert.ok(error instanceof halrt.HalrtError);
+      assert.ok(['INVALID_ARGUMENT', 'NOT_FOUND'].includes(error.code), error.code);
+      assert.match(error.message, /^instance\.createDevice: /);
+      return true;
+    });
+  });
+});
+
+describe('construction rules', () => {
+  it('Device and BufferView cannot be constructed directly', () => {
+    assertThrowsHalrt(() => new halrt.Device(), 'INVALID_ARGUMENT', 'new Device', 'instance.createDevice');
+    assertThrowsHalrt(() => new halrt.Device({}), 'INVALID_ARGUMENT', 'new Device');
+    assertThrowsHalrt(() => new halrt.BufferView(), 'INVALID_ARGUMENT', 'new BufferView', 'device.tensor');
+    assertThrowsHalrt(() => new halrt.BufferView(Symbol('token')), 'INVALID_ARGUMENT', 'new BufferView');
+  });
+
+  it('Instance must be called with new', () => {
+    assertThrowsHalrt(() => halrt.Instance(), 'INVALID_ARGUMENT', 'Instance: the constructor must be called with `new`');
+  });
+
+  it('methods and accessors called on the wrong receiver throw', () => {
+    // V8 checks the receiver of class methods before the binding runs (as for
+    // built-in platform objects): 'Illegal invocation'. Accessors are checked
+    // by the binding itself.
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('local-sync');
+    try {
+      assert.throws(() => halrt.Device.prototype.tensor.call({}, new Float32Array(1), [1]), TypeError);
+      assert.throws(() => halrt.Instance.prototype.createDevice.call(device, 'local-sync'), TypeError);
+      assert.throws(() => halrt.Device.prototype.close.call(instance), TypeError);
+      assert.throws(() => Object.create(halrt.Device.prototype).empty([1], 'f32'), TypeError);
+      const shapeGetter = Object.getOwnPropertyDescriptor(halrt.BufferView.prototype, 'shape').get;
+      assertThrowsHalrt(() => shapeGetter.call(device), 'INVALID_ARGUMENT',
+        'bufferView.shape: `this` is not a BufferView');
+    } finally {
+      device.close();
+      instance.close();
+    }
+  });
+});

@@ -1,0 +1,369 @@
+'use strict';
+const assert = require('assert');
+const halrt = require('..');
+const {
+  ARRAY_TYPES, sampleData, elementCount, assertThrowsHalrt, assertRejectsHalrt,
+} = require('./helpers');
+
+const SHAPES = [[], [5], [2, 3], [2, 1, 3]];
+const BYTES = { f16: 2, bf16: 2, f32: 4, f64: 8, i8: 1, u8: 1, i16: 2, u16: 2, i32: 4, u32: 4, i64: 8, u64: 8, bool: 1 };
+
+for (const uri of ['local-sync', 'local-task']) {
+  describe(`tensors on ${uri}`, () => {
+    let instance;
+    let device;
+    before(() => {
+      instance = new halrt.Instance();
+      device = instance.createDevice(uri);
+    });
+    after(() => {
+      device.close();
+      instance.close();
+    });
+
+    for (const dtype of halrt.dtypes) {
+      it(`round-trips ${dtype} data of rank 0..3 through tensor() and read()`, async () => {
+        for (const [index, shape] of SHAPES.entries()) {
+          const data = sampleData(dtype, elementCount(shape), index);
+          const view = device.tensor(data, shape, dtype);
+          try {
+            assert.strictEqual(view.dtype, dtype);
+            assert.deepStrictEqual(view.shape, shape);
+            assert.strictEqual(view.rank, shape.length);
+            assert.strictEqual(view.byteLength, elementCount(shape) * BYTES[dtype]);
+            const result = await view.read();
+            assert.ok(result instanceof ARRAY_TYPES[dtype], `${dtype} reads as ${ARRAY_TYPES[dtype].name}`);
+            assert.strictEqual(result.constructor, ARRAY_TYPES[dtype]);
+            assert.deepStrictEqual(result, data);
+          } finally {
+            view.close();
+          }
+        }
+      });
+
+      it(`empty() of ${dtype} reads zeros`, async () => {
+        const view = device.empty([3, 2], dtype);
+        try {
+          assert.strictEqual(view.dtype, dtype);
+          assert.deepStrictEqual(view.shape, [3, 2]);
+          const result = await view.read();
+          assert.deepStrictEqual(result, new ARRAY_TYPES[dtype](6));
+        } finally {
+          view.close();
+        }
+      });
+
+      it(`copy() of ${dtype} then read() gives the source values`, async () => {
+        const data = sampleData(dtype, 6, 1);
+        const source = device.tensor(data, [2, 3], dtype);
+        const target = device.empty([2, 3], dtype);
+        try {
+          assert.strictEqual(await device.copy(source, target), undefined);
+          assert.deepStrictEqual(await target.read(), data);
+          assert.deepStrictEqual(await source.read(), data, 'the source is unchanged');
+        } finally {
+          source.close();
+          target.close();
+        }
+      });
+    }
+
+    it('infers the dtype from the TypedArray', async () => {
+      const cases = [
+        [new Float32Array([1, 2]), 'f32'], [new Float64Array([1, 2]), 'f64'],
+        [new Int8Array([1, -2]), 'i8'], [new Uint8Array([1, 2]), 'u8'],
+        [new Uint8ClampedArray([1, 2]), 'u8'], [new Int16Array([1, -2]), 'i16'],
+        [new Uint16Array([1, 2]), 'u16'], [new Int32Array([1, -2]), 'i32'],
+        [new Uint32Array([1, 2]), 'u32'], [new BigInt64Array([1n, -2n]), 'i64'],
+        [new BigUint64Array([1n, 2n]), 'u64'], [Buffer.from([7, 8]), 'u8'],
+      ];
+      for (const [data, dtype] of cases) {
+        const view = device.tensor(data, [2]);
+        try {
+          assert.strictEqual(view.dtype, dtype, data.constructor.name);
+          assert.deepStrictEqual(Array.from(await view.read()), Array.from(data));
+        } finally {
+          view.close();
+        }
+      }
+    });
+
+    it('accepts a Uint8ClampedArray for u8 and reads back a Uint8Array', async () => {
+      const view = device.tensor(new Uint8ClampedArray([0, 128, 255]), [3], 'u8');
+      try {
+        const result = await view.read();
+        assert.strictEqual(result.constructor, Uint8Array);
+        assert.deepStrictEqual(result, new Uint8Array([0, 128, 255]));
+      } finally {
+        view.close();
+      }
+    });
+
+    it('copies data from a TypedArray that views part of a larger buffer', async () => {
+      const backing = new Float32Array([9, 1, 2, 3, 4, 9]);
+      const window = backing.subarray(1, 5);
+      const view = device.tensor(window, [2, 2]);
+      try {
+        window.fill(0);
+        assert.deepStrictEqual(await view.read(), new Float32Array([1, 2, 3, 4]));
+      } finally {
+        view.close();
+      }
+    });
+
+    it('takes a copy when tensor() is called: later writes do not show', async () => {
+      const data = new Int32Array([1, 2, 3]);
+      const view = device.tensor(data, [3]);
+      try {
+        data[0] = 100;
+        assert.deepStrictEqual(await view.read(), new Int32Array([1, 2, 3]));
+      } finally {
+        view.close();
+      }
+    });
+
+    it('handles zero-element tensors', async () => {
+      const a = device.tensor(new Float32Array(0), [0, 3]);
+      const b = device.empty([4, 0], 'i64');
+      try {
+        assert.strictEqual(a.byteLength, 0);
+        assert.deepStrictEqual(a.shape, [0, 3]);
+        const result = await a.read();
+        assert.ok(result instanceof Float32Array);
+        assert.strictEqual(result.length, 0);
+        assert.deepStrictEqual(await b.read(), new BigInt64Array(0));
+        await device.copy(a, device.empty([0], 'u8'));
+      } finally {
+        a.close();
+        b.close();
+      }
+    });
+
+    it('copies between views of different dtypes with equal byte lengths', async () => {
+      const source = device.tensor(new Uint32Array([0x3f800000, 0x40000000]), [2]);
+      const target = device.empty([2], 'f32');
+      try {
+        await device.copy(source, target);
+        assert.deepStrictEqual(await target.read(), new Float32Array([1, 2]));
+      } finally {
+        source.close();
+        target.close();
+      }
+    });
+
+    it('reads of one view see earlier copies into it, in submission order', async () => {
+      const a = device.tensor(new Int32Array([1, 2, 3, 4]), [4]);
+      const b = device.tensor(new Int32Array([5, 6, 7, 8]), [4]);
+      const target = device.empty([4], 'i32');
+      try {
+        const first = device.copy(a, target);
+        const readA = target.read();
+        const second = device.copy(b, target);
+        const readB = target.read();
+        await Promise.all([first, second]);
+        assert.deepStrictEqual(await readA, new Int32Array([1, 2, 3, 4]));
+        assert.deepStrictEqual(await readB, new Int32Array([5, 6, 7, 8]));
+      } finally {
+        a.close();
+        b.close();
+        target.close();
+      }
+    });
+
+    it('returns a fresh shape array each time', () => {
+      const view = device.empty([2, 3], 'f32');
+      try {
+        const shape = view.shape;
+        shape.push(7);
+        assert.deepStrictEqual(view.shape, [2, 3]);
+        assert.notStrictEqual(view.shape, view.shape);
+      } finally {
+        view.close();
+      }
+    });
+
+    it('returns a read result that owns its memory', async () => {
+      const view = device.tensor(new Float64Array([1, 2, 3]), [3]);
+      const first = await view.read();
+      const second = await view.read();
+      view.close();
+      first[0] = 42;
+      assert.deepStrictEqual(second, new Float64Array([1, 2, 3]));
+      assert.strictEqual(first.byteOffset, 0);
+      assert.strictEqual(first.buffer.byteLength, 24);
+    });
+  });
+}
+
+describe('tensor argument errors', () => {
+  let instance;
+  let device;
+  let other;
+  before(() => {
+    instance = new halrt.Instance();
+    device = instance.createDevice('local-sync');
+    other = instance.createDevice('local-sync');
+  });
+  after(() => {
+    device.close();
+    other.close();
+    instance.close();
+  });
+
+  it('rejects data whose length does not match the shape', () => {
+    assertThrowsHalrt(() => device.tensor(new Float32Array(5), [2, 3]), 'INVALID_ARGUMENT',
+      'device.tensor: data has 5 elements but shape [2,3] needs 6');
+    assertThrowsHalrt(() => device.tensor(new Float32Array(2), []), 'INVALID_ARGUMENT',
+      'device.tensor: data has 2 elements but shape [] needs 1');
+  });
+
+  it('rejects an unknown dtype, listing the valid ones', () => {
+    assertThrowsHalrt(() => device.tensor(new Float32Array(2), [2], 'f33'), 'INVALID_ARGUMENT',
+      'device.tensor: ', "unknown dtype 'f33'", 'bf16');
+    assertThrowsHalrt(() => device.empty([2], 'float32'), 'INVALID_ARGUMENT',
+      'device.empty: ', "unknown dtype 'float32'");
+    assertThrowsHalrt(() => device.empty([2], 7), 'INVALID_ARGUMENT',
+      'device.empty: dtype must be a string (got 7)');
+    assertThrowsHalrt(() => device.empty([2]), 'INVALID_ARGUMENT',
+      'device.empty: dtype must be a string (got undefined)');
+  });
+
+  it('rejects negative, fractional, NaN, infinite and non-number dims, naming the index', () => {
+    const bad = [
+      [[2, -1], 1, '-1'], [[1.5], 0, '1.5'], [[NaN], 0, 'NaN'], [[3, Infinity], 1, 'Infinity'],
+      [[-Infinity], 0, '-Infinity'], [['2'], 0, "'2'"], [[null], 0, 'null'], [[2, 2, undefined], 2, 'undefined'],
+      [[2n], 0, 'a BigInt'], [[{}], 0, 'an object'],
+    ];
+    for (const [shape, index, got] of bad) {
+      assertThrowsHalrt(() => device.empty(shape, 'f32'), 'INVALID_ARGUMENT',
+        `device.empty: shape[${index}] must be a non-negative integer (got ${got})`);
+    }
+    assertThrowsHalrt(() => device.tensor(new Float32Array(6), [2, -1]), 'INVALID_ARGUMENT',
+      'device.tensor: shape[1] must be a non-negative integer (got -1)');
+  });
+
+  it('rejects huge dims and shapes whose size overflows', () => {
+    assertThrowsHalrt(() => device.empty([1e300], 'f32'), 'INVALID_ARGUMENT',
+      'device.empty: shape[0] is too large (got 1e+300');
+    assertThrowsHalrt(() => device.empty([2 ** 53], 'u8'), 'INVALID_ARGUMENT', 'shape[0] is too large');
+    assertThrowsHalrt(() => device.empty([2 ** 40, 2 ** 40], 'u8'), 'INVALID_ARGUMENT',
+      'device.empty: shape [1099511627776,1099511627776] has too many elements');
+    assertThrowsHalrt(() => device.empty([2 ** 53 - 1, 2 ** 11], 'f64'), 'INVALID_ARGUMENT',
+      'device.empty: ', 'overflow');
+    assertThrowsHalrt(() => device.tensor(new Uint8Array(4), [2 ** 53 - 1]), 'INVALID_ARGUMENT',
+      'device.tensor: data has 4 elements but shape [9007199254740991] needs 9007199254740991');
+  });
+
+  it('reports an allocation too large for host memory as RESOURCE_EXHAUSTED', () => {
+    // 2^58 bytes: beyond any x86-64 or arm64 address space.
+    assertThrowsHalrt(() => device.empty([2 ** 52, 8], 'f64'), 'RESOURCE_EXHAUSTED',
+      'device.empty: ', 'out of host memory');
+  });
+
+  it('rejects a shape that is not an Array', () => {
+    assertThrowsHalrt(() => device.tensor(new Float32Array(4), 4), 'INVALID_ARGUMENT',
+      'device.tensor: shape must be an Array of dimensions (got 4)');
+    assertThrowsHalrt(() => device.empty('4', 'f32'), 'INVALID_ARGUMENT',
+      "device.empty: shape must be an Array of dimensions (got '4')");
+    assertThrowsHalrt(() => device.empty({ length: 1, 0: 1 }, 'f32'), 'INVALID_ARGUMENT',
+      'device.empty: shape must be an Array of dimensions (got an object)');
+    assertThrowsHalrt(() => device.empty(new Int32Array([2]), 'f32'), 'INVALID_ARGUMENT',
+      'device.empty: shape must be an Array of dimensions (got an Int32Array)');
+    assertThrowsHalrt(() => device.tensor(new Float32Array(1)), 'INVALID_ARGUMENT',
+      'device.tensor: shape must be an Array of dimensions (got undefined)');
+  });
+
+  it('rejects a rank above 8', () => {
+    assertThrowsHalrt(() => device.empty([1, 1, 1, 1, 1, 1, 1, 1, 1], 'f32'), 'INVALID_ARGUMENT',
+      'device.empty: shape has 9 dimensions; at most 8 are supported');
+    const view = device.empty([1, 1, 1, 1, 1, 1, 1, 2], 'f32');
+    assert.strictEqual(view.rank, 8);
+    view.close();
+  });
+
+  it('rejects data that is not a TypedArray', () => {
+    const cases = [
+      [[1, 2], 'an Array'], [new ArrayBuffer(8), 'an ArrayBuffer'],
+      [new DataView(new ArrayBuffer(8)), 'a DataView'], [undefined, 'undefined'],
+      [{ length: 2 }, 'an object'], ['ab', "'ab'"],
+    ];
+    for (const [data, got] of cases) {
+      assertThrowsHalrt(() => device.tensor(data, [2]), 'INVALID_ARGUMENT',
+        `device.tensor: data must be a TypedArray (got ${got})`);
+    }
+  });
+
+  it('rejects a TypedArray that does not match the dtype, naming both', () => {
+    assertThrowsHalrt(() => device.tensor(new Float32Array(2), [2], 'i32'), 'INVALID_ARGUMENT',
+      "device.tensor: dtype 'i32' needs data in an Int32Array (got a Float32Array)");
+    assertThrowsHalrt(() => device.tensor(new Float32Array(2), [2], 'f16'), 'INVALID_ARGUMENT',
+      "dtype 'f16' needs data in a Uint16Array (got a Float32Array)");
+    assertThrowsHalrt(() => device.tensor(new Int8Array(2), [2], 'bool'), 'INVALID_ARGUMENT',
+      "dtype 'bool' needs data in a Uint8Array (got an Int8Array)");
+    assertThrowsHalrt(() => device.tensor(new Uint8ClampedArray(2), [2], 'bool'), 'INVALID_ARGUMENT',
+      "dtype 'bool' needs data in a Uint8Array (got a Uint8ClampedArray)");
+    assertThrowsHalrt(() => device.tensor(new Int32Array(2), [2], 'i64'), 'INVALID_ARGUMENT',
+      "dtype 'i64' needs data in a BigInt64Array (got an Int32Array)");
+  });
+
+  it('rejects bool data other than 0 and 1', () => {
+    assertThrowsHalrt(() => device.tensor(new Uint8Array([0, 1, 2]), [3], 'bool'), 'INVALID_ARGUMENT',
+      'device.tensor: bool data must be 0 or 1 (data[2] is 2)');
+  });
+
+  it('copy() rejects views of another device or another instance', async () => {
+    const mine = device.empty([2], 'f32');
+    const theirs = other.empty([2], 'f32');
+    const instance2 = new halrt.Instance();
+    const device2 = instance2.createDevice('local-sync');
+    const foreign = device2.empty([2], 'f32');
+    try {
+      await assertRejectsHalrt(device.copy(theirs, mine), 'INVALID_ARGUMENT',
+        'device.copy: source belongs to another device');
+      await assertRejectsHalrt(device.copy(mine, theirs), 'INVALID_ARGUMENT',
+        'device.copy: target belongs to another device');
+      await assertRejectsHalrt(device.copy(foreign, mine), 'INVALID_ARGUMENT',
+        'device.copy: source belongs to another device');
+    } finally {
+      mine.close();
+      theirs.close();
+      foreign.close();
+      device2.close();
+      instance2.close();
+    }
+  });
+
+  it('copy() rejects things that are not BufferViews', async () => {
+    const view = device.empty([2], 'f32');
+    try {
+      await assertRejectsHalrt(device.copy({}, view), 'INVALID_ARGUMENT',
+        'device.copy: source is not a BufferView (got an object)');
+      await assertRejectsHalrt(device.copy(view, device), 'INVALID_ARGUMENT',
+        'device.copy: target is not a BufferView');
+      await assertRejectsHalrt(device.copy(view), 'INVALID_ARGUMENT',
+        'device.copy: target is not a BufferView (got undefined)');
+      await assertRejectsHalrt(device.copy(new Float32Array(2), view), 'INVALID_ARGUMENT',
+        'device.copy: source is not a BufferView (got a Float32Array)');
+    } finally {
+      view.close();
+    }
+  });
+
+  it('copy() rejects views of different byte lengths', async () => {
+    const a = device.empty([2], 'f32');
+    const b = device.empty([3], 'f32');
+    try {
+      await assertRejectsHalrt(device.copy(a, b), 'INVALID_ARGUMENT',
+        'device.copy: source has 8 bytes but target has 12');
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+
+  it('Promise-returning methods reject instead of throwing', () => {
+    const promise = device.copy(1, 2);
+    assert.ok(promise instanceof Promise);
+    return assertRejectsHalrt(promise, 'INVALID_ARGUMENT', 'device.copy: source is not a BufferView');
+  });
+});
