@@ -4,6 +4,8 @@
 
 const path = require('path');
 const { HalrtError } = require('./errors');
+const { installModuleStatics, ModuleBuilder } = require('./module');
+const { installInvoke } = require('./invoke');
 
 function loadBinding() {
   const file = path.join(__dirname, '..', 'build', 'Release', 'halrt.node');
@@ -25,10 +27,13 @@ const binding = loadBinding();
 // Before anything else, so that every error the binding makes is a HalrtError.
 binding.setErrorClass(HalrtError);
 
-const { Instance, Device, BufferView } = binding;
+const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
+const NativeFunction = binding.Function;
+installModuleStatics(Module);
+installInvoke(NativeFunction);
 
 const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
-for (const cls of [Instance, Device, BufferView]) {
+for (const cls of [Instance, Device, BufferView, HalModule, Module, Context, NativeFunction]) {
   Object.defineProperty(cls.prototype, disposeSymbol, {
     value: function dispose() {
       this.close();
@@ -43,6 +48,11 @@ module.exports = {
   Instance,
   Device,
   BufferView,
+  HalModule,
+  Module,
+  ModuleBuilder,
+  Context,
+  Function: NativeFunction,
   HalrtError,
   dtypes: binding.dtypes,
   drivers: binding.drivers,

@@ -5,7 +5,8 @@
 // env and is freed by the instance-data finalizer at env teardown.
 //
 // Exports (wrapped by lib/index.js, which users require):
-//   Instance, Device, BufferView   classes
+//   Instance, Device, BufferView,
+//   HalModule, Module, Context, Function   classes
 //   drivers()                      [{name, available, reason}]
 //   dtypes                         frozen Array of dtype names
 //   liveObjects()                  {instance, device, ...}: live runtime objects
@@ -19,8 +20,12 @@
 #include "napi/js_buffer_view.h"
 #include "napi/js_channel.h"
 #include "napi/js_common.h"
+#include "napi/js_context.h"
 #include "napi/js_device.h"
+#include "napi/js_function.h"
+#include "napi/js_hal_module.h"
 #include "napi/js_instance.h"
+#include "napi/js_module.h"
 
 static void hrt_js_delete_ref(napi_env env, napi_ref* ref) {
   if (*ref != NULL) napi_delete_reference(env, *ref);
@@ -37,6 +42,8 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
   hrt_js_delete_ref(env, &state->error_class);
   hrt_js_delete_ref(env, &state->device_class);
   hrt_js_delete_ref(env, &state->buffer_view_class);
+  hrt_js_delete_ref(env, &state->module_class);
+  hrt_js_delete_ref(env, &state->function_class);
   hrt_js_delete_ref(env, &state->construct_token);
   free(state);
 }
@@ -161,7 +168,8 @@ NAPI_MODULE_INIT() {
   HRT_NAPI_CALL(env,
                 napi_create_reference(env, token, 1, &state->construct_token));
   HRT_NAPI_CALL(env,
-                hrt_js_channel_create(env, "halrt.completion", &state->channel));
+                hrt_js_channel_create(env, "halrt.completion", NULL, NULL,
+                                      &state->channel));
 
   napi_value instance_class = hrt_js_instance_define(env, state);
   if (instance_class == NULL) return NULL;
@@ -169,6 +177,14 @@ NAPI_MODULE_INIT() {
   if (device_class == NULL) return NULL;
   napi_value buffer_view_class = hrt_js_buffer_view_define(env, state);
   if (buffer_view_class == NULL) return NULL;
+  napi_value hal_module_class = hrt_js_hal_module_define(env, state);
+  if (hal_module_class == NULL) return NULL;
+  napi_value module_class = hrt_js_module_define(env, state);
+  if (module_class == NULL) return NULL;
+  napi_value context_class = hrt_js_context_define(env, state);
+  if (context_class == NULL) return NULL;
+  napi_value function_class = hrt_js_function_define(env, state);
+  if (function_class == NULL) return NULL;
   napi_value dtypes = hrt_js_dtypes(env);
   if (dtypes == NULL) return NULL;
 
@@ -178,6 +194,13 @@ NAPI_MODULE_INIT() {
       {"Device", NULL, NULL, NULL, NULL, device_class, napi_enumerable, NULL},
       {"BufferView", NULL, NULL, NULL, NULL, buffer_view_class,
        napi_enumerable, NULL},
+      {"HalModule", NULL, NULL, NULL, NULL, hal_module_class, napi_enumerable,
+       NULL},
+      {"Module", NULL, NULL, NULL, NULL, module_class, napi_enumerable, NULL},
+      {"Context", NULL, NULL, NULL, NULL, context_class, napi_enumerable,
+       NULL},
+      {"Function", NULL, NULL, NULL, NULL, function_class, napi_enumerable,
+       NULL},
       {"dtypes", NULL, NULL, NULL, NULL, dtypes, napi_enumerable, NULL},
       {"drivers", NULL, hrt_js_drivers, NULL, NULL, NULL, napi_enumerable,
        NULL},

@@ -398,3 +398,111 @@ bool hrt_js_arg_unwrap(napi_env env, napi_value value,
   *out_wrap = wrap;
   return true;
 }
+
+bool hrt_js_arg_options(napi_env env, napi_value value, const char* method,
+                        const char* name, const char* const* known,
+                        size_t count) {
+  napi_valuetype type = napi_undefined;
+  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
+  if (type == napi_undefined) return true;
+  bool is_array = false;
+  HRT_NAPI_CALL_BOOL(env, napi_is_array(env, value, &is_array));
+  if (type != napi_object || is_array) {
+    return hrt_js_throw_type(env, value, method, name, "an object");
+  }
+  napi_value keys = NULL;
+  uint32_t length = 0;
+  HRT_NAPI_CALL_BOOL(env, napi_get_property_names(env, value, &keys));
+  HRT_NAPI_CALL_BOOL(env, napi_get_array_length(env, keys, &length));
+  for (uint32_t i = 0; i < length; ++i) {
+    napi_value key = NULL;
+    char text[64];
+    size_t text_length = 0;
+    HRT_NAPI_CALL_BOOL(env, napi_get_element(env, keys, i, &key));
+    HRT_NAPI_CALL_BOOL(env, napi_get_value_string_utf8(env, key, text,
+                                                       sizeof(text),
+                                                       &text_length));
+    bool found = false;
+    for (size_t k = 0; k < count && !found; ++k) {
+      found = strcmp(text, known[k]) == 0;
+    }
+    if (!found) {
+      return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                          "%s: unknown option '%s' in %s", method, text, name);
+    }
+  }
+  return true;
+}
+
+bool hrt_js_arg_option(napi_env env, napi_value options, const char* key,
+                       napi_value* out_value) {
+  if (hrt_js_arg_is_undefined(env, options)) {
+    HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, out_value));
+    return true;
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, options, key, out_value));
+  return true;
+}
+
+bool hrt_js_arg_bool(napi_env env, napi_value value, const char* method,
+                     const char* name, bool fallback, bool* out) {
+  napi_valuetype type = napi_undefined;
+  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
+  if (type == napi_undefined) {
+    *out = fallback;
+    return true;
+  }
+  if (type != napi_boolean) {
+    return hrt_js_throw_type(env, value, method, name, "a boolean");
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_get_value_bool(env, value, out));
+  return true;
+}
+
+bool hrt_js_arg_uint64(napi_env env, napi_value value, const char* method,
+                       const char* name, uint64_t fallback, uint64_t min,
+                       uint64_t max, uint64_t* out) {
+  napi_valuetype type = napi_undefined;
+  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
+  if (type == napi_undefined) {
+    *out = fallback;
+    return true;
+  }
+  double number = 0;
+  if (type == napi_number) {
+    HRT_NAPI_CALL_BOOL(env, napi_get_value_double(env, value, &number));
+  }
+  if (type != napi_number || number != floor(number) || number < (double)min ||
+      number > (double)max || number > HRT_JS_MAX_SAFE_INTEGER) {
+    char expected[96];
+    snprintf(expected, sizeof(expected), "an integer in [%llu, %llu]",
+             (unsigned long long)min, (unsigned long long)max);
+    return hrt_js_throw_type(env, value, method, name, expected);
+  }
+  *out = (uint64_t)number;
+  return true;
+}
+
+bool hrt_js_arg_function(napi_env env, napi_value value, const char* method,
+                         const char* name, bool optional, napi_value* out) {
+  napi_valuetype type = napi_undefined;
+  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
+  if (optional && (type == napi_undefined || type == napi_null)) {
+    *out = NULL;
+    return true;
+  }
+  if (type != napi_function) {
+    return hrt_js_throw_type(env, value, method, name, "a function");
+  }
+  *out = value;
+  return true;
+}
+
+bool hrt_js_arg_array(napi_env env, napi_value value, const char* method,
+                      const char* name, uint32_t* out_length) {
+  bool is_array = false;
+  HRT_NAPI_CALL_BOOL(env, napi_is_array(env, value, &is_array));
+  if (!is_array) return hrt_js_throw_type(env, value, method, name, "an Array");
+  HRT_NAPI_CALL_BOOL(env, napi_get_array_length(env, value, out_length));
+  return true;
+}

@@ -78,4 +78,30 @@ bool hrt_js_arg_unwrap(napi_env env, napi_value value,
                        const char* name, bool allow_closed,
                        hrt_js_wrap_t** out_wrap);
 
+// An options object: undefined (no options) or an object whose own keys are
+// all in `known[0..count)`; anything else fails naming the key.
+bool hrt_js_arg_options(napi_env env, napi_value value, const char* method,
+                        const char* name, const char* const* known,
+                        size_t count);
+// Property `key` of an options object; undefined when `options` is undefined.
+bool hrt_js_arg_option(napi_env env, napi_value options, const char* key,
+                       napi_value* out_value);
+
+// A boolean; undefined yields `fallback`.
+bool hrt_js_arg_bool(napi_env env, napi_value value, const char* method,
+                     const char* name, bool fallback, bool* out);
+
+// A safe integer in [min, max]; undefined yields `fallback`.
+bool hrt_js_arg_uint64(napi_env env, napi_value value, const char* method,
+                       const char* name, uint64_t fallback, uint64_t min,
+                       uint64_t max, uint64_t* out);
+
+// A function, or (with `optional`) undefined/null, which yield NULL.
+bool hrt_js_arg_function(napi_env env, napi_value value, const char* method,
+                         const char* name, bool optional, napi_value* out);
+
+// An Array; `out_length` receives its length.
+bool hrt_js_arg_array(napi_env env, napi_value value, const char* method,
+                      const char* name, uint32_t* out_length);
+
 #endif  // HRT_NAPI_JS_ARGS_H_

@@ -15,6 +15,8 @@ struct hrt_js_channel_s {
   napi_threadsafe_function tsfn;
   // JS thread only.
   uint32_t pending_work;
+  hrt_js_channel_finalize_fn on_finalize;
+  void* finalize_data;
 };
 
 void hrt_js_channel_retain(hrt_js_channel_t* channel) {
@@ -55,10 +57,15 @@ static void hrt_js_channel_tsfn_finalize(napi_env env, void* finalize_data,
   hrt_mutex_lock(&channel->mutex);
   channel->tsfn = NULL;
   hrt_mutex_unlock(&channel->mutex);
+  if (channel->on_finalize != NULL) {
+    channel->on_finalize(env, channel->finalize_data);
+  }
   hrt_js_channel_release(channel);
 }
 
 napi_status hrt_js_channel_create(napi_env env, const char* name,
+                                  hrt_js_channel_finalize_fn on_finalize,
+                                  void* finalize_data,
                                   hrt_js_channel_t** out_channel) {
   hrt_js_channel_t* channel = calloc(1, sizeof(*channel));
   if (channel == NULL) {
@@ -92,6 +99,9 @@ napi_status hrt_js_channel_create(napi_env env, const char* name,
     hrt_js_channel_close(channel);
     return status;
   }
+  // Set only now: a failed create never calls on_finalize.
+  channel->on_finalize = on_finalize;
+  channel->finalize_data = finalize_data;
   *out_channel = channel;
   return napi_ok;
 }
@@ -121,14 +131,25 @@ void hrt_js_channel_end_work(napi_env env, hrt_js_channel_t* channel) {
   }
 }
 
-void hrt_js_channel_close(hrt_js_channel_t* channel) {
+// Takes the threadsafe function from the gate (so no producer posts again)
+// and releases it with `mode`.
+static void hrt_js_channel_stop(hrt_js_channel_t* channel,
+                                napi_threadsafe_function_release_mode mode) {
   hrt_mutex_lock(&channel->mutex);
   napi_threadsafe_function tsfn = channel->tsfn;
   channel->tsfn = NULL;
   hrt_mutex_unlock(&channel->mutex);
+  if (tsfn != NULL) napi_release_threadsafe_function(tsfn, mode);
+  hrt_js_channel_release(channel);
+}
+
+void hrt_js_channel_close(hrt_js_channel_t* channel) {
   // Abort: nothing queued is delivered to JavaScript any more; the finalizer
   // still runs (dropping the tsfn's reference) and frees queued messages
   // through call_js with env == NULL.
-  if (tsfn != NULL) napi_release_threadsafe_function(tsfn, napi_tsfn_abort);
-  hrt_js_channel_release(channel);
+  hrt_js_channel_stop(channel, napi_tsfn_abort);
+}
+
+void hrt_js_channel_finish(hrt_js_channel_t* channel) {
+  hrt_js_channel_stop(channel, napi_tsfn_release);
 }

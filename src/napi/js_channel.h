@@ -45,10 +45,18 @@ struct hrt_js_message_s {
   hrt_js_message_deliver_fn deliver;
 };
 
+// Runs once on the JS thread when the channel's threadsafe function is
+// finalized: after hrt_js_channel_finish once the queue has drained, or at
+// env teardown. `env` may be used to delete references.
+typedef void (*hrt_js_channel_finalize_fn)(napi_env env, void* data);
+
 // JS thread. Creates the channel with its threadsafe function (unreferenced).
-// `name` names the async resource. On failure returns a napi status with a
-// pending exception and creates nothing.
+// `name` names the async resource; `on_finalize` (may be NULL) is called with
+// `finalize_data` as described above. On failure returns a napi status with
+// a pending exception and creates nothing (`on_finalize` is not called).
 napi_status hrt_js_channel_create(napi_env env, const char* name,
+                                  hrt_js_channel_finalize_fn on_finalize,
+                                  void* finalize_data,
                                   hrt_js_channel_t** out_channel);
 
 // Any thread.
@@ -69,5 +77,10 @@ void hrt_js_channel_end_work(napi_env env, hrt_js_channel_t* channel);
 // threadsafe function, and drops the caller's reference. Messages still
 // queued are delivered with env == NULL.
 void hrt_js_channel_close(hrt_js_channel_t* channel);
+
+// Any thread. Stops accepting messages and drops the caller's reference, but
+// messages already queued are still delivered to JavaScript; the channel
+// finalizes after the last of them.
+void hrt_js_channel_finish(hrt_js_channel_t* channel);
 
 #endif  // HRT_NAPI_JS_CHANNEL_H_

@@ -20,6 +20,8 @@ typedef struct hrt_js_env_s {
   napi_ref error_class;        // HalrtError; NULL until lib/ wires it in
   napi_ref device_class;       // Device constructor
   napi_ref buffer_view_class;  // BufferView constructor
+  napi_ref module_class;       // Module constructor
+  napi_ref function_class;     // Function constructor
   // An object that only the binding can reach. Device and BufferView
   // constructors accept a call only when it is passed as their first argument,
   // so users cannot construct them directly.
@@ -27,6 +29,8 @@ typedef struct hrt_js_env_s {
   // Carries submission results from device threads to this env. One native
   // reference is owned by this struct and dropped at teardown.
   hrt_js_channel_t* channel;
+  // The number of the next invocation (info.sequence of its traces).
+  uint64_t next_sequence;
 } hrt_js_env_t;
 
 // The state of `env`, or NULL (with a pending exception) if it is missing.

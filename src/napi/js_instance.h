@@ -7,6 +7,9 @@
 #include <node_api.h>
 
 #include "napi/js_common.h"
+#include "napi/js_wrap.h"
+
+extern const hrt_js_class_t hrt_js_instance_class;
 
 // Defines the class. Returns NULL with a pending exception on failure.
 napi_value hrt_js_instance_define(napi_env env, hrt_js_env_t* state);

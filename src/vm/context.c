@@ -142,8 +142,8 @@ static hrt_status_t hrt_check_inputs(const hrt_vm_function_def_t* def,
                                      uint32_t input_count) {
   if (input_count != def->input_count) {
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                           "function '%s' takes %u inputs (got %u)", def->name,
-                           def->input_count, input_count);
+                           "takes %u inputs (got %u)", def->input_count,
+                           input_count);
   }
   for (uint32_t i = 0; i < input_count; ++i) {
     const hrt_vm_tensor_type_t* type = &def->inputs[i];

@@ -398,7 +398,7 @@ static void contexts_check_names_and_inputs(void) {
   hrt_vm_invocation_done_t done = {on_done, NULL};
   hrt_hal_buffer_view_t* inputs[2] = {good, wrong_shape};
   CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 1, 0, done),
-               HRT_STATUS_INVALID_ARGUMENT, "takes 2 inputs (got 1)");
+               HRT_STATUS_INVALID_ARGUMENT, "mlp.main: takes 2 inputs (got 1)");
   CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, 0, done),
                HRT_STATUS_INVALID_ARGUMENT,
                "input 1 ('w') must have shape [8,16] (got [8,4])");

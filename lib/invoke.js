@@ -1,0 +1,51 @@
+'use strict';
+// fn.invoke(inputs, {signal}): the native invoke plus AbortSignal support.
+// Device work cannot be interrupted; an abort settles the promise at once
+// with CANCELLED and the outputs, when they arrive, are closed unseen.
+
+const { HalrtError } = require('./errors');
+
+function cancelled(name, signal) {
+  return new HalrtError(`${name}: the invocation was aborted`, 'CANCELLED', { cause: signal.reason });
+}
+
+function installInvoke(NativeFunction) {
+  const nativeInvoke = NativeFunction.prototype.invoke;
+  Object.defineProperty(NativeFunction.prototype, 'invoke', {
+    value: function invoke(inputs, options = {}) {
+      const signal = options === null || typeof options !== 'object' ? undefined : options.signal;
+      if (options !== undefined && (options === null || typeof options !== 'object')) {
+        return Promise.reject(new HalrtError('function.invoke: options must be an object', 'INVALID_ARGUMENT'));
+      }
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
+      }
+      if (signal?.aborted) return Promise.reject(cancelled(this.name, signal));
+      const result = nativeInvoke.call(this, inputs);
+      if (signal === undefined) return result;
+      return new Promise((resolve, reject) => {
+        const onAbort = () => reject(cancelled(this.name, signal));
+        signal.addEventListener('abort', onAbort, { once: true });
+        result.then(
+          (outputs) => {
+            signal.removeEventListener('abort', onAbort);
+            if (signal.aborted) {
+              for (const output of outputs) output.close();
+            } else {
+              resolve(outputs);
+            }
+          },
+          (error) => {
+            signal.removeEventListener('abort', onAbort);
+            reject(error);
+          },
+        );
+      });
+    },
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
+}
+
+module.exports = { installInvoke };

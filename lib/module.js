@@ -1,0 +1,128 @@
+'use strict';
+// Module loading on top of the native Module.fromJson: from a file, from a
+// plain object, or built fluently with ModuleBuilder. All three produce the
+// same "halrt.module/1" description (docs/module-format.md), validated
+// natively with errors that name the offending field.
+
+const fs = require('fs');
+const path = require('path');
+const { HalrtError } = require('./errors');
+
+const FORMAT = 'halrt.module/1';
+
+function installModuleStatics(Module) {
+  // Module.load(instance, file): paths inside resolve against the file's folder.
+  Module.load = function load(instance, file) {
+    if (typeof file !== 'string') {
+      throw new HalrtError(`Module.load: path must be a string (got ${typeof file})`, 'INVALID_ARGUMENT');
+    }
+    let text;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new HalrtError(`Module.load: cannot read '${file}': ${error.message}`, 'NOT_FOUND', { cause: error });
+    }
+    return Module.fromJson(instance, text, path.dirname(path.resolve(file)));
+  };
+
+  // Module.fromObject(instance, object, {baseDir}): relative paths resolve
+  // against baseDir (default: the current directory).
+  Module.fromObject = function fromObject(instance, object, options = {}) {
+    if (object === null || typeof object !== 'object' || Array.isArray(object)) {
+      throw new HalrtError('Module.fromObject: object must be a module description object', 'INVALID_ARGUMENT');
+    }
+    const baseDir = options.baseDir === undefined ? process.cwd() : options.baseDir;
+    let text;
+    try {
+      text = JSON.stringify(object);
+    } catch (error) {
+      throw new HalrtError(`Module.fromObject: object is not JSON-serialisable: ${error.message}`, 'INVALID_ARGUMENT', { cause: error });
+    }
+    return Module.fromJson(instance, text, baseDir);
+  };
+}
+
+// Builds the body of one function; every method returns `this`.
+class FunctionBuilder {
+  constructor(description) {
+    this._description = description;
+  }
+
+  input(name, dtype, shape) {
+    this._description.inputs.push({ name, dtype, shape });
+    return this;
+  }
+
+  output(name, dtype, shape) {
+    this._description.outputs.push({ name, dtype, shape });
+    return this;
+  }
+
+  local(name, dtype, shape) {
+    this._description.locals.push({ name, dtype, shape });
+    return this;
+  }
+
+  // dispatch('k.matmul_f32', {workgroups, bindings, constants, workgroupSize})
+  dispatch(kernel, { workgroups, bindings, constants, workgroupSize } = {}) {
+    const op = { op: 'dispatch', kernel, workgroups, bindings };
+    if (constants !== undefined) op.constants = constants;
+    if (workgroupSize !== undefined) op.workgroupSize = workgroupSize;
+    this._description.body.push(op);
+    return this;
+  }
+
+  fill(target, value) {
+    this._description.body.push({ op: 'fill', target, value });
+    return this;
+  }
+
+  copy(source, target) {
+    this._description.body.push({ op: 'copy', source, target });
+    return this;
+  }
+
+  trace(key, values) {
+    this._description.body.push({ op: 'trace', key, values });
+    return this;
+  }
+
+  barrier() {
+    this._description.body.push({ op: 'barrier' });
+    return this;
+  }
+}
+
+// new ModuleBuilder('mlp').executable('k', {local: {builtin: true}})
+//   .function('main', (f) => f.input(...).output(...).dispatch(...))
+//   .build(instance)
+class ModuleBuilder {
+  constructor(name) {
+    this._object = { format: FORMAT, name, executables: {}, functions: {} };
+  }
+
+  executable(name, kinds) {
+    this._object.executables[name] = kinds;
+    return this;
+  }
+
+  // `define` receives a FunctionBuilder.
+  function(name, define) {
+    const description = { inputs: [], outputs: [], locals: [], body: [] };
+    this._object.functions[name] = description;
+    define(new FunctionBuilder(description));
+    return this;
+  }
+
+  // The module description, a plain object (deep copy).
+  toObject() {
+    return JSON.parse(JSON.stringify(this._object));
+  }
+
+  build(instance, options) {
+    const { Module } = require('./index');
+    return Module.fromObject(instance, this._object, options);
+  }
+}
+
+module.exports = { installModuleStatics, ModuleBuilder, FunctionBuilder };

@@ -1,0 +1,385 @@
+#include "napi/js_function.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "napi/js_args.h"
+#include "napi/js_buffer_view.h"
+#include "napi/js_channel.h"
+
+typedef struct hrt_js_function_handle_s {
+  hrt_vm_context_t* context;  // owned reference
+  hrt_vm_function_t function;
+  hrt_js_sink_t* sink;        // owned reference, or NULL
+  char name[];                // "module.function"
+} hrt_js_function_handle_t;
+
+static void hrt_js_function_release(void* opaque) {
+  hrt_js_function_handle_t* handle = opaque;
+  hrt_vm_context_release(handle->context);
+  if (handle->sink != NULL) hrt_js_sink_release(handle->sink);
+  free(handle);
+}
+
+static const hrt_js_class_t hrt_js_function_class = {
+    .name = "Function",
+    .tag = {0xc3a85f1e6d2b4907ULL, 0x1b7e9d4c2a5f8e36ULL},
+    .release = hrt_js_function_release,
+};
+
+#define HRT_JS_MAX_INPUTS 256
+
+// One invocation in flight.
+typedef struct hrt_js_invocation_s {
+  hrt_js_message_t message;   // first: the channel hands this back
+  hrt_js_channel_t* channel;  // retained until delivered
+  hrt_js_sink_t* sink;        // retained, or NULL
+  napi_deferred deferred;     // JS thread only
+  uint64_t sequence;
+  hrt_status_t status;        // written on the completion thread
+  uint32_t output_count;
+  hrt_hal_buffer_view_t** outputs;  // owned references
+  char name[];
+} hrt_js_invocation_t;
+
+static void hrt_js_invocation_free(hrt_js_invocation_t* invocation) {
+  for (uint32_t i = 0; i < invocation->output_count; ++i) {
+    hrt_hal_buffer_view_release(invocation->outputs[i]);
+  }
+  hrt_status_free(invocation->status);
+  if (invocation->sink != NULL) hrt_js_sink_release(invocation->sink);
+  hrt_js_channel_release(invocation->channel);
+  free(invocation->outputs);
+  free(invocation);
+}
+
+// The rejection for an invocation whose debug sink threw `thrown`.
+static napi_value hrt_js_sink_failure(napi_env env,
+                                      const hrt_js_invocation_t* invocation,
+                                      napi_value thrown) {
+  napi_value error = hrt_js_error_from_status(
+      env, hrt_status_make(HRT_STATUS_ABORTED,
+                           "%s: the debug sink threw while handling a trace "
+                           "of this invocation (sequence %llu)",
+                           invocation->name,
+                           (unsigned long long)invocation->sequence));
+  if (error != NULL) napi_set_named_property(env, error, "cause", thrown);
+  return error != NULL ? error : thrown;
+}
+
+// An Array of BufferView objects taking the invocation's output references.
+static bool hrt_js_outputs_array(napi_env env, hrt_js_invocation_t* invocation,
+                                 napi_value* out) {
+  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(
+                              env, invocation->output_count, out));
+  uint32_t count = invocation->output_count;
+  invocation->output_count = 0;
+  bool ok = true;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!ok) {
+      hrt_hal_buffer_view_release(invocation->outputs[i]);
+      continue;
+    }
+    napi_value view = hrt_js_buffer_view_new(env, invocation->outputs[i]);
+    ok = view != NULL && napi_set_element(env, *out, i, view) == napi_ok;
+  }
+  return ok;
+}
+
+// JS thread (env != NULL), or teardown (env == NULL: free only).
+static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
+                                      hrt_js_message_t* message) {
+  (void)channel;
+  hrt_js_invocation_t* invocation = (hrt_js_invocation_t*)message;
+  if (env == NULL) {
+    hrt_js_invocation_free(invocation);
+    return;
+  }
+  napi_value thrown =
+      invocation->sink
+          ? hrt_js_sink_take_error(env, invocation->sink, invocation->sequence)
+          : NULL;
+  if (thrown != NULL) {
+    napi_reject_deferred(env, invocation->deferred,
+                         hrt_js_sink_failure(env, invocation, thrown));
+  } else if (invocation->status != HRT_OK) {
+    hrt_status_t status = invocation->status;
+    invocation->status = HRT_OK;
+    hrt_js_reject_status(env, invocation->deferred,
+                         hrt_status_annotate(status, "%s", invocation->name));
+  } else {
+    napi_value outputs = NULL;
+    if (hrt_js_outputs_array(env, invocation, &outputs)) {
+      napi_resolve_deferred(env, invocation->deferred, outputs);
+    } else {
+      napi_value error = NULL;
+      napi_get_and_clear_last_exception(env, &error);
+      napi_reject_deferred(env, invocation->deferred, error);
+    }
+  }
+  if (invocation->sink != NULL) {
+    hrt_js_sink_end_invocation(env, invocation->sink);
+  } else {
+    hrt_js_channel_end_work(env, invocation->channel);
+  }
+  hrt_js_invocation_free(invocation);
+}
+
+// Device completion thread. Never calls N-API.
+static void hrt_js_invocation_done(void* user_data, hrt_status_t status,
+                                   hrt_hal_buffer_view_t* const* outputs,
+                                   uint32_t output_count) {
+  hrt_js_invocation_t* invocation = user_data;
+  invocation->status = status;
+  for (uint32_t i = 0; i < output_count; ++i) {
+    invocation->outputs[i] = outputs[i];
+  }
+  invocation->output_count = output_count;
+  // Once posted, the invocation belongs to the JS thread.
+  if (!hrt_js_channel_post(invocation->channel, &invocation->message)) {
+    hrt_js_invocation_free(invocation);
+  }
+}
+
+static bool hrt_js_function_this(napi_env env, napi_value this_arg,
+                                 const char* method,
+                                 hrt_js_function_handle_t** out) {
+  hrt_js_wrap_t* wrap = NULL;
+  hrt_js_wrap_t* context = NULL;
+  napi_value context_object = NULL;
+  if (!hrt_js_arg_unwrap(env, this_arg, &hrt_js_function_class, method, NULL,
+                         false, &wrap)) {
+    return false;
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, this_arg, "context",
+                                                  &context_object));
+  if (!hrt_js_arg_unwrap(env, context_object, &hrt_js_context_class, method,
+                         "its context", false, &context)) {
+    return false;
+  }
+  *out = wrap->handle;
+  return true;
+}
+
+// Collects the input views (borrowed from their objects for this call).
+static bool hrt_js_invoke_inputs(napi_env env, napi_value value,
+                                 const char* method,
+                                 hrt_hal_buffer_view_t** views,
+                                 uint32_t* out_count) {
+  uint32_t count = 0;
+  if (!hrt_js_arg_array(env, value, method, "inputs", &count)) return false;
+  if (count > HRT_JS_MAX_INPUTS) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: inputs has %u entries (at most %d)", method,
+                        count, HRT_JS_MAX_INPUTS);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    napi_value element = NULL;
+    hrt_js_wrap_t* wrap = NULL;
+    char name[32];
+    snprintf(name, sizeof(name), "inputs[%u]", i);
+    HRT_NAPI_CALL_BOOL(env, napi_get_element(env, value, i, &element));
+    if (!hrt_js_arg_unwrap(env, element, &hrt_js_buffer_view_class, method,
+                           name, false, &wrap)) {
+      return false;
+    }
+    views[i] = wrap->handle;
+  }
+  *out_count = count;
+  return true;
+}
+
+// fn.invoke(inputs) -> Promise<BufferView[]>; every failure is a rejection.
+static napi_value hrt_js_function_invoke(napi_env env,
+                                         napi_callback_info info) {
+  static const char* const method = "function.invoke";
+  napi_value argv[1], this_arg = NULL;
+  hrt_js_function_handle_t* handle = NULL;
+  hrt_hal_buffer_view_t* views[HRT_JS_MAX_INPUTS];
+  uint32_t count = 0;
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  if (state == NULL || !hrt_js_args_get(env, info, 1, argv, &this_arg, NULL) ||
+      !hrt_js_function_this(env, this_arg, method, &handle) ||
+      !hrt_js_invoke_inputs(env, argv[0], method, views, &count)) {
+    return hrt_js_rejected_with_pending(env);
+  }
+  const hrt_vm_function_def_t* def = hrt_vm_function_def(&handle->function);
+  size_t name_length = strlen(handle->name) + 1;
+  hrt_js_invocation_t* invocation =
+      calloc(1, sizeof(*invocation) + name_length);
+  hrt_hal_buffer_view_t** outputs =
+      calloc(def->output_count ? def->output_count : 1, sizeof(*outputs));
+  napi_value promise = NULL;
+  if (invocation == NULL || outputs == NULL) {
+    free(invocation);
+    free(outputs);
+    hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED, "%s: out of host memory",
+                 method);
+    return hrt_js_rejected_with_pending(env);
+  }
+  memcpy(invocation->name, handle->name, name_length);
+  invocation->message.deliver = hrt_js_invocation_deliver;
+  invocation->outputs = outputs;
+  invocation->sink = handle->sink;
+  if (invocation->sink != NULL) hrt_js_sink_retain(invocation->sink);
+  invocation->channel = invocation->sink
+                            ? hrt_js_sink_channel(invocation->sink)
+                            : state->channel;
+  hrt_js_channel_retain(invocation->channel);
+  invocation->sequence = state->next_sequence++;
+  if (napi_create_promise(env, &invocation->deferred, &promise) != napi_ok) {
+    hrt_js_invocation_free(invocation);
+    hrt_js_throw_napi_failure(env, napi_generic_failure, "napi_create_promise");
+    return NULL;
+  }
+  hrt_status_t status = hrt_vm_invoke_async(
+      handle->context, &handle->function, views, count, invocation->sequence,
+      (hrt_vm_invocation_done_t){hrt_js_invocation_done, invocation});
+  if (status != HRT_OK) {
+    hrt_js_reject_status(env, invocation->deferred,
+                         hrt_status_annotate(status, "%s", method));
+    hrt_js_invocation_free(invocation);
+    return promise;
+  }
+  if (invocation->sink != NULL) {
+    hrt_js_sink_begin_invocation(env, invocation->sink);
+  } else {
+    hrt_js_channel_begin_work(env, invocation->channel);
+  }
+  return promise;
+}
+
+static bool hrt_js_tensor_types(napi_env env, const hrt_vm_tensor_type_t* types,
+                                uint32_t count, napi_value* out) {
+  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(env, count, out));
+  for (uint32_t i = 0; i < count; ++i) {
+    napi_value object = NULL, name = NULL, dtype = NULL, shape = NULL;
+    HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &object));
+    HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, types[i].name,
+                                                    NAPI_AUTO_LENGTH, &name));
+    HRT_NAPI_CALL_BOOL(
+        env, napi_create_string_utf8(
+                 env, hrt_hal_element_type_name(types[i].element_type),
+                 NAPI_AUTO_LENGTH, &dtype));
+    HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(env, types[i].rank,
+                                                          &shape));
+    for (uint32_t d = 0; d < types[i].rank; ++d) {
+      napi_value dim = NULL;
+      HRT_NAPI_CALL_BOOL(
+          env, napi_create_double(env, (double)types[i].shape[d], &dim));
+      HRT_NAPI_CALL_BOOL(env, napi_set_element(env, shape, d, dim));
+    }
+    HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "name", name));
+    HRT_NAPI_CALL_BOOL(env,
+                       napi_set_named_property(env, object, "dtype", dtype));
+    HRT_NAPI_CALL_BOOL(env,
+                       napi_set_named_property(env, object, "shape", shape));
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, *out, i, object));
+  }
+  return true;
+}
+
+bool hrt_js_function_signature(napi_env env, const hrt_vm_function_def_t* def,
+                               napi_value* out) {
+  napi_value name = NULL, inputs = NULL, outputs = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, out));
+  HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, def->name,
+                                                  NAPI_AUTO_LENGTH, &name));
+  if (!hrt_js_tensor_types(env, def->inputs, def->input_count, &inputs) ||
+      !hrt_js_tensor_types(env, def->outputs, def->output_count, &outputs)) {
+    return false;
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, *out, "name", name));
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, *out, "inputs", inputs));
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_set_named_property(env, *out, "outputs", outputs));
+  return true;
+}
+
+napi_value hrt_js_function_new(napi_env env, napi_value context_object,
+                               const hrt_js_context_handle_t* context,
+                               const hrt_vm_function_t* function) {
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  if (state == NULL) return NULL;
+  const hrt_vm_function_def_t* def = hrt_vm_function_def(function);
+  size_t length = strlen(function->module->name) + strlen(def->name) + 2;
+  hrt_js_function_handle_t* handle = calloc(1, sizeof(*handle) + length);
+  if (handle == NULL) {
+    hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED,
+                 "context.lookupFunction: out of host memory");
+    return NULL;
+  }
+  snprintf(handle->name, length, "%s.%s", function->module->name, def->name);
+  handle->context = context->context;
+  hrt_vm_context_retain(handle->context);
+  handle->function = *function;
+  handle->sink = context->sink;
+  if (handle->sink != NULL) hrt_js_sink_retain(handle->sink);
+  napi_value object = NULL, name = NULL, signature = NULL, inputs = NULL,
+             outputs = NULL;
+  if (!hrt_js_new_internal(env, state->function_class, &object)) {
+    hrt_js_function_release(handle);
+    return NULL;
+  }
+  if (!hrt_js_wrap_attach(env, object, &hrt_js_function_class, handle) ||
+      !hrt_js_function_signature(env, def, &signature)) {
+    return NULL;
+  }
+  HRT_NAPI_CALL(env, napi_create_string_utf8(env, handle->name,
+                                             NAPI_AUTO_LENGTH, &name));
+  HRT_NAPI_CALL(env, napi_get_named_property(env, signature, "inputs", &inputs));
+  HRT_NAPI_CALL(env,
+                napi_get_named_property(env, signature, "outputs", &outputs));
+  const napi_property_descriptor properties[] = {
+      {"name", NULL, NULL, NULL, NULL, name, napi_enumerable, NULL},
+      {"context", NULL, NULL, NULL, NULL, context_object, napi_enumerable,
+       NULL},
+      {"inputs", NULL, NULL, NULL, NULL, inputs, napi_enumerable, NULL},
+      {"outputs", NULL, NULL, NULL, NULL, outputs, napi_enumerable, NULL},
+  };
+  HRT_NAPI_CALL(env, napi_define_properties(env, object, 4, properties));
+  return object;
+}
+
+static napi_value hrt_js_function_construct(napi_env env,
+                                            napi_callback_info info) {
+  napi_value argv[1], this_arg = NULL;
+  size_t argc = 0;
+  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
+  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
+    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                 "new Function: use context.lookupFunction(name)");
+    return NULL;
+  }
+  return this_arg;
+}
+
+static napi_value hrt_js_function_close(napi_env env,
+                                        napi_callback_info info) {
+  napi_value this_arg = NULL;
+  hrt_js_wrap_t* wrap = NULL;
+  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
+      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_function_class,
+                         "function.close", NULL, true, &wrap)) {
+    return NULL;
+  }
+  hrt_js_wrap_close(wrap);
+  return NULL;
+}
+
+napi_value hrt_js_function_define(napi_env env, hrt_js_env_t* state) {
+  const napi_property_descriptor properties[] = {
+      {"invoke", NULL, hrt_js_function_invoke, NULL, NULL, NULL,
+       napi_default_method, NULL},
+      {"close", NULL, hrt_js_function_close, NULL, NULL, NULL,
+       napi_default_method, NULL},
+  };
+  napi_value constructor = NULL;
+  HRT_NAPI_CALL(env, napi_define_class(env, "Function", NAPI_AUTO_LENGTH,
+                                       hrt_js_function_construct, NULL, 2,
+                                       properties, &constructor));
+  HRT_NAPI_CALL(env, napi_create_reference(env, constructor, 1,
+                                           &state->function_class));
+  return constructor;
+}

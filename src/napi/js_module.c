@@ -1,0 +1,166 @@
+#include "napi/js_module.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "modules/program_module.h"
+#include "napi/js_args.h"
+#include "napi/js_function.h"
+#include "napi/js_instance.h"
+
+const hrt_js_class_t hrt_js_module_class = {
+    .name = "Module",
+    .tag = {0x2f6b8e1d0a9c4b73ULL, 0x9d3e5a7c1b2f8e40ULL},
+    .release = hrt_js_module_handle_release,
+};
+
+bool hrt_js_arg_module(napi_env env, napi_value value, const char* method,
+                       const char* name, hrt_js_module_handle_t** out_handle) {
+  const hrt_js_class_t* cls = hrt_js_wrap_is(env, value, &hrt_js_hal_module_class)
+                                  ? &hrt_js_hal_module_class
+                                  : &hrt_js_module_class;
+  if (!hrt_js_wrap_is(env, value, cls)) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: %s is not a HalModule or Module", method, name);
+  }
+  hrt_js_wrap_t* wrap = NULL;
+  if (!hrt_js_arg_unwrap(env, value, cls, method, name, false, &wrap)) {
+    return false;
+  }
+  *out_handle = wrap->handle;
+  return true;
+}
+
+static napi_value hrt_js_module_construct(napi_env env,
+                                          napi_callback_info info) {
+  napi_value argv[1], this_arg = NULL;
+  size_t argc = 0;
+  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
+  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
+    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                 "new Module: use Module.load(instance, path), "
+                 "Module.fromObject(instance, object) or a ModuleBuilder");
+    return NULL;
+  }
+  return this_arg;
+}
+
+// Module.fromJson(instance, text, baseDir?) -> Module
+static napi_value hrt_js_module_from_json(napi_env env,
+                                          napi_callback_info info) {
+  static const char* const method = "Module.fromJson";
+  napi_value argv[3];
+  hrt_js_wrap_t* instance = NULL;
+  char* text = NULL;
+  char* base_dir = NULL;
+  if (!hrt_js_args_get(env, info, 3, argv, NULL, NULL) ||
+      !hrt_js_arg_unwrap(env, argv[0], &hrt_js_instance_class, method,
+                         "instance", false, &instance) ||
+      !hrt_js_arg_string(env, argv[1], method, "text", NULL, &text)) {
+    return NULL;
+  }
+  if (!hrt_js_arg_is_undefined(env, argv[2]) &&
+      !hrt_js_arg_string(env, argv[2], method, "baseDir", NULL, &base_dir)) {
+    free(text);
+    return NULL;
+  }
+  hrt_js_module_handle_t* handle = calloc(1, sizeof(*handle));
+  hrt_status_t status =
+      handle ? hrt_program_module_create(text, strlen(text), base_dir,
+                                         &handle->module)
+             : hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                               "out of host memory");
+  free(text);
+  free(base_dir);
+  if (status != HRT_OK) {
+    free(handle);
+    hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));
+    return NULL;
+  }
+  handle->instance = (hrt_vm_instance_t*)instance->handle;
+  hrt_vm_instance_retain(handle->instance);
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  napi_value object = NULL;
+  if (state == NULL ||
+      !hrt_js_new_internal(env, state->module_class, &object)) {
+    hrt_js_module_handle_release(handle);
+    return NULL;
+  }
+  if (!hrt_js_wrap_attach(env, object, &hrt_js_module_class, handle)) {
+    return NULL;
+  }
+  return object;
+}
+
+static bool hrt_js_module_this(napi_env env, napi_callback_info info,
+                               const char* method,
+                               hrt_js_module_handle_t** out) {
+  napi_value this_arg = NULL;
+  hrt_js_wrap_t* wrap = NULL;
+  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
+      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_module_class, method, NULL,
+                         false, &wrap)) {
+    return false;
+  }
+  *out = wrap->handle;
+  return true;
+}
+
+static napi_value hrt_js_module_name(napi_env env, napi_callback_info info) {
+  hrt_js_module_handle_t* handle = NULL;
+  if (!hrt_js_module_this(env, info, "module.name", &handle)) return NULL;
+  napi_value name = NULL;
+  HRT_NAPI_CALL(env, napi_create_string_utf8(env, handle->module->name,
+                                             NAPI_AUTO_LENGTH, &name));
+  return name;
+}
+
+// module.functions -> [{name, inputs, outputs}]
+static napi_value hrt_js_module_functions(napi_env env,
+                                          napi_callback_info info) {
+  hrt_js_module_handle_t* handle = NULL;
+  if (!hrt_js_module_this(env, info, "module.functions", &handle)) return NULL;
+  const hrt_vm_module_t* module = handle->module;
+  napi_value list = NULL;
+  HRT_NAPI_CALL(env, napi_create_array_with_length(env, module->function_count,
+                                                   &list));
+  for (uint32_t i = 0; i < module->function_count; ++i) {
+    napi_value signature = NULL;
+    if (!hrt_js_function_signature(env, &module->functions[i], &signature)) {
+      return NULL;
+    }
+    HRT_NAPI_CALL(env, napi_set_element(env, list, i, signature));
+  }
+  return list;
+}
+
+static napi_value hrt_js_module_close(napi_env env, napi_callback_info info) {
+  napi_value this_arg = NULL;
+  hrt_js_wrap_t* wrap = NULL;
+  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
+      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_module_class, "module.close",
+                         NULL, true, &wrap)) {
+    return NULL;
+  }
+  hrt_js_wrap_close(wrap);
+  return NULL;
+}
+
+napi_value hrt_js_module_define(napi_env env, hrt_js_env_t* state) {
+  const napi_property_descriptor properties[] = {
+      {"fromJson", NULL, hrt_js_module_from_json, NULL, NULL, NULL,
+       napi_static, NULL},
+      {"name", NULL, NULL, hrt_js_module_name, NULL, NULL, napi_default, NULL},
+      {"functions", NULL, NULL, hrt_js_module_functions, NULL, NULL,
+       napi_default, NULL},
+      {"close", NULL, hrt_js_module_close, NULL, NULL, NULL,
+       napi_default_method, NULL},
+  };
+  napi_value constructor = NULL;
+  HRT_NAPI_CALL(env, napi_define_class(env, "Module", NAPI_AUTO_LENGTH,
+                                       hrt_js_module_construct, NULL, 4,
+                                       properties, &constructor));
+  HRT_NAPI_CALL(env, napi_create_reference(env, constructor, 1,
+                                           &state->module_class));
+  return constructor;
+}

@@ -1,0 +1,403 @@
+#include "napi/js_sink.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/threads.h"
+#include "hal/buffer_view.h"
+#include "napi/js_common.h"
+#include "napi/js_submit.h"
+
+// An error the callback threw, kept until its invocation settles.
+typedef struct hrt_js_sink_error_s {
+  struct hrt_js_sink_error_s* next;
+  uint64_t sequence;
+  napi_ref error;
+} hrt_js_sink_error_t;
+
+struct hrt_js_sink_s {
+  atomic_int_fast32_t ref_count;
+  hrt_js_channel_t* channel;  // the sink's reference; finished by release
+  // JS thread only.
+  napi_ref callback;     // weak while idle, strong while invocations run
+  uint32_t in_flight;    // invocations begun and not ended
+  hrt_js_sink_error_t* errors;
+  // Backpressure; guarded by mutex.
+  hrt_mutex_t mutex;
+  hrt_cond_t drained;
+  uint64_t bytes_in_flight;
+  uint64_t max_bytes;
+  uint64_t dropped;
+  hrt_js_sink_policy_t policy;
+  bool closed;  // the channel finalized: nothing will drain any more
+};
+
+typedef struct hrt_js_trace_tensor_s {
+  char* name;
+  hrt_hal_element_type_t element_type;
+  uint32_t rank;
+  int64_t shape[HRT_HAL_MAX_RANK];
+  void* data;  // malloc'd copy, handed to an external ArrayBuffer
+  uint64_t byte_length;
+} hrt_js_trace_tensor_t;
+
+// One trace on its way to JavaScript. Owns every allocation in it.
+typedef struct hrt_js_trace_message_s {
+  hrt_js_message_t message;  // first: the channel hands this back
+  hrt_js_sink_t* sink;       // retained
+  uint64_t bytes;            // counted against the sink's bound
+  char* key;
+  char* function;
+  uint64_t sequence;
+  uint32_t op_index;
+  uint64_t dropped;  // the sink's drop count when this trace was taken
+  uint32_t count;
+  hrt_js_trace_tensor_t tensors[];
+} hrt_js_trace_message_t;
+
+void hrt_js_sink_retain(hrt_js_sink_t* sink) {
+  atomic_fetch_add_explicit(&sink->ref_count, 1, memory_order_relaxed);
+}
+
+void hrt_js_sink_release(hrt_js_sink_t* sink) {
+  if (atomic_fetch_sub_explicit(&sink->ref_count, 1, memory_order_acq_rel) !=
+      1) {
+    return;
+  }
+  hrt_cond_deinit(&sink->drained);
+  hrt_mutex_deinit(&sink->mutex);
+  free(sink);
+}
+
+hrt_js_channel_t* hrt_js_sink_channel(const hrt_js_sink_t* sink) {
+  return sink->channel;
+}
+
+static void hrt_js_trace_message_free(hrt_js_trace_message_t* message) {
+  for (uint32_t i = 0; i < message->count; ++i) {
+    free(message->tensors[i].name);
+    free(message->tensors[i].data);
+  }
+  free(message->key);
+  free(message->function);
+  hrt_js_sink_release(message->sink);
+  free(message);
+}
+
+// Returns `bytes` to the bound and wakes a waiting producer.
+static void hrt_js_sink_credit(hrt_js_sink_t* sink, uint64_t bytes) {
+  hrt_mutex_lock(&sink->mutex);
+  sink->bytes_in_flight -= bytes;
+  hrt_cond_broadcast(&sink->drained);
+  hrt_mutex_unlock(&sink->mutex);
+}
+
+static char* hrt_js_strdup(const char* text) {
+  size_t length = strlen(text) + 1;
+  char* copy = malloc(length);
+  if (copy) memcpy(copy, text, length);
+  return copy;
+}
+
+//===----------------------------------------------------------------------===//
+// JS thread: delivering a trace
+//===----------------------------------------------------------------------===//
+
+static bool hrt_js_set_string(napi_env env, napi_value object,
+                              const char* name, const char* text) {
+  napi_value value = NULL;
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &value));
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, name, value));
+  return true;
+}
+
+static bool hrt_js_set_number(napi_env env, napi_value object,
+                              const char* name, double number) {
+  napi_value value = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_create_double(env, number, &value));
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, name, value));
+  return true;
+}
+
+// {name, dtype, shape, data}; takes the tensor's data.
+static bool hrt_js_tensor_object(napi_env env, hrt_js_trace_tensor_t* tensor,
+                                 napi_value* out) {
+  napi_value object = NULL, shape = NULL, data = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &object));
+  if (!hrt_js_set_string(env, object, "name", tensor->name) ||
+      !hrt_js_set_string(env, object, "dtype",
+                         hrt_hal_element_type_name(tensor->element_type))) {
+    return false;
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(env, tensor->rank,
+                                                        &shape));
+  for (uint32_t d = 0; d < tensor->rank; ++d) {
+    napi_value dim = NULL;
+    HRT_NAPI_CALL_BOOL(env,
+                       napi_create_double(env, (double)tensor->shape[d], &dim));
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, shape, d, dim));
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "shape", shape));
+  void* bytes = tensor->data;
+  tensor->data = NULL;
+  if (!hrt_js_typed_array_from_host(env, tensor->element_type, bytes,
+                                    tensor->byte_length, &data)) {
+    return false;
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "data", data));
+  *out = object;
+  return true;
+}
+
+// Builds (key, tensors, info) and calls the callback. False with a pending
+// exception when the callback threw or the arguments could not be made.
+static bool hrt_js_sink_call(napi_env env, napi_value callback,
+                             hrt_js_trace_message_t* message) {
+  napi_value args[3], tensors = NULL, undefined = NULL, ignored = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, message->key,
+                                                  NAPI_AUTO_LENGTH, &args[0]));
+  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(env, message->count,
+                                                        &tensors));
+  for (uint32_t i = 0; i < message->count; ++i) {
+    napi_value tensor = NULL;
+    if (!hrt_js_tensor_object(env, &message->tensors[i], &tensor)) return false;
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, tensors, i, tensor));
+  }
+  args[1] = tensors;
+  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &args[2]));
+  if (!hrt_js_set_number(env, args[2], "sequence", (double)message->sequence) ||
+      !hrt_js_set_string(env, args[2], "function", message->function) ||
+      !hrt_js_set_number(env, args[2], "op", message->op_index) ||
+      !hrt_js_set_number(env, args[2], "dropped", (double)message->dropped)) {
+    return false;
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, &undefined));
+  return napi_call_function(env, undefined, callback, 3, args, &ignored) ==
+         napi_ok;
+}
+
+// Keeps the first error per invocation, for hrt_js_sink_take_error.
+static void hrt_js_sink_keep_error(napi_env env, hrt_js_sink_t* sink,
+                                   uint64_t sequence, napi_value error) {
+  for (hrt_js_sink_error_t* entry = sink->errors; entry; entry = entry->next) {
+    if (entry->sequence == sequence) return;
+  }
+  hrt_js_sink_error_t* entry = calloc(1, sizeof(*entry));
+  if (entry == NULL) return;
+  if (napi_create_reference(env, error, 1, &entry->error) != napi_ok) {
+    free(entry);
+    return;
+  }
+  entry->sequence = sequence;
+  entry->next = sink->errors;
+  sink->errors = entry;
+}
+
+static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
+                                hrt_js_message_t* base) {
+  (void)channel;
+  hrt_js_trace_message_t* message = (hrt_js_trace_message_t*)base;
+  hrt_js_sink_t* sink = message->sink;
+  hrt_js_sink_credit(sink, message->bytes);
+  napi_value callback = NULL;
+  if (env != NULL && sink->callback != NULL &&
+      napi_get_reference_value(env, sink->callback, &callback) == napi_ok &&
+      callback != NULL) {
+    napi_handle_scope scope = NULL;
+    if (napi_open_handle_scope(env, &scope) == napi_ok) {
+      if (!hrt_js_sink_call(env, callback, message)) {
+        napi_value error = NULL;
+        if (napi_get_and_clear_last_exception(env, &error) == napi_ok &&
+            error != NULL) {
+          hrt_js_sink_keep_error(env, sink, message->sequence, error);
+        }
+      }
+      napi_close_handle_scope(env, scope);
+    }
+  }
+  hrt_js_trace_message_free(message);
+}
+
+//===----------------------------------------------------------------------===//
+// Completion thread: the native sink
+//===----------------------------------------------------------------------===//
+
+// Waits for room for `bytes` (WAIT) or decides to drop (DROP). Returns false
+// to drop; on true the bytes are counted in flight.
+static bool hrt_js_sink_admit(hrt_js_sink_t* sink, uint64_t bytes,
+                              uint64_t* out_dropped) {
+  hrt_mutex_lock(&sink->mutex);
+  bool admitted = true;
+  while (!sink->closed && sink->bytes_in_flight != 0 &&
+         sink->bytes_in_flight + bytes > sink->max_bytes) {
+    if (sink->policy == HRT_JS_SINK_DROP) {
+      admitted = false;
+      break;
+    }
+    hrt_cond_wait(&sink->drained, &sink->mutex);
+  }
+  if (admitted) {
+    sink->bytes_in_flight += bytes;
+  } else {
+    ++sink->dropped;
+  }
+  *out_dropped = sink->dropped;
+  hrt_mutex_unlock(&sink->mutex);
+  return admitted;
+}
+
+static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
+                                      const hrt_trace_info_t* info,
+                                      uint32_t count,
+                                      const hrt_trace_tensor_t* tensors) {
+  hrt_js_sink_t* sink = user_data;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < count; ++i) bytes += tensors[i].byte_length;
+  uint64_t dropped = 0;
+  if (!hrt_js_sink_admit(sink, bytes, &dropped)) return HRT_OK;
+  hrt_js_trace_message_t* message =
+      calloc(1, sizeof(*message) + count * sizeof(message->tensors[0]));
+  bool ok = message != NULL;
+  if (ok) {
+    message->message.deliver = hrt_js_sink_deliver;
+    message->sink = sink;
+    hrt_js_sink_retain(sink);
+    message->bytes = bytes;
+    message->sequence = info->sequence;
+    message->op_index = info->op_index;
+    message->dropped = dropped;
+    message->key = hrt_js_strdup(key);
+    message->function = hrt_js_strdup(info->function);
+    ok = message->key && message->function;
+    for (uint32_t i = 0; ok && i < count; ++i) {
+      const hrt_trace_tensor_t* source = &tensors[i];
+      hrt_js_trace_tensor_t* tensor = &message->tensors[i];
+      message->count = i + 1;
+      tensor->name = hrt_js_strdup(source->name);
+      tensor->element_type = source->element_type;
+      tensor->rank = source->rank;
+      memcpy(tensor->shape, source->shape, source->rank * sizeof(int64_t));
+      tensor->byte_length = source->byte_length;
+      tensor->data = malloc(source->byte_length ? source->byte_length : 1);
+      ok = tensor->name && tensor->data;
+      if (ok) memcpy(tensor->data, source->data, source->byte_length);
+    }
+  }
+  if (ok && hrt_js_channel_post(sink->channel, &message->message)) {
+    return HRT_OK;
+  }
+  // Not delivered: out of memory, or the env is gone (nobody to tell).
+  if (message) hrt_js_trace_message_free(message);
+  hrt_js_sink_credit(sink, bytes);
+  if (!ok) {
+    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                           "out of host memory copying trace '%s'", key);
+  }
+  return HRT_OK;
+}
+
+// The HAL module is gone: no more traces. Queued ones still drain.
+static void hrt_js_sink_native_release(void* user_data) {
+  hrt_js_sink_t* sink = user_data;
+  hrt_js_channel_finish(sink->channel);
+  hrt_js_sink_release(sink);
+}
+
+// JS thread, once: the channel is done (drained, or env teardown).
+static void hrt_js_sink_finalize(napi_env env, void* data) {
+  hrt_js_sink_t* sink = data;
+  if (sink->callback != NULL) napi_delete_reference(env, sink->callback);
+  sink->callback = NULL;
+  while (sink->errors) {
+    hrt_js_sink_error_t* entry = sink->errors;
+    sink->errors = entry->next;
+    napi_delete_reference(env, entry->error);
+    free(entry);
+  }
+  hrt_mutex_lock(&sink->mutex);
+  sink->closed = true;
+  hrt_cond_broadcast(&sink->drained);
+  hrt_mutex_unlock(&sink->mutex);
+  hrt_js_sink_release(sink);
+}
+
+//===----------------------------------------------------------------------===//
+// JS thread: lifetime
+//===----------------------------------------------------------------------===//
+
+bool hrt_js_sink_create(napi_env env, napi_value callback, uint64_t max_bytes,
+                        hrt_js_sink_policy_t policy, hrt_js_sink_t** out_sink,
+                        hrt_debug_sink_t* out_native) {
+  hrt_js_sink_t* sink = calloc(1, sizeof(*sink));
+  if (sink == NULL) {
+    return hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED,
+                        "out of host memory creating a debug sink");
+  }
+  // The caller's, the HAL module's (until release) and the channel's.
+  atomic_init(&sink->ref_count, 3);
+  hrt_mutex_init(&sink->mutex);
+  hrt_cond_init(&sink->drained);
+  sink->max_bytes = max_bytes;
+  sink->policy = policy;
+  if (napi_create_reference(env, callback, 0, &sink->callback) != napi_ok) {
+    hrt_js_throw_napi_failure(env, napi_generic_failure,
+                              "napi_create_reference");
+    hrt_cond_deinit(&sink->drained);
+    hrt_mutex_deinit(&sink->mutex);
+    free(sink);
+    return false;
+  }
+  if (hrt_js_channel_create(env, "halrt.debugSink", hrt_js_sink_finalize, sink,
+                            &sink->channel) != napi_ok) {
+    napi_delete_reference(env, sink->callback);
+    hrt_cond_deinit(&sink->drained);
+    hrt_mutex_deinit(&sink->mutex);
+    free(sink);
+    return false;
+  }
+  *out_native = (hrt_debug_sink_t){
+      .buffer_view_trace = {hrt_js_sink_trace, sink},
+      .release = {hrt_js_sink_native_release, sink},
+  };
+  *out_sink = sink;
+  return true;
+}
+
+void hrt_js_sink_abandon(hrt_js_sink_t* sink) {
+  // What the HAL module would have done at release, then the caller's drop.
+  hrt_js_sink_native_release(sink);
+  hrt_js_sink_release(sink);
+}
+
+void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink) {
+  if (sink->in_flight++ == 0 && sink->callback != NULL) {
+    napi_reference_ref(env, sink->callback, NULL);
+  }
+  hrt_js_channel_begin_work(env, sink->channel);
+}
+
+void hrt_js_sink_end_invocation(napi_env env, hrt_js_sink_t* sink) {
+  if (sink->in_flight == 0) return;
+  if (--sink->in_flight == 0 && sink->callback != NULL) {
+    napi_reference_unref(env, sink->callback, NULL);
+  }
+  hrt_js_channel_end_work(env, sink->channel);
+}
+
+napi_value hrt_js_sink_take_error(napi_env env, hrt_js_sink_t* sink,
+                                  uint64_t sequence) {
+  for (hrt_js_sink_error_t** link = &sink->errors; *link;
+       link = &(*link)->next) {
+    hrt_js_sink_error_t* entry = *link;
+    if (entry->sequence != sequence) continue;
+    napi_value error = NULL;
+    napi_get_reference_value(env, entry->error, &error);
+    napi_delete_reference(env, entry->error);
+    *link = entry->next;
+    free(entry);
+    return error;
+  }
+  return NULL;
+}
