@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/arena.h"
+#include "base/half.h"
 #include "base/json.h"
 #include "hal/builtin_signatures.h"
 #include "modules/hal_module.h"
@@ -462,29 +463,6 @@ static uint32_t hrt_f32_bits(float value) {
   uint32_t bits;
   memcpy(&bits, &value, sizeof(bits));
   return bits;
-}
-
-// Round-to-nearest-even conversions from f32 to the 16-bit float formats.
-static uint16_t hrt_f32_to_bf16(float value) {
-  uint32_t bits = hrt_f32_bits(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((bits >> 16) | 64);
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return (uint16_t)(bits >> 16);
-}
-
-static uint16_t hrt_f32_to_f16(float value) {
-  uint32_t bits = hrt_f32_bits(value);
-  uint32_t sign = (bits >> 16) & 0x8000u;
-  uint32_t abs = bits & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);  // NaN
-  if (abs >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);  // overflow
-  if (abs < 0x38800000u) {  // subnormal or zero in f16
-    float magnitude;
-    memcpy(&magnitude, &abs, sizeof(magnitude));
-    return (uint16_t)(sign | (uint32_t)lrintf(magnitude * 16777216.0f));
-  }
-  uint32_t rounded = abs + 0xFFFu + ((abs >> 13) & 1u);
-  return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
 }
 
 // The fill pattern of `value` stored as `type`.
