@@ -3,7 +3,9 @@
 #ifndef HRT_HAL_ELEMENT_TYPE_H_
 #define HRT_HAL_ELEMENT_TYPE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/status.h"
 
@@ -31,5 +33,15 @@ const char* hrt_hal_element_type_name(hrt_hal_element_type_t type);
 hrt_status_t hrt_hal_element_type_parse(const char* name,
                                         hrt_hal_element_type_t* out_type)
     HRT_MUST_USE;
+
+// Element `index` of an array of `type` at `data`, as a double (f16 and bf16
+// converted; 64-bit integers beyond 2^53 lose precision; bool is 0 or 1).
+double hrt_hal_element_load(hrt_hal_element_type_t type, const void* data,
+                            uint64_t index);
+// Whether the type holds floating-point values (NaN and Inf are possible).
+bool hrt_hal_element_type_is_float(hrt_hal_element_type_t type);
+// Writes element `index` as text: integers exactly, floats with %g.
+void hrt_hal_element_format(hrt_hal_element_type_t type, const void* data,
+                            uint64_t index, char* out, size_t capacity);
 
 #endif  // HRT_HAL_ELEMENT_TYPE_H_
