@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "base/alloc.h"
+#include "modules/tensor_stats.h"
 
 typedef struct hrt_hal_module_s {
   hrt_vm_module_t base;
@@ -90,6 +91,15 @@ hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
                                   const hrt_trace_info_t* info, uint32_t count,
                                   const hrt_trace_tensor_t* tensors) {
   const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
+  for (uint32_t i = 0; module->options.reject_nonfinite && i < count; ++i) {
+    uint64_t index = 0;
+    if (hrt_tensor_find_nonfinite(&tensors[i], &index)) {
+      return hrt_status_make(HRT_STATUS_ABORTED,
+                             "trace '%s': tensor '%s' holds a non-finite value "
+                             "at index %llu",
+                             key, tensors[i].name, (unsigned long long)index);
+    }
+  }
   return module->sink.buffer_view_trace.fn(
       module->sink.buffer_view_trace.user_data, key, info, count, tensors);
 }

@@ -18,6 +18,10 @@ typedef struct hrt_hal_module_options_s {
   // Trace what every dispatch writes (its bindings that are not function
   // inputs), keyed "function:op:kernel", without changing the program.
   bool trace_dispatches;
+  // Fail the invocation (ABORTED, naming the trace key, tensor and first bad
+  // index) at the first traced tensor holding NaN or Inf, before the sink
+  // sees it.
+  bool reject_nonfinite;
 } hrt_hal_module_options_t;
 
 // `sink` may be NULL (no sink). On error the sink's release is not called.
@@ -31,7 +35,8 @@ bool hrt_hal_module_isa(const hrt_vm_module_t* module);
 hrt_hal_device_t* hrt_hal_module_device(const hrt_vm_module_t* hal_module);
 const hrt_hal_module_options_t* hrt_hal_module_options(
     const hrt_vm_module_t* hal_module);
-// Hands one trace to the sink (completion thread).
+// Hands one trace to the sink (completion thread), after the non-finite
+// check when the module has it.
 hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
                                   const char* key,
                                   const hrt_trace_info_t* info, uint32_t count,

@@ -103,7 +103,8 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
     free(handle);
     return NULL;
   }
-  hrt_hal_module_options_t module_options = {options.trace_dispatches};
+  hrt_hal_module_options_t module_options = {
+      .trace_dispatches = options.trace_dispatches};
   hrt_status_t status = hrt_hal_module_create(
       (hrt_hal_device_t*)device->handle, handle->sink ? &native_sink : NULL,
       &module_options, &handle->module);

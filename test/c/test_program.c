@@ -144,7 +144,7 @@ static hrt_status_t fixture_create(const char* uri, const char* json,
   HRT_RETURN_IF_ERROR(hrt_vm_instance_create(&out->instance));
   HRT_RETURN_IF_ERROR(
       hrt_vm_instance_create_device(out->instance, uri, &out->device));
-  hrt_hal_module_options_t options = {trace_dispatches};
+  hrt_hal_module_options_t options = {.trace_dispatches = trace_dispatches};
   HRT_RETURN_IF_ERROR(
       hrt_hal_module_create(out->device, sink, &options, &out->hal));
   HRT_RETURN_IF_ERROR(
@@ -603,6 +603,60 @@ static void fills_store_values_in_each_dtype(void) {
   CHECK(ok);
 }
 
+static void nonfinite_guard_rejects_naming_key_and_index(void) {
+  const char* json =
+      "{\"format\": \"halrt.module/1\", \"name\": \"m\","
+      " \"executables\": {\"k\": {\"local\": {\"builtin\": true}}},"
+      " \"functions\": {\"f\": {"
+      "  \"inputs\": [{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4]}],"
+      "  \"outputs\": [{\"name\": \"q\", \"dtype\": \"f32\", \"shape\": [4]}],"
+      "  \"body\": [{\"op\": \"dispatch\", \"kernel\": \"k.div_f32\","
+      "   \"workgroups\": [1], \"bindings\": [\"a\", \"a\", \"q\"],"
+      "   \"constants\": [4]},"
+      "   {\"op\": \"trace\", \"key\": \"ratio\", \"values\": [\"q\"]}]}}}";
+  recorder_t recorder;
+  recorder_init(&recorder);
+  hrt_debug_sink_t sink = recorder_sink(&recorder);
+  fixture_t f;
+  memset(&f, 0, sizeof(f));
+  CHECK_OK(hrt_vm_instance_create(&f.instance));
+  CHECK_OK(hrt_vm_instance_create_device(f.instance, "local-sync", &f.device));
+  hrt_hal_module_options_t options = {.reject_nonfinite = true};
+  CHECK_OK(hrt_hal_module_create(f.device, &sink, &options, &f.hal));
+  CHECK_OK(hrt_program_module_create(json, strlen(json), NULL, &f.program));
+  hrt_vm_module_t* modules[2] = {f.hal, f.program};
+  CHECK_OK(hrt_vm_context_create(f.instance, modules, 2, &f.context));
+  hrt_vm_function_t function;
+  CHECK_OK(hrt_vm_context_lookup_function(f.context, "m.f", &function));
+  for (int run = 0; run < 2; ++run) {
+    float a[4] = {1, 2, run ? 3.0f : 0.0f, 4};  // 0/0 is NaN at index 2
+    hrt_hal_buffer_t* buffer = NULL;
+    int64_t shape[1] = {4};
+    hrt_hal_buffer_view_t* input = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(f.device, 16, a, &buffer));
+    CHECK_OK(hrt_hal_buffer_view_create(buffer, 0, HRT_HAL_ELEMENT_TYPE_F32, 1,
+                                        shape, &input));
+    hrt_hal_buffer_release(buffer);
+    result_t result = {.output_count = 0};
+    hrt_notification_init(&result.done);
+    CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1, run,
+                                 (hrt_vm_invocation_done_t){on_done, &result}));
+    hrt_hal_buffer_view_release(input);
+    hrt_status_t status = wait_result(&result);
+    if (run == 0) {
+      CHECK_STATUS(status, HRT_STATUS_ABORTED,
+                   "trace 'ratio': tensor 'q' holds a non-finite value at "
+                   "index 2");
+    } else {
+      CHECK_OK(status);
+      hrt_hal_buffer_view_release(result.outputs[0]);
+    }
+  }
+  CHECK_EQ_INT(recorder.count, 1);  // the sink saw only the finite trace
+  fixture_release(&f);
+  CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
+}
+
 TEST_MAIN(TEST_CASE(program_runs_and_traces_in_order),
           TEST_CASE(trace_dispatches_traces_every_dispatch_output),
           TEST_CASE(sink_error_fails_only_its_invocation),
@@ -612,4 +666,5 @@ TEST_MAIN(TEST_CASE(program_runs_and_traces_in_order),
           TEST_CASE(bad_modules_name_the_field),
           TEST_CASE(cuda_only_executables_fail_to_link_on_cpu),
           TEST_CASE(fills_store_values_in_each_dtype),
+          TEST_CASE(nonfinite_guard_rejects_naming_key_and_index),
           TEST_CASE(every_object_is_destroyed))

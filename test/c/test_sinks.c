@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include "modules/npy_sink.h"
+#include "modules/tensor_stats.h"
 #include "modules/stdio_sink.h"
 #include "modules/tee_sink.h"
 #include "test.h"
@@ -146,6 +149,37 @@ static void tee_forwards_to_every_sink(void) {
                HRT_STATUS_INVALID_ARGUMENT, "1 to 16 sinks");
 }
 
+static void stats_skip_and_count_nonfinite_values(void) {
+  float values[6] = {1, NAN, -2, INFINITY, 4, -INFINITY};
+  int64_t shape[1] = {6};
+  hrt_trace_tensor_t tensor = {"v", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, values,
+                               sizeof(values)};
+  hrt_tensor_stats_t stats;
+  hrt_tensor_stats_compute(&tensor, &stats);
+  CHECK_EQ_INT(stats.count, 6);
+  CHECK(stats.min == -2 && stats.max == 4 && stats.mean == 1);
+  CHECK_EQ_INT(stats.nan_count, 1);
+  CHECK_EQ_INT(stats.inf_count, 2);
+  uint64_t index = 0;
+  CHECK(hrt_tensor_find_nonfinite(&tensor, &index));
+  CHECK_EQ_INT(index, 1);
+  uint16_t half[2] = {0x3C00, 0x7C00};  // 1, +inf
+  int64_t half_shape[1] = {2};
+  hrt_trace_tensor_t f16 = {"h", HRT_HAL_ELEMENT_TYPE_F16, 1, half_shape, half,
+                            sizeof(half)};
+  CHECK(hrt_tensor_find_nonfinite(&f16, &index) && index == 1);
+  int32_t ints[3] = {-5, 7, 1};
+  hrt_trace_tensor_t i32 = {"i", HRT_HAL_ELEMENT_TYPE_I32, 1, shape, ints,
+                            sizeof(ints)};
+  hrt_tensor_stats_compute(&i32, &stats);
+  CHECK(stats.min == -5 && stats.max == 7 && stats.mean == 1);
+  CHECK(!hrt_tensor_find_nonfinite(&i32, &index));
+  hrt_trace_tensor_t empty = {"e", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, values, 0};
+  hrt_tensor_stats_compute(&empty, &stats);
+  CHECK(stats.count == 0 && isnan(stats.mean));
+}
+
 TEST_MAIN(TEST_CASE(stdio_sink_prints_and_elides),
           TEST_CASE(npy_sink_writes_valid_files),
-          TEST_CASE(tee_forwards_to_every_sink))
+          TEST_CASE(tee_forwards_to_every_sink),
+          TEST_CASE(stats_skip_and_count_nonfinite_values))
