@@ -42,6 +42,16 @@ typedef struct hrt_hal_completion_s {
   void* user_data;
 } hrt_hal_completion_t;
 
+// Reports how long one dispatch of a profiled submission took, on the
+// device's completion thread, after the dispatch has completed and before
+// the submission's completion. Times are hrt_time_now_ns() nanoseconds (a
+// GPU device converts its own clock to that timeline); `command_index` is the
+// dispatch's position in the command buffer.
+typedef void (*hrt_hal_dispatch_timing_fn_t)(void* host_context,
+                                             uint32_t command_index,
+                                             int64_t start_ns,
+                                             int64_t duration_ns);
+
 typedef struct hrt_hal_submission_s {
   hrt_hal_command_buffer_t* command_buffer;  // finalized, same device
   const hrt_hal_buffer_ref_t* bindings;      // concrete refs for the slots
@@ -52,6 +62,7 @@ typedef struct hrt_hal_submission_s {
   uint32_t signal_count;
   hrt_hal_completion_t completion;           // fn may be NULL
   void* host_context;  // passed to trace callbacks; must outlive completion
+  hrt_hal_dispatch_timing_fn_t dispatch_timing;  // NULL: not profiled
 } hrt_hal_submission_t;
 
 typedef struct hrt_hal_device_s hrt_hal_device_t;

@@ -7,6 +7,9 @@
 //   before the trace has completed. `tensors[i].data` is a host snapshot
 //   valid only during the call: a sink that keeps data copies it. A non-OK
 //   return fails the invocation that produced the trace with that status.
+// - calls dispatch_timing (optional: fn may be NULL) on the completion
+//   thread for each dispatch of a profiled invocation, after the dispatch
+//   and before the invocation completes;
 // - calls release exactly once, when the HAL module is destroyed, on
 //   whatever thread drops its last reference (possibly the completion
 //   thread). If HAL module creation fails, release is not called and the
@@ -34,6 +37,16 @@ typedef struct hrt_trace_tensor_s {
   uint64_t byte_length;
 } hrt_trace_tensor_t;
 
+typedef struct hrt_dispatch_timing_s {
+  uint64_t sequence;     // the invocation's number
+  const char* function;  // "module.function"
+  uint32_t op_index;
+  const char* kernel;    // "executable.entry"
+  const char* device;    // the device's URI
+  int64_t start_ns;      // hrt_time_now_ns() timeline
+  int64_t duration_ns;
+} hrt_dispatch_timing_t;
+
 typedef struct hrt_debug_sink_s {
   struct {
     hrt_status_t (*fn)(void* user_data, const char* key,
@@ -41,6 +54,11 @@ typedef struct hrt_debug_sink_s {
                        const hrt_trace_tensor_t* tensors);
     void* user_data;
   } buffer_view_trace;
+  struct {
+    void (*fn)(void* user_data, const hrt_dispatch_timing_t* events,
+               uint32_t count);
+    void* user_data;
+  } dispatch_timing;
   struct {
     void (*fn)(void* user_data);
     void* user_data;

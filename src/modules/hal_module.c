@@ -103,3 +103,13 @@ hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
   return module->sink.buffer_view_trace.fn(
       module->sink.buffer_view_trace.user_data, key, info, count, tensors);
 }
+
+void hrt_hal_module_dispatch_timing(const hrt_vm_module_t* hal_module,
+                                    const hrt_dispatch_timing_t* events,
+                                    uint32_t count) {
+  const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
+  if (module->sink.dispatch_timing.fn) {
+    module->sink.dispatch_timing.fn(module->sink.dispatch_timing.user_data,
+                                    events, count);
+  }
+}

@@ -22,6 +22,8 @@ typedef struct hrt_hal_module_options_s {
   // index) at the first traced tensor holding NaN or Inf, before the sink
   // sees it.
   bool reject_nonfinite;
+  // Time every dispatch and report it to the sink's dispatch_timing.
+  bool profile;
 } hrt_hal_module_options_t;
 
 // `sink` may be NULL (no sink). On error the sink's release is not called.
@@ -42,5 +44,10 @@ hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
                                   const hrt_trace_info_t* info, uint32_t count,
                                   const hrt_trace_tensor_t* tensors)
     HRT_MUST_USE;
+
+// Hands dispatch timings to the sink, if it takes them (completion thread).
+void hrt_hal_module_dispatch_timing(const hrt_vm_module_t* hal_module,
+                                    const hrt_dispatch_timing_t* events,
+                                    uint32_t count);
 
 #endif  // HRT_MODULES_HAL_MODULE_H_

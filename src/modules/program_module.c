@@ -886,12 +886,16 @@ struct hrt_program_state_s {
   hrt_hal_device_t* device;  // the HAL module's
   hrt_hal_executable_t** executables;          // [executable_count]
   hrt_hal_command_buffer_t** command_buffers;  // [function_count]
-  hrt_arena_t arena;  // trace sites and generated keys
+  uint32_t** command_ops;  // [function_count][commands]: op of each command
+  hrt_arena_t arena;  // trace sites, generated keys, command_ops
 };
 
 // One call in flight: the host context of its submission.
 typedef struct hrt_program_call_s {
   hrt_vm_invocation_done_t done;
+  const hrt_program_state_t* state;
+  const hrt_function_t* function;
+  uint32_t function_ordinal;
   uint64_t sequence;
   uint32_t output_count;
   uint32_t local_count;
@@ -1085,7 +1089,14 @@ static hrt_status_t hrt_record_function(hrt_program_state_t* state,
   HRT_RETURN_IF_ERROR(
       hrt_hal_command_buffer_create(state->device, &command_buffer));
   state->command_buffers[index] = command_buffer;
+  // At most two commands per op (a dispatch and its trace).
+  uint32_t* command_ops = NULL;
+  HRT_RETURN_IF_ERROR(hrt_arena_allocate(
+      &state->arena, (2 * (size_t)function->op_count + 1) * sizeof(uint32_t),
+      "command map", (void**)&command_ops));
+  state->command_ops[index] = command_ops;
   for (uint32_t i = 0; i < function->op_count; ++i) {
+    uint32_t first = hrt_hal_command_buffer_count(command_buffer);
     hrt_status_t status = hrt_record_op(state, command_buffer, function, i);
     if (status == HRT_OK && trace_dispatches &&
         function->ops[i].kind == HRT_OP_DISPATCH) {
@@ -1095,6 +1106,8 @@ static hrt_status_t hrt_record_function(hrt_program_state_t* state,
       return hrt_status_annotate(status, "functions.%s.body[%u]", def->name,
                                  i);
     }
+    uint32_t end = hrt_hal_command_buffer_count(command_buffer);
+    for (uint32_t c = first; c < end; ++c) command_ops[c] = i;
   }
   hrt_hal_command_buffer_finalize(command_buffer);
   return HRT_OK;
@@ -1132,7 +1145,8 @@ static hrt_status_t hrt_program_create_state(hrt_vm_module_t* base,
   hrt_program_state_t* state = NULL;
   size_t size = sizeof(*state) +
                 module->executable_count * sizeof(hrt_hal_executable_t*) +
-                base->function_count * sizeof(hrt_hal_command_buffer_t*);
+                base->function_count * (sizeof(hrt_hal_command_buffer_t*) +
+                                        sizeof(uint32_t*));
   HRT_RETURN_IF_ERROR(
       hrt_allocate_zeroed(size, "program state", (void**)&state));
   state->hal = hal;
@@ -1141,6 +1155,8 @@ static hrt_status_t hrt_program_create_state(hrt_vm_module_t* base,
   state->command_buffers =
       (hrt_hal_command_buffer_t**)(state->executables +
                                    module->executable_count);
+  state->command_ops =
+      (uint32_t**)(state->command_buffers + base->function_count);
   hrt_status_t status = HRT_OK;
   for (uint32_t i = 0; i < module->executable_count && status == HRT_OK; ++i) {
     status = hrt_load_executable(state->device, &module->executables[i],
@@ -1160,6 +1176,24 @@ static hrt_status_t hrt_program_create_state(hrt_vm_module_t* base,
 //===----------------------------------------------------------------------===//
 // Calls
 //===----------------------------------------------------------------------===//
+
+static void hrt_program_dispatch_timing(void* host_context,
+                                        uint32_t command_index,
+                                        int64_t start_ns, int64_t duration_ns) {
+  const hrt_program_call_t* call = host_context;
+  const hrt_program_state_t* state = call->state;
+  uint32_t op_index = state->command_ops[call->function_ordinal][command_index];
+  hrt_dispatch_timing_t event = {
+      .sequence = call->sequence,
+      .function = call->function->qualified_name,
+      .op_index = op_index,
+      .kernel = call->function->ops[op_index].kernel,
+      .device = hrt_hal_device_info(state->device)->uri,
+      .start_ns = start_ns,
+      .duration_ns = duration_ns,
+  };
+  hrt_hal_module_dispatch_timing(state->hal, &event, 1);
+}
 
 static void hrt_program_call_free(hrt_program_call_t* call,
                                   bool release_outputs) {
@@ -1239,6 +1273,9 @@ static hrt_status_t hrt_program_begin_call(hrt_vm_module_t* base,
   call->outputs = (hrt_hal_buffer_view_t**)(call->bindings + values);
   call->locals = (hrt_hal_buffer_t**)(call->outputs + values);
   call->done = vm_call->done;
+  call->state = state;
+  call->function = function;
+  call->function_ordinal = vm_call->function_ordinal;
   call->sequence = vm_call->sequence;
   hrt_status_t status =
       hrt_prepare_call(state->device, function, def, vm_call, call);
@@ -1249,6 +1286,9 @@ static hrt_status_t hrt_program_begin_call(hrt_vm_module_t* base,
         .binding_count = values,
         .completion = {hrt_program_call_complete, call},
         .host_context = call,
+        .dispatch_timing = hrt_hal_module_options(state->hal)->profile
+                               ? hrt_program_dispatch_timing
+                               : NULL,
     };
     status = hrt_hal_device_queue_submit(state->device, &submission);
   }

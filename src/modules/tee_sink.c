@@ -29,6 +29,18 @@ static hrt_status_t hrt_tee_sink_trace(void* user_data, const char* key,
   return result;
 }
 
+static void hrt_tee_sink_timing(void* user_data,
+                                const hrt_dispatch_timing_t* events,
+                                uint32_t count) {
+  hrt_tee_sink_t* tee = user_data;
+  for (uint32_t i = 0; i < tee->count; ++i) {
+    const hrt_debug_sink_t* sink = &tee->sinks[i];
+    if (sink->dispatch_timing.fn) {
+      sink->dispatch_timing.fn(sink->dispatch_timing.user_data, events, count);
+    }
+  }
+}
+
 static void hrt_release_sinks(const hrt_debug_sink_t* sinks, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i) {
     sinks[i].release.fn(sinks[i].release.user_data);
@@ -60,6 +72,7 @@ hrt_status_t hrt_tee_sink_create(const hrt_debug_sink_t* sinks, uint32_t count,
   memcpy(tee->sinks, sinks, count * sizeof(tee->sinks[0]));
   *out_sink = (hrt_debug_sink_t){
       .buffer_view_trace = {hrt_tee_sink_trace, tee},
+      .dispatch_timing = {hrt_tee_sink_timing, tee},
       .release = {hrt_tee_sink_release, tee},
   };
   return HRT_OK;

@@ -64,8 +64,13 @@ static napi_value hrt_js_sink_failure(napi_env env,
                            "of this invocation (sequence %llu)",
                            invocation->name,
                            (unsigned long long)invocation->sequence));
-  if (error != NULL) napi_set_named_property(env, error, "cause", thrown);
-  return error != NULL ? error : thrown;
+  if (error == NULL) return thrown;
+  // Like `new Error(message, {cause})`: an own, non-enumerable property.
+  const napi_property_descriptor cause = {
+      "cause", NULL, NULL, NULL, NULL, thrown,
+      napi_writable | napi_configurable, NULL};
+  napi_define_properties(env, error, 1, &cause);
+  return error;
 }
 
 // An Array of BufferView objects taking the invocation's output references.

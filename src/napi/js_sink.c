@@ -9,11 +9,15 @@
 #include "napi/js_common.h"
 #include "napi/js_submit.h"
 
-// An error the callback threw, kept until its invocation settles.
+// What the callback threw, kept until its invocation settles. The value sits
+// in a holder object under "value": a callback may throw any value (a string,
+// undefined), and napi_create_reference takes only objects before Node-API
+// 10. `holder` is NULL when even the holder could not be made; the
+// invocation is still rejected then, with `undefined` as the cause.
 typedef struct hrt_js_sink_error_s {
   struct hrt_js_sink_error_s* next;
   uint64_t sequence;
-  napi_ref error;
+  napi_ref holder;
 } hrt_js_sink_error_t;
 
 struct hrt_js_sink_s {
@@ -186,9 +190,11 @@ static void hrt_js_sink_keep_error(napi_env env, hrt_js_sink_t* sink,
   }
   hrt_js_sink_error_t* entry = calloc(1, sizeof(*entry));
   if (entry == NULL) return;
-  if (napi_create_reference(env, error, 1, &entry->error) != napi_ok) {
-    free(entry);
-    return;
+  napi_value holder = NULL;
+  if (napi_create_object(env, &holder) != napi_ok ||
+      napi_set_named_property(env, holder, "value", error) != napi_ok ||
+      napi_create_reference(env, holder, 1, &entry->holder) != napi_ok) {
+    entry->holder = NULL;
   }
   entry->sequence = sequence;
   entry->next = sink->errors;
@@ -313,7 +319,7 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
   while (sink->errors) {
     hrt_js_sink_error_t* entry = sink->errors;
     sink->errors = entry->next;
-    napi_delete_reference(env, entry->error);
+    if (entry->holder != NULL) napi_delete_reference(env, entry->holder);
     free(entry);
   }
   hrt_mutex_lock(&sink->mutex);
@@ -392,9 +398,15 @@ napi_value hrt_js_sink_take_error(napi_env env, hrt_js_sink_t* sink,
        link = &(*link)->next) {
     hrt_js_sink_error_t* entry = *link;
     if (entry->sequence != sequence) continue;
-    napi_value error = NULL;
-    napi_get_reference_value(env, entry->error, &error);
-    napi_delete_reference(env, entry->error);
+    napi_value holder = NULL, error = NULL;
+    if (entry->holder != NULL) {
+      if (napi_get_reference_value(env, entry->holder, &holder) == napi_ok &&
+          holder != NULL) {
+        napi_get_named_property(env, holder, "value", &error);
+      }
+      napi_delete_reference(env, entry->holder);
+    }
+    if (error == NULL) napi_get_undefined(env, &error);
     *link = entry->next;
     free(entry);
     return error;

@@ -65,8 +65,9 @@ hrt_js_channel_t* hrt_js_sink_channel(const hrt_js_sink_t* sink);
 void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink);
 void hrt_js_sink_end_invocation(napi_env env, hrt_js_sink_t* sink);
 
-// JS thread. The first error the callback threw for invocation `sequence`,
-// removed from the sink; NULL when it threw none.
+// JS thread. The first value the callback threw for invocation `sequence`,
+// removed from the sink; NULL when it threw none. A callback may throw any
+// value, so a non-NULL result may be `undefined`, a string, ...
 napi_value hrt_js_sink_take_error(napi_env env, hrt_js_sink_t* sink,
                                   uint64_t sequence);
 

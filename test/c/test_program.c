@@ -24,6 +24,8 @@ typedef struct {
   pthread_t thread;
   atomic_int releases;
   int fail_on;  // fail the trace with this index (or -1)
+  int timing_count;
+  hrt_dispatch_timing_t timings[8];
 } recorder_t;
 
 static hrt_status_t record(void* user_data, const char* key,
@@ -49,6 +51,16 @@ static hrt_status_t record(void* user_data, const char* key,
     return hrt_status_make(HRT_STATUS_ABORTED, "sink refused trace %d", i);
   }
   return HRT_OK;
+}
+
+static void record_timing(void* user_data, const hrt_dispatch_timing_t* events,
+                          uint32_t count) {
+  recorder_t* recorder = user_data;
+  hrt_mutex_lock(&recorder->mutex);
+  for (uint32_t i = 0; i < count && recorder->timing_count < 8; ++i) {
+    recorder->timings[recorder->timing_count++] = events[i];
+  }
+  hrt_mutex_unlock(&recorder->mutex);
 }
 
 static void release_recorder(void* user_data) {
@@ -77,6 +89,7 @@ static int recorder_wait_released(recorder_t* recorder) {
 static hrt_debug_sink_t recorder_sink(recorder_t* recorder) {
   hrt_debug_sink_t sink = {
       .buffer_view_trace = {record, recorder},
+      .dispatch_timing = {record_timing, recorder},
       .release = {release_recorder, recorder},
   };
   return sink;
@@ -271,6 +284,52 @@ static void trace_dispatches_traces_every_dispatch_output(void) {
   CHECK(strcmp(recorder.keys[1], "after_matmul") == 0);
   CHECK(strcmp(recorder.keys[2], "main:2:relu_f32") == 0);
   CHECK(strcmp(recorder.keys[3], "after_relu") == 0);
+  CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
+}
+
+static void profiled_dispatches_report_timings(void) {
+  recorder_t recorder;
+  recorder_init(&recorder);
+  hrt_debug_sink_t sink = recorder_sink(&recorder);
+  fixture_t f;
+  memset(&f, 0, sizeof(f));
+  CHECK_OK(hrt_vm_instance_create(&f.instance));
+  CHECK_OK(hrt_vm_instance_create_device(f.instance, "local-task?workers=2",
+                                         &f.device));
+  hrt_hal_module_options_t options = {.profile = true};
+  CHECK_OK(hrt_hal_module_create(f.device, &sink, &options, &f.hal));
+  CHECK_OK(hrt_program_module_create(kMlp, strlen(kMlp), NULL, &f.program));
+  hrt_vm_module_t* modules[2] = {f.hal, f.program};
+  CHECK_OK(hrt_vm_context_create(f.instance, modules, 2, &f.context));
+  hrt_vm_function_t function;
+  CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
+  float x[32] = {0}, w[128] = {0};
+  hrt_hal_buffer_view_t* inputs[2] = {NULL, NULL};
+  CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
+  CHECK_OK(make_tensor(f.device, w, 8, 16, &inputs[1]));
+  int64_t before = hrt_time_now_ns();
+  result_t result = {.output_count = 0};
+  hrt_notification_init(&result.done);
+  CHECK_OK(hrt_vm_invoke_async(f.context, &function, inputs, 2, 42,
+                               (hrt_vm_invocation_done_t){on_done, &result}));
+  CHECK_OK(wait_result(&result));
+  int64_t after = hrt_time_now_ns();
+  hrt_hal_buffer_view_release(result.outputs[0]);
+  hrt_hal_buffer_view_release(inputs[0]);
+  hrt_hal_buffer_view_release(inputs[1]);
+  CHECK_EQ_INT(recorder.timing_count, 2);
+  CHECK(strcmp(recorder.timings[0].kernel, "k.matmul_f32") == 0);
+  CHECK_EQ_INT(recorder.timings[0].op_index, 0);
+  CHECK(strcmp(recorder.timings[1].kernel, "k.relu_f32") == 0);
+  CHECK_EQ_INT(recorder.timings[1].op_index, 2);
+  CHECK_EQ_INT(recorder.timings[1].sequence, 42);
+  CHECK(strcmp(recorder.timings[1].function, "mlp.main") == 0);
+  CHECK(strcmp(recorder.timings[1].device, "local-task?workers=2") == 0);
+  CHECK(recorder.timings[0].start_ns >= before);
+  CHECK(recorder.timings[1].start_ns >=
+        recorder.timings[0].start_ns + recorder.timings[0].duration_ns);
+  CHECK(recorder.timings[1].start_ns + recorder.timings[1].duration_ns <= after);
+  fixture_release(&f);
   CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
 }
 
@@ -667,4 +726,5 @@ TEST_MAIN(TEST_CASE(program_runs_and_traces_in_order),
           TEST_CASE(cuda_only_executables_fail_to_link_on_cpu),
           TEST_CASE(fills_store_values_in_each_dtype),
           TEST_CASE(nonfinite_guard_rejects_naming_key_and_index),
+          TEST_CASE(profiled_dispatches_report_timings),
           TEST_CASE(every_object_is_destroyed))

@@ -129,20 +129,35 @@ static void counting_release(void* user_data) {
   atomic_fetch_add(&release_calls, 1);
 }
 
+static atomic_int timing_calls;
+
+static void counting_timing(void* user_data, const hrt_dispatch_timing_t* events,
+                            uint32_t count) {
+  (void)user_data, (void)events;
+  atomic_fetch_add(&timing_calls, (int)count);
+}
+
 static void tee_forwards_to_every_sink(void) {
   atomic_store(&trace_calls, 0);
   atomic_store(&release_calls, 0);
-  hrt_debug_sink_t sinks[3] = {
-      {{counting_trace, NULL}, {counting_release, NULL}},
-      {{counting_trace, "b"}, {counting_release, NULL}},
-      {{counting_trace, "c"}, {counting_release, NULL}},
-  };
+  hrt_debug_sink_t sinks[3];
+  const char* names[3] = {NULL, "b", "c"};
+  for (int i = 0; i < 3; ++i) {
+    sinks[i] = (hrt_debug_sink_t){
+        .buffer_view_trace = {counting_trace, (void*)names[i]},
+        .dispatch_timing = {i == 2 ? counting_timing : NULL, NULL},
+        .release = {counting_release, NULL},
+    };
+  }
   hrt_debug_sink_t tee;
   CHECK_OK(hrt_tee_sink_create(sinks, 3, &tee));
   CHECK_STATUS(tee.buffer_view_trace.fn(tee.buffer_view_trace.user_data, "k",
                                         &kInfo, 0, NULL),
                HRT_STATUS_ABORTED, "sink b");
   CHECK_EQ_INT(atomic_load(&trace_calls), 3);
+  hrt_dispatch_timing_t event = {.kernel = "k.add_f32"};
+  tee.dispatch_timing.fn(tee.dispatch_timing.user_data, &event, 1);
+  CHECK_EQ_INT(atomic_load(&timing_calls), 1);
   tee.release.fn(tee.release.user_data);
   CHECK_EQ_INT(atomic_load(&release_calls), 3);
   CHECK_STATUS(hrt_tee_sink_create(sinks, 0, &tee),

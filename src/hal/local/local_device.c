@@ -19,6 +19,7 @@ typedef struct hrt_local_submission_s {
   uint32_t signal_count;
   hrt_hal_completion_t completion;
   void* host_context;
+  hrt_hal_dispatch_timing_fn_t dispatch_timing;
   hrt_hal_buffer_ref_t* bindings;            // buffers retained
   hrt_hal_semaphore_point_t* waits;          // semaphores retained
   hrt_hal_semaphore_point_t* signals;        // semaphores retained
@@ -257,9 +258,15 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
                (size_t)source.length);
         break;
       }
-      case HRT_HAL_COMMAND_DISPATCH:
+      case HRT_HAL_COMMAND_DISPATCH: {
+        int64_t start = hrt_time_now_ns();
         HRT_RETURN_IF_ERROR(hrt_dispatch(device, &command->dispatch, sub, i));
+        if (sub->dispatch_timing) {
+          sub->dispatch_timing(sub->host_context, i, start,
+                               hrt_time_now_ns() - start);
+        }
         break;
+      }
       case HRT_HAL_COMMAND_TRACE:
         HRT_RETURN_IF_ERROR(hrt_trace(command, sub));
         break;
@@ -404,6 +411,7 @@ static hrt_status_t hrt_local_queue_submit(
   hrt_copy_points(sub->signals, submission->signals, submission->signal_count);
   sub->completion = submission->completion;
   sub->host_context = submission->host_context;
+  sub->dispatch_timing = submission->dispatch_timing;
   hrt_live_add(HRT_LIVE_SUBMISSION, 1);
   hrt_hal_device_retain(base);
 
