@@ -1,7 +1,9 @@
 #include "base/json.h"
 
 #include <errno.h>
-#include <math.h>
+#include <locale.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,20 @@ struct hrt_json_document_s {
   hrt_arena_t arena;  // every node, key array and string
   hrt_json_t root;
 };
+
+// The "C" locale for strtod_l, made once: numbers never depend on the
+// process's LC_NUMERIC.
+static locale_t hrt_json_locale;
+static pthread_once_t hrt_json_locale_once = PTHREAD_ONCE_INIT;
+
+static void hrt_json_make_locale(void) {
+  hrt_json_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+}
+
+static locale_t hrt_json_c_locale(void) {
+  pthread_once(&hrt_json_locale_once, hrt_json_make_locale);
+  return hrt_json_locale;
+}
 
 typedef struct hrt_json_parser_s {
   hrt_json_document_t* document;
@@ -131,7 +147,13 @@ static const char* hrt_json_string(hrt_json_parser_t* parser,
   const char* start = parser->cursor;
   // Decoded text is never longer than the source text.
   const char* close = start;
-  while (close < parser->end && *close != '"') close += *close == '\\' ? 2 : 1;
+  while (close < parser->end && *close != '"') {
+    if (*close == '\\' && parser->end - close < 2) {
+      close = parser->end;  // a backslash that ends the input
+    } else {
+      close += *close == '\\' ? 2 : 1;
+    }
+  }
   if (close >= parser->end) {
     hrt_json_fail(parser, "unterminated string");
     return NULL;
@@ -225,22 +247,47 @@ static void hrt_json_number(hrt_json_parser_t* parser, hrt_json_t* out) {
   memcpy(buffer, start, length);
   buffer[length] = 0;
   out->type = HRT_JSON_NUMBER;
-  out->number = strtod(buffer, NULL);
+  locale_t c_locale = hrt_json_c_locale();
+  out->number = c_locale ? strtod_l(buffer, NULL, c_locale) : strtod(buffer, NULL);
+  out->is_integer = integer;
   if (integer) {
     errno = 0;
     long long value = strtoll(buffer, NULL, 10);
-    out->is_integer = errno == 0;
-    out->integer = value;
-  } else if (isfinite(out->number) && out->number == floor(out->number) &&
-             fabs(out->number) < 9.2e18) {
-    out->is_integer = true;
-    out->integer = (int64_t)out->number;
+    out->fits_int64 = errno == 0;
+    out->integer = out->fits_int64 ? value : 0;
   }
   parser->cursor = c;
 }
 
 static void hrt_json_value(hrt_json_parser_t* parser, hrt_json_t* out,
                            int depth);
+
+static int hrt_json_compare_keys(const void* a, const void* b) {
+  return strcmp(*(const char* const*)a, *(const char* const*)b);
+}
+
+// Fails when an object names a member twice (sorting a copy: n log n).
+static void hrt_json_check_unique(hrt_json_parser_t* parser, const char** keys,
+                                  size_t count) {
+  if (count < 2) return;
+  const char** sorted = malloc(count * sizeof(*sorted));
+  if (!sorted) {
+    hrt_json_fail_oom(parser);
+    return;
+  }
+  memcpy(sorted, keys, count * sizeof(*sorted));
+  qsort(sorted, count, sizeof(*sorted), hrt_json_compare_keys);
+  for (size_t i = 1; i < count; ++i) {
+    if (strcmp(sorted[i - 1], sorted[i]) == 0) {
+      char message[160];
+      snprintf(message, sizeof(message), "member '%.120s' appears twice",
+               sorted[i]);
+      hrt_json_fail(parser, message);
+      break;
+    }
+  }
+  free(sorted);
+}
 
 // Parses the items of an array or object into a temporary vector, then
 // moves them into the arena.
@@ -300,6 +347,9 @@ static void hrt_json_container(hrt_json_parser_t* parser, hrt_json_t* out,
                                       : "expected ',' or ']'");
       break;
     }
+  }
+  if (parser->error == HRT_OK && is_object) {
+    hrt_json_check_unique(parser, keys, count);
   }
   if (parser->error == HRT_OK) {
     out->type = is_object ? HRT_JSON_OBJECT : HRT_JSON_ARRAY;

@@ -1,8 +1,10 @@
 // A small JSON reader (RFC 8259) producing an immutable tree.
 //
-// Used for module descriptions. Numbers are kept as doubles plus an exact
-// int64 when the text is an integer that fits; strings are UTF-8 with escapes
-// decoded (\u0000 is rejected so strings stay C strings). Nesting is limited
+// Used for module descriptions. Numbers are kept as doubles; a number
+// written as an integer (no fraction, no exponent) is also kept exactly as an
+// int64 when it fits. Numbers are read independently of the C locale.
+// Strings are UTF-8 with escapes decoded (\u0000 is rejected so strings stay
+// C strings). An object naming a member twice is an error. Nesting is limited
 // to HRT_JSON_MAX_DEPTH. Errors are INVALID_ARGUMENT naming line and column.
 // The tree is owned by the document and freed with it; any thread may read it.
 #ifndef HRT_BASE_JSON_H_
@@ -29,7 +31,8 @@ typedef struct hrt_json_s hrt_json_t;
 struct hrt_json_s {
   hrt_json_type_t type;
   bool boolean;
-  bool is_integer;       // number with an exact int64 value
+  bool is_integer;       // number written as an integer
+  bool fits_int64;       // is_integer and `integer` holds it exactly
   int64_t integer;
   double number;
   const char* string;    // STRING: value; NUL-terminated

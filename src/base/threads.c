@@ -37,12 +37,14 @@ bool hrt_cond_wait_until(hrt_cond_t* cond, hrt_mutex_t* mutex,
     hrt_cond_wait(cond, mutex);
     return true;
   }
+  // A deadline already passed (negative ones included) times out at once;
+  // otherwise the timespec is in range, so only ETIMEDOUT means timeout.
+  if (deadline_ns <= hrt_time_now_ns()) return false;
   struct timespec ts = {
       .tv_sec = (time_t)(deadline_ns / 1000000000),
       .tv_nsec = (long)(deadline_ns % 1000000000),
   };
-  return pthread_cond_timedwait(&cond->handle, &mutex->handle, &ts) !=
-         ETIMEDOUT;
+  return pthread_cond_timedwait(&cond->handle, &mutex->handle, &ts) == 0;
 }
 
 void hrt_cond_signal(hrt_cond_t* cond) { pthread_cond_signal(&cond->handle); }

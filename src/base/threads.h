@@ -30,7 +30,9 @@ void hrt_cond_init(hrt_cond_t* cond);
 void hrt_cond_deinit(hrt_cond_t* cond);
 void hrt_cond_wait(hrt_cond_t* cond, hrt_mutex_t* mutex);
 // Waits until signalled or `deadline_ns` (hrt_time_now_ns() clock) passes.
-// Returns false on timeout.
+// Returns false on timeout, at once when the deadline has already passed
+// (any value <= now, negative ones included); HRT_TIME_INFINITE_FUTURE waits
+// without a deadline. A true return may be spurious: callers re-check.
 bool hrt_cond_wait_until(hrt_cond_t* cond, hrt_mutex_t* mutex,
                          int64_t deadline_ns);
 void hrt_cond_signal(hrt_cond_t* cond);
@@ -63,7 +65,8 @@ void hrt_notification_init(hrt_notification_t* notification);
 void hrt_notification_deinit(hrt_notification_t* notification);
 void hrt_notification_set(hrt_notification_t* notification);
 bool hrt_notification_is_set(hrt_notification_t* notification);
-// Returns false when `deadline_ns` passed before the notification was set.
+// Returns false when `deadline_ns` passed before the notification was set
+// (a deadline in the past checks without waiting).
 bool hrt_notification_wait_until(hrt_notification_t* notification,
                                  int64_t deadline_ns);
 

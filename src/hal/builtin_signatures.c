@@ -11,11 +11,12 @@
 #define IN2(type, a, b) {type, false, false, 2, {a, b}}
 #define OUT2(type, a, b) {type, false, true, 2, {a, b}}
 #define BINARY(name, type) \
-  {name, 3, 1, {IN(type, 0), IN(type, 0), OUT(type, 0)}}
+  {name, 3, 1, 0, {IN(type, 0), IN(type, 0), OUT(type, 0)}}
 
 static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
-    {"fill_u32", 1, 2, {OUT(U32, 0)}},
-    {"copy_u8", 2, 1, {{0, true, false, 1, {0, 0}}, {0, true, true, 1, {0, 0}}}},
+    {"fill_u32", 1, 2, 0, {OUT(U32, 0)}},
+    {"copy_u8", 2, 1, 0,
+     {{0, true, false, 1, {0, 0}}, {0, true, true, 1, {0, 0}}}},
     BINARY("add_f32", F32),
     BINARY("sub_f32", F32),
     BINARY("mul_f32", F32),
@@ -26,11 +27,11 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
     BINARY("mul_i32", I32),
     BINARY("div_i32", I32),
     BINARY("max_i32", I32),
-    {"axpy_f32", 3, 2, {IN(F32, 0), IN(F32, 0), OUT(F32, 0)}},
-    {"relu_f32", 2, 1, {IN(F32, 0), OUT(F32, 0)}},
-    {"matmul_f32", 3, 3, {IN2(F32, 0, 1), IN2(F32, 1, 2), OUT2(F32, 0, 2)}},
-    {"softmax_rows_f32", 2, 2, {IN2(F32, 0, 1), OUT2(F32, 0, 1)}},
-    {"reduce_sum_f32", 2, 2, {IN2(F32, 0, 1), OUT(F32, 0)}},
+    {"axpy_f32", 3, 2, 1u << 1, {IN(F32, 0), IN(F32, 0), OUT(F32, 0)}},
+    {"relu_f32", 2, 1, 0, {IN(F32, 0), OUT(F32, 0)}},
+    {"matmul_f32", 3, 3, 0, {IN2(F32, 0, 1), IN2(F32, 1, 2), OUT2(F32, 0, 2)}},
+    {"softmax_rows_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT2(F32, 0, 1)}},
+    {"reduce_sum_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT(F32, 0)}},
 };
 
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {

@@ -30,6 +30,8 @@ typedef struct hrt_builtin_signature_s {
   const char* name;
   uint32_t binding_count;
   uint32_t constant_count;
+  // Bit i set: constant i is an f32 (passed as its bits); else an integer.
+  uint32_t float_constants;
   hrt_builtin_binding_t bindings[HRT_BUILTIN_MAX_BINDINGS];
 } hrt_builtin_signature_t;
 

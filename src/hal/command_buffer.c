@@ -272,6 +272,16 @@ static hrt_status_t hrt_check_dispatch(
     }
     invocations *= dispatch->workgroup_size[i];
   }
+  uint64_t workgroups = (uint64_t)dispatch->workgroup_count[0] *
+                        dispatch->workgroup_count[1] *
+                        dispatch->workgroup_count[2];
+  if (workgroups > HRT_HAL_MAX_DISPATCH_WORKGROUPS) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "kernel '%s': %llu workgroups exceed the limit of "
+                           "%llu per dispatch",
+                           entry->name, (unsigned long long)workgroups,
+                           (unsigned long long)HRT_HAL_MAX_DISPATCH_WORKGROUPS);
+  }
   if (invocations > 1024) {
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                            "kernel '%s': workgroup size %ux%ux%u exceeds 1024 "

@@ -48,12 +48,17 @@ typedef hrt_status_t (*hrt_hal_trace_fn_t)(void* user_data,
 #define HRT_HAL_MAX_TRACE_SOURCES 32
 
 #define HRT_HAL_MAX_DISPATCH_BINDINGS 32
+// The most workgroups one dispatch may have in all (the product of the
+// counts): a CPU device runs them one by one, and a grid beyond this would
+// run for hours with no way to stop it.
+#define HRT_HAL_MAX_DISPATCH_WORKGROUPS (1ull << 32)
 #define HRT_HAL_MAX_DISPATCH_CONSTANTS 64
 
 typedef struct hrt_hal_dispatch_s {
   hrt_hal_executable_t* executable;  // retained by the command buffer
   uint32_t entry_ordinal;
-  uint32_t workgroup_count[3];  // each >= 1; x < 2^31, y and z <= 65535
+  uint32_t workgroup_count[3];  // each >= 1; x < 2^31, y and z <= 65535;
+                                // product <= HRT_HAL_MAX_DISPATCH_WORKGROUPS
   uint32_t workgroup_size[3];   // each >= 1; product <= 1024
   uint32_t constant_count;
   const uint32_t* constants;
@@ -84,7 +89,7 @@ typedef struct hrt_hal_command_s {
     hrt_hal_dispatch_t dispatch;  // arrays owned by the command buffer
     struct {
       hrt_hal_trace_fn_t fn;
-      void* user_data;  // must outlive the command buffer
+      void* user_data;  // valid until the last submission completes
       uint32_t source_count;
       const hrt_hal_buffer_ref_t* sources;  // owned by the command buffer
     } trace;

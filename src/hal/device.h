@@ -8,7 +8,13 @@
 //   completion thread; implementations handle that (they cannot join
 //   themselves).
 // - Each device has its own completion thread. A submission's completion
-//   callback runs there exactly once, never on the submitting thread.
+//   callback runs there exactly once, never on the submitting thread, after
+//   the device has dropped what the submission retained (command buffer,
+//   bound buffers, semaphores) but before it drops the submission's
+//   reference to the device.
+// - A device has one queue: submissions start in FIFO order, each after its
+//   waits are satisfied. A wait must therefore never depend on a later
+//   submission to the same device; it would block that device for good.
 #ifndef HRT_HAL_DEVICE_H_
 #define HRT_HAL_DEVICE_H_
 

@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/cuda/cuda_driver.h"
 #include "hal/local/local_driver.h"
 
 static const hrt_hal_driver_t* const hrt_builtin_drivers[] = {
+    &hrt_cuda_driver,
     &hrt_local_sync_driver,
     &hrt_local_task_driver,
 };

@@ -32,7 +32,8 @@ void hrt_hal_semaphore_fail(hrt_hal_semaphore_t* semaphore,
                             hrt_status_t status);
 // Blocks until the value reaches `value` (OK), the semaphore fails (a copy of
 // the failure) or `deadline_ns` on hrt_time_now_ns()'s clock passes
-// (DEADLINE_EXCEEDED). Never call it from the JavaScript thread.
+// (DEADLINE_EXCEEDED; a deadline already passed only checks). Never call it
+// from the JavaScript thread.
 hrt_status_t hrt_hal_semaphore_wait(hrt_hal_semaphore_t* semaphore,
                                     uint64_t value, int64_t deadline_ns)
     HRT_MUST_USE;

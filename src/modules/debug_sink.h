@@ -14,6 +14,13 @@
 //   whatever thread drops its last reference (possibly the completion
 //   thread). If HAL module creation fails, release is not called and the
 //   caller still owns user_data.
+// A sink value belongs to exactly one HAL module (or tee, which does release
+// its sinks even when its own creation fails): handing one to two would
+// release it twice. Every pointer in the arguments (key, info strings,
+// tensor names, shapes, data) is valid only during the call. One HAL module
+// calls its sink from its device's completion thread only, one call at a
+// time; a sink reached from several devices (through several tees) must
+// serialize itself.
 #ifndef HRT_MODULES_DEBUG_SINK_H_
 #define HRT_MODULES_DEBUG_SINK_H_
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "base/alloc.h"
+#include "hal/buffer_view.h"
 
 const char* hrt_npy_descr(hrt_hal_element_type_t type) {
   static const char* const descrs[HRT_HAL_ELEMENT_TYPE_COUNT_] = {
@@ -86,9 +87,19 @@ static hrt_status_t hrt_npy_sink_trace(void* user_data, const char* key,
   }
   safe_key[length] = 0;
   for (uint32_t i = 0; i < count; ++i) {
+    if (tensors[i].rank > HRT_HAL_MAX_RANK) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "trace '%s': tensor %u has rank %u (at most %d)",
+                             key, i, tensors[i].rank, HRT_HAL_MAX_RANK);
+    }
     char path[4096];
-    snprintf(path, sizeof(path), "%s/%llu_%s_%u.npy", directory,
-             (unsigned long long)info->sequence, safe_key, i);
+    int length = snprintf(path, sizeof(path), "%s/%llu_%s_%u.npy", directory,
+                          (unsigned long long)info->sequence, safe_key, i);
+    if (length < 0 || (size_t)length >= sizeof(path) - 4) {
+      return hrt_status_make(HRT_STATUS_DATA_LOSS,
+                             "trace '%s': the .npy path in '%s' is too long",
+                             key, directory);
+    }
     HRT_RETURN_IF_ERROR(hrt_npy_write(path, &tensors[i]));
   }
   return HRT_OK;

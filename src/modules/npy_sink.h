@@ -7,7 +7,10 @@
 // trace. Each file is written to "<name>.tmp" and renamed, so a reader never
 // sees half a file. dtypes map to NumPy descrs as hrt_npy_descr says; bf16,
 // which NumPy lacks, is stored as '<u2' raw bits. A file that cannot be
-// written fails the invocation with DATA_LOSS naming the path.
+// written fails the invocation with DATA_LOSS naming the path. An existing
+// file of the same name is replaced: keys that differ only in replaced
+// characters, or a key traced twice in one invocation, share a name (the
+// last trace wins), so give each run its own directory and distinct keys.
 // Ownership and threads as every debug sink (modules/debug_sink.h).
 #ifndef HRT_MODULES_NPY_SINK_H_
 #define HRT_MODULES_NPY_SINK_H_

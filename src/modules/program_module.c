@@ -175,7 +175,7 @@ static hrt_status_t hrt_expect_identifier(const hrt_json_t* value,
 static hrt_status_t hrt_expect_integer(const hrt_json_t* value, int64_t min,
                                        int64_t max, const char* path,
                                        int64_t* out) {
-  if (!value || value->type != HRT_JSON_NUMBER || !value->is_integer ||
+  if (!value || value->type != HRT_JSON_NUMBER || !value->fits_int64 ||
       value->integer < min || value->integer > max) {
     return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
                            "must be an integer in [%lld, %lld]",
@@ -459,6 +459,7 @@ static hrt_status_t hrt_parse_value_list(hrt_parser_t* parser,
 // Ops
 //===----------------------------------------------------------------------===//
 
+
 static uint32_t hrt_f32_bits(float value) {
   uint32_t bits;
   memcpy(&bits, &value, sizeof(bits));
@@ -517,35 +518,52 @@ static hrt_status_t hrt_fill_pattern(const hrt_json_t* value,
   return HRT_OK;
 }
 
-// An integer constant is stored as u32 (negative as two's complement i32);
-// a non-integer number, or {"f32": x}, as f32 bits.
+
+// How a constant's number becomes 32 bits.
+typedef enum hrt_constant_kind_e {
+  HRT_CONSTANT_ANY,      // user kernel: integer text as u32/i32, else f32
+  HRT_CONSTANT_INTEGER,  // built-in integer constant: u32 or i32
+  HRT_CONSTANT_F32,      // built-in f32 constant: any number, as f32 bits
+} hrt_constant_kind_t;
+
+// A constant: a number, or {"f32": number} for an explicit f32. Integers are
+// stored as u32 (negative ones as two's complement i32), f32 as its bits.
 static hrt_status_t hrt_parse_constant(const hrt_json_t* value,
-                                       const char* path, uint32_t* out) {
-  if (value && value->type == HRT_JSON_OBJECT) {
+                                       hrt_constant_kind_t kind,
+                                       const char* kernel, const char* path,
+                                       uint32_t* out) {
+  const hrt_json_t* number = value;
+  bool explicit_f32 = value && value->type == HRT_JSON_OBJECT;
+  if (explicit_f32) {
     static const char* const known[] = {"f32"};
     HRT_RETURN_IF_ERROR(hrt_check_keys(value, known, 1, path));
-    const hrt_json_t* number = hrt_json_get(value, "f32");
-    if (!number || number->type != HRT_JSON_NUMBER) {
+    number = hrt_json_get(value, "f32");
+  }
+  if (!number || number->type != HRT_JSON_NUMBER) {
+    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                           "must be a number or {\"f32\": number}");
+  }
+  bool as_f32 = explicit_f32 || kind == HRT_CONSTANT_F32 ||
+                (kind == HRT_CONSTANT_ANY && !number->is_integer);
+  if (as_f32) {
+    if (kind == HRT_CONSTANT_INTEGER) {
       return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                             "must be {\"f32\": number}");
+                             "kernel '%s' takes an integer here", kernel);
     }
     *out = hrt_f32_bits((float)number->number);
     return HRT_OK;
   }
-  if (!value || value->type != HRT_JSON_NUMBER) {
+  if (!number->is_integer) {
     return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "must be a number or {\"f32\": number}");
+                           "kernel '%s' takes an integer here (got %g)",
+                           kernel, number->number);
   }
-  if (!value->is_integer) {
-    *out = hrt_f32_bits((float)value->number);
-    return HRT_OK;
-  }
-  if (value->integer < INT32_MIN || value->integer > UINT32_MAX) {
+  if (!number->fits_int64 || number->integer < INT32_MIN ||
+      number->integer > UINT32_MAX) {
     return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "%lld does not fit in 32 bits",
-                           (long long)value->integer);
+                           "%.0f does not fit in 32 bits", number->number);
   }
-  *out = (uint32_t)value->integer;
+  *out = (uint32_t)number->integer;
   return HRT_OK;
 }
 
@@ -618,6 +636,14 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
   hrt_path_format(field, "%s.workgroups", path);
   HRT_RETURN_IF_ERROR(hrt_parse_grid(hrt_json_get(json, "workgroups"),
                                      count_max, field, op->workgroup_count));
+  uint64_t workgroups = (uint64_t)op->workgroup_count[0] *
+                        op->workgroup_count[1] * op->workgroup_count[2];
+  if (workgroups > HRT_HAL_MAX_DISPATCH_WORKGROUPS) {
+    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
+                           "%llu workgroups exceed the limit of %llu",
+                           (unsigned long long)workgroups,
+                           (unsigned long long)HRT_HAL_MAX_DISPATCH_WORKGROUPS);
+  }
   op->workgroup_size[0] = op->workgroup_size[1] = op->workgroup_size[2] = 1;
   const hrt_json_t* size = hrt_json_get(json, "workgroupSize");
   if (size) {
@@ -645,7 +671,13 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
     for (size_t i = 0; i < constants->length; ++i) {
       char item_path[HRT_PATH_MAX];
       hrt_path_format(item_path, "%s[%zu]", field, i);
-      HRT_RETURN_IF_ERROR(hrt_parse_constant(&constants->items[i], item_path,
+      hrt_constant_kind_t kind =
+          !op->signature ? HRT_CONSTANT_ANY
+          : i < 32 && (op->signature->float_constants >> i) & 1u
+              ? HRT_CONSTANT_F32
+              : HRT_CONSTANT_INTEGER;
+      HRT_RETURN_IF_ERROR(hrt_parse_constant(&constants->items[i], kind,
+                                             op->entry, item_path,
                                              &op->constants[i]));
     }
   }

@@ -7,8 +7,9 @@
 // 'z'`. Executable files are named relative to `base_dir`.
 //
 // Linking into a context imports the "hal" module linked before it, loads
-// the executables for its device's kind, and records one reusable command
-// buffer per function. Each call allocates fresh outputs and locals, submits
+// the executables for its device's kind (files are read and libraries
+// opened then, once per context, not at creation), and records one reusable
+// command buffer per function. Each call allocates fresh outputs and locals, submits
 // the function's command buffer with the call's bindings, and completes on
 // the device's completion thread.
 #ifndef HRT_MODULES_PROGRAM_MODULE_H_
@@ -18,7 +19,8 @@
 
 #include "vm/module.h"
 
-// `base_dir` may be NULL when the description names no files.
+// `base_dir` may be NULL when the description names no files; it is copied
+// (into the resolved paths), as is `json`.
 hrt_status_t hrt_program_module_create(const char* json, size_t length,
                                        const char* base_dir,
                                        hrt_vm_module_t** out_module)

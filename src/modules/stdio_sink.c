@@ -44,8 +44,8 @@ static void hrt_append_tensor(hrt_text_t* text, const hrt_trace_tensor_t* tensor
   }
   hrt_text_append(text, hrt_hal_element_type_name(tensor->element_type));
   hrt_text_append(text, "=[");
-  uint64_t count =
-      tensor->byte_length / hrt_hal_element_type_size(tensor->element_type);
+  size_t element_size = hrt_hal_element_type_size(tensor->element_type);
+  uint64_t count = element_size ? tensor->byte_length / element_size : 0;
   uint64_t head = count > max_elements ? max_elements / 2 : count;
   uint64_t tail_start = count > max_elements ? count - max_elements / 2 : count;
   for (uint64_t i = 0; i < count; ++i) {

@@ -3,7 +3,8 @@
 #include <math.h>
 
 static uint64_t hrt_element_count(const hrt_trace_tensor_t* tensor) {
-  return tensor->byte_length / hrt_hal_element_type_size(tensor->element_type);
+  size_t size = hrt_hal_element_type_size(tensor->element_type);
+  return size ? tensor->byte_length / size : 0;
 }
 
 void hrt_tensor_stats_compute(const hrt_trace_tensor_t* tensor,

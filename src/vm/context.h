@@ -18,6 +18,7 @@
 #include "vm/instance.h"
 #include "vm/module.h"
 
+// Valid while the context it was looked up in lives.
 typedef struct hrt_vm_function_s {
   hrt_vm_module_t* module;  // borrowed from the context
   uint32_t ordinal;
@@ -50,6 +51,9 @@ const hrt_vm_function_def_t* hrt_vm_function_def(
 // Checks `inputs` against the function's signature (count, dtype, shape;
 // INVALID_ARGUMENT naming the input) and starts the call. On HRT_OK `done`
 // runs exactly once on the completion thread; on error it never runs.
+// The input views are borrowed only during this call; the device keeps their
+// buffers until the call completes. A program may write into its inputs
+// (fill, copy or dispatch targets), which changes the caller's tensors.
 hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                                  const hrt_vm_function_t* function,
                                  hrt_hal_buffer_view_t* const* inputs,

@@ -58,7 +58,8 @@ typedef struct hrt_vm_call_s {
 typedef struct hrt_vm_module_vtable_s {
   void (*destroy)(hrt_vm_module_t* module);
   // Links the module into `context`, whose earlier modules are already
-  // linked (see hrt_vm_context_find_module for imports).
+  // linked (see hrt_vm_context_find_module for imports). The state must not
+  // be NULL.
   hrt_status_t (*create_state)(hrt_vm_module_t* module,
                                hrt_vm_context_t* context, void** out_state);
   void (*free_state)(hrt_vm_module_t* module, void* state);

@@ -17,7 +17,7 @@ static void parses_nested_values_in_order(void) {
   const hrt_json_t* a = hrt_json_get(root, "a");
   ok = ok && a && a->type == HRT_JSON_ARRAY && a->length == 4 &&
        a->items[0].is_integer && a->items[0].integer == 1 &&
-       a->items[1].number == -25.0 && a->items[1].is_integer &&
+       a->items[1].number == -25.0 && !a->items[1].is_integer &&
        a->items[2].type == HRT_JSON_BOOL && a->items[2].boolean &&
        a->items[3].type == HRT_JSON_NULL;
   const hrt_json_t* c = hrt_json_get(hrt_json_get(root, "b"), "c");
@@ -40,12 +40,15 @@ static void decodes_escapes_and_unicode(void) {
 
 static void numbers_keep_exact_integers(void) {
   hrt_json_document_t* document = NULL;
-  CHECK_OK(parse("[9007199254740993, 0.5, 1e400, -0]", &document));
+  CHECK_OK(parse("[9007199254740993, 0.5, 1e400, -0, 2.0, 18446744073709551616]",
+                 &document));
   const hrt_json_t* root = hrt_json_root(document);
-  int ok = root->items[0].is_integer &&
+  int ok = root->items[0].is_integer && root->items[0].fits_int64 &&
            root->items[0].integer == 9007199254740993LL &&
            !root->items[1].is_integer && !root->items[2].is_integer &&
-           root->items[3].is_integer && root->items[3].integer == 0;
+           root->items[3].is_integer && root->items[3].integer == 0 &&
+           !root->items[4].is_integer && root->items[4].number == 2.0 &&
+           root->items[5].is_integer && !root->items[5].fits_int64;
   hrt_json_document_free(document);
   CHECK(ok);
 }
@@ -70,6 +73,10 @@ static void errors_name_line_and_column(void) {
                "unexpected end");
   CHECK_STATUS(parse("\"a\x01\"", &document), HRT_STATUS_INVALID_ARGUMENT,
                "control character");
+  CHECK_STATUS(parse("{\"a\": 1, \"b\": 2, \"a\": 3}", &document),
+               HRT_STATUS_INVALID_ARGUMENT, "member 'a' appears twice");
+  CHECK_STATUS(parse("\"abc\\", &document), HRT_STATUS_INVALID_ARGUMENT,
+               "unterminated string");
   char deep[200];
   memset(deep, '[', sizeof(deep) - 1);
   deep[sizeof(deep) - 1] = 0;

@@ -408,11 +408,14 @@ static void submissions_wait_for_semaphores(void) {
         .completion = {on_complete, &completion},
     };
     CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+    // Nothing runs before the wait is satisfied (checked before anything
+    // could satisfy it).
+    struct timespec pause = {0, 5000000};
+    nanosleep(&pause, NULL);
+    CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 0);
     late_signal_t late = {wait, fail};
     hrt_thread_t thread;
     CHECK_OK(hrt_thread_create("late", signal_later, &late, &thread));
-    // Nothing ran before the wait was satisfied.
-    CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 0);
     hrt_status_t status = completion_wait(&completion);
     hrt_thread_join(&thread);
     uint64_t value = 0;

@@ -553,6 +553,23 @@ static void bad_modules_name_the_field(void) {
       {"{\"op\": \"jump\"}", HRT_STATUS_INVALID_ARGUMENT,
        "body[0].op: unknown op 'jump'"},
       {"7", HRT_STATUS_INVALID_ARGUMENT, "body[0]: must be an object"},
+      {"{\"op\": \"dispatch\", \"kernel\": \"k.relu_f32\", \"workgroups\": [1],"
+       " \"bindings\": [\"a\", \"b\"], \"constants\": [4.5]}",
+       HRT_STATUS_INVALID_ARGUMENT,
+       "constants[0]: kernel 'relu_f32' takes an integer here (got 4.5)"},
+      {"{\"op\": \"dispatch\", \"kernel\": \"k.relu_f32\", \"workgroups\": [1],"
+       " \"bindings\": [\"a\", \"b\"], \"constants\": [{\"f32\": 4}]}",
+       HRT_STATUS_INVALID_ARGUMENT,
+       "constants[0]: kernel 'relu_f32' takes an integer here"},
+      {"{\"op\": \"dispatch\", \"kernel\": \"k.relu_f32\", \"workgroups\": [1],"
+       " \"bindings\": [\"a\", \"b\"], \"constants\": [18446744073709551616]}",
+       HRT_STATUS_INVALID_ARGUMENT, "does not fit in 32 bits"},
+      {"{\"op\": \"dispatch\", \"kernel\": \"k.relu_f32\","
+       " \"workgroups\": [65536, 65535, 2],"
+       " \"bindings\": [\"a\", \"b\"], \"constants\": [4]}",
+       HRT_STATUS_INVALID_ARGUMENT, "workgroups: 8589803520 workgroups exceed"},
+      {"{\"op\": \"fill\", \"target\": \"b\", \"value\": 1, \"value\": 2}",
+       HRT_STATUS_INVALID_ARGUMENT, "member 'value' appears twice"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     CHECK_STATUS(try_module(k, v, cases[i].body), cases[i].code,
@@ -583,7 +600,40 @@ static void bad_modules_name_the_field(void) {
                HRT_STATUS_INVALID_ARGUMENT, "executables.k: unknown field");
   CHECK_STATUS(try_module("{\"k\": {\"local\": {\"builtin\": false}}}", v, ""),
                HRT_STATUS_INVALID_ARGUMENT, "local.builtin: must be true");
+  // A whole-number f32 constant is an f32 for the built-in axpy.
   hrt_vm_module_t* module = NULL;
+  const char* axpy =
+      "{\"format\": \"halrt.module/1\", \"name\": \"m\","
+      " \"executables\": {\"k\": {\"local\": {\"builtin\": true}}},"
+      " \"functions\": {\"f\": {"
+      "  \"inputs\": [{\"name\": \"a\", \"dtype\": \"f32\", \"shape\": [4]}],"
+      "  \"outputs\": [{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [4]}],"
+      "  \"body\": [{\"op\": \"dispatch\", \"kernel\": \"k.axpy_f32\","
+      "   \"workgroups\": [1], \"bindings\": [\"a\", \"a\", \"b\"],"
+      "   \"constants\": [4, 2]}]}}}";
+  fixture_t f;
+  CHECK_OK(fixture_create("local-sync", axpy, NULL, false, &f));
+  hrt_vm_function_t function;
+  CHECK_OK(hrt_vm_context_lookup_function(f.context, "m.f", &function));
+  float a[4] = {1, 2, 3, -4};
+  hrt_hal_buffer_t* buffer = NULL;
+  int64_t shape[1] = {4};
+  hrt_hal_buffer_view_t* input = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(f.device, 16, a, &buffer));
+  CHECK_OK(hrt_hal_buffer_view_create(buffer, 0, HRT_HAL_ELEMENT_TYPE_F32, 1,
+                                      shape, &input));
+  hrt_hal_buffer_release(buffer);
+  result_t result = {.output_count = 0};
+  hrt_notification_init(&result.done);
+  CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1, 0,
+                               (hrt_vm_invocation_done_t){on_done, &result}));
+  hrt_hal_buffer_view_release(input);
+  CHECK_OK(wait_result(&result));
+  const float* b = hrt_hal_buffer_view_buffer(result.outputs[0])->host_ptr;
+  int axpy_ok = b[0] == 3 && b[1] == 6 && b[2] == 9 && b[3] == -12;
+  hrt_hal_buffer_view_release(result.outputs[0]);
+  fixture_release(&f);
+  CHECK(axpy_ok);
   const char* wrong_format = "{\"format\": \"halrt.module/2\", \"name\": \"m\","
                              " \"functions\": {}}";
   CHECK_STATUS(hrt_program_module_create(wrong_format, strlen(wrong_format),

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/live.h"
@@ -55,16 +56,27 @@ static const hrt_hal_buffer_vtable_t hrt_local_buffer_vtable = {
     .destroy = hrt_local_buffer_destroy,
 };
 
+// Host memory installed, in bytes: no buffer may be larger. Zero-filling a
+// buffer the system cannot back would get the process killed instead of
+// failing cleanly.
+static uint64_t hrt_physical_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return UINT64_MAX;
+  return (uint64_t)pages * (uint64_t)page_size;
+}
+
 static hrt_status_t hrt_local_allocate_buffer(hrt_hal_device_t* device,
                                               uint64_t byte_length,
                                               const void* initial_data,
                                               hrt_hal_buffer_t** out_buffer) {
   // 64-byte alignment for vector loads; the size rounds up to match, which
   // also keeps zero-byte buffers addressable.
-  if (byte_length > SIZE_MAX - 64) {
+  if (byte_length > SIZE_MAX - 64 || byte_length > hrt_physical_memory()) {
     return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                           "cannot allocate %llu bytes",
-                           (unsigned long long)byte_length);
+                           "cannot allocate %llu bytes on %s: more than the "
+                           "host memory installed",
+                           (unsigned long long)byte_length, device->info.uri);
   }
   size_t padded = ((size_t)byte_length + 63) & ~(size_t)63;
   if (padded == 0) padded = 64;
@@ -293,28 +305,30 @@ static void hrt_submission_free(hrt_local_submission_t* sub) {
   hrt_live_add(HRT_LIVE_SUBMISSION, -1);
 }
 
-// Runs one submission to completion: execute, signal or fail the
-// semaphores, call the completion, then drop the submission's references
-// (the device's last among them, possibly).
+// Runs one submission to completion: execute; signal the semaphores in
+// order (when one cannot be signalled the submission fails with that status
+// and the semaphores after it are failed with it); drop what the submission
+// retained; call the completion; and only then drop the submission's
+// reference to the device (possibly the last one).
 static void hrt_complete(hrt_local_device_t* device,
                          hrt_local_submission_t* sub) {
   hrt_status_t status = hrt_execute(device, sub);
   for (uint32_t i = 0; i < sub->signal_count; ++i) {
     if (status == HRT_OK) {
-      hrt_status_t signal_status = hrt_hal_semaphore_signal(
-          sub->signals[i].semaphore, sub->signals[i].value);
-      if (signal_status != HRT_OK) status = signal_status;
+      status = hrt_hal_semaphore_signal(sub->signals[i].semaphore,
+                                        sub->signals[i].value);
     } else {
       hrt_hal_semaphore_fail(sub->signals[i].semaphore,
                              hrt_status_clone(status));
     }
   }
-  if (sub->completion.fn) {
-    sub->completion.fn(sub->completion.user_data, status);
+  hrt_hal_completion_t completion = sub->completion;
+  hrt_submission_free(sub);
+  if (completion.fn) {
+    completion.fn(completion.user_data, status);
   } else {
     hrt_status_free(status);
   }
-  hrt_submission_free(sub);
   hrt_hal_device_release(&device->base);
 }
 
