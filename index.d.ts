@@ -203,3 +203,268 @@ export function drivers(): DriverInfo[];
 
 /** Live runtime objects, process-wide (every thread). */
 export function liveObjects(): LiveObjects;
+
+//===----------------------------------------------------------------------===//
+// Modules, contexts, functions and the debug sink
+//===----------------------------------------------------------------------===//
+
+/** One traced tensor of dtype `D`: a host copy taken when the trace ran. */
+export interface TraceTensorOf<D extends DType> {
+  /** The traced value's name in the function ('x', 'y', ...). */
+  name: string;
+  dtype: D;
+  /** Dimensions ([] for a scalar). */
+  shape: number[];
+  /** The elements, in dtype's TypedArray (see DTypeArrayMap). */
+  data: TypedArrayOf<D>;
+}
+
+/** A traced tensor; narrow on `dtype` to get the matching `data` type. */
+export type TraceTensor = { [D in DType]: TraceTensorOf<D> }[DType];
+
+/** What the debug sink is told about a trace besides its key and tensors. */
+export interface TraceInfo {
+  /** Number of the invocation that traced (per thread, counting from 0). */
+  sequence: number;
+  /** The function that traced: 'module.function'. */
+  function: string;
+  /** Index of the op in the function body (for dispatch traces: the dispatch). */
+  op: number;
+  /**
+   * Traces this sink has dropped so far (tracePolicy 'drop'); never
+   * decreases; always 0 under 'wait'.
+   */
+  dropped: number;
+}
+
+/**
+ * A debug sink: called on the JavaScript thread for every trace, in program
+ * order within an invocation and before that invocation's promise settles.
+ * `key` is the trace op's key, or 'function:op:kernel' for traceDispatches.
+ * A sink that throws rejects the invocation that traced (code ABORTED, the
+ * thrown value as `cause`); its return value is ignored.
+ */
+export type DebugSink = (key: string, tensors: TraceTensor[], info: TraceInfo) => void;
+
+export interface HalModuleOptions {
+  /** Receives traced tensors. Default: none (traces are dropped natively). */
+  debugSink?: DebugSink | null | undefined;
+  /** Also trace what every dispatch writes. Default false. */
+  traceDispatches?: boolean | undefined;
+  /**
+   * Bound on the bytes of traces posted to JavaScript but not yet delivered:
+   * an integer >= 1. Default 64 MiB.
+   */
+  maxTraceBytes?: number | undefined;
+  /**
+   * When the bound is reached: 'wait' (the default: the device waits for
+   * JavaScript, nothing is lost) or 'drop' (the trace is dropped and counted
+   * in info.dropped).
+   */
+  tracePolicy?: 'wait' | 'drop' | undefined;
+}
+
+/** The module named 'hal': runs programs on `device`, owns the debug sink. */
+export class HalModule implements Disposable {
+  constructor(instance: Instance, device: Device, options?: HalModuleOptions);
+  /** Always 'hal'. */
+  readonly name: 'hal';
+  readonly device: Device;
+  /** options.debugSink, or null. */
+  readonly debugSink: DebugSink | null;
+  readonly traceDispatches: boolean;
+  /** Releases this object's module reference. Idempotent. Contexts keep theirs. */
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+/** A tensor in a function signature. */
+export interface TensorSignature {
+  name: string;
+  dtype: DType;
+  shape: number[];
+}
+
+/** A function a module exports. */
+export interface FunctionSignature {
+  name: string;
+  inputs: TensorSignature[];
+  outputs: TensorSignature[];
+}
+
+/** A workgroup grid: 1 to 3 positive counts (missing ones are 1). */
+export type Grid =
+  | readonly [number]
+  | readonly [number, number]
+  | readonly [number, number, number];
+
+/** A 32-bit dispatch constant: an integer, or an f32 (a non-integer number or {f32}). */
+export type DispatchConstant = number | { f32: number };
+
+/** A kernel name: 'executable.entry'. */
+export type KernelName = `${string}.${string}`;
+
+/** How CPU devices get an executable. */
+export type LocalExecutable = { builtin: true } | { library: string };
+/** How CUDA devices get an executable (paths relative to the module file). */
+export type CudaExecutable =
+  | { builtin: true }
+  | { ptx: string | { text: string } }
+  | { cubin: string }
+  | { fatbin: string };
+
+/** An executable, given per device kind (at least one). */
+export interface ExecutableKinds {
+  local?: LocalExecutable | undefined;
+  cuda?: CudaExecutable | undefined;
+}
+
+/** An input, output or local of a function. */
+export interface ValueDescription {
+  name: string;
+  dtype: DType;
+  shape: readonly number[];
+}
+
+export interface DispatchOp {
+  op: 'dispatch';
+  kernel: KernelName;
+  workgroups: Grid;
+  /** Value names, in the kernel's binding order. */
+  bindings: readonly string[];
+  constants?: readonly DispatchConstant[] | undefined;
+  workgroupSize?: Grid | undefined;
+}
+export interface FillOp {
+  op: 'fill';
+  target: string;
+  /** Stored as target's dtype; a boolean only for bool targets. */
+  value: number | boolean;
+}
+export interface CopyOp {
+  op: 'copy';
+  source: string;
+  target: string;
+}
+export interface TraceOp {
+  op: 'trace';
+  key: string;
+  values: readonly string[];
+}
+export interface BarrierOp {
+  op: 'barrier';
+}
+/** One op of a function body. */
+export type Op = DispatchOp | FillOp | CopyOp | TraceOp | BarrierOp;
+
+export interface FunctionDescription {
+  inputs: readonly ValueDescription[];
+  outputs: readonly ValueDescription[];
+  locals?: readonly ValueDescription[] | undefined;
+  body: readonly Op[];
+}
+
+/**
+ * A module description (the contents of a *.halrt.json file). Properties
+ * that are undefined count as absent (the description goes through JSON).
+ */
+export interface ModuleDescription {
+  format: 'halrt.module/1';
+  name: string;
+  executables?: { [name: string]: ExecutableKinds } | undefined;
+  functions: { [name: string]: FunctionDescription };
+}
+
+export interface ModuleOptions {
+  /** Folder relative executable paths resolve against. Default: the current directory. */
+  baseDir?: string | undefined;
+}
+
+/** A program module: functions described by data, linked into contexts. */
+export class Module implements Disposable {
+  /** Not callable: use Module.load, Module.fromObject, Module.fromJson or a ModuleBuilder. */
+  private constructor();
+  /** Loads a *.halrt.json file; paths in it resolve against its folder. */
+  static load(instance: Instance, file: string): Module;
+  static fromObject(instance: Instance, object: ModuleDescription, options?: ModuleOptions): Module;
+  /** `baseDir`: where relative paths resolve (none: they are an error). */
+  static fromJson(instance: Instance, text: string, baseDir?: string): Module;
+  readonly name: string;
+  /** A fresh array of the exported functions' signatures. */
+  readonly functions: FunctionSignature[];
+  /** Releases this object's module reference. Idempotent. Contexts keep theirs. */
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface DispatchOptions {
+  workgroups: Grid;
+  bindings: readonly string[];
+  constants?: readonly DispatchConstant[] | undefined;
+  workgroupSize?: Grid | undefined;
+}
+
+/** Builds one function; every method appends and returns the builder. */
+export interface FunctionBuilder {
+  input(name: string, dtype: DType, shape: readonly number[]): this;
+  output(name: string, dtype: DType, shape: readonly number[]): this;
+  local(name: string, dtype: DType, shape: readonly number[]): this;
+  dispatch(kernel: KernelName, options: DispatchOptions): this;
+  fill(target: string, value: number | boolean): this;
+  copy(source: string, target: string): this;
+  trace(key: string, values: readonly string[]): this;
+  barrier(): this;
+}
+
+/** Builds a ModuleDescription fluently. */
+export class ModuleBuilder {
+  constructor(name: string);
+  executable(name: string, kinds: ExecutableKinds): this;
+  /** `define` is called at once with the function's builder. */
+  function(name: string, define: (builder: FunctionBuilder) => void): this;
+  /** A deep copy of the description built so far. */
+  toObject(): ModuleDescription;
+  /** Module.fromObject(instance, this.toObject(), options). */
+  build(instance: Instance, options?: ModuleOptions): Module;
+}
+
+/** Modules linked together: a HalModule first, then program modules. */
+export class Context implements Disposable {
+  constructor(instance: Instance, modules: readonly (HalModule | Module)[]);
+  /** The modules given, frozen. */
+  readonly modules: readonly (HalModule | Module)[];
+  /** A function by its qualified name, 'module.function'. */
+  lookupFunction(name: string): HalrtFunction;
+  /** Releases this object's context reference. Idempotent. Functions and invocations keep theirs. */
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface InvokeOptions {
+  /**
+   * Aborting settles the promise at once with CANCELLED; the device work
+   * still runs and its outputs are closed unseen.
+   */
+  signal?: AbortSignal | undefined;
+}
+
+/** A function of a Context (exported as `Function`). */
+declare class HalrtFunction implements Disposable {
+  /** Not callable: use context.lookupFunction(). */
+  private constructor();
+  /** 'module.function'. */
+  readonly name: string;
+  readonly context: Context;
+  readonly inputs: TensorSignature[];
+  readonly outputs: TensorSignature[];
+  /**
+   * Runs the function on the context's device. Every failure (bad inputs,
+   * closed objects, a throwing debug sink, an abort) is a rejection with a
+   * HalrtError; nothing throws.
+   */
+  invoke(inputs: readonly BufferView[], options?: InvokeOptions): Promise<BufferView[]>;
+  /** Releases this object's references. Idempotent. */
+  close(): void;
+  [Symbol.dispose](): void;
+}
+export { HalrtFunction as Function };

@@ -21,7 +21,15 @@ function installInvoke(NativeFunction) {
         return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
       }
       if (signal?.aborted) return Promise.reject(cancelled(this.name, signal));
-      const result = nativeInvoke.call(this, inputs);
+      // The native invoke reports its own failures as rejections, but V8
+      // throws before it runs when `this` is not a Function ('Illegal
+      // invocation'); that too must be a rejection.
+      let result;
+      try {
+        result = nativeInvoke.call(this, inputs);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       if (signal === undefined) return result;
       return new Promise((resolve, reject) => {
         const onAbort = () => reject(cancelled(this.name, signal));

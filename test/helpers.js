@@ -90,12 +90,158 @@ async function settleLiveObjects(baseline, rounds = 20) {
   return live;
 }
 
+/**
+ * liveObjects() once earlier tests' garbage is gone: runs GC until the
+ * counts stay the same for `stable` rounds in a row (at most `rounds`).
+ */
+async function liveBaseline(stable = 3, rounds = 40) {
+  let live = halrt.liveObjects();
+  let same = 0;
+  for (let i = 0; i < rounds && same < stable; ++i) {
+    if (global.gc) global.gc();
+    await tick();
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    const next = halrt.liveObjects();
+    same = JSON.stringify(next) === JSON.stringify(live) ? same + 1 : 0;
+    live = next;
+  }
+  return live;
+}
+
+/** The CPU devices every program test runs on. */
+const DEVICE_URIS = ['local-sync', 'local-task?workers=2'];
+
+/** Resolves once `predicate()` is true; rejects after `timeout` ms. */
+async function waitFor(predicate, timeout = 5000, what = 'condition') {
+  const deadline = Date.now() + timeout;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+/** Blocks the JS thread for `ms` milliseconds (a slow debug sink). */
+function busyWait(ms) {
+  const end = process.hrtime.bigint() + BigInt(Math.round(ms * 1e6));
+  while (process.hrtime.bigint() < end);
+}
+
+/** Closes every object that has a close() method, ignoring nullish entries. */
+function closeAll(...objects) {
+  for (const object of objects.flat()) if (object && typeof object.close === 'function') object.close();
+}
+
+/**
+ * A HalModule + program Module + Context on a fresh device, for tests.
+ * `define(builder)` adds executables and functions to ModuleBuilder(`name`);
+ * an executable 'k' with the built-in CPU kernels is always there.
+ * close() closes everything it made.
+ */
+function makeProgram(uri, define, { name = 'm', hal: halOptions, instance: given } = {}) {
+  const instance = given ?? new halrt.Instance();
+  const device = instance.createDevice(uri);
+  const builder = new halrt.ModuleBuilder(name).executable('k', { local: { builtin: true } });
+  define(builder);
+  const hal = new halrt.HalModule(instance, device, halOptions);
+  const module = builder.build(instance);
+  const context = new halrt.Context(instance, [hal, module]);
+  return {
+    instance,
+    device,
+    hal,
+    module,
+    context,
+    lookup: (fn) => context.lookupFunction(`${name}.${fn}`),
+    close() {
+      closeAll(context, module, hal, device);
+      if (!given) instance.close();
+    },
+  };
+}
+
+// JavaScript references for the built-in kernels (docs/kernels.md), f32
+// arithmetic emulated with Math.fround.
+const reference = {
+  matmul(a, b, M, K, N) {
+    const c = new Float32Array(M * N);
+    for (let i = 0; i < M; ++i) {
+      for (let j = 0; j < N; ++j) {
+        let acc = 0;
+        for (let k = 0; k < K; ++k) acc = Math.fround(acc + Math.fround(a[i * K + k] * b[k * N + j]));
+        c[i * N + j] = acc;
+      }
+    }
+    return c;
+  },
+  elementwise(a, b, op, Type) {
+    const out = new Type(a.length);
+    for (let i = 0; i < a.length; ++i) out[i] = op(a[i], b[i]);
+    return out;
+  },
+  relu(x) {
+    return Float32Array.from(x, (v) => (v > 0 ? v : 0));
+  },
+  softmaxRows(x, rows, cols) {
+    const out = new Float32Array(rows * cols);
+    for (let r = 0; r < rows; ++r) {
+      const row = x.subarray(r * cols, (r + 1) * cols);
+      const max = Math.max(...row);
+      let sum = 0;
+      for (const v of row) sum += Math.exp(v - max);
+      for (let j = 0; j < cols; ++j) out[r * cols + j] = Math.exp(row[j] - max) / sum;
+    }
+    return out;
+  },
+  reduceSum(x, rows, cols) {
+    const out = new Float32Array(rows);
+    for (let r = 0; r < rows; ++r) {
+      let sum = 0;
+      for (let j = 0; j < cols; ++j) sum += x[r * cols + j];
+      out[r] = sum;
+    }
+    return out;
+  },
+};
+
+/** Asserts |actual[i] - expected[i]| <= atol + rtol * |expected[i]| for all i. */
+function assertClose(actual, expected, { rtol = 1e-5, atol = 1e-6, what = 'values' } = {}) {
+  assert.strictEqual(actual.length, expected.length, `${what}: length`);
+  for (let i = 0; i < expected.length; ++i) {
+    const diff = Math.abs(actual[i] - expected[i]);
+    assert.ok(diff <= atol + rtol * Math.abs(expected[i]),
+      `${what}[${i}]: got ${actual[i]}, expected ${expected[i]}`);
+  }
+}
+
+/** Deterministic pseudo-random floats in [-range, range), exact in f32. */
+function randomFloats(count, seed, range = 4) {
+  const out = new Float32Array(count);
+  let state = (seed * 2654435761) >>> 0 || 1;
+  for (let i = 0; i < count; ++i) {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    state >>>= 0;
+    out[i] = (Math.round((state / 4294967296) * 1024) / 1024 - 0.5) * 2 * range;
+  }
+  return out;
+}
+
 module.exports = {
   ARRAY_TYPES,
+  DEVICE_URIS,
   sampleData,
   elementCount,
   assertThrowsHalrt,
   assertRejectsHalrt,
+  assertClose,
   settleLiveObjects,
+  liveBaseline,
   tick,
+  waitFor,
+  busyWait,
+  closeAll,
+  makeProgram,
+  randomFloats,
+  reference,
 };

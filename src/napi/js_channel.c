@@ -10,8 +10,8 @@
 struct hrt_js_channel_s {
   atomic_int_fast32_t ref_count;
   hrt_mutex_t mutex;
-  // Guarded by `mutex` for producers. Only the JS thread sets it to NULL, so
-  // the JS thread may read it without the mutex.
+  // Guarded by `mutex`. hrt_js_channel_finish may set it to NULL from any
+  // thread, so every access (the JS thread's too) takes the mutex.
   napi_threadsafe_function tsfn;
   // JS thread only.
   uint32_t pending_work;
@@ -118,16 +118,33 @@ bool hrt_js_channel_post(hrt_js_channel_t* channel,
   return posted;
 }
 
+// JS thread. Refs (`keep_alive`) or unrefs the threadsafe function unless
+// it has been released. Under the mutex: a finish on another thread may be
+// releasing it right now; once released (thread count 0) Node closes it as
+// soon as its queue is empty, whatever its ref state, so skipping is safe.
+static void hrt_js_channel_keep_alive(napi_env env, hrt_js_channel_t* channel,
+                                      bool keep_alive) {
+  hrt_mutex_lock(&channel->mutex);
+  if (channel->tsfn != NULL) {
+    if (keep_alive) {
+      napi_ref_threadsafe_function(env, channel->tsfn);
+    } else {
+      napi_unref_threadsafe_function(env, channel->tsfn);
+    }
+  }
+  hrt_mutex_unlock(&channel->mutex);
+}
+
 void hrt_js_channel_begin_work(napi_env env, hrt_js_channel_t* channel) {
-  if (channel->pending_work++ == 0 && channel->tsfn != NULL) {
-    napi_ref_threadsafe_function(env, channel->tsfn);
+  if (channel->pending_work++ == 0) {
+    hrt_js_channel_keep_alive(env, channel, true);
   }
 }
 
 void hrt_js_channel_end_work(napi_env env, hrt_js_channel_t* channel) {
   if (channel->pending_work == 0) return;
-  if (--channel->pending_work == 0 && channel->tsfn != NULL) {
-    napi_unref_threadsafe_function(env, channel->tsfn);
+  if (--channel->pending_work == 0) {
+    hrt_js_channel_keep_alive(env, channel, false);
   }
 }
 

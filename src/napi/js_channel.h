@@ -11,10 +11,11 @@
 //   reference (the caller's, normally the per-env state, dropped by close) and
 //   keeps a second one for the threadsafe function, dropped by its finalizer.
 // - `tsfn` is guarded by the mutex and becomes NULL when the threadsafe
-//   function's finalizer runs or the channel is closed. post calls
-//   napi_call_threadsafe_function under the mutex only while it is set, so no
-//   thread touches the threadsafe function after its finalizer has begun
-//   (Node forbids any use past that point).
+//   function's finalizer runs or the channel is closed or finished (finish
+//   may run on any thread). post, begin_work and end_work use it under the
+//   mutex only while it is set, so no thread touches the threadsafe function
+//   after it was released or its finalizer has begun (Node forbids any use
+//   past that point).
 // - A posted message is owned by the channel until it is delivered: its
 //   deliver function runs once, on the JS thread with a live env, or with
 //   env == NULL at teardown, when it must only free native memory. When post

@@ -3,15 +3,31 @@
 import * as halrt from 'halrt';
 import {
   BufferView,
+  Context,
+  DebugSink,
   Device,
   DeviceInfo,
   DriverInfo,
   DType,
+  ExecutableKinds,
+  FunctionBuilder,
+  FunctionSignature,
+  HalModule,
+  HalModuleOptions,
   HalrtError,
   Instance,
+  InvokeOptions,
   LiveObjects,
+  Module,
+  ModuleBuilder,
+  ModuleDescription,
+  Op,
   StatusCode,
+  TensorSignature,
+  TraceInfo,
+  TraceTensor,
   TypedArrayOf,
+  ValueDescription,
 } from 'halrt';
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -157,4 +173,189 @@ async function main(): Promise<void> {
   instance[Symbol.dispose]();
 }
 
-void [dtypes, counts, main];
+// Modules, contexts, functions and the debug sink.
+async function programs(): Promise<void> {
+  const instance = new Instance();
+  const device = instance.createDevice('local-sync');
+
+  const sink: DebugSink = (key, tensors, info) => {
+    const k: string = key;
+    const sequence: number = info.sequence;
+    const fn: string = info.function;
+    const op: number = info.op;
+    const dropped: number = info.dropped;
+    for (const tensor of tensors) {
+      const name: string = tensor.name;
+      const shape: number[] = tensor.shape;
+      const dtype: DType = tensor.dtype;
+      if (tensor.dtype === 'f32') {
+        const data: Float32Array = tensor.data;
+        void data;
+      } else if (tensor.dtype === 'i64') {
+        const data: BigInt64Array = tensor.data;
+        void data;
+      } else if (tensor.dtype === 'bool') {
+        const data: Uint8Array = tensor.data;
+        void data;
+      }
+      // @ts-expect-error data is not known to be a Float32Array before narrowing
+      const notNarrowed: Float32Array = tensor.data;
+      void [name, shape, dtype, notNarrowed];
+    }
+    void [k, sequence, fn, op, dropped];
+  };
+  const options: HalModuleOptions = { debugSink: sink, traceDispatches: true, maxTraceBytes: 1 << 20, tracePolicy: 'drop' };
+  const hal = new HalModule(instance, device, options);
+  const plain = new HalModule(instance, device);
+  const withNull = new HalModule(instance, device, { debugSink: null, tracePolicy: 'wait' });
+  const halName: 'hal' = hal.name;
+  const halDevice: Device = hal.device;
+  const halSink: DebugSink | null = hal.debugSink;
+  const traced: boolean = hal.traceDispatches;
+  void [halName, halDevice, halSink, traced];
+  // A sink may be written inline; its parameters are inferred.
+  const inline = new HalModule(instance, device, {
+    debugSink: (key, tensors, info) => {
+      const first: TraceTensor | undefined = tensors[0];
+      const info2: TraceInfo = info;
+      void [key.length, first, info2];
+    },
+  });
+
+  const kinds: ExecutableKinds = { local: { builtin: true }, cuda: { ptx: { text: '.version 7.0' } } };
+  const builder = new ModuleBuilder('mlp')
+    .executable('k', kinds)
+    .executable('lib', { local: { library: 'k.so' }, cuda: { fatbin: 'k.fatbin' } })
+    .function('main', (f: FunctionBuilder) =>
+      f
+        .input('x', 'f32', [4, 8])
+        .input('w', 'f32', [8, 16])
+        .output('y', 'f32', [4, 16])
+        .local('t', 'f32', [4, 16])
+        .local('flag', 'bool', [1])
+        .dispatch('k.matmul_f32', { workgroups: [1, 1, 1], bindings: ['x', 'w', 't'], constants: [4, 8, 16] })
+        .dispatch('k.axpy_f32', { workgroups: [2], bindings: ['t', 't', 'y'], constants: [64, { f32: 0.5 }], workgroupSize: [64] })
+        .fill('flag', true)
+        .fill('t', 0.25)
+        .copy('t', 'y')
+        .barrier()
+        .trace('after', ['y', 't']),
+    );
+  const description: ModuleDescription = builder.toObject();
+  const format: 'halrt.module/1' = description.format;
+  const firstOp: Op | undefined = description.functions['main']?.body[0];
+  if (firstOp && firstOp.op === 'dispatch') {
+    const kernel: `${string}.${string}` = firstOp.kernel;
+    void kernel;
+  }
+  void format;
+  const built: Module = builder.build(instance);
+  const relative: Module = builder.build(instance, { baseDir: '/tmp' });
+  const loaded: Module = Module.load(instance, 'mlp.halrt.json');
+  const fromObject: Module = Module.fromObject(instance, {
+    format: 'halrt.module/1',
+    name: 'small',
+    functions: {
+      main: {
+        inputs: [],
+        outputs: [{ name: 'y', dtype: 'i32', shape: [2] }],
+        body: [{ op: 'fill', target: 'y', value: 3 }, { op: 'trace', key: 'y', values: ['y'] }],
+      },
+    },
+  });
+  const fromJson: Module = Module.fromJson(instance, JSON.stringify(description), '/tmp');
+  const noBase: Module = Module.fromJson(instance, '{}');
+  const moduleName: string = built.name;
+  const signatures: FunctionSignature[] = built.functions;
+  const value: ValueDescription = { name: 'x', dtype: 'u8', shape: [1] };
+  void [moduleName, signatures, value];
+
+  const context = new Context(instance, [hal, built]);
+  const linked: readonly (HalModule | Module)[] = context.modules;
+  const main: halrt.Function = context.lookupFunction('mlp.main');
+  const fnName: string = main.name;
+  const owner: Context = main.context;
+  const inputs: TensorSignature[] = main.inputs;
+  const outputs: TensorSignature[] = main.outputs;
+  void [linked, fnName, owner, inputs, outputs];
+  const x = device.tensor(new Float32Array(32), [4, 8]);
+  const w = device.tensor(new Float32Array(128), [8, 16]);
+  const result: BufferView[] = await main.invoke([x, w]);
+  const controller = new AbortController();
+  const invokeOptions: InvokeOptions = { signal: controller.signal };
+  const aborted: Promise<BufferView[]> = main.invoke([x, w], invokeOptions);
+  controller.abort();
+  await aborted.catch((error: unknown) => error instanceof HalrtError && error.code === 'CANCELLED');
+  for (const view of result) view.close();
+  {
+    using scopedContext = new Context(instance, [plain, fromObject]);
+    using scopedFunction = scopedContext.lookupFunction('small.main');
+    void scopedFunction;
+  }
+
+  // @ts-expect-error debugSink must be a function
+  new HalModule(instance, device, { debugSink: 5 });
+  // @ts-expect-error tracePolicy is 'wait' or 'drop'
+  new HalModule(instance, device, { tracePolicy: 'x' });
+  // @ts-expect-error unknown option
+  new HalModule(instance, device, { profile: true });
+  // @ts-expect-error maxTraceBytes is a number
+  new HalModule(instance, device, { maxTraceBytes: '1MiB' });
+  // @ts-expect-error the device comes second
+  new HalModule(device, instance);
+  // @ts-expect-error a sink's tensors are TraceTensor[]
+  new HalModule(instance, device, { debugSink: (key: string, tensors: string[]) => void [key, tensors] });
+  // @ts-expect-error name is read-only
+  hal.name = 'hal';
+  // @ts-expect-error Module is not constructible
+  new Module();
+  // @ts-expect-error Function is not constructible
+  new halrt.Function();
+  // @ts-expect-error HalrtFunction is the d.ts name only; halrt exports it as Function
+  void halrt.HalrtFunction;
+  // @ts-expect-error FunctionBuilder is a type, not a runtime export
+  void halrt.FunctionBuilder;
+  // @ts-expect-error the format string is fixed
+  Module.fromObject(instance, { format: 'halrt.module/2', name: 'm', functions: {} });
+  // @ts-expect-error ops are a closed set
+  Module.fromObject(instance, { format: 'halrt.module/1', name: 'm', functions: { f: { inputs: [], outputs: [], body: [{ op: 'nop' }] } } });
+  // @ts-expect-error Module.load takes a path string
+  Module.load(instance, 5);
+  builder.function('other', (f) => {
+    // @ts-expect-error kernels are named 'executable.entry'
+    f.dispatch('matmul_f32', { workgroups: [1], bindings: ['x'] });
+    // @ts-expect-error at most 3 workgroup counts
+    f.dispatch('k.relu_f32', { workgroups: [1, 1, 1, 1], bindings: ['x', 'y'] });
+    // @ts-expect-error unknown dtype
+    f.input('x', 'f8', [1]);
+    // @ts-expect-error trace values are a list of names
+    f.trace('key', 'x');
+  });
+  // @ts-expect-error executables take 'local' and/or 'cuda'
+  builder.executable('k2', { metal: { builtin: true } });
+  // @ts-expect-error a local executable is builtin or a library
+  builder.executable('k3', { local: { ptx: 'k.ptx' } });
+  // @ts-expect-error modules are HalModule or Module objects
+  new Context(instance, [hal, {}]);
+  // @ts-expect-error modules are read-only
+  context.modules.push(hal);
+  // @ts-expect-error lookupFunction takes a string
+  context.lookupFunction(1);
+  // @ts-expect-error inputs are BufferViews
+  await main.invoke([new Float32Array(4)]);
+  // @ts-expect-error signal must be an AbortSignal
+  await main.invoke([x, w], { signal: true });
+  // @ts-expect-error invoke resolves with BufferView[]
+  const notViews: Float32Array[] = await main.invoke([x, w]);
+  void notViews;
+
+  for (const object of [main, context, built, relative, loaded, fromObject, fromJson, noBase, hal, plain, withNull, inline]) {
+    object.close();
+  }
+  x.close();
+  w.close();
+  device.close();
+  instance.close();
+}
+
+void [dtypes, counts, main, programs];

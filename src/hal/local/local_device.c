@@ -74,7 +74,7 @@ static hrt_status_t hrt_local_allocate_buffer(hrt_hal_device_t* device,
   // also keeps zero-byte buffers addressable.
   if (byte_length > SIZE_MAX - 64 || byte_length > hrt_physical_memory()) {
     return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                           "cannot allocate %llu bytes on %s: more than the "
+                           "out of host memory: %llu bytes on %s exceed the "
                            "host memory installed",
                            (unsigned long long)byte_length, device->info.uri);
   }

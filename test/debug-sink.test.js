@@ -1,0 +1,634 @@
+'use strict';
+// The JavaScript debug sink: what it receives, in which order, how errors
+// thrown by it surface, backpressure, and concurrency (many invocations, many
+// producers, closing objects while work is in flight).
+const assert = require('assert');
+const halrt = require('..');
+const {
+  DEVICE_URIS, assertClose, busyWait, closeAll, liveBaseline, makeProgram, randomFloats, reference, settleLiveObjects,
+} = require('./helpers');
+
+/** A sink that records (key, tensors, info) and can be swapped out. */
+function recorder() {
+  const calls = [];
+  const sink = (key, tensors, info) => {
+    calls.push({ key, tensors, info });
+  };
+  return { calls, sink };
+}
+
+const TRACE_TENSOR_KEYS = ['data', 'dtype', 'name', 'shape'];
+const TRACE_INFO_KEYS = ['dropped', 'function', 'op', 'sequence'];
+
+for (const uri of DEVICE_URIS) {
+  describe(`debug sink (${uri})`, () => {
+    for (const [M, K, N] of [[1, 1, 1], [4, 8, 16], [9, 7, 5]]) {
+      it(`traced f32 tensors equal what JavaScript computes for the same inputs (${M}x${K}x${N})`, async () => {
+        const { calls, sink } = recorder();
+        const p = makeProgram(uri, (b) => b.function('main', (f) => f
+          .input('x', 'f32', [M, K]).input('w', 'f32', [K, N]).input('bias', 'f32', [M, N])
+          .output('probs', 'f32', [M, N]).output('sums', 'f32', [M])
+          .local('t', 'f32', [M, N]).local('r', 'f32', [M, N]).local('s', 'f32', [M, N])
+          .dispatch('k.matmul_f32', { workgroups: [2, 2, 1], bindings: ['x', 'w', 't'], constants: [M, K, N] })
+          .trace('matmul', ['t'])
+          .dispatch('k.relu_f32', { workgroups: [3], bindings: ['t', 'r'], constants: [M * N] })
+          .dispatch('k.add_f32', { workgroups: [1], bindings: ['r', 'bias', 's'], constants: [M * N] })
+          .trace('relu+add', ['r', 's'])
+          .dispatch('k.softmax_rows_f32', { workgroups: [2], bindings: ['s', 'probs'], constants: [M, N] })
+          .dispatch('k.reduce_sum_f32', { workgroups: [1], bindings: ['probs', 'sums'], constants: [M, N] })
+          .trace('outputs', ['probs', 'sums', 'x'])), { hal: { debugSink: sink } });
+        const fn = p.lookup('main');
+        const x = randomFloats(M * K, M + 10);
+        const w = randomFloats(K * N, N + 20);
+        const bias = randomFloats(M * N, K + 30);
+        const inputs = [p.device.tensor(x, [M, K]), p.device.tensor(w, [K, N]), p.device.tensor(bias, [M, N])];
+        try {
+          const outputs = await fn.invoke(inputs);
+          assert.deepStrictEqual(calls.map((c) => c.key), ['matmul', 'relu+add', 'outputs']);
+          for (const { tensors, info } of calls) {
+            assert.deepStrictEqual(Object.keys(info).sort(), TRACE_INFO_KEYS);
+            assert.strictEqual(info.function, 'm.main');
+            assert.strictEqual(info.dropped, 0);
+            for (const tensor of tensors) assert.deepStrictEqual(Object.keys(tensor).sort(), TRACE_TENSOR_KEYS);
+          }
+          assert.deepStrictEqual(calls.map((c) => c.info.op), [1, 4, 7]);
+          const [[t], [r, s], [probs, sums, xTrace]] = calls.map((c) => c.tensors);
+          assert.deepStrictEqual([t.name, t.dtype, t.shape], ['t', 'f32', [M, N]]);
+          assert.ok(t.data instanceof Float32Array);
+          assertClose(t.data, reference.matmul(x, w, M, K, N), { what: 't' });
+          assert.deepStrictEqual(r.data, reference.relu(t.data));
+          assert.deepStrictEqual(s.data, reference.elementwise(r.data, bias, (a, b) => a + b, Float32Array));
+          assertClose(probs.data, reference.softmaxRows(s.data, M, N), { rtol: 1e-5, atol: 1e-7, what: 'softmax' });
+          assertClose(sums.data, reference.reduceSum(probs.data, M, N), { rtol: 1e-5, atol: 1e-6, what: 'sums' });
+          assert.deepStrictEqual([sums.name, sums.shape], ['sums', [M]]);
+          assert.deepStrictEqual(xTrace.data, x, 'an input is traced as given');
+          // The traced outputs are the values the invocation returned.
+          assert.deepStrictEqual(await outputs[0].read(), probs.data);
+          assert.deepStrictEqual(await outputs[1].read(), sums.data);
+          closeAll(outputs);
+        } finally {
+          closeAll(inputs, fn);
+          p.close();
+        }
+      });
+    }
+
+    it('traced i32 tensors equal JavaScript add and max (wrapping)', async () => {
+      const { calls, sink } = recorder();
+      const n = 6;
+      const p = makeProgram(uri, (b) => b.function('ints', (f) => f
+        .input('a', 'i32', [2, 3]).input('b', 'i32', [2, 3]).output('m', 'i32', [2, 3]).local('s', 'i32', [2, 3])
+        .dispatch('k.add_i32', { workgroups: [2], bindings: ['a', 'b', 's'], constants: [n] })
+        .dispatch('k.max_i32', { workgroups: [5], bindings: ['s', 'b', 'm'], constants: [n] })
+        .trace('ints', ['s', 'm'])), { hal: { debugSink: sink } });
+      const fn = p.lookup('ints');
+      const a = Int32Array.from([2147483647, -5, 0, 7, -2147483648, 100]);
+      const b = Int32Array.from([1, 3, -1, -7, -1, -200]);
+      const inputs = [p.device.tensor(a, [2, 3]), p.device.tensor(b, [2, 3])];
+      try {
+        const [m] = await fn.invoke(inputs);
+        assert.strictEqual(calls.length, 1);
+        const [s, mTrace] = calls[0].tensors;
+        const sum = reference.elementwise(a, b, (x, y) => x + y, Int32Array);
+        assert.deepStrictEqual(s, { name: 's', dtype: 'i32', shape: [2, 3], data: sum });
+        assert.deepStrictEqual(mTrace, { name: 'm', dtype: 'i32', shape: [2, 3], data: reference.elementwise(sum, b, Math.max, Int32Array) });
+        assert.deepStrictEqual(await m.read(), mTrace.data);
+        m.close();
+      } finally {
+        closeAll(inputs, fn);
+        p.close();
+      }
+    });
+
+    it('fills traced as f64, i8, u16, bool, f16, bf16, i64 and u64 arrive in their TypedArrays', async () => {
+      const { calls, sink } = recorder();
+      const values = [
+        ['f64', [3], -1 / 3, new Float64Array(3).fill(-1 / 3)],
+        ['i8', [2, 2], -7, new Int8Array(4).fill(-7)],
+        ['u16', [1, 5], 65535, new Uint16Array(5).fill(65535)],
+        ['bool', [4], true, new Uint8Array(4).fill(1)],
+        ['f16', [2], 65504, new Uint16Array(2).fill(0x7bff)],
+        ['f16', [2, 1, 1], 1e6, new Uint16Array(2).fill(0x7c00)],
+        ['bf16', [3], 1, new Uint16Array(3).fill(0x3f80)],
+        ['i64', [2], -3, new BigInt64Array(2).fill(-3n)],
+        ['u64', [], 12345, new BigUint64Array([12345n])],
+      ];
+      const p = makeProgram(uri, (b) => b.function('fills', (f) => {
+        f.output('done', 'u8', [1]).fill('done', 1);
+        values.forEach(([dtype, shape, value], i) => f.local(`v${i}`, dtype, shape).fill(`v${i}`, value));
+        f.trace('all', values.map((_, i) => `v${i}`));
+      }), { hal: { debugSink: sink } });
+      const fn = p.lookup('fills');
+      try {
+        const [done] = await fn.invoke([]);
+        done.close();
+        assert.strictEqual(calls.length, 1);
+        assert.deepStrictEqual(calls[0].tensors, values.map(([dtype, shape, , data], i) => ({ name: `v${i}`, dtype, shape, data })));
+      } finally {
+        fn.close();
+        p.close();
+      }
+    });
+
+    it('each trace delivers fresh copies: changing one does not change the next or the outputs', async () => {
+      const { calls, sink } = recorder();
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f
+        .output('y', 'f32', [4]).fill('y', 2).trace('first', ['y']).trace('second', ['y'])),
+      { hal: { debugSink: (key, tensors, info) => {
+        tensors[0].data.fill(-1);
+        sink(key, tensors, info);
+      } } });
+      const fn = p.lookup('f');
+      try {
+        const [y] = await fn.invoke([]);
+        assert.notStrictEqual(calls[0].tensors[0].data.buffer, calls[1].tensors[0].data.buffer);
+        assert.deepStrictEqual(await y.read(), new Float32Array(4).fill(2));
+        y.close();
+      } finally {
+        fn.close();
+        p.close();
+      }
+    });
+
+    it('traceDispatches traces what each dispatch writes under "function:op:kernel" keys, in program order', async () => {
+      const { calls, sink } = recorder();
+      const p = makeProgram(uri, (b) => b.function('main', (f) => f
+        .input('x', 'f32', [2, 2]).input('w', 'f32', [2, 2]).output('y', 'f32', [2, 2]).local('t', 'f32', [2, 2])
+        .dispatch('k.matmul_f32', { workgroups: [1, 1, 1], bindings: ['x', 'w', 't'], constants: [2, 2, 2] })
+        .trace('explicit', ['t'])
+        .fill('y', 0)
+        .dispatch('k.relu_f32', { workgroups: [1], bindings: ['t', 'y'], constants: [4] })), { hal: { debugSink: sink, traceDispatches: true } });
+      assert.strictEqual(p.hal.traceDispatches, true);
+      const fn = p.lookup('main');
+      const x = Float32Array.from([1, -2, 3, 4]);
+      const w = Float32Array.from([1, 1, -1, 2]);
+      const inputs = [p.device.tensor(x, [2, 2]), p.device.tensor(w, [2, 2])];
+      try {
+        const [y] = await fn.invoke(inputs);
+        const t = Float32Array.from([3, -3, -1, 11]);
+        assert.deepStrictEqual(calls.map((c) => [c.key, c.info.op, c.tensors]), [
+          ['main:0:matmul_f32', 0, [{ name: 't', dtype: 'f32', shape: [2, 2], data: t }]],
+          ['explicit', 1, [{ name: 't', dtype: 'f32', shape: [2, 2], data: t }]],
+          ['main:3:relu_f32', 3, [{ name: 'y', dtype: 'f32', shape: [2, 2], data: Float32Array.from([3, 0, 0, 11]) }]],
+        ]);
+        assert.deepStrictEqual(await y.read(), Float32Array.from([3, 0, 0, 11]));
+        y.close();
+      } finally {
+        closeAll(inputs, fn);
+        p.close();
+      }
+    });
+
+    it('a HalModule with traceDispatches and no sink runs functions normally', async () => {
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f.input('x', 'f32', [3]).output('y', 'f32', [3])
+        .dispatch('k.relu_f32', { workgroups: [1], bindings: ['x', 'y'], constants: [3] }).trace('y', ['y'])),
+      { hal: { traceDispatches: true } });
+      const fn = p.lookup('f');
+      const x = p.device.tensor(Float32Array.from([-1, 0.5, 2]), [3]);
+      try {
+        const [y] = await fn.invoke([x]);
+        assert.deepStrictEqual(await y.read(), Float32Array.from([0, 0.5, 2]));
+        y.close();
+      } finally {
+        closeAll(x, fn);
+        p.close();
+      }
+    });
+
+    it('50 concurrent invocations: traces arrive in program order, sequence identifies the invocation, all before its promise settles', async () => {
+      const COUNT = 50;
+      const bySequence = new Map();
+      const p = makeProgram(uri, (b) => b.function('main', (f) => f
+        .input('x', 'f32', [8]).output('y', 'f32', [8]).local('t', 'f32', [8])
+        .trace('in', ['x'])
+        .dispatch('k.relu_f32', { workgroups: [2], bindings: ['x', 't'], constants: [8] })
+        .trace('mid', ['t'])
+        .dispatch('k.add_f32', { workgroups: [4], bindings: ['t', 't', 'y'], constants: [8] })
+        .barrier()
+        .trace('out', ['y'])
+        .trace('end', ['x', 'y'])), {
+        hal: {
+          traceDispatches: true,
+          debugSink: (key, tensors, info) => {
+            if (!bySequence.has(info.sequence)) bySequence.set(info.sequence, { keys: [], ops: [], ids: new Set() });
+            const entry = bySequence.get(info.sequence);
+            entry.keys.push(key);
+            entry.ops.push(info.op);
+            // Input x of invocation i is filled with i - 25 (see below).
+            const x = key === 'in' || key === 'end' ? tensors[0].data : null;
+            if (x) entry.ids.add(x[7] + 25);
+            assert.strictEqual(info.function, 'm.main');
+          },
+        },
+      });
+      const fn = p.lookup('main');
+      const expectedKeys = ['in', 'main:1:relu_f32', 'mid', 'main:3:add_f32', 'out', 'end'];
+      const inputs = [];
+      try {
+        const seenAtSettle = new Array(COUNT);
+        const idToSequence = new Map();
+        const pending = [];
+        for (let i = 0; i < COUNT; ++i) {
+          const x = p.device.tensor(new Float32Array(8).fill(i - 25), [8]);
+          inputs.push(x);
+          pending.push(fn.invoke([x]).then(async (outputs) => {
+            // Runs as the promise settles: every trace must be in already.
+            const sequence = [...bySequence.entries()].find(([, entry]) => entry.ids.has(i))?.[0];
+            seenAtSettle[i] = sequence === undefined ? 0 : bySequence.get(sequence).keys.length;
+            idToSequence.set(i, sequence);
+            const y = await outputs[0].read();
+            assert.deepStrictEqual(y, new Float32Array(8).fill(2 * Math.max(i - 25, 0)));
+            closeAll(outputs);
+          }));
+        }
+        await Promise.all(pending);
+        assert.deepStrictEqual(seenAtSettle, new Array(COUNT).fill(expectedKeys.length),
+          'traces seen for each invocation when its promise settled');
+        assert.strictEqual(bySequence.size, COUNT);
+        for (const [sequence, entry] of bySequence) {
+          assert.deepStrictEqual(entry.keys, expectedKeys, `keys of sequence ${sequence}`);
+          assert.deepStrictEqual(entry.ops, [0, 1, 2, 3, 5, 6], `ops of sequence ${sequence}`);
+          assert.strictEqual(entry.ids.size, 1, `sequence ${sequence} carries one invocation's data`);
+        }
+        // Sequences number the invocations in the order they were started.
+        const sequences = [...idToSequence.keys()].sort((a, b) => a - b).map((i) => idToSequence.get(i));
+        for (let i = 1; i < COUNT; ++i) assert.strictEqual(sequences[i], sequences[0] + i);
+      } finally {
+        closeAll(inputs, fn);
+        p.close();
+      }
+    });
+
+    it('a sink that throws rejects exactly the invocation that traced, with ABORTED and the thrown error as cause', async () => {
+      const thrown = new TypeError('sink failed');
+      let sinkCalls = 0;
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f
+        .input('x', 'i32', [1]).output('y', 'i32', [1]).copy('x', 'y').trace('a', ['y']).trace('b', ['y'])), {
+        hal: {
+          debugSink: (key, tensors) => {
+            sinkCalls += 1;
+            if (tensors[0].data[0] === 13 && key === 'a') throw thrown;
+          },
+        },
+      });
+      const fn = p.lookup('f');
+      const inputs = [];
+      try {
+        const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => {
+          const x = p.device.tensor(Int32Array.of(i), [1]);
+          inputs.push(x);
+          return fn.invoke([x]);
+        }));
+        assert.strictEqual(sinkCalls, 40, 'the sink still saw every trace, including the one after the throw');
+        results.forEach((result, i) => {
+          if (i !== 13) {
+            assert.strictEqual(result.status, 'fulfilled', `invocation ${i}`);
+            closeAll(result.value);
+            return;
+          }
+          assert.strictEqual(result.status, 'rejected');
+          const error = result.reason;
+          assert.ok(error instanceof halrt.HalrtError);
+          assert.strictEqual(error.code, 'ABORTED');
+          assert.match(error.message, /^m\.f: the debug sink threw while handling a trace of this invocation \(sequence \d+\)$/);
+          assert.strictEqual(error.cause, thrown);
+          assert.ok(!Object.keys(error).includes('cause'), 'cause is not enumerable, as with new Error(m, {cause})');
+        });
+        // The next invocation works.
+        const [y] = await fn.invoke([inputs[0]]);
+        assert.deepStrictEqual(await y.read(), Int32Array.of(0));
+        y.close();
+      } finally {
+        closeAll(inputs, fn);
+        p.close();
+      }
+    });
+
+    it('a sink that throws a non-Error value (string, number, undefined, null) still rejects, with that value as cause', async () => {
+      let toThrow = null;
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f.output('y', 'u8', [1]).fill('y', 5).trace('y', ['y'])), {
+        hal: {
+          debugSink: () => {
+            if (toThrow) throw toThrow.value;
+          },
+        },
+      });
+      const fn = p.lookup('f');
+      try {
+        for (const value of ['text', 42, undefined, null, Symbol('s'), { plain: true }]) {
+          toThrow = { value };
+          await assert.rejects(fn.invoke([]), (error) => {
+            assert.ok(error instanceof halrt.HalrtError, String(error));
+            assert.strictEqual(error.code, 'ABORTED');
+            assert.ok('cause' in error);
+            assert.strictEqual(error.cause, value);
+            return true;
+          }, `throwing ${String(value)}`);
+          toThrow = null;
+          const [y] = await fn.invoke([]);
+          assert.deepStrictEqual(await y.read(), Uint8Array.of(5));
+          y.close();
+        }
+      } finally {
+        fn.close();
+        p.close();
+      }
+    });
+
+    it('a sink may start another invocation from inside its callback', async () => {
+      const keys = [];
+      let fn = null;
+      let nested = null;
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f
+        .input('x', 'i32', [1]).output('y', 'i32', [1]).copy('x', 'y').trace('y', ['y'])), {
+        hal: {
+          debugSink: (key, tensors) => {
+            keys.push(tensors[0].data[0]);
+            if (nested === null) nested = fn.invoke([x2]);
+          },
+        },
+      });
+      fn = p.lookup('f');
+      const x1 = p.device.tensor(Int32Array.of(1), [1]);
+      const x2 = p.device.tensor(Int32Array.of(2), [1]);
+      try {
+        const [y1] = await fn.invoke([x1]);
+        assert.ok(nested instanceof Promise);
+        const [y2] = await nested;
+        assert.deepStrictEqual([await y1.read(), await y2.read()], [Int32Array.of(1), Int32Array.of(2)]);
+        assert.deepStrictEqual(keys, [1, 2]);
+        closeAll(y1, y2);
+      } finally {
+        closeAll(x1, x2, fn);
+        p.close();
+      }
+    });
+
+    it('two contexts sharing one HalModule trace into its one sink with distinct sequences', async () => {
+      const seen = [];
+      const instance = new halrt.Instance();
+      const device = instance.createDevice(uri);
+      const hal = new halrt.HalModule(instance, device, { debugSink: (key, tensors, info) => seen.push([info.function, info.sequence, tensors[0].data[0]]) });
+      const modules = ['a', 'b'].map((name, i) => new halrt.ModuleBuilder(name)
+        .function('f', (f) => f.output('y', 'i32', [1]).fill('y', i + 1).trace('y', ['y'])).build(instance));
+      const contexts = modules.map((module) => new halrt.Context(instance, [hal, module]));
+      const fns = contexts.map((context, i) => context.lookupFunction(`${'ab'[i]}.f`));
+      try {
+        const results = await Promise.all([0, 1, 2, 3].map((i) => fns[i % 2].invoke([])));
+        closeAll(results);
+        assert.strictEqual(seen.length, 4);
+        assert.strictEqual(new Set(seen.map((s) => s[1])).size, 4, 'distinct sequences');
+        for (const [name, , value] of seen) assert.strictEqual(value, name === 'a.f' ? 1 : 2);
+      } finally {
+        closeAll(fns, contexts, modules, hal, device, instance);
+      }
+    });
+  });
+}
+
+describe('debug sink backpressure', function () {
+  this.timeout(30000);
+  const LENGTH = 4096; // 16 KiB per traced tensor
+  const TRACES = 4;
+  const INVOCATIONS = 12;
+
+  function backpressureProgram(uri, policy, sink) {
+    return makeProgram(uri, (b) => b.function('f', (f) => {
+      f.input('x', 'f32', [LENGTH]).output('y', 'u8', [1]).fill('y', 1);
+      for (let i = 0; i < TRACES; ++i) f.trace(`t${i}`, ['x']);
+    }), { hal: { debugSink: sink, maxTraceBytes: LENGTH * 4, tracePolicy: policy } });
+  }
+
+  for (const uri of DEVICE_URIS) {
+    it(`'wait' with room for one trace and a slow sink loses nothing (${uri})`, async () => {
+      const received = [];
+      const p = backpressureProgram(uri, 'wait', (key, tensors, info) => {
+        busyWait(2);
+        received.push({ key, id: tensors[0].data[0], last: tensors[0].data[LENGTH - 1], info });
+      });
+      const fn = p.lookup('f');
+      const inputs = Array.from({ length: INVOCATIONS }, (_, i) => p.device.tensor(new Float32Array(LENGTH).fill(i), [LENGTH]));
+      try {
+        const results = await Promise.all(inputs.map((x) => fn.invoke([x])));
+        closeAll(results);
+        assert.strictEqual(received.length, INVOCATIONS * TRACES);
+        for (let i = 0; i < INVOCATIONS; ++i) {
+          const mine = received.filter((r) => r.id === i);
+          assert.deepStrictEqual(mine.map((r) => r.key), ['t0', 't1', 't2', 't3']);
+          for (const r of mine) assert.strictEqual(r.last, i);
+        }
+        for (const r of received) assert.strictEqual(r.info.dropped, 0);
+      } finally {
+        closeAll(inputs, fn);
+        p.close();
+      }
+    });
+
+    it(`'drop' with room for one trace and a slow sink drops traces and counts them in info.dropped (${uri})`, async () => {
+      const received = [];
+      const p = backpressureProgram(uri, 'drop', (key, tensors, info) => {
+        busyWait(3);
+        received.push({ key, id: tensors[0].data[0], info });
+      });
+      const fn = p.lookup('f');
+      const inputs = Array.from({ length: INVOCATIONS }, (_, i) => p.device.tensor(new Float32Array(LENGTH).fill(i), [LENGTH]));
+      try {
+        const results = await Promise.all(inputs.map((x) => fn.invoke([x])));
+        closeAll(results);
+        const total = INVOCATIONS * TRACES;
+        assert.ok(received.length >= 1 && received.length < total, `${received.length} of ${total} traces delivered`);
+        // Within each invocation, what arrives is still in program order.
+        for (let i = 0; i < INVOCATIONS; ++i) {
+          const keys = received.filter((r) => r.id === i).map((r) => r.key);
+          assert.deepStrictEqual(keys, [...keys].sort());
+        }
+        const dropped = received.map((r) => r.info.dropped);
+        for (let i = 1; i < dropped.length; ++i) assert.ok(dropped[i] >= dropped[i - 1], `dropped never decreases: ${dropped}`);
+        // Once idle, the next trace gets through and reports every drop so far.
+        const before = received.length;
+        const [y] = await fn.invoke([inputs[0]]);
+        y.close();
+        assert.ok(received.length > before, 'the first trace of an idle sink is admitted');
+        const reported = received[before].info.dropped;
+        assert.ok(reported > 0, 'some traces were dropped');
+        assert.strictEqual(before + reported, total, 'every trace was either delivered or counted as dropped');
+      } finally {
+        closeAll(inputs, fn);
+        p.close();
+      }
+    });
+  }
+
+  it('memory stays bounded while far more trace bytes than maxTraceBytes go through a slow sink', async function () {
+    // RSS says nothing under AddressSanitizer, whose quarantine keeps freed memory.
+    if (typeof global.gc !== 'function' || /asan/.test(process.env.LD_PRELOAD ?? '')) this.skip();
+    const MiB = 1 << 20;
+    const length = MiB / 4; // 1 MiB per trace
+    const perInvocation = 8;
+    const invocations = 48; // 384 MiB of traces per policy
+    const total = (invocations * perInvocation * length * 4) / MiB;
+    for (const policy of ['drop', 'wait']) {
+      let delivered = 0;
+      let peakRss = 0;
+      const p = makeProgram('local-task?workers=2', (b) => b.function('f', (f) => {
+        f.input('x', 'f32', [length]).output('y', 'u8', [1]).fill('y', 1);
+        for (let i = 0; i < perInvocation; ++i) f.trace(`t${i}`, ['x']);
+      }), {
+        hal: {
+          maxTraceBytes: 2 * MiB,
+          tracePolicy: policy,
+          debugSink: (key, tensors) => {
+            assert.strictEqual(tensors[0].data.length, length);
+            delivered += 1;
+            // Delivered arrays are garbage at once; collect them now and then
+            // so that what is measured is what is queued natively.
+            if (delivered % 16 === 0) global.gc();
+            peakRss = Math.max(peakRss, process.memoryUsage().rss);
+            busyWait(1);
+          },
+        },
+      });
+      const fn = p.lookup('f');
+      const x = p.device.tensor(new Float32Array(length).fill(1), [length]);
+      try {
+        global.gc();
+        const start = process.memoryUsage().rss;
+        peakRss = start;
+        const results = await Promise.all(Array.from({ length: invocations }, () => fn.invoke([x])));
+        peakRss = Math.max(peakRss, process.memoryUsage().rss);
+        closeAll(results);
+        const growth = (peakRss - start) / MiB;
+        if (policy === 'wait') assert.strictEqual(delivered, invocations * perInvocation, 'wait delivers everything');
+        else assert.ok(delivered < invocations * perInvocation, 'drop dropped some');
+        // Unbounded queueing would hold most of the 384 MiB at once.
+        assert.ok(growth < total / 4, `${policy}: rss grew ${growth.toFixed(1)} MiB while ${total} MiB of traces were made`);
+      } finally {
+        closeAll(x, fn);
+        p.close();
+      }
+    }
+  });
+});
+
+describe('debug sink concurrency', function () {
+  this.timeout(30000);
+
+  it('many producers: contexts on several devices trace concurrently into their own sinks', async () => {
+    const uris = ['local-sync', 'local-task?workers=2', 'local-task?workers=1', 'local-sync'];
+    const PER = 20;
+    const instance = new halrt.Instance();
+    const programs = uris.map((uri, d) => {
+      const received = [];
+      const program = makeProgram(uri, (b) => b.function('f', (f) => f
+        .input('x', 'i32', [16]).output('y', 'i32', [16]).local('t', 'i32', [16])
+        .dispatch('k.add_i32', { workgroups: [4], bindings: ['x', 'x', 't'], constants: [16] })
+        .trace('t', ['t'])
+        .dispatch('k.max_i32', { workgroups: [2], bindings: ['t', 'x', 'y'], constants: [16] })
+        .trace('y', ['y'])), {
+        name: `p${d}`,
+        instance,
+        hal: { debugSink: (key, tensors, info) => received.push([info.sequence, key, tensors[0].data[0], info.function]) },
+      });
+      return { program, received, fn: program.lookup('f') };
+    });
+    const inputs = [];
+    try {
+      const pending = [];
+      for (let i = 0; i < PER; ++i) {
+        programs.forEach(({ program, fn }, d) => {
+          const x = program.device.tensor(new Int32Array(16).fill(d * 1000 + i), [16]);
+          inputs.push(x);
+          pending.push(fn.invoke([x]).then(async ([y]) => {
+            assert.strictEqual((await y.read())[15], 2 * (d * 1000 + i));
+            y.close();
+          }));
+        });
+      }
+      await Promise.all(pending);
+      programs.forEach(({ received }, d) => {
+        assert.strictEqual(received.length, 2 * PER, `sink ${d}`);
+        for (const [, , value, name] of received) {
+          assert.strictEqual(name, `p${d}.f`, 'a sink only sees its own context');
+          assert.strictEqual(Math.floor(value / 2000), d);
+        }
+        const bySequence = new Map();
+        for (const [sequence, key, value] of received) {
+          if (!bySequence.has(sequence)) bySequence.set(sequence, []);
+          bySequence.get(sequence).push([key, value]);
+        }
+        assert.strictEqual(bySequence.size, PER);
+        for (const [, list] of bySequence) {
+          assert.deepStrictEqual(list.map(([key]) => key), ['t', 'y']);
+          assert.strictEqual(list[0][1], list[1][1]);
+        }
+      });
+    } finally {
+      closeAll(inputs);
+      for (const { program, fn } of programs) {
+        fn.close();
+        program.close();
+      }
+      instance.close();
+    }
+  });
+
+  for (const uri of DEVICE_URIS) {
+    it(`closing every object while invocations are in flight still settles them, with their traces (${uri})`, async () => {
+      const baseline = await liveBaseline();
+      const traces = [];
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f
+        .input('x', 'f32', [128, 128]).output('y', 'f32', [128, 128])
+        .dispatch('k.matmul_f32', { workgroups: [2, 2, 1], bindings: ['x', 'x', 'y'], constants: [128, 128, 128] })
+        .trace('y', ['y'])), { hal: { debugSink: (key, tensors) => traces.push(tensors[0].data[0]) } });
+      const fn = p.lookup('f');
+      const x = p.device.tensor(new Float32Array(128 * 128).fill(1), [128, 128]);
+      const pending = Array.from({ length: 10 }, () => fn.invoke([x]));
+      // Everything the invocations need is closed right after they start.
+      closeAll(x, fn);
+      p.close();
+      const results = await Promise.all(pending);
+      for (const [y] of results) {
+        assert.strictEqual((await y.read())[0], 128);
+        y.close();
+      }
+      assert.deepStrictEqual(traces, new Array(10).fill(128));
+      assert.deepStrictEqual(await settleLiveObjects(baseline, 100), baseline);
+    });
+  }
+
+  it('a queue of traces whose sink is closed mid-flight is still delivered in full', async () => {
+    let count = 0;
+    const p = makeProgram('local-task?workers=2', (b) => b.function('f', (f) => {
+      f.input('x', 'f32', [256]).output('y', 'u8', [1]).fill('y', 1);
+      for (let i = 0; i < 16; ++i) f.trace(`t${i}`, ['x']);
+    }), { hal: { debugSink: () => { count += 1; } } });
+    const fn = p.lookup('f');
+    const x = p.device.tensor(new Float32Array(256), [256]);
+    const pending = Array.from({ length: 20 }, () => fn.invoke([x]));
+    closeAll(x, fn);
+    p.close();
+    closeAll(...(await Promise.all(pending)));
+    assert.strictEqual(count, 20 * 16);
+  });
+
+  it('the sink may close its own HalModule and Context while their invocations are in flight', async () => {
+    let p = null;
+    let calls = 0;
+    p = makeProgram('local-sync', (b) => b.function('f', (f) => f.output('y', 'i32', [1]).fill('y', 4).trace('a', ['y']).trace('b', ['y'])), {
+      hal: {
+        debugSink: () => {
+          calls += 1;
+          p.close();
+        },
+      },
+    });
+    const fn = p.lookup('f');
+    const results = await Promise.all([fn.invoke([]), fn.invoke([])]);
+    for (const [y] of results) {
+      assert.deepStrictEqual(await y.read(), Int32Array.of(4));
+      y.close();
+    }
+    assert.strictEqual(calls, 4);
+    fn.close();
+  });
+});
