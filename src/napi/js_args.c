@@ -162,19 +162,6 @@ bool hrt_js_arg_dtype(napi_env env, napi_value value, const char* method,
   return true;
 }
 
-void hrt_js_format_shape(uint32_t rank, const int64_t* shape, char* buffer,
-                         size_t buffer_size) {
-  size_t used = 0;
-  int written = snprintf(buffer, buffer_size, "[");
-  if (written > 0) used = (size_t)written;
-  for (uint32_t i = 0; i < rank && used < buffer_size; ++i) {
-    written = snprintf(buffer + used, buffer_size - used, "%s%lld",
-                       i == 0 ? "" : ",", (long long)shape[i]);
-    if (written > 0) used += (size_t)written;
-  }
-  if (used < buffer_size) snprintf(buffer + used, buffer_size - used, "]");
-}
-
 bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
                       const char* name, uint32_t* out_rank,
                       int64_t out_shape[HRT_HAL_MAX_RANK],
@@ -224,8 +211,8 @@ bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
     }
   }
   if (overflow) {
-    char text[256];
-    hrt_js_format_shape(rank, out_shape, text, sizeof(text));
+    char text[HRT_HAL_SHAPE_TEXT_MAX];
+    hrt_hal_shape_format(rank, out_shape, text);
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
                         "%s: %s %s has too many elements", method, name, text);
   }
@@ -505,4 +492,16 @@ bool hrt_js_arg_array(napi_env env, napi_value value, const char* method,
   if (!is_array) return hrt_js_throw_type(env, value, method, name, "an Array");
   HRT_NAPI_CALL_BOOL(env, napi_get_array_length(env, value, out_length));
   return true;
+}
+
+napi_value hrt_js_close_method(napi_env env, napi_callback_info info,
+                               const hrt_js_class_t* cls, const char* method) {
+  napi_value this_arg = NULL;
+  hrt_js_wrap_t* wrap = NULL;
+  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
+      !hrt_js_arg_unwrap(env, this_arg, cls, method, NULL, true, &wrap)) {
+    return NULL;
+  }
+  hrt_js_wrap_close(wrap);
+  return NULL;
 }

@@ -41,9 +41,6 @@ bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
                       int64_t out_shape[HRT_HAL_MAX_RANK],
                       uint64_t* out_element_count);
 
-// Formats a shape as "[2,3]" into `buffer`.
-void hrt_js_format_shape(uint32_t rank, const int64_t* shape, char* buffer,
-                         size_t buffer_size);
 
 // A TypedArray's contents, borrowed from its ArrayBuffer for the duration of
 // the current call (no JavaScript may run while `data` is used).
@@ -103,5 +100,10 @@ bool hrt_js_arg_function(napi_env env, napi_value value, const char* method,
 // An Array; `out_length` receives its length.
 bool hrt_js_arg_array(napi_env env, napi_value value, const char* method,
                       const char* name, uint32_t* out_length);
+
+// The body of every class's close(): drops the receiver's runtime reference
+// (idempotent; a closed receiver is fine). Returns undefined (NULL).
+napi_value hrt_js_close_method(napi_env env, napi_callback_info info,
+                               const hrt_js_class_t* cls, const char* method);
 
 #endif  // HRT_NAPI_JS_ARGS_H_

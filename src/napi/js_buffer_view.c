@@ -53,14 +53,10 @@ static napi_value hrt_js_buffer_view_shape(napi_env env,
   if (!hrt_js_buffer_view_this(env, info, "bufferView.shape", &view)) {
     return NULL;
   }
-  uint32_t rank = hrt_hal_buffer_view_rank(view);
-  const int64_t* shape = hrt_hal_buffer_view_shape(view);
   napi_value array = NULL;
-  HRT_NAPI_CALL(env, napi_create_array_with_length(env, rank, &array));
-  for (uint32_t i = 0; i < rank; ++i) {
-    napi_value dim = NULL;
-    HRT_NAPI_CALL(env, napi_create_int64(env, shape[i], &dim));
-    HRT_NAPI_CALL(env, napi_set_element(env, array, i, dim));
+  if (!hrt_js_shape_array(env, hrt_hal_buffer_view_rank(view),
+                          hrt_hal_buffer_view_shape(view), &array)) {
+    return NULL;
   }
   return array;
 }
@@ -162,26 +158,19 @@ static napi_value hrt_js_buffer_view_read(napi_env env,
 // bufferView.close(): drops the runtime reference. Idempotent.
 static napi_value hrt_js_buffer_view_close(napi_env env,
                                            napi_callback_info info) {
-  napi_value this_arg = NULL;
-  hrt_js_wrap_t* wrap = NULL;
-  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
-      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_buffer_view_class,
-                         "bufferView.close", NULL, true, &wrap)) {
-    return NULL;
-  }
-  hrt_js_wrap_close(wrap);
-  return NULL;
+  return hrt_js_close_method(env, info, &hrt_js_buffer_view_class,
+                             "bufferView.close");
 }
 
 napi_value hrt_js_buffer_view_new(napi_env env, hrt_hal_buffer_view_t* view) {
   hrt_js_env_t* state = hrt_js_env_get(env);
   napi_value object = NULL;
-  if (state == NULL ||
-      !hrt_js_new_internal(env, state->buffer_view_class, &object)) {
+  if (state == NULL) {
     hrt_hal_buffer_view_release(view);
     return NULL;
   }
-  if (!hrt_js_wrap_attach(env, object, &hrt_js_buffer_view_class, view)) {
+  if (!hrt_js_wrap_new(env, state->buffer_view_class,
+                       &hrt_js_buffer_view_class, view, &object)) {
     return NULL;
   }
   return object;

@@ -147,3 +147,31 @@ bool hrt_js_is_internal_construct(napi_env env, size_t argc, napi_value first) {
   bool equal = false;
   return napi_strict_equals(env, first, token, &equal) == napi_ok && equal;
 }
+
+bool hrt_js_set_string(napi_env env, napi_value object, const char* key,
+                       const char* text) {
+  napi_value value = NULL;
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &value));
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, key, value));
+  return true;
+}
+
+bool hrt_js_set_number(napi_env env, napi_value object, const char* key,
+                       double number) {
+  napi_value value = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_create_double(env, number, &value));
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, key, value));
+  return true;
+}
+
+bool hrt_js_shape_array(napi_env env, uint32_t rank, const int64_t* shape,
+                        napi_value* out_array) {
+  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(env, rank, out_array));
+  for (uint32_t d = 0; d < rank; ++d) {
+    napi_value dim = NULL;
+    HRT_NAPI_CALL_BOOL(env, napi_create_double(env, (double)shape[d], &dim));
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, *out_array, d, dim));
+  }
+  return true;
+}

@@ -9,6 +9,7 @@
 
 #include <node_api.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "base/status.h"
 
@@ -106,5 +107,14 @@ bool hrt_js_throw(napi_env env, hrt_status_code_t code, const char* format,
       return NULL;                                                        \
     }                                                                     \
   } while (0)
+
+// object[key] = text / number / Array of the shape's dims. False with a
+// pending exception on failure.
+bool hrt_js_set_string(napi_env env, napi_value object, const char* key,
+                       const char* text);
+bool hrt_js_set_number(napi_env env, napi_value object, const char* key,
+                       double number);
+bool hrt_js_shape_array(napi_env env, uint32_t rank, const int64_t* shape,
+                        napi_value* out_array);
 
 #endif  // HRT_NAPI_JS_COMMON_H_

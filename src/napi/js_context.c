@@ -114,16 +114,9 @@ static napi_value hrt_js_context_lookup_function(napi_env env,
   return hrt_js_function_new(env, this_arg, handle, &function);
 }
 
-static napi_value hrt_js_context_close(napi_env env, napi_callback_info info) {
-  napi_value this_arg = NULL;
-  hrt_js_wrap_t* wrap = NULL;
-  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
-      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_context_class, "context.close",
-                         NULL, true, &wrap)) {
-    return NULL;
-  }
-  hrt_js_wrap_close(wrap);
-  return NULL;
+static napi_value hrt_js_context_close(napi_env env,
+                                       napi_callback_info info) {
+  return hrt_js_close_method(env, info, &hrt_js_context_class, "context.close");
 }
 
 napi_value hrt_js_context_define(napi_env env, hrt_js_env_t* state) {

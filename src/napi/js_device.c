@@ -104,8 +104,8 @@ static napi_value hrt_js_device_tensor(napi_env env, napi_callback_info info) {
     return NULL;
   }
   if ((uint64_t)data.length != element_count) {
-    char text[256];
-    hrt_js_format_shape(rank, shape, text, sizeof(text));
+    char text[HRT_HAL_SHAPE_TEXT_MAX];
+    hrt_hal_shape_format(rank, shape, text);
     hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
                  "%s: data has %zu elements but shape %s needs %llu", method,
                  data.length, text, (unsigned long long)element_count);
@@ -212,33 +212,9 @@ static napi_value hrt_js_device_copy(napi_env env, napi_callback_info info) {
 
 // device.close(): drops the runtime reference. Idempotent. Views made by the
 // device stay usable: their buffers keep the runtime device alive.
-static napi_value hrt_js_device_close(napi_env env, napi_callback_info info) {
-  napi_value this_arg = NULL;
-  hrt_js_wrap_t* wrap = NULL;
-  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
-      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_device_class, "device.close",
-                         NULL, true, &wrap)) {
-    return NULL;
-  }
-  hrt_js_wrap_close(wrap);
-  return NULL;
-}
-
-static bool hrt_js_set_string(napi_env env, napi_value object,
-                              const char* key, const char* text) {
-  napi_value value = NULL;
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &value));
-  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, key, value));
-  return true;
-}
-
-static bool hrt_js_set_number(napi_env env, napi_value object,
-                              const char* key, double number) {
-  napi_value value = NULL;
-  HRT_NAPI_CALL_BOOL(env, napi_create_double(env, number, &value));
-  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, key, value));
-  return true;
+static napi_value hrt_js_device_close(napi_env env,
+                                      napi_callback_info info) {
+  return hrt_js_close_method(env, info, &hrt_js_device_class, "device.close");
 }
 
 // The frozen `device.info` object.
@@ -287,23 +263,18 @@ napi_value hrt_js_device_new(napi_env env, hrt_hal_device_t* device) {
   napi_value object = NULL;
   napi_value info = NULL;
   if (state == NULL ||
-      !hrt_js_new_internal(env, state->device_class, &object) ||
       (info = hrt_js_device_info_object(env, hrt_hal_device_info(device))) ==
           NULL) {
     hrt_hal_device_release(device);
     return NULL;
   }
+  if (!hrt_js_wrap_new(env, state->device_class, &hrt_js_device_class, device,
+                       &object)) {
+    return NULL;
+  }
   const napi_property_descriptor property = {
       "info", NULL, NULL, NULL, NULL, info, napi_enumerable, NULL};
-  napi_status status = napi_define_properties(env, object, 1, &property);
-  if (status != napi_ok) {
-    hrt_hal_device_release(device);
-    hrt_js_throw_napi_failure(env, status, "napi_define_properties");
-    return NULL;
-  }
-  if (!hrt_js_wrap_attach(env, object, &hrt_js_device_class, device)) {
-    return NULL;
-  }
+  HRT_NAPI_CALL(env, napi_define_properties(env, object, 1, &property));
   return object;
 }
 

@@ -267,13 +267,8 @@ static bool hrt_js_tensor_types(napi_env env, const hrt_vm_tensor_type_t* types,
         env, napi_create_string_utf8(
                  env, hrt_hal_element_type_name(types[i].element_type),
                  NAPI_AUTO_LENGTH, &dtype));
-    HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(env, types[i].rank,
-                                                          &shape));
-    for (uint32_t d = 0; d < types[i].rank; ++d) {
-      napi_value dim = NULL;
-      HRT_NAPI_CALL_BOOL(
-          env, napi_create_double(env, (double)types[i].shape[d], &dim));
-      HRT_NAPI_CALL_BOOL(env, napi_set_element(env, shape, d, dim));
+    if (!hrt_js_shape_array(env, types[i].rank, types[i].shape, &shape)) {
+      return false;
     }
     HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "name", name));
     HRT_NAPI_CALL_BOOL(env,
@@ -323,11 +318,8 @@ napi_value hrt_js_function_new(napi_env env, napi_value context_object,
   if (handle->sink != NULL) hrt_js_sink_retain(handle->sink);
   napi_value object = NULL, name = NULL, signature = NULL, inputs = NULL,
              outputs = NULL;
-  if (!hrt_js_new_internal(env, state->function_class, &object)) {
-    hrt_js_function_release(handle);
-    return NULL;
-  }
-  if (!hrt_js_wrap_attach(env, object, &hrt_js_function_class, handle) ||
+  if (!hrt_js_wrap_new(env, state->function_class, &hrt_js_function_class,
+                       handle, &object) ||
       !hrt_js_function_signature(env, def, &signature)) {
     return NULL;
   }
@@ -362,15 +354,8 @@ static napi_value hrt_js_function_construct(napi_env env,
 
 static napi_value hrt_js_function_close(napi_env env,
                                         napi_callback_info info) {
-  napi_value this_arg = NULL;
-  hrt_js_wrap_t* wrap = NULL;
-  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
-      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_function_class,
-                         "function.close", NULL, true, &wrap)) {
-    return NULL;
-  }
-  hrt_js_wrap_close(wrap);
-  return NULL;
+  return hrt_js_close_method(env, info, &hrt_js_function_class,
+                             "function.close");
 }
 
 napi_value hrt_js_function_define(napi_env env, hrt_js_env_t* state) {

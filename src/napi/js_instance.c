@@ -63,15 +63,8 @@ static napi_value hrt_js_instance_create_device(napi_env env,
 // created stay usable (a device does not depend on its instance).
 static napi_value hrt_js_instance_close(napi_env env,
                                         napi_callback_info info) {
-  napi_value this_arg = NULL;
-  hrt_js_wrap_t* wrap = NULL;
-  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
-      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_instance_class,
-                         "instance.close", NULL, true, &wrap)) {
-    return NULL;
-  }
-  hrt_js_wrap_close(wrap);
-  return NULL;
+  return hrt_js_close_method(env, info, &hrt_js_instance_class,
+                             "instance.close");
 }
 
 napi_value hrt_js_instance_define(napi_env env, hrt_js_env_t* state) {

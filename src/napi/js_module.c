@@ -81,12 +81,12 @@ static napi_value hrt_js_module_from_json(napi_env env,
   hrt_vm_instance_retain(handle->instance);
   hrt_js_env_t* state = hrt_js_env_get(env);
   napi_value object = NULL;
-  if (state == NULL ||
-      !hrt_js_new_internal(env, state->module_class, &object)) {
+  if (state == NULL) {
     hrt_js_module_handle_release(handle);
     return NULL;
   }
-  if (!hrt_js_wrap_attach(env, object, &hrt_js_module_class, handle)) {
+  if (!hrt_js_wrap_new(env, state->module_class, &hrt_js_module_class, handle,
+                       &object)) {
     return NULL;
   }
   return object;
@@ -134,16 +134,9 @@ static napi_value hrt_js_module_functions(napi_env env,
   return list;
 }
 
-static napi_value hrt_js_module_close(napi_env env, napi_callback_info info) {
-  napi_value this_arg = NULL;
-  hrt_js_wrap_t* wrap = NULL;
-  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
-      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_module_class, "module.close",
-                         NULL, true, &wrap)) {
-    return NULL;
-  }
-  hrt_js_wrap_close(wrap);
-  return NULL;
+static napi_value hrt_js_module_close(napi_env env,
+                                      napi_callback_info info) {
+  return hrt_js_close_method(env, info, &hrt_js_module_class, "module.close");
 }
 
 napi_value hrt_js_module_define(napi_env env, hrt_js_env_t* state) {

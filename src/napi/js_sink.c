@@ -108,23 +108,6 @@ static char* hrt_js_strdup(const char* text) {
 // JS thread: delivering a trace
 //===----------------------------------------------------------------------===//
 
-static bool hrt_js_set_string(napi_env env, napi_value object,
-                              const char* name, const char* text) {
-  napi_value value = NULL;
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &value));
-  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, name, value));
-  return true;
-}
-
-static bool hrt_js_set_number(napi_env env, napi_value object,
-                              const char* name, double number) {
-  napi_value value = NULL;
-  HRT_NAPI_CALL_BOOL(env, napi_create_double(env, number, &value));
-  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, name, value));
-  return true;
-}
-
 // {name, dtype, shape, data}; takes the tensor's data.
 static bool hrt_js_tensor_object(napi_env env, hrt_js_trace_tensor_t* tensor,
                                  napi_value* out) {
@@ -135,13 +118,8 @@ static bool hrt_js_tensor_object(napi_env env, hrt_js_trace_tensor_t* tensor,
                          hrt_hal_element_type_name(tensor->element_type))) {
     return false;
   }
-  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(env, tensor->rank,
-                                                        &shape));
-  for (uint32_t d = 0; d < tensor->rank; ++d) {
-    napi_value dim = NULL;
-    HRT_NAPI_CALL_BOOL(env,
-                       napi_create_double(env, (double)tensor->shape[d], &dim));
-    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, shape, d, dim));
+  if (!hrt_js_shape_array(env, tensor->rank, tensor->shape, &shape)) {
+    return false;
   }
   HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "shape", shape));
   void* bytes = tensor->data;

@@ -59,3 +59,16 @@ void hrt_js_wrap_close(hrt_js_wrap_t* wrap) {
   wrap->handle = NULL;
   if (handle != NULL) wrap->cls->release(handle);
 }
+
+bool hrt_js_wrap_new(napi_env env, napi_ref class_ref,
+                     const hrt_js_class_t* cls, void* handle,
+                     napi_value* out_object) {
+  napi_value object = NULL;
+  if (!hrt_js_new_internal(env, class_ref, &object)) {
+    cls->release(handle);
+    return false;
+  }
+  if (!hrt_js_wrap_attach(env, object, cls, handle)) return false;
+  *out_object = object;
+  return true;
+}

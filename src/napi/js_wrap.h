@@ -31,6 +31,14 @@ typedef struct hrt_js_wrap_s {
 bool hrt_js_wrap_attach(napi_env env, napi_value object,
                         const hrt_js_class_t* cls, void* handle);
 
+// Creates an object of a class only the binding may construct (its
+// constructor reference in `class_ref`; see hrt_js_new_internal) and
+// attaches `handle` as `cls` (an owned reference, consumed in every case).
+// Returns false with a pending exception on failure.
+bool hrt_js_wrap_new(napi_env env, napi_ref class_ref,
+                     const hrt_js_class_t* cls, void* handle,
+                     napi_value* out_object);
+
 // True when `value` is an object tagged as `cls`.
 bool hrt_js_wrap_is(napi_env env, napi_value value, const hrt_js_class_t* cls);
 
