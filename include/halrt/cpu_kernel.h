@@ -49,9 +49,9 @@ typedef struct halrt_dispatch_state_t {
   uint32_t workgroup_size[3];   // invocations per workgroup, each >= 1
   uint32_t constant_count;
   uint32_t binding_count;
-  const uint32_t* constants;        // [constant_count]
-  void* const* bindings;            // [binding_count], host pointers
-  const size_t* binding_lengths;    // [binding_count], in bytes
+  const uint32_t* constants;      // [constant_count]
+  void* const* bindings;          // [binding_count], host pointers
+  const size_t* binding_lengths;  // [binding_count], in bytes
 } halrt_dispatch_state_t;
 
 typedef struct halrt_workgroup_state_t {
@@ -63,16 +63,16 @@ typedef int (*halrt_kernel_fn_t)(const halrt_dispatch_state_t* dispatch,
                                  const halrt_workgroup_state_t* workgroup);
 
 typedef struct halrt_kernel_entry_t {
-  const char* name;          // unique within the library, e.g. "add_f32"
+  const char* name;  // unique within the library, e.g. "add_f32"
   halrt_kernel_fn_t fn;
-  uint32_t binding_count;    // exact number of bindings the kernel takes
-  uint32_t constant_count;   // exact number of 32-bit constants
+  uint32_t binding_count;   // exact number of bindings the kernel takes
+  uint32_t constant_count;  // exact number of 32-bit constants
 } halrt_kernel_entry_t;
 
 typedef struct halrt_kernel_library_t {
-  uint32_t abi_version;      // HALRT_KERNEL_ABI_VERSION the table follows
+  uint32_t abi_version;  // HALRT_KERNEL_ABI_VERSION the table follows
   uint32_t kernel_count;
-  const char* name;          // for messages
+  const char* name;                     // for messages
   const halrt_kernel_entry_t* kernels;  // [kernel_count]
 } halrt_kernel_library_t;
 

@@ -9,8 +9,8 @@
 
 #include "base/status.h"
 
-hrt_status_t hrt_allocate(size_t size, const char* what, void** out_ptr)
-    HRT_MUST_USE;
+hrt_status_t hrt_allocate(size_t size, const char* what,
+                          void** out_ptr) HRT_MUST_USE;
 hrt_status_t hrt_allocate_zeroed(size_t size, const char* what,
                                  void** out_ptr) HRT_MUST_USE;
 

@@ -15,7 +15,8 @@ typedef struct hrt_arena_s {
   hrt_arena_chunk_t* chunks;
 } hrt_arena_t;
 
-#define HRT_ARENA_INIT {NULL}
+#define HRT_ARENA_INIT \
+  { NULL }
 
 // NULL when out of memory.
 void* hrt_arena_alloc(hrt_arena_t* arena, size_t size);

@@ -52,8 +52,8 @@ static void hrt_json_fail(hrt_json_parser_t* parser, const char* what) {
     }
   }
   parser->error = hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                                  "invalid JSON at line %d column %d: %s",
-                                  line, column, what);
+                                  "invalid JSON at line %d column %d: %s", line,
+                                  column, what);
 }
 
 static void hrt_json_fail_oom(hrt_json_parser_t* parser) {
@@ -178,14 +178,30 @@ static const char* hrt_json_string(hrt_json_parser_t* parser,
     ++parser->cursor;
     char escape = *parser->cursor++;
     switch (escape) {
-      case '"': out[length++] = '"'; break;
-      case '\\': out[length++] = '\\'; break;
-      case '/': out[length++] = '/'; break;
-      case 'b': out[length++] = '\b'; break;
-      case 'f': out[length++] = '\f'; break;
-      case 'n': out[length++] = '\n'; break;
-      case 'r': out[length++] = '\r'; break;
-      case 't': out[length++] = '\t'; break;
+      case '"':
+        out[length++] = '"';
+        break;
+      case '\\':
+        out[length++] = '\\';
+        break;
+      case '/':
+        out[length++] = '/';
+        break;
+      case 'b':
+        out[length++] = '\b';
+        break;
+      case 'f':
+        out[length++] = '\f';
+        break;
+      case 'n':
+        out[length++] = '\n';
+        break;
+      case 'r':
+        out[length++] = '\r';
+        break;
+      case 't':
+        out[length++] = '\t';
+        break;
       case 'u': {
         long code = hrt_json_unicode_escape(parser);
         if (code <= 0) {
@@ -248,7 +264,8 @@ static void hrt_json_number(hrt_json_parser_t* parser, hrt_json_t* out) {
   buffer[length] = 0;
   out->type = HRT_JSON_NUMBER;
   locale_t c_locale = hrt_json_c_locale();
-  out->number = c_locale ? strtod_l(buffer, NULL, c_locale) : strtod(buffer, NULL);
+  out->number =
+      c_locale ? strtod_l(buffer, NULL, c_locale) : strtod(buffer, NULL);
   out->is_integer = integer;
   if (integer) {
     errno = 0;
@@ -343,8 +360,8 @@ static void hrt_json_container(hrt_json_parser_t* parser, hrt_json_t* out,
         ++parser->cursor;
         break;
       }
-      hrt_json_fail(parser, is_object ? "expected ',' or '}'"
-                                      : "expected ',' or ']'");
+      hrt_json_fail(parser,
+                    is_object ? "expected ',' or '}'" : "expected ',' or ']'");
       break;
     }
   }
@@ -356,8 +373,8 @@ static void hrt_json_container(hrt_json_parser_t* parser, hrt_json_t* out,
     out->length = count;
     if (count) {
       out->items = hrt_json_alloc(parser, count * sizeof(*items));
-      out->keys = is_object ? hrt_json_alloc(parser, count * sizeof(*keys))
-                            : NULL;
+      out->keys =
+          is_object ? hrt_json_alloc(parser, count * sizeof(*keys)) : NULL;
       if (!out->items || (is_object && !out->keys)) {
         hrt_json_fail_oom(parser);
       } else {

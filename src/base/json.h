@@ -31,14 +31,14 @@ typedef struct hrt_json_s hrt_json_t;
 struct hrt_json_s {
   hrt_json_type_t type;
   bool boolean;
-  bool is_integer;       // number written as an integer
-  bool fits_int64;       // is_integer and `integer` holds it exactly
+  bool is_integer;  // number written as an integer
+  bool fits_int64;  // is_integer and `integer` holds it exactly
   int64_t integer;
   double number;
-  const char* string;    // STRING: value; NUL-terminated
-  size_t length;         // STRING: bytes; ARRAY/OBJECT: item count
-  hrt_json_t* items;     // ARRAY/OBJECT: [length]
-  const char** keys;     // OBJECT: [length] member names, in text order
+  const char* string;  // STRING: value; NUL-terminated
+  size_t length;       // STRING: bytes; ARRAY/OBJECT: item count
+  hrt_json_t* items;   // ARRAY/OBJECT: [length]
+  const char** keys;   // OBJECT: [length] member names, in text order
 };
 
 typedef struct hrt_json_document_s hrt_json_document_t;

@@ -14,9 +14,7 @@ typedef struct hrt_ref_s {
   atomic_int_fast32_t count;
 } hrt_ref_t;
 
-static inline void hrt_ref_init(hrt_ref_t* ref) {
-  atomic_init(&ref->count, 1);
-}
+static inline void hrt_ref_init(hrt_ref_t* ref) { atomic_init(&ref->count, 1); }
 
 static inline void hrt_ref_retain(hrt_ref_t* ref) {
   atomic_fetch_add_explicit(&ref->count, 1, memory_order_relaxed);

@@ -20,11 +20,20 @@ static hrt_status_t hrt_status_oom(void) {
 }
 
 static const char* const hrt_status_code_names[HRT_STATUS_CODE_COUNT_] = {
-    "OK",          "CANCELLED",         "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",   "FAILED_PRECONDITION",
-    "RESOURCE_EXHAUSTED", "ABORTED",    "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",        "UNAVAILABLE",
-    "DATA_LOSS",   "DEVICE_LOST",
+    "OK",
+    "CANCELLED",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "FAILED_PRECONDITION",
+    "RESOURCE_EXHAUSTED",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "DEVICE_LOST",
 };
 
 const char* hrt_status_code_name(hrt_status_code_t code) {
@@ -60,8 +69,7 @@ hrt_status_t hrt_status_make(hrt_status_code_t code, const char* format, ...) {
   return status;
 }
 
-hrt_status_t hrt_status_annotate(hrt_status_t status, const char* format,
-                                 ...) {
+hrt_status_t hrt_status_annotate(hrt_status_t status, const char* format, ...) {
   if (status == HRT_OK) return HRT_OK;
   char prefix[512];
   va_list args;

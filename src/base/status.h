@@ -65,9 +65,9 @@ const char* hrt_status_code_name(hrt_status_code_t code);
 void hrt_status_free(hrt_status_t status);
 
 // Returns from the calling function when `expr` yields a non-OK status.
-#define HRT_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    hrt_status_t hrt_status_tmp_ = (expr);   \
+#define HRT_RETURN_IF_ERROR(expr)                          \
+  do {                                                     \
+    hrt_status_t hrt_status_tmp_ = (expr);                 \
     if (hrt_status_tmp_ != HRT_OK) return hrt_status_tmp_; \
   } while (0)
 

@@ -74,7 +74,9 @@ hrt_status_t hrt_thread_create(const char* name, void* (*entry)(void*),
   return HRT_OK;
 }
 
-void hrt_thread_join(hrt_thread_t* thread) { pthread_join(thread->handle, NULL); }
+void hrt_thread_join(hrt_thread_t* thread) {
+  pthread_join(thread->handle, NULL);
+}
 void hrt_thread_detach(hrt_thread_t* thread) { pthread_detach(thread->handle); }
 bool hrt_thread_is_current(const hrt_thread_t* thread) {
   return pthread_equal(thread->handle, pthread_self()) != 0;

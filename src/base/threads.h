@@ -48,8 +48,8 @@ typedef struct hrt_thread_s {
 
 // Starts `entry(arg)` on a new thread named `name` (truncated to 15 chars).
 hrt_status_t hrt_thread_create(const char* name, void* (*entry)(void*),
-                               void* arg, hrt_thread_t* out_thread)
-    HRT_MUST_USE;
+                               void* arg,
+                               hrt_thread_t* out_thread) HRT_MUST_USE;
 void hrt_thread_join(hrt_thread_t* thread);
 // Lets a thread that will never be joined free its own resources on exit.
 void hrt_thread_detach(hrt_thread_t* thread);

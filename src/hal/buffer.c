@@ -41,8 +41,8 @@ hrt_status_t hrt_hal_buffer_ref_resolve(const hrt_hal_buffer_ref_t* ref,
                              "has %u entries",
                              what, ref->slot, table_count);
     }
-    HRT_RETURN_IF_ERROR(hrt_hal_buffer_ref_resolve(&table[ref->slot], NULL, 0,
-                                                   what, &base));
+    HRT_RETURN_IF_ERROR(
+        hrt_hal_buffer_ref_resolve(&table[ref->slot], NULL, 0, what, &base));
   }
   if (ref->offset > base.length) {
     return hrt_status_make(HRT_STATUS_OUT_OF_RANGE,
@@ -52,8 +52,8 @@ hrt_status_t hrt_hal_buffer_ref_resolve(const hrt_hal_buffer_ref_t* ref,
                            (unsigned long long)base.length);
   }
   uint64_t available = base.length - ref->offset;
-  uint64_t length = ref->length == HRT_HAL_WHOLE_BUFFER ? available
-                                                         : ref->length;
+  uint64_t length =
+      ref->length == HRT_HAL_WHOLE_BUFFER ? available : ref->length;
   if (length > available) {
     return hrt_status_make(HRT_STATUS_OUT_OF_RANGE,
                            "%s: %llu bytes at offset %llu do not fit in its "
@@ -62,7 +62,7 @@ hrt_status_t hrt_hal_buffer_ref_resolve(const hrt_hal_buffer_ref_t* ref,
                            (unsigned long long)ref->offset,
                            (unsigned long long)base.length);
   }
-  *out_resolved = (hrt_hal_buffer_ref_t){
-      base.buffer, 0, base.offset + ref->offset, length};
+  *out_resolved =
+      (hrt_hal_buffer_ref_t){base.buffer, 0, base.offset + ref->offset, length};
   return HRT_OK;
 }

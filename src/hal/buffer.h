@@ -29,7 +29,7 @@ struct hrt_hal_buffer_s {
   const hrt_hal_buffer_vtable_t* vtable;
   hrt_hal_device_t* device;  // retained
   uint64_t byte_length;
-  void* host_ptr;            // NULL when not host-addressable
+  void* host_ptr;  // NULL when not host-addressable
 };
 
 // For implementations: sets the common fields and retains `device`.
@@ -54,10 +54,9 @@ typedef struct hrt_hal_buffer_ref_s {
 // Resolves `ref` against `table` (used when ref->buffer is NULL) into a
 // concrete buffer and an in-bounds range. OUT_OF_RANGE names `what` when the
 // range does not fit, INVALID_ARGUMENT when the slot is not in the table.
-hrt_status_t hrt_hal_buffer_ref_resolve(const hrt_hal_buffer_ref_t* ref,
-                                        const hrt_hal_buffer_ref_t* table,
-                                        uint32_t table_count, const char* what,
-                                        hrt_hal_buffer_ref_t* out_resolved)
-    HRT_MUST_USE;
+hrt_status_t hrt_hal_buffer_ref_resolve(
+    const hrt_hal_buffer_ref_t* ref, const hrt_hal_buffer_ref_t* table,
+    uint32_t table_count, const char* what,
+    hrt_hal_buffer_ref_t* out_resolved) HRT_MUST_USE;
 
 #endif  // HRT_HAL_BUFFER_H_

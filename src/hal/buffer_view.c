@@ -109,8 +109,8 @@ void hrt_hal_shape_format(uint32_t rank, const int64_t* shape,
   out[used++] = '[';
   for (uint32_t d = 0; d < rank; ++d) {
     char dim[24];
-    int n = snprintf(dim, sizeof(dim), "%s%lld", d ? "," : "",
-                     (long long)shape[d]);
+    int n =
+        snprintf(dim, sizeof(dim), "%s%lld", d ? "," : "", (long long)shape[d]);
     if (used + (size_t)n + 5 > HRT_HAL_SHAPE_TEXT_MAX) {
       memcpy(out + used, "...", 3);
       used += 3;

@@ -18,12 +18,10 @@ typedef struct hrt_hal_buffer_view_s hrt_hal_buffer_view_t;
 // `byte_offset` in `buffer`. INVALID_ARGUMENT for a rank above
 // HRT_HAL_MAX_RANK, a negative dim, an unaligned offset or a size that
 // overflows; OUT_OF_RANGE when the view does not fit in the buffer.
-hrt_status_t hrt_hal_buffer_view_create(hrt_hal_buffer_t* buffer,
-                                        uint64_t byte_offset,
-                                        hrt_hal_element_type_t element_type,
-                                        uint32_t rank, const int64_t* shape,
-                                        hrt_hal_buffer_view_t** out_view)
-    HRT_MUST_USE;
+hrt_status_t hrt_hal_buffer_view_create(
+    hrt_hal_buffer_t* buffer, uint64_t byte_offset,
+    hrt_hal_element_type_t element_type, uint32_t rank, const int64_t* shape,
+    hrt_hal_buffer_view_t** out_view) HRT_MUST_USE;
 
 // Computes the byte size of a dense tensor, with the same checks as create.
 hrt_status_t hrt_hal_shape_byte_length(hrt_hal_element_type_t element_type,

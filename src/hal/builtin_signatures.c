@@ -6,16 +6,33 @@
 #define I32 HRT_HAL_ELEMENT_TYPE_I32
 #define U32 HRT_HAL_ELEMENT_TYPE_U32
 // An operand of `type` holding constants[a] elements, or constants[a]*[b].
-#define IN(type, a) {type, false, false, 1, {a, 0}}
-#define OUT(type, a) {type, false, true, 1, {a, 0}}
-#define IN2(type, a, b) {type, false, false, 2, {a, b}}
-#define OUT2(type, a, b) {type, false, true, 2, {a, b}}
-#define BINARY(name, type) \
-  {name, 3, 1, 0, {IN(type, 0), IN(type, 0), OUT(type, 0)}}
+#define IN(type, a)                 \
+  {                                 \
+    type, false, false, 1, { a, 0 } \
+  }
+#define OUT(type, a)               \
+  {                                \
+    type, false, true, 1, { a, 0 } \
+  }
+#define IN2(type, a, b)             \
+  {                                 \
+    type, false, false, 2, { a, b } \
+  }
+#define OUT2(type, a, b)           \
+  {                                \
+    type, false, true, 2, { a, b } \
+  }
+#define BINARY(name, type)                                    \
+  {                                                           \
+    name, 3, 1, 0, { IN(type, 0), IN(type, 0), OUT(type, 0) } \
+  }
 
 static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
     {"fill_u32", 1, 2, 0, {OUT(U32, 0)}},
-    {"copy_u8", 2, 1, 0,
+    {"copy_u8",
+     2,
+     1,
+     0,
      {{0, true, false, 1, {0, 0}}, {0, true, true, 1, {0, 0}}}},
     BINARY("add_f32", F32),
     BINARY("sub_f32", F32),
@@ -35,8 +52,8 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
 };
 
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {
-  size_t count = sizeof(hrt_builtin_signatures) /
-                 sizeof(hrt_builtin_signatures[0]);
+  size_t count =
+      sizeof(hrt_builtin_signatures) / sizeof(hrt_builtin_signatures[0]);
   for (size_t i = 0; i < count; ++i) {
     if (strcmp(hrt_builtin_signatures[i].name, name) == 0) {
       return &hrt_builtin_signatures[i];

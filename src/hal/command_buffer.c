@@ -108,8 +108,8 @@ static hrt_status_t hrt_append(hrt_hal_command_buffer_t* command_buffer,
   if (command_buffer->count == command_buffer->capacity) {
     uint32_t capacity =
         command_buffer->capacity ? command_buffer->capacity * 2 : 8;
-    hrt_hal_command_t* commands = realloc(
-        command_buffer->commands, capacity * sizeof(hrt_hal_command_t));
+    hrt_hal_command_t* commands =
+        realloc(command_buffer->commands, capacity * sizeof(hrt_hal_command_t));
     if (!commands) {
       return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
                              "out of host memory recording a command");
@@ -192,8 +192,8 @@ hrt_status_t hrt_hal_command_buffer_copy(
 }
 
 hrt_status_t hrt_hal_command_buffer_update(
-    hrt_hal_command_buffer_t* command_buffer, const void* data,
-    uint64_t length, hrt_hal_buffer_ref_t target) {
+    hrt_hal_command_buffer_t* command_buffer, const void* data, uint64_t length,
+    hrt_hal_buffer_ref_t target) {
   HRT_RETURN_IF_ERROR(hrt_check_recording(command_buffer));
   target.length = length;
   HRT_RETURN_IF_ERROR(
@@ -227,9 +227,8 @@ hrt_status_t hrt_hal_command_buffer_read(
   return HRT_OK;
 }
 
-static hrt_status_t hrt_check_dispatch(
-    hrt_hal_command_buffer_t* command_buffer,
-    const hrt_hal_dispatch_t* dispatch) {
+static hrt_status_t hrt_check_dispatch(hrt_hal_command_buffer_t* command_buffer,
+                                       const hrt_hal_dispatch_t* dispatch) {
   const hrt_hal_executable_t* executable = dispatch->executable;
   if (executable->device != command_buffer->device) {
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
@@ -308,9 +307,9 @@ hrt_status_t hrt_hal_command_buffer_dispatch(
   command.dispatch = *dispatch;
   uint32_t* constants = NULL;
   hrt_hal_buffer_ref_t* bindings = NULL;
-  hrt_status_t status = hrt_allocate(
-      dispatch->constant_count * sizeof(uint32_t), "dispatch constants",
-      (void**)&constants);
+  hrt_status_t status =
+      hrt_allocate(dispatch->constant_count * sizeof(uint32_t),
+                   "dispatch constants", (void**)&constants);
   if (status == HRT_OK) {
     status = hrt_allocate(dispatch->binding_count * sizeof(*bindings),
                           "dispatch bindings", (void**)&bindings);
@@ -471,8 +470,8 @@ hrt_status_t hrt_hal_command_buffer_validate_bindings(
         break;
       case HRT_HAL_COMMAND_UPDATE:
         HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->update.target, table,
-                                                table_count, i,
-                                                "update target", &a));
+                                                table_count, i, "update target",
+                                                &a));
         break;
       case HRT_HAL_COMMAND_READ:
         HRT_RETURN_IF_ERROR(hrt_resolve_operand(
@@ -482,18 +481,17 @@ hrt_status_t hrt_hal_command_buffer_validate_bindings(
         for (uint32_t j = 0; j < command->dispatch.binding_count; ++j) {
           char operand[32];
           snprintf(operand, sizeof(operand), "binding %u", j);
-          HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->dispatch.bindings[j],
-                                                  table, table_count, i,
-                                                  operand, &a));
+          HRT_RETURN_IF_ERROR(
+              hrt_resolve_operand(&command->dispatch.bindings[j], table,
+                                  table_count, i, operand, &a));
         }
         break;
       case HRT_HAL_COMMAND_TRACE:
         for (uint32_t j = 0; j < command->trace.source_count; ++j) {
           char operand[32];
           snprintf(operand, sizeof(operand), "trace source %u", j);
-          HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->trace.sources[j],
-                                                  table, table_count, i,
-                                                  operand, &a));
+          HRT_RETURN_IF_ERROR(hrt_resolve_operand(
+              &command->trace.sources[j], table, table_count, i, operand, &a));
         }
         break;
       case HRT_HAL_COMMAND_BARRIER:

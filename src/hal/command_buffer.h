@@ -98,8 +98,8 @@ typedef struct hrt_hal_command_s {
 
 // Creates an empty command buffer recording for `device` (retained).
 hrt_status_t hrt_hal_command_buffer_create(
-    hrt_hal_device_t* device, hrt_hal_command_buffer_t** out_command_buffer)
-    HRT_MUST_USE;
+    hrt_hal_device_t* device,
+    hrt_hal_command_buffer_t** out_command_buffer) HRT_MUST_USE;
 void hrt_hal_command_buffer_retain(hrt_hal_command_buffer_t* command_buffer);
 void hrt_hal_command_buffer_release(hrt_hal_command_buffer_t* command_buffer);
 
@@ -114,8 +114,8 @@ hrt_status_t hrt_hal_command_buffer_copy(
     hrt_hal_buffer_ref_t target) HRT_MUST_USE;
 // Copies `length` bytes of `data` now; target length must equal `length`.
 hrt_status_t hrt_hal_command_buffer_update(
-    hrt_hal_command_buffer_t* command_buffer, const void* data,
-    uint64_t length, hrt_hal_buffer_ref_t target) HRT_MUST_USE;
+    hrt_hal_command_buffer_t* command_buffer, const void* data, uint64_t length,
+    hrt_hal_buffer_ref_t target) HRT_MUST_USE;
 // Copies the source range to `host_target` when the command executes.
 hrt_status_t hrt_hal_command_buffer_read(
     hrt_hal_command_buffer_t* command_buffer, hrt_hal_buffer_ref_t source,

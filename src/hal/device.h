@@ -29,10 +29,10 @@
 #include "hal/semaphore.h"
 
 typedef struct hrt_hal_device_info_s {
-  char driver[32];      // "local-sync", "local-task", "cuda"
-  char kind[16];        // "local" or "cuda": selects module executables
-  char name[128];       // human readable
-  char uri[64];         // canonical URI that recreates this device
+  char driver[32];  // "local-sync", "local-task", "cuda"
+  char kind[16];    // "local" or "cuda": selects module executables
+  char name[128];   // human readable
+  char uri[64];     // canonical URI that recreates this device
   uint32_t ordinal;
   uint32_t worker_count;           // CPU threads running workgroups
   uint64_t total_memory;           // bytes; 0 when unknown
@@ -62,11 +62,11 @@ typedef struct hrt_hal_submission_s {
   hrt_hal_command_buffer_t* command_buffer;  // finalized, same device
   const hrt_hal_buffer_ref_t* bindings;      // concrete refs for the slots
   uint32_t binding_count;
-  const hrt_hal_semaphore_point_t* waits;    // all reached before it runs
+  const hrt_hal_semaphore_point_t* waits;  // all reached before it runs
   uint32_t wait_count;
   const hrt_hal_semaphore_point_t* signals;  // signalled (or failed) after
   uint32_t signal_count;
-  hrt_hal_completion_t completion;           // fn may be NULL
+  hrt_hal_completion_t completion;  // fn may be NULL
   void* host_context;  // passed to trace callbacks; must outlive completion
   hrt_hal_dispatch_timing_fn_t dispatch_timing;  // NULL: not profiled
 } hrt_hal_submission_t;
@@ -107,11 +107,9 @@ const hrt_hal_device_info_t* hrt_hal_device_info(
 
 // Allocates `byte_length` bytes, initialised from `initial_data` when it is
 // not NULL and zero-filled otherwise. RESOURCE_EXHAUSTED when out of memory.
-hrt_status_t hrt_hal_device_allocate_buffer(hrt_hal_device_t* device,
-                                            uint64_t byte_length,
-                                            const void* initial_data,
-                                            hrt_hal_buffer_t** out_buffer)
-    HRT_MUST_USE;
+hrt_status_t hrt_hal_device_allocate_buffer(
+    hrt_hal_device_t* device, uint64_t byte_length, const void* initial_data,
+    hrt_hal_buffer_t** out_buffer) HRT_MUST_USE;
 
 hrt_status_t hrt_hal_device_create_executable(
     hrt_hal_device_t* device, const hrt_hal_executable_params_t* params,
@@ -122,8 +120,8 @@ hrt_status_t hrt_hal_device_create_executable(
 // run the completion exactly once; on error nothing was retained and the
 // completion is never called. A failed wait semaphore or a failing command
 // fails the signal semaphores and passes the status to the completion.
-hrt_status_t hrt_hal_device_queue_submit(
-    hrt_hal_device_t* device, const hrt_hal_submission_t* submission)
+hrt_status_t hrt_hal_device_queue_submit(hrt_hal_device_t* device,
+                                         const hrt_hal_submission_t* submission)
     HRT_MUST_USE;
 
 #endif  // HRT_HAL_DEVICE_H_

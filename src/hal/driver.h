@@ -27,9 +27,8 @@ typedef struct hrt_hal_device_uri_s {
 } hrt_hal_device_uri_t;
 
 // INVALID_ARGUMENT quoting the URI and saying what is malformed.
-hrt_status_t hrt_hal_device_uri_parse(const char* uri,
-                                      hrt_hal_device_uri_t* out_uri)
-    HRT_MUST_USE;
+hrt_status_t hrt_hal_device_uri_parse(
+    const char* uri, hrt_hal_device_uri_t* out_uri) HRT_MUST_USE;
 // The value of `key`, or NULL.
 const char* hrt_hal_device_uri_param(const hrt_hal_device_uri_t* uri,
                                      const char* key);

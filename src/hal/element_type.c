@@ -10,8 +10,8 @@ static const struct {
   const char* name;
   size_t size;
 } hrt_element_types[HRT_HAL_ELEMENT_TYPE_COUNT_] = {
-    {"f16", 2}, {"bf16", 2}, {"f32", 4}, {"f64", 8}, {"i8", 1},
-    {"u8", 1},  {"i16", 2},  {"u16", 2}, {"i32", 4}, {"u32", 4},
+    {"f16", 2}, {"bf16", 2}, {"f32", 4},  {"f64", 8}, {"i8", 1},
+    {"u8", 1},  {"i16", 2},  {"u16", 2},  {"i32", 4}, {"u32", 4},
     {"i64", 8}, {"u64", 8},  {"bool", 1},
 };
 
@@ -40,9 +40,9 @@ hrt_status_t hrt_hal_element_type_parse(const char* name,
 }
 
 // Reads one element of `size` bytes (unaligned-safe).
-#define HRT_LOAD(ctype) \
+#define HRT_LOAD(ctype)                                                \
   (memcpy(&value.ctype##_v, (const char*)data + index * sizeof(ctype), \
-          sizeof(ctype)),                                             \
+          sizeof(ctype)),                                              \
    value.ctype##_v)
 
 double hrt_hal_element_load(hrt_hal_element_type_t type, const void* data,
@@ -60,25 +60,40 @@ double hrt_hal_element_load(hrt_hal_element_type_t type, const void* data,
     uint64_t uint64_t_v;
   } value;
   switch (type) {
-    case HRT_HAL_ELEMENT_TYPE_F16: return hrt_f16_to_f32(HRT_LOAD(uint16_t));
-    case HRT_HAL_ELEMENT_TYPE_BF16: return hrt_bf16_to_f32(HRT_LOAD(uint16_t));
-    case HRT_HAL_ELEMENT_TYPE_F32: return HRT_LOAD(float);
-    case HRT_HAL_ELEMENT_TYPE_F64: return HRT_LOAD(double);
-    case HRT_HAL_ELEMENT_TYPE_I8: return HRT_LOAD(int8_t);
-    case HRT_HAL_ELEMENT_TYPE_U8: return HRT_LOAD(uint8_t);
-    case HRT_HAL_ELEMENT_TYPE_BOOL: return HRT_LOAD(uint8_t) != 0;
-    case HRT_HAL_ELEMENT_TYPE_I16: return HRT_LOAD(int16_t);
-    case HRT_HAL_ELEMENT_TYPE_U16: return HRT_LOAD(uint16_t);
-    case HRT_HAL_ELEMENT_TYPE_I32: return HRT_LOAD(int32_t);
-    case HRT_HAL_ELEMENT_TYPE_U32: return HRT_LOAD(uint32_t);
-    case HRT_HAL_ELEMENT_TYPE_I64: return (double)HRT_LOAD(int64_t);
-    case HRT_HAL_ELEMENT_TYPE_U64: return (double)HRT_LOAD(uint64_t);
-    default: return 0;
+    case HRT_HAL_ELEMENT_TYPE_F16:
+      return hrt_f16_to_f32(HRT_LOAD(uint16_t));
+    case HRT_HAL_ELEMENT_TYPE_BF16:
+      return hrt_bf16_to_f32(HRT_LOAD(uint16_t));
+    case HRT_HAL_ELEMENT_TYPE_F32:
+      return HRT_LOAD(float);
+    case HRT_HAL_ELEMENT_TYPE_F64:
+      return HRT_LOAD(double);
+    case HRT_HAL_ELEMENT_TYPE_I8:
+      return HRT_LOAD(int8_t);
+    case HRT_HAL_ELEMENT_TYPE_U8:
+      return HRT_LOAD(uint8_t);
+    case HRT_HAL_ELEMENT_TYPE_BOOL:
+      return HRT_LOAD(uint8_t) != 0;
+    case HRT_HAL_ELEMENT_TYPE_I16:
+      return HRT_LOAD(int16_t);
+    case HRT_HAL_ELEMENT_TYPE_U16:
+      return HRT_LOAD(uint16_t);
+    case HRT_HAL_ELEMENT_TYPE_I32:
+      return HRT_LOAD(int32_t);
+    case HRT_HAL_ELEMENT_TYPE_U32:
+      return HRT_LOAD(uint32_t);
+    case HRT_HAL_ELEMENT_TYPE_I64:
+      return (double)HRT_LOAD(int64_t);
+    case HRT_HAL_ELEMENT_TYPE_U64:
+      return (double)HRT_LOAD(uint64_t);
+    default:
+      return 0;
   }
 }
 
 bool hrt_hal_element_type_is_float(hrt_hal_element_type_t type) {
-  return type == HRT_HAL_ELEMENT_TYPE_F16 || type == HRT_HAL_ELEMENT_TYPE_BF16 ||
+  return type == HRT_HAL_ELEMENT_TYPE_F16 ||
+         type == HRT_HAL_ELEMENT_TYPE_BF16 ||
          type == HRT_HAL_ELEMENT_TYPE_F32 || type == HRT_HAL_ELEMENT_TYPE_F64;
 }
 

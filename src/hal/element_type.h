@@ -30,9 +30,8 @@ size_t hrt_hal_element_type_size(hrt_hal_element_type_t type);
 // "f32", ...; "unknown" for out-of-range values.
 const char* hrt_hal_element_type_name(hrt_hal_element_type_t type);
 // INVALID_ARGUMENT naming `name` and listing the valid dtypes when unknown.
-hrt_status_t hrt_hal_element_type_parse(const char* name,
-                                        hrt_hal_element_type_t* out_type)
-    HRT_MUST_USE;
+hrt_status_t hrt_hal_element_type_parse(
+    const char* name, hrt_hal_element_type_t* out_type) HRT_MUST_USE;
 
 // Element `index` of an array of `type` at `data`, as a double (f16 and bf16
 // converted; 64-bit integers beyond 2^53 lose precision; bool is 0 or 1).

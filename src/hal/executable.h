@@ -26,8 +26,8 @@ typedef enum hrt_hal_executable_format_e {
 
 typedef struct hrt_hal_executable_params_s {
   hrt_hal_executable_format_t format;
-  const char* path;    // CPU_LIBRARY
-  const void* data;    // PTX, CUBIN, FATBIN; copied or consumed before return
+  const char* path;  // CPU_LIBRARY
+  const void* data;  // PTX, CUBIN, FATBIN; copied or consumed before return
   size_t data_length;
 } hrt_hal_executable_params_t;
 

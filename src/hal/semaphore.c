@@ -11,8 +11,8 @@ struct hrt_hal_semaphore_s {
   hrt_ref_t ref;
   hrt_mutex_t mutex;
   hrt_cond_t cond;
-  uint64_t value;         // guarded by mutex
-  hrt_status_t failure;   // guarded by mutex; owned
+  uint64_t value;        // guarded by mutex
+  hrt_status_t failure;  // guarded by mutex; owned
 };
 
 hrt_status_t hrt_hal_semaphore_create(uint64_t initial_value,

@@ -13,9 +13,8 @@
 
 typedef struct hrt_hal_semaphore_s hrt_hal_semaphore_t;
 
-hrt_status_t hrt_hal_semaphore_create(uint64_t initial_value,
-                                      hrt_hal_semaphore_t** out_semaphore)
-    HRT_MUST_USE;
+hrt_status_t hrt_hal_semaphore_create(
+    uint64_t initial_value, hrt_hal_semaphore_t** out_semaphore) HRT_MUST_USE;
 void hrt_hal_semaphore_retain(hrt_hal_semaphore_t* semaphore);
 void hrt_hal_semaphore_release(hrt_hal_semaphore_t* semaphore);
 
@@ -35,8 +34,8 @@ void hrt_hal_semaphore_fail(hrt_hal_semaphore_t* semaphore,
 // (DEADLINE_EXCEEDED; a deadline already passed only checks). Never call it
 // from the JavaScript thread.
 hrt_status_t hrt_hal_semaphore_wait(hrt_hal_semaphore_t* semaphore,
-                                    uint64_t value, int64_t deadline_ns)
-    HRT_MUST_USE;
+                                    uint64_t value,
+                                    int64_t deadline_ns) HRT_MUST_USE;
 
 typedef struct hrt_hal_semaphore_point_s {
   hrt_hal_semaphore_t* semaphore;

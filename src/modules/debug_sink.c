@@ -1,9 +1,8 @@
 #include "modules/debug_sink.h"
 
-static hrt_status_t hrt_debug_sink_null_trace(void* user_data, const char* key,
-                                              const hrt_trace_info_t* info,
-                                              uint32_t count,
-                                              const hrt_trace_tensor_t* tensors) {
+static hrt_status_t hrt_debug_sink_null_trace(
+    void* user_data, const char* key, const hrt_trace_info_t* info,
+    uint32_t count, const hrt_trace_tensor_t* tensors) {
   (void)user_data;
   (void)key;
   (void)info;

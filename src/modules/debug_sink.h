@@ -48,9 +48,9 @@ typedef struct hrt_dispatch_timing_s {
   uint64_t sequence;     // the invocation's number
   const char* function;  // "module.function"
   uint32_t op_index;
-  const char* kernel;    // "executable.entry"
-  const char* device;    // the device's URI
-  int64_t start_ns;      // hrt_time_now_ns() timeline
+  const char* kernel;  // "executable.entry"
+  const char* device;  // the device's URI
+  int64_t start_ns;    // hrt_time_now_ns() timeline
   int64_t duration_ns;
 } hrt_dispatch_timing_t;
 

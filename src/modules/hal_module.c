@@ -87,8 +87,8 @@ const hrt_hal_module_options_t* hrt_hal_module_options(
 }
 
 hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
-                                  const char* key,
-                                  const hrt_trace_info_t* info, uint32_t count,
+                                  const char* key, const hrt_trace_info_t* info,
+                                  uint32_t count,
                                   const hrt_trace_tensor_t* tensors) {
   const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
   for (uint32_t i = 0; module->options.reject_nonfinite && i < count; ++i) {

@@ -39,11 +39,10 @@ const hrt_hal_module_options_t* hrt_hal_module_options(
     const hrt_vm_module_t* hal_module);
 // Hands one trace to the sink (completion thread), after the non-finite
 // check when the module has it.
-hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
-                                  const char* key,
-                                  const hrt_trace_info_t* info, uint32_t count,
-                                  const hrt_trace_tensor_t* tensors)
-    HRT_MUST_USE;
+hrt_status_t hrt_hal_module_trace(
+    const hrt_vm_module_t* hal_module, const char* key,
+    const hrt_trace_info_t* info, uint32_t count,
+    const hrt_trace_tensor_t* tensors) HRT_MUST_USE;
 
 // Hands dispatch timings to the sink, if it takes them (completion thread).
 void hrt_hal_module_dispatch_timing(const hrt_vm_module_t* hal_module,

@@ -11,12 +11,12 @@
 
 const char* hrt_npy_descr(hrt_hal_element_type_t type) {
   static const char* const descrs[HRT_HAL_ELEMENT_TYPE_COUNT_] = {
-      [HRT_HAL_ELEMENT_TYPE_F16] = "<f2", [HRT_HAL_ELEMENT_TYPE_BF16] = "<u2",
-      [HRT_HAL_ELEMENT_TYPE_F32] = "<f4", [HRT_HAL_ELEMENT_TYPE_F64] = "<f8",
-      [HRT_HAL_ELEMENT_TYPE_I8] = "|i1",  [HRT_HAL_ELEMENT_TYPE_U8] = "|u1",
-      [HRT_HAL_ELEMENT_TYPE_I16] = "<i2", [HRT_HAL_ELEMENT_TYPE_U16] = "<u2",
-      [HRT_HAL_ELEMENT_TYPE_I32] = "<i4", [HRT_HAL_ELEMENT_TYPE_U32] = "<u4",
-      [HRT_HAL_ELEMENT_TYPE_I64] = "<i8", [HRT_HAL_ELEMENT_TYPE_U64] = "<u8",
+      [HRT_HAL_ELEMENT_TYPE_F16] = "<f2",  [HRT_HAL_ELEMENT_TYPE_BF16] = "<u2",
+      [HRT_HAL_ELEMENT_TYPE_F32] = "<f4",  [HRT_HAL_ELEMENT_TYPE_F64] = "<f8",
+      [HRT_HAL_ELEMENT_TYPE_I8] = "|i1",   [HRT_HAL_ELEMENT_TYPE_U8] = "|u1",
+      [HRT_HAL_ELEMENT_TYPE_I16] = "<i2",  [HRT_HAL_ELEMENT_TYPE_U16] = "<u2",
+      [HRT_HAL_ELEMENT_TYPE_I32] = "<i4",  [HRT_HAL_ELEMENT_TYPE_U32] = "<u4",
+      [HRT_HAL_ELEMENT_TYPE_I64] = "<i8",  [HRT_HAL_ELEMENT_TYPE_U64] = "<u8",
       [HRT_HAL_ELEMENT_TYPE_BOOL] = "|b1",
   };
   return (unsigned)type < HRT_HAL_ELEMENT_TYPE_COUNT_ ? descrs[type] : "|V1";
@@ -31,9 +31,9 @@ static size_t hrt_npy_header(const hrt_trace_tensor_t* tensor, char* out,
                       "{'descr': '%s', 'fortran_order': False, 'shape': (",
                       hrt_npy_descr(tensor->element_type));
   for (uint32_t d = 0; d < tensor->rank; ++d) {
-    used += snprintf(dict + used, sizeof(dict) - (size_t)used, "%lld,%s",
-                     (long long)tensor->shape[d],
-                     d + 1 < tensor->rank ? " " : "");
+    used +=
+        snprintf(dict + used, sizeof(dict) - (size_t)used, "%lld,%s",
+                 (long long)tensor->shape[d], d + 1 < tensor->rank ? " " : "");
   }
   if (tensor->rank > 1) --used;  // "(2, 3)" not "(2, 3,)"; "(4,)" keeps it
   used += snprintf(dict + used, sizeof(dict) - (size_t)used, "), }");
@@ -66,8 +66,8 @@ static hrt_status_t hrt_npy_write(const char* path,
   if (ok && rename(temporary, path) != 0) ok = false;
   if (!ok) {
     if (file != NULL) remove(temporary);
-    return hrt_status_make(HRT_STATUS_DATA_LOSS, "cannot write '%s': %s",
-                           path, strerror(error ? error : EIO));
+    return hrt_status_make(HRT_STATUS_DATA_LOSS, "cannot write '%s': %s", path,
+                           strerror(error ? error : EIO));
   }
   return HRT_OK;
 }

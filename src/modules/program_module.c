@@ -50,7 +50,7 @@ typedef struct hrt_op_s {
   // dispatch
   uint32_t executable;
   const char* entry;
-  const char* kernel;  // "executable.entry"
+  const char* kernel;                        // "executable.entry"
   const hrt_builtin_signature_t* signature;  // built-in kernels only
   uint32_t workgroup_count[3];
   uint32_t workgroup_size[3];
@@ -81,8 +81,8 @@ typedef struct hrt_program_module_s {
   hrt_arena_t arena;              // everything else parsed
   uint32_t executable_count;
   hrt_executable_spec_t* executables;
-  hrt_function_t* functions;      // [base.function_count]
-  hrt_vm_function_def_t* defs;    // [base.function_count]
+  hrt_function_t* functions;    // [base.function_count]
+  hrt_vm_function_def_t* defs;  // [base.function_count]
 } hrt_program_module_t;
 
 //===----------------------------------------------------------------------===//
@@ -106,8 +106,7 @@ typedef struct hrt_parser_s {
 } hrt_parser_t;
 
 static hrt_status_t hrt_field_error(hrt_status_code_t code, const char* path,
-                                    const char* format, ...)
-    HRT_PRINTF(3, 4);
+                                    const char* format, ...) HRT_PRINTF(3, 4);
 static hrt_status_t hrt_field_error(hrt_status_code_t code, const char* path,
                                     const char* format, ...) {
   char message[512];
@@ -121,12 +120,11 @@ static hrt_status_t hrt_field_error(hrt_status_code_t code, const char* path,
 static hrt_status_t hrt_expect(const hrt_json_t* value, hrt_json_type_t type,
                                const char* path) {
   if (!value || value->type != type) {
-    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "must be %s %s%s%s", type == HRT_JSON_ARRAY ||
-                               type == HRT_JSON_OBJECT ? "an" : "a",
-                           hrt_json_type_name(type), value ? ", got " : "",
-                           value ? hrt_json_type_name(value->type)
-                                 : " (missing)");
+    return hrt_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path, "must be %s %s%s%s",
+        type == HRT_JSON_ARRAY || type == HRT_JSON_OBJECT ? "an" : "a",
+        hrt_json_type_name(type), value ? ", got " : "",
+        value ? hrt_json_type_name(value->type) : " (missing)");
   }
   return HRT_OK;
 }
@@ -178,8 +176,8 @@ static hrt_status_t hrt_expect_integer(const hrt_json_t* value, int64_t min,
   if (!value || value->type != HRT_JSON_NUMBER || !value->fits_int64 ||
       value->integer < min || value->integer > max) {
     return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "must be an integer in [%lld, %lld]",
-                           (long long)min, (long long)max);
+                           "must be an integer in [%lld, %lld]", (long long)min,
+                           (long long)max);
   }
   *out = value->integer;
   return HRT_OK;
@@ -221,14 +219,12 @@ static hrt_status_t hrt_parse_kind(hrt_parser_t* parser, const hrt_json_t* spec,
                                    hrt_kind_spec_t* out) {
   HRT_RETURN_IF_ERROR(hrt_expect(spec, HRT_JSON_OBJECT, path));
   if (spec->length != 1) {
-    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "must have exactly one of 'builtin'%s%s%s%s%s%s",
-                           field_count > 0 ? ", '" : "",
-                           field_count > 0 ? fields[0] : "",
-                           field_count > 0 ? "'" : "",
-                           field_count > 1 ? ", '" : "",
-                           field_count > 1 ? fields[1] : "",
-                           field_count > 1 ? "', ..." : "");
+    return hrt_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "must have exactly one of 'builtin'%s%s%s%s%s%s",
+        field_count > 0 ? ", '" : "", field_count > 0 ? fields[0] : "",
+        field_count > 0 ? "'" : "", field_count > 1 ? ", '" : "",
+        field_count > 1 ? fields[1] : "", field_count > 1 ? "', ..." : "");
   }
   char field_path[HRT_PATH_MAX];
   hrt_path_format(field_path, "%s.%s", path, spec->keys[0]);
@@ -272,9 +268,9 @@ static hrt_status_t hrt_parse_executables(hrt_parser_t* parser,
   HRT_RETURN_IF_ERROR(hrt_expect(executables, HRT_JSON_OBJECT, "executables"));
   hrt_program_module_t* module = parser->module;
   module->executable_count = (uint32_t)executables->length;
-  HRT_RETURN_IF_ERROR(hrt_alloc(
-      parser, executables->length * sizeof(hrt_executable_spec_t),
-      (void**)&module->executables));
+  HRT_RETURN_IF_ERROR(
+      hrt_alloc(parser, executables->length * sizeof(hrt_executable_spec_t),
+                (void**)&module->executables));
   static const char* const local_fields[] = {"library"};
   static const hrt_hal_executable_format_t local_formats[] = {
       HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY};
@@ -311,15 +307,13 @@ static hrt_status_t hrt_parse_executables(hrt_parser_t* parser,
     const hrt_json_t* cuda = hrt_json_get(entry, "cuda");
     if (cuda) {
       hrt_path_format(kind_path, "%s.cuda", path);
-      HRT_RETURN_IF_ERROR(hrt_parse_kind(parser, cuda, cuda_fields,
-                                         cuda_formats, 3, kind_path,
-                                         &spec->cuda));
+      HRT_RETURN_IF_ERROR(hrt_parse_kind(
+          parser, cuda, cuda_fields, cuda_formats, 3, kind_path, &spec->cuda));
     }
-    spec->builtin =
-        (spec->local.present &&
-         spec->local.format == HRT_HAL_EXECUTABLE_FORMAT_BUILTIN) ||
-        (spec->cuda.present &&
-         spec->cuda.format == HRT_HAL_EXECUTABLE_FORMAT_BUILTIN);
+    spec->builtin = (spec->local.present &&
+                     spec->local.format == HRT_HAL_EXECUTABLE_FORMAT_BUILTIN) ||
+                    (spec->cuda.present &&
+                     spec->cuda.format == HRT_HAL_EXECUTABLE_FORMAT_BUILTIN);
   }
   return HRT_OK;
 }
@@ -399,8 +393,7 @@ static hrt_status_t hrt_parse_values(hrt_parser_t* parser,
     if (!lists[g]) continue;
     for (size_t i = 0; i < lists[g]->length; ++i, ++index) {
       char value_path[HRT_PATH_MAX];
-      hrt_path_format(value_path, "%s.%s[%zu]", path, groups[g],
-               i);
+      hrt_path_format(value_path, "%s.%s[%zu]", path, groups[g], i);
       HRT_RETURN_IF_ERROR(hrt_parse_value(&lists[g]->items[i], value_path,
                                           &out->types[index],
                                           &out->byte_lengths[index]));
@@ -459,7 +452,6 @@ static hrt_status_t hrt_parse_value_list(hrt_parser_t* parser,
 // Ops
 //===----------------------------------------------------------------------===//
 
-
 static uint32_t hrt_f32_bits(float value) {
   uint32_t bits;
   memcpy(&bits, &value, sizeof(bits));
@@ -471,7 +463,8 @@ static hrt_status_t hrt_fill_pattern(const hrt_json_t* value,
                                      hrt_hal_element_type_t type,
                                      const char* path, uint64_t* out_pattern) {
   double number = 0;
-  if (value && value->type == HRT_JSON_BOOL && type == HRT_HAL_ELEMENT_TYPE_BOOL) {
+  if (value && value->type == HRT_JSON_BOOL &&
+      type == HRT_HAL_ELEMENT_TYPE_BOOL) {
     number = value->boolean;
   } else if (value && value->type == HRT_JSON_NUMBER) {
     number = value->number;
@@ -518,7 +511,6 @@ static hrt_status_t hrt_fill_pattern(const hrt_json_t* value,
   return HRT_OK;
 }
 
-
 // How a constant's number becomes 32 bits.
 typedef enum hrt_constant_kind_e {
   HRT_CONSTANT_ANY,      // user kernel: integer text as u32/i32, else f32
@@ -555,8 +547,8 @@ static hrt_status_t hrt_parse_constant(const hrt_json_t* value,
   }
   if (!number->is_integer) {
     return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "kernel '%s' takes an integer here (got %g)",
-                           kernel, number->number);
+                           "kernel '%s' takes an integer here (got %g)", kernel,
+                           number->number);
   }
   if (!number->fits_int64 || number->integer < INT32_MIN ||
       number->integer > UINT32_MAX) {
@@ -568,14 +560,12 @@ static hrt_status_t hrt_parse_constant(const hrt_json_t* value,
 }
 
 // A 1- to 3-element list of positive integers, each at most max[i].
-static hrt_status_t hrt_parse_grid(const hrt_json_t* value,
-                                   const uint32_t* max, const char* path,
-                                   uint32_t out[3]) {
+static hrt_status_t hrt_parse_grid(const hrt_json_t* value, const uint32_t* max,
+                                   const char* path, uint32_t out[3]) {
   HRT_RETURN_IF_ERROR(hrt_expect(value, HRT_JSON_ARRAY, path));
   if (value->length < 1 || value->length > 3) {
     return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "must have 1 to 3 entries (got %zu)",
-                           value->length);
+                           "must have 1 to 3 entries (got %zu)", value->length);
   }
   out[0] = out[1] = out[2] = 1;
   for (size_t i = 0; i < value->length; ++i) {
@@ -591,10 +581,10 @@ static hrt_status_t hrt_parse_grid(const hrt_json_t* value,
 
 static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
                                        const hrt_function_t* function,
-                                       const hrt_json_t* json,
-                                       const char* path, hrt_op_t* op) {
-  static const char* const known[] = {"op",       "kernel",        "workgroups",
-                                      "bindings", "constants",     "workgroupSize"};
+                                       const hrt_json_t* json, const char* path,
+                                       hrt_op_t* op) {
+  static const char* const known[] = {"op",       "kernel",    "workgroups",
+                                      "bindings", "constants", "workgroupSize"};
   HRT_RETURN_IF_ERROR(hrt_check_keys(json, known, 6, path));
   char field[HRT_PATH_MAX];
   hrt_path_format(field, "%s.kernel", path);
@@ -651,7 +641,8 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
     HRT_RETURN_IF_ERROR(
         hrt_parse_grid(size, size_max, field, op->workgroup_size));
     if ((uint64_t)op->workgroup_size[0] * op->workgroup_size[1] *
-            op->workgroup_size[2] > 1024) {
+            op->workgroup_size[2] >
+        1024) {
       return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
                              "more than 1024 invocations per workgroup");
     }
@@ -666,8 +657,8 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
                              HRT_HAL_MAX_DISPATCH_CONSTANTS);
     }
     op->constant_count = (uint32_t)constants->length;
-    HRT_RETURN_IF_ERROR(hrt_alloc(parser, (constants->length + 1) * 4,
-                                  (void**)&op->constants));
+    HRT_RETURN_IF_ERROR(
+        hrt_alloc(parser, (constants->length + 1) * 4, (void**)&op->constants));
     for (size_t i = 0; i < constants->length; ++i) {
       char item_path[HRT_PATH_MAX];
       hrt_path_format(item_path, "%s[%zu]", field, i);
@@ -676,16 +667,14 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
           : i < 32 && (op->signature->float_constants >> i) & 1u
               ? HRT_CONSTANT_F32
               : HRT_CONSTANT_INTEGER;
-      HRT_RETURN_IF_ERROR(hrt_parse_constant(&constants->items[i], kind,
-                                             op->entry, item_path,
-                                             &op->constants[i]));
+      HRT_RETURN_IF_ERROR(hrt_parse_constant(
+          &constants->items[i], kind, op->entry, item_path, &op->constants[i]));
     }
   }
   hrt_path_format(field, "%s.bindings", path);
-  HRT_RETURN_IF_ERROR(hrt_parse_value_list(parser, function,
-                                           hrt_json_get(json, "bindings"),
-                                           HRT_HAL_MAX_DISPATCH_BINDINGS,
-                                           field, op));
+  HRT_RETURN_IF_ERROR(
+      hrt_parse_value_list(parser, function, hrt_json_get(json, "bindings"),
+                           HRT_HAL_MAX_DISPATCH_BINDINGS, field, op));
   const hrt_builtin_signature_t* signature = op->signature;
   if (!signature) return HRT_OK;
   if (op->operand_count != signature->binding_count ||
@@ -703,12 +692,11 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
     char item_path[HRT_PATH_MAX];
     hrt_path_format(item_path, "%s[%u]", field, i);
     if (!rule->any_type && type->element_type != rule->element_type) {
-      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, item_path,
-                             "kernel '%s' needs %s here but '%s' is %s",
-                             op->entry,
-                             hrt_hal_element_type_name(rule->element_type),
-                             type->name,
-                             hrt_hal_element_type_name(type->element_type));
+      return hrt_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, item_path,
+          "kernel '%s' needs %s here but '%s' is %s", op->entry,
+          hrt_hal_element_type_name(rule->element_type), type->name,
+          hrt_hal_element_type_name(type->element_type));
     }
     uint64_t needed =
         hrt_builtin_binding_min_bytes(signature, i, op->constants);
@@ -789,13 +777,12 @@ static hrt_status_t hrt_parse_op(hrt_parser_t* parser,
     uint64_t source = function->byte_lengths[op->operands[0]];
     uint64_t target = function->byte_lengths[op->operands[1]];
     if (source != target) {
-      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                             "copy source '%s' has %llu bytes but target '%s' "
-                             "has %llu",
-                             function->types[op->operands[0]].name,
-                             (unsigned long long)source,
-                             function->types[op->operands[1]].name,
-                             (unsigned long long)target);
+      return hrt_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, path,
+          "copy source '%s' has %llu bytes but target '%s' "
+          "has %llu",
+          function->types[op->operands[0]].name, (unsigned long long)source,
+          function->types[op->operands[1]].name, (unsigned long long)target);
     }
     return HRT_OK;
   }
@@ -807,8 +794,7 @@ static hrt_status_t hrt_parse_op(hrt_parser_t* parser,
 
 static hrt_status_t hrt_parse_function(hrt_parser_t* parser,
                                        const char* module_name,
-                                       const char* name,
-                                       const hrt_json_t* json,
+                                       const char* name, const hrt_json_t* json,
                                        hrt_function_t* function,
                                        hrt_vm_function_def_t* def) {
   static const char* const known[] = {"inputs", "outputs", "locals", "body"};
@@ -850,8 +836,8 @@ static hrt_status_t hrt_parse_function(hrt_parser_t* parser,
   for (size_t i = 0; i < body->length; ++i) {
     char op_path[HRT_PATH_MAX];
     hrt_path_format(op_path, "%s[%zu]", body_path, i);
-    HRT_RETURN_IF_ERROR(hrt_parse_op(parser, function, &body->items[i],
-                                     op_path, &function->ops[i]));
+    HRT_RETURN_IF_ERROR(hrt_parse_op(parser, function, &body->items[i], op_path,
+                                     &function->ops[i]));
   }
   return HRT_OK;
 }
@@ -885,9 +871,9 @@ static hrt_status_t hrt_parse_module(hrt_parser_t* parser,
   HRT_RETURN_IF_ERROR(hrt_alloc(parser,
                                 functions->length * sizeof(hrt_function_t),
                                 (void**)&module->functions));
-  HRT_RETURN_IF_ERROR(hrt_alloc(
-      parser, functions->length * sizeof(hrt_vm_function_def_t),
-      (void**)&module->defs));
+  HRT_RETURN_IF_ERROR(
+      hrt_alloc(parser, functions->length * sizeof(hrt_vm_function_def_t),
+                (void**)&module->defs));
   for (size_t i = 0; i < functions->length; ++i) {
     HRT_RETURN_IF_ERROR(hrt_parse_function(
         parser, name->string, functions->keys[i], &functions->items[i],
@@ -919,7 +905,7 @@ struct hrt_program_state_s {
   hrt_hal_executable_t** executables;          // [executable_count]
   hrt_hal_command_buffer_t** command_buffers;  // [function_count]
   uint32_t** command_ops;  // [function_count][commands]: op of each command
-  hrt_arena_t arena;  // trace sites, generated keys, command_ops
+  hrt_arena_t arena;       // trace sites, generated keys, command_ops
 };
 
 // One call in flight: the host context of its submission.
@@ -945,8 +931,8 @@ static hrt_status_t hrt_program_trace(void* user_data, void* submission_context,
   for (uint32_t i = 0; i < count; ++i) {
     const hrt_vm_tensor_type_t* type = &site->function->types[site->values[i]];
     tensors[i] = (hrt_trace_tensor_t){type->name, type->element_type,
-                                      type->rank,  type->shape,
-                                      data[i],     lengths[i]};
+                                      type->rank, type->shape,
+                                      data[i],    lengths[i]};
   }
   hrt_trace_info_t info = {call->sequence, site->function->qualified_name,
                            site->op_index};
@@ -970,7 +956,8 @@ static hrt_status_t hrt_read_file(const char* path, char** out_data,
   if (status == HRT_OK) {
     status = hrt_allocate((size_t)length + 1, path, (void**)&data);
   }
-  if (status == HRT_OK && fread(data, 1, (size_t)length, file) != (size_t)length) {
+  if (status == HRT_OK &&
+      fread(data, 1, (size_t)length, file) != (size_t)length) {
     status = hrt_status_make(HRT_STATUS_DATA_LOSS, "cannot read '%s'", path);
   }
   fclose(file);
@@ -1026,8 +1013,8 @@ static hrt_status_t hrt_add_trace(hrt_program_state_t* state,
                                   uint32_t op_index, const char* key,
                                   uint32_t count, const uint32_t* values) {
   hrt_trace_site_t* site = NULL;
-  HRT_RETURN_IF_ERROR(hrt_arena_allocate(&state->arena, sizeof(*site),
-                                         "trace", (void**)&site));
+  HRT_RETURN_IF_ERROR(
+      hrt_arena_allocate(&state->arena, sizeof(*site), "trace", (void**)&site));
   *site = (hrt_trace_site_t){state, function, op_index, key, values};
   hrt_hal_buffer_ref_t sources[HRT_HAL_MAX_TRACE_SOURCES];
   for (uint32_t i = 0; i < count; ++i) sources[i] = hrt_slot(values[i]);
@@ -1043,9 +1030,9 @@ static hrt_status_t hrt_add_dispatch_trace(
     uint32_t op_index) {
   const hrt_op_t* op = &function->ops[op_index];
   uint32_t* written = NULL;
-  HRT_RETURN_IF_ERROR(hrt_arena_allocate(
-      &state->arena, op->operand_count * sizeof(uint32_t), "trace",
-      (void**)&written));
+  HRT_RETURN_IF_ERROR(hrt_arena_allocate(&state->arena,
+                                         op->operand_count * sizeof(uint32_t),
+                                         "trace", (void**)&written));
   uint32_t count = 0;
   for (uint32_t i = 0; i < op->operand_count; ++i) {
     bool writes = op->signature ? op->signature->bindings[i].written
@@ -1096,12 +1083,11 @@ static hrt_status_t hrt_record_op(hrt_program_state_t* state,
     }
     case HRT_OP_FILL:
       return hrt_hal_command_buffer_fill(command_buffer,
-                                         hrt_slot(op->operands[0]),
-                                         op->pattern, op->pattern_length);
+                                         hrt_slot(op->operands[0]), op->pattern,
+                                         op->pattern_length);
     case HRT_OP_COPY:
-      return hrt_hal_command_buffer_copy(command_buffer,
-                                         hrt_slot(op->operands[0]),
-                                         hrt_slot(op->operands[1]));
+      return hrt_hal_command_buffer_copy(
+          command_buffer, hrt_slot(op->operands[0]), hrt_slot(op->operands[1]));
     case HRT_OP_TRACE:
       return hrt_add_trace(state, command_buffer, function, op_index, op->key,
                            op->operand_count, op->operands);
@@ -1135,8 +1121,7 @@ static hrt_status_t hrt_record_function(hrt_program_state_t* state,
       status = hrt_add_dispatch_trace(state, command_buffer, function, def, i);
     }
     if (status != HRT_OK) {
-      return hrt_status_annotate(status, "functions.%s.body[%u]", def->name,
-                                 i);
+      return hrt_status_annotate(status, "functions.%s.body[%u]", def->name, i);
     }
     uint32_t end = hrt_hal_command_buffer_count(command_buffer);
     for (uint32_t c = first; c < end; ++c) command_ops[c] = i;
@@ -1177,8 +1162,8 @@ static hrt_status_t hrt_program_create_state(hrt_vm_module_t* base,
   hrt_program_state_t* state = NULL;
   size_t size = sizeof(*state) +
                 module->executable_count * sizeof(hrt_hal_executable_t*) +
-                base->function_count * (sizeof(hrt_hal_command_buffer_t*) +
-                                        sizeof(uint32_t*));
+                base->function_count *
+                    (sizeof(hrt_hal_command_buffer_t*) + sizeof(uint32_t*));
   HRT_RETURN_IF_ERROR(
       hrt_allocate_zeroed(size, "program state", (void**)&state));
   state->hal = hal;
@@ -1274,32 +1259,33 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
         device, function->byte_lengths[v], NULL, &buffer));
     uint32_t output = v - def->input_count;
     if (output < def->output_count) {
-      hrt_status_t status = hrt_hal_buffer_view_create(
-          buffer, 0, type->element_type, type->rank, type->shape,
-          &call->outputs[output]);
+      hrt_status_t status =
+          hrt_hal_buffer_view_create(buffer, 0, type->element_type, type->rank,
+                                     type->shape, &call->outputs[output]);
       hrt_hal_buffer_release(buffer);  // the view holds it
       HRT_RETURN_IF_ERROR(status);
       call->output_count = output + 1;
     } else {
       call->locals[call->local_count++] = buffer;
     }
-    call->bindings[v] = (hrt_hal_buffer_ref_t){buffer, 0, 0,
-                                               HRT_HAL_WHOLE_BUFFER};
+    call->bindings[v] =
+        (hrt_hal_buffer_ref_t){buffer, 0, 0, HRT_HAL_WHOLE_BUFFER};
   }
   return HRT_OK;
 }
 
-static hrt_status_t hrt_program_begin_call(hrt_vm_module_t* base,
-                                           void* opaque,
+static hrt_status_t hrt_program_begin_call(hrt_vm_module_t* base, void* opaque,
                                            const hrt_vm_call_t* vm_call) {
   hrt_program_module_t* module = (hrt_program_module_t*)base;
   hrt_program_state_t* state = opaque;
-  const hrt_function_t* function = &module->functions[vm_call->function_ordinal];
+  const hrt_function_t* function =
+      &module->functions[vm_call->function_ordinal];
   const hrt_vm_function_def_t* def = &module->defs[vm_call->function_ordinal];
   uint32_t values = function->value_count;
   hrt_program_call_t* call = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
-      sizeof(*call) + values * (sizeof(hrt_hal_buffer_ref_t) + 2 * sizeof(void*)),
+      sizeof(*call) +
+          values * (sizeof(hrt_hal_buffer_ref_t) + 2 * sizeof(void*)),
       "call", (void**)&call));
   call->bindings = (hrt_hal_buffer_ref_t*)(call + 1);
   call->outputs = (hrt_hal_buffer_view_t**)(call->bindings + values);

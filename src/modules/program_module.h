@@ -9,9 +9,9 @@
 // Linking into a context imports the "hal" module linked before it, loads
 // the executables for its device's kind (files are read and libraries
 // opened then, once per context, not at creation), and records one reusable
-// command buffer per function. Each call allocates fresh outputs and locals, submits
-// the function's command buffer with the call's bindings, and completes on
-// the device's completion thread.
+// command buffer per function. Each call allocates fresh outputs and locals,
+// submits the function's command buffer with the call's bindings, and completes
+// on the device's completion thread.
 #ifndef HRT_MODULES_PROGRAM_MODULE_H_
 #define HRT_MODULES_PROGRAM_MODULE_H_
 
@@ -21,9 +21,8 @@
 
 // `base_dir` may be NULL when the description names no files; it is copied
 // (into the resolved paths), as is `json`.
-hrt_status_t hrt_program_module_create(const char* json, size_t length,
-                                       const char* base_dir,
-                                       hrt_vm_module_t** out_module)
-    HRT_MUST_USE;
+hrt_status_t hrt_program_module_create(
+    const char* json, size_t length, const char* base_dir,
+    hrt_vm_module_t** out_module) HRT_MUST_USE;
 
 #endif  // HRT_MODULES_PROGRAM_MODULE_H_

@@ -33,7 +33,8 @@ static void hrt_text_append(hrt_text_t* text, const char* piece) {
   text->length += length;
 }
 
-static void hrt_append_tensor(hrt_text_t* text, const hrt_trace_tensor_t* tensor,
+static void hrt_append_tensor(hrt_text_t* text,
+                              const hrt_trace_tensor_t* tensor,
                               uint32_t max_elements) {
   char piece[96];
   hrt_text_append(text, tensor->name);

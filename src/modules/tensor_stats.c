@@ -9,8 +9,8 @@ static uint64_t hrt_element_count(const hrt_trace_tensor_t* tensor) {
 
 void hrt_tensor_stats_compute(const hrt_trace_tensor_t* tensor,
                               hrt_tensor_stats_t* out_stats) {
-  hrt_tensor_stats_t stats = {hrt_element_count(tensor), INFINITY, -INFINITY,
-                              0, 0, 0};
+  hrt_tensor_stats_t stats = {
+      hrt_element_count(tensor), INFINITY, -INFINITY, 0, 0, 0};
   double sum = 0;
   uint64_t finite = 0;
   for (uint64_t i = 0; i < stats.count; ++i) {
@@ -39,7 +39,8 @@ bool hrt_tensor_find_nonfinite(const hrt_trace_tensor_t* tensor,
   if (!hrt_hal_element_type_is_float(tensor->element_type)) return false;
   uint64_t count = hrt_element_count(tensor);
   for (uint64_t i = 0; i < count; ++i) {
-    if (!isfinite(hrt_hal_element_load(tensor->element_type, tensor->data, i))) {
+    if (!isfinite(
+            hrt_hal_element_load(tensor->element_type, tensor->data, i))) {
       *out_index = i;
       return true;
     }

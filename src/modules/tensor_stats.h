@@ -13,7 +13,7 @@
 #include "modules/debug_sink.h"
 
 typedef struct hrt_tensor_stats_s {
-  uint64_t count;      // elements
+  uint64_t count;  // elements
   double min;
   double max;
   double mean;

@@ -9,8 +9,9 @@
 //   HalModule, Module, Context, Function   classes
 //   drivers()                      [{name, available, reason}]
 //   dtypes                         frozen Array of dtype names
-//   liveObjects()                  {instance, device, ...}: live runtime objects
-//   setErrorClass(HalrtError)      the class every error is created from
+//   liveObjects()                  {instance, device, ...}: live runtime
+//   objects setErrorClass(HalrtError)      the class every error is created
+//   from
 #include <stdlib.h>
 
 #include "base/live.h"
@@ -85,8 +86,8 @@ static napi_value hrt_js_drivers(napi_env env, napi_callback_info info) {
     napi_value reason = NULL;
     napi_status result = napi_create_object(env, &entry);
     if (result == napi_ok) {
-      result = napi_create_string_utf8(env, drivers[i]->name,
-                                       NAPI_AUTO_LENGTH, &name);
+      result = napi_create_string_utf8(env, drivers[i]->name, NAPI_AUTO_LENGTH,
+                                       &name);
     }
     if (result == napi_ok) {
       result = napi_get_boolean(env, status == HRT_OK, &available);
@@ -133,11 +134,10 @@ static napi_value hrt_js_dtypes(napi_env env) {
                          env, HRT_HAL_ELEMENT_TYPE_COUNT_, &array));
   for (int type = 0; type < HRT_HAL_ELEMENT_TYPE_COUNT_; ++type) {
     napi_value name = NULL;
-    HRT_NAPI_CALL(env, napi_create_string_utf8(
-                           env,
-                           hrt_hal_element_type_name(
-                               (hrt_hal_element_type_t)type),
-                           NAPI_AUTO_LENGTH, &name));
+    HRT_NAPI_CALL(
+        env, napi_create_string_utf8(
+                 env, hrt_hal_element_type_name((hrt_hal_element_type_t)type),
+                 NAPI_AUTO_LENGTH, &name));
     HRT_NAPI_CALL(env, napi_set_element(env, array, (uint32_t)type, name));
   }
   HRT_NAPI_CALL(env, napi_object_freeze(env, array));
@@ -167,9 +167,8 @@ NAPI_MODULE_INIT() {
   HRT_NAPI_CALL(env, napi_create_object(env, &token));
   HRT_NAPI_CALL(env,
                 napi_create_reference(env, token, 1, &state->construct_token));
-  HRT_NAPI_CALL(env,
-                hrt_js_channel_create(env, "halrt.completion", NULL, NULL,
-                                      &state->channel));
+  HRT_NAPI_CALL(env, hrt_js_channel_create(env, "halrt.completion", NULL, NULL,
+                                           &state->channel));
 
   napi_value instance_class = hrt_js_instance_define(env, state);
   if (instance_class == NULL) return NULL;
@@ -192,13 +191,12 @@ NAPI_MODULE_INIT() {
       {"Instance", NULL, NULL, NULL, NULL, instance_class, napi_enumerable,
        NULL},
       {"Device", NULL, NULL, NULL, NULL, device_class, napi_enumerable, NULL},
-      {"BufferView", NULL, NULL, NULL, NULL, buffer_view_class,
-       napi_enumerable, NULL},
+      {"BufferView", NULL, NULL, NULL, NULL, buffer_view_class, napi_enumerable,
+       NULL},
       {"HalModule", NULL, NULL, NULL, NULL, hal_module_class, napi_enumerable,
        NULL},
       {"Module", NULL, NULL, NULL, NULL, module_class, napi_enumerable, NULL},
-      {"Context", NULL, NULL, NULL, NULL, context_class, napi_enumerable,
-       NULL},
+      {"Context", NULL, NULL, NULL, NULL, context_class, napi_enumerable, NULL},
       {"Function", NULL, NULL, NULL, NULL, function_class, napi_enumerable,
        NULL},
       {"dtypes", NULL, NULL, NULL, NULL, dtypes, napi_enumerable, NULL},
@@ -209,9 +207,9 @@ NAPI_MODULE_INIT() {
       {"setErrorClass", NULL, hrt_js_set_error_class, NULL, NULL, NULL,
        napi_enumerable, NULL},
   };
-  HRT_NAPI_CALL(env, napi_define_properties(
-                         env, exports,
-                         sizeof(properties) / sizeof(properties[0]),
-                         properties));
+  HRT_NAPI_CALL(
+      env, napi_define_properties(env, exports,
+                                  sizeof(properties) / sizeof(properties[0]),
+                                  properties));
   return exports;
 }

@@ -11,8 +11,7 @@
 #define HRT_JS_MAX_SAFE_INTEGER 9007199254740991.0
 
 bool hrt_js_args_get(napi_env env, napi_callback_info info, size_t count,
-                     napi_value* argv, napi_value* out_this,
-                     size_t* out_argc) {
+                     napi_value* argv, napi_value* out_this, size_t* out_argc) {
   size_t argc = count;
   HRT_NAPI_CALL_BOOL(env,
                      napi_get_cb_info(env, info, &argc, argv, out_this, NULL));
@@ -142,8 +141,7 @@ bool hrt_js_arg_string(napi_env env, napi_value value, const char* method,
   if (strlen(text) != length) {
     free(text);
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                        "%s: %s must not contain NUL characters", method,
-                        name);
+                        "%s: %s must not contain NUL characters", method, name);
   }
   *out = text;
   return true;
@@ -202,8 +200,8 @@ bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
       hrt_js_describe(env, element, got, sizeof(got));
       return hrt_js_throw(
           env, HRT_STATUS_INVALID_ARGUMENT,
-          "%s: %s[%u] is too large (got %s; the limit is 2^53-1)", method,
-          name, i, got);
+          "%s: %s[%u] is too large (got %s; the limit is 2^53-1)", method, name,
+          i, got);
     }
     out_shape[i] = (int64_t)dim;
     if (__builtin_mul_overflow(count, (uint64_t)out_shape[i], &count)) {
@@ -406,9 +404,8 @@ bool hrt_js_arg_options(napi_env env, napi_value value, const char* method,
     char text[64];
     size_t text_length = 0;
     HRT_NAPI_CALL_BOOL(env, napi_get_element(env, keys, i, &key));
-    HRT_NAPI_CALL_BOOL(env, napi_get_value_string_utf8(env, key, text,
-                                                       sizeof(text),
-                                                       &text_length));
+    HRT_NAPI_CALL_BOOL(env, napi_get_value_string_utf8(
+                                env, key, text, sizeof(text), &text_length));
     bool found = false;
     for (size_t k = 0; k < count && !found; ++k) {
       found = strcmp(text, known[k]) == 0;
@@ -427,7 +424,8 @@ bool hrt_js_arg_option(napi_env env, napi_value options, const char* key,
     HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, out_value));
     return true;
   }
-  HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, options, key, out_value));
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_get_named_property(env, options, key, out_value));
   return true;
 }
 

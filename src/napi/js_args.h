@@ -41,14 +41,13 @@ bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
                       int64_t out_shape[HRT_HAL_MAX_RANK],
                       uint64_t* out_element_count);
 
-
 // A TypedArray's contents, borrowed from its ArrayBuffer for the duration of
 // the current call (no JavaScript may run while `data` is used).
 typedef struct hrt_js_typed_array_s {
   napi_typedarray_type type;
-  size_t length;      // elements
+  size_t length;  // elements
   size_t byte_length;
-  const void* data;   // NULL when byte_length is 0
+  const void* data;  // NULL when byte_length is 0
 } hrt_js_typed_array_t;
 
 bool hrt_js_arg_typed_array(napi_env env, napi_value value, const char* method,

@@ -38,8 +38,8 @@ static bool hrt_js_buffer_view_this(napi_env env, napi_callback_info info,
   napi_value this_arg = NULL;
   hrt_js_wrap_t* wrap = NULL;
   if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
-      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_buffer_view_class, method,
-                         NULL, false, &wrap)) {
+      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_buffer_view_class, method, NULL,
+                         false, &wrap)) {
     return false;
   }
   *out = (hrt_hal_buffer_view_t*)wrap->handle;
@@ -68,11 +68,11 @@ static napi_value hrt_js_buffer_view_dtype(napi_env env,
     return NULL;
   }
   napi_value value = NULL;
-  HRT_NAPI_CALL(env, napi_create_string_utf8(
-                         env,
-                         hrt_hal_element_type_name(
-                             hrt_hal_buffer_view_element_type(view)),
-                         NAPI_AUTO_LENGTH, &value));
+  HRT_NAPI_CALL(
+      env, napi_create_string_utf8(env,
+                                   hrt_hal_element_type_name(
+                                       hrt_hal_buffer_view_element_type(view)),
+                                   NAPI_AUTO_LENGTH, &value));
   return value;
 }
 
@@ -83,9 +83,9 @@ static napi_value hrt_js_buffer_view_byte_length(napi_env env,
     return NULL;
   }
   napi_value value = NULL;
-  HRT_NAPI_CALL(env, napi_create_double(
-                         env, (double)hrt_hal_buffer_view_byte_length(view),
-                         &value));
+  HRT_NAPI_CALL(
+      env, napi_create_double(
+               env, (double)hrt_hal_buffer_view_byte_length(view), &value));
   return value;
 }
 
@@ -96,15 +96,15 @@ static napi_value hrt_js_buffer_view_rank(napi_env env,
     return NULL;
   }
   napi_value value = NULL;
-  HRT_NAPI_CALL(env,
-                napi_create_uint32(env, hrt_hal_buffer_view_rank(view), &value));
+  HRT_NAPI_CALL(
+      env, napi_create_uint32(env, hrt_hal_buffer_view_rank(view), &value));
   return value;
 }
 
 // bufferView.read() -> Promise<TypedArray of the dtype> with a copy of the
 // contents, taken after all work submitted to the device before it.
 static napi_value hrt_js_buffer_view_read(napi_env env,
-                                         napi_callback_info info) {
+                                          napi_callback_info info) {
   static const char* const method = "bufferView.read";
   hrt_hal_buffer_view_t* view = NULL;
   if (!hrt_js_buffer_view_this(env, info, method, &view)) {
@@ -124,7 +124,8 @@ static napi_value hrt_js_buffer_view_read(napi_env env,
     return promise;
   }
 
-  void* host_data = byte_length <= SIZE_MAX ? malloc((size_t)byte_length) : NULL;
+  void* host_data =
+      byte_length <= SIZE_MAX ? malloc((size_t)byte_length) : NULL;
   if (host_data == NULL) {
     hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED,
                  "%s: out of host memory for %llu bytes", method,
@@ -169,8 +170,8 @@ napi_value hrt_js_buffer_view_new(napi_env env, hrt_hal_buffer_view_t* view) {
     hrt_hal_buffer_view_release(view);
     return NULL;
   }
-  if (!hrt_js_wrap_new(env, state->buffer_view_class,
-                       &hrt_js_buffer_view_class, view, &object)) {
+  if (!hrt_js_wrap_new(env, state->buffer_view_class, &hrt_js_buffer_view_class,
+                       view, &object)) {
     return NULL;
   }
   return object;
@@ -191,13 +192,7 @@ napi_value hrt_js_buffer_view_define(napi_env env, hrt_js_env_t* state) {
       {"close", NULL, hrt_js_buffer_view_close, NULL, NULL, NULL,
        napi_default_method, NULL},
   };
-  napi_value constructor = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(
-                         env, "BufferView", NAPI_AUTO_LENGTH,
-                         hrt_js_buffer_view_construct, NULL,
-                         sizeof(properties) / sizeof(properties[0]),
-                         properties, &constructor));
-  HRT_NAPI_CALL(env, napi_create_reference(env, constructor, 1,
-                                           &state->buffer_view_class));
-  return constructor;
+  return hrt_js_define_class(
+      env, "BufferView", hrt_js_buffer_view_construct, properties,
+      sizeof(properties) / sizeof(properties[0]), &state->buffer_view_class);
 }

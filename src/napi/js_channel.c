@@ -24,8 +24,8 @@ void hrt_js_channel_retain(hrt_js_channel_t* channel) {
 }
 
 void hrt_js_channel_release(hrt_js_channel_t* channel) {
-  if (atomic_fetch_sub_explicit(&channel->ref_count, 1,
-                                memory_order_acq_rel) != 1) {
+  if (atomic_fetch_sub_explicit(&channel->ref_count, 1, memory_order_acq_rel) !=
+      1) {
     return;
   }
   hrt_mutex_deinit(&channel->mutex);
@@ -106,8 +106,7 @@ napi_status hrt_js_channel_create(napi_env env, const char* name,
   return napi_ok;
 }
 
-bool hrt_js_channel_post(hrt_js_channel_t* channel,
-                         hrt_js_message_t* message) {
+bool hrt_js_channel_post(hrt_js_channel_t* channel, hrt_js_message_t* message) {
   bool posted = false;
   hrt_mutex_lock(&channel->mutex);
   if (channel->tsfn != NULL) {

@@ -126,8 +126,8 @@ bool hrt_js_new_internal(napi_env env, napi_ref class_ref,
                      napi_get_reference_value(env, class_ref, &constructor));
   HRT_NAPI_CALL_BOOL(
       env, napi_get_reference_value(env, state->construct_token, &token));
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_new_instance(env, constructor, 1, &token, out_object));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_new_instance(env, constructor, 1, &token, out_object));
   return true;
 }
 
@@ -151,8 +151,8 @@ bool hrt_js_is_internal_construct(napi_env env, size_t argc, napi_value first) {
 bool hrt_js_set_string(napi_env env, napi_value object, const char* key,
                        const char* text) {
   napi_value value = NULL;
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &value));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &value));
   HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, key, value));
   return true;
 }
@@ -174,4 +174,17 @@ bool hrt_js_shape_array(napi_env env, uint32_t rank, const int64_t* shape,
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, *out_array, d, dim));
   }
   return true;
+}
+
+napi_value hrt_js_define_class(napi_env env, const char* name,
+                               napi_callback constructor,
+                               const napi_property_descriptor* properties,
+                               size_t count, napi_ref* out_ref) {
+  napi_value result = NULL;
+  HRT_NAPI_CALL(env, napi_define_class(env, name, NAPI_AUTO_LENGTH, constructor,
+                                       NULL, count, properties, &result));
+  if (out_ref != NULL) {
+    HRT_NAPI_CALL(env, napi_create_reference(env, result, 1, out_ref));
+  }
+  return result;
 }

@@ -52,13 +52,13 @@ void hrt_js_throw_napi_failure(napi_env env, napi_status status,
                                const char* call);
 
 // Runs `call`; on failure leaves a pending exception and returns `ret`.
-#define HRT_NAPI_CALL_BASE(env, call, ret)                 \
-  do {                                                     \
-    napi_status hrt_napi_status_ = (call);                 \
-    if (hrt_napi_status_ != napi_ok) {                     \
+#define HRT_NAPI_CALL_BASE(env, call, ret)                       \
+  do {                                                           \
+    napi_status hrt_napi_status_ = (call);                       \
+    if (hrt_napi_status_ != napi_ok) {                           \
       hrt_js_throw_napi_failure((env), hrt_napi_status_, #call); \
-      return ret;                                          \
-    }                                                      \
+      return ret;                                                \
+    }                                                            \
   } while (0)
 
 // For napi_callback bodies (return NULL: the exception propagates).
@@ -66,13 +66,13 @@ void hrt_js_throw_napi_failure(napi_env env, napi_status status,
 // For helpers that report failure as `false`.
 #define HRT_NAPI_CALL_BOOL(env, call) HRT_NAPI_CALL_BASE(env, call, false)
 // For helpers that return napi_status: returns the failed status itself.
-#define HRT_NAPI_CALL_STATUS(env, call)                    \
-  do {                                                     \
-    napi_status hrt_napi_status_ = (call);                 \
-    if (hrt_napi_status_ != napi_ok) {                     \
+#define HRT_NAPI_CALL_STATUS(env, call)                          \
+  do {                                                           \
+    napi_status hrt_napi_status_ = (call);                       \
+    if (hrt_napi_status_ != napi_ok) {                           \
       hrt_js_throw_napi_failure((env), hrt_napi_status_, #call); \
-      return hrt_napi_status_;                             \
-    }                                                      \
+      return hrt_napi_status_;                                   \
+    }                                                            \
   } while (0)
 
 // Creates a HalrtError for `status` (consumed). Returns NULL with a pending
@@ -93,20 +93,28 @@ napi_value hrt_js_rejected_with_pending(napi_env env);
 
 // Throws HalrtError(code, formatted message). Always returns false, so
 // argument checks can `return hrt_js_throw(...)`.
-bool hrt_js_throw(napi_env env, hrt_status_code_t code, const char* format,
-                  ...) HRT_PRINTF(3, 4);
+bool hrt_js_throw(napi_env env, hrt_status_code_t code, const char* format, ...)
+    HRT_PRINTF(3, 4);
 
 // Evaluates `expr` (an hrt_status_t); when not OK, annotates it with
 // `method`, throws it and returns NULL from the napi_callback.
-#define HRT_JS_THROW_IF_ERROR(env, method, expr)                          \
-  do {                                                                    \
-    hrt_status_t hrt_js_status_ = (expr);                                 \
-    if (hrt_js_status_ != HRT_OK) {                                       \
-      hrt_js_throw_status((env),                                          \
-                          hrt_status_annotate(hrt_js_status_, "%s", (method))); \
-      return NULL;                                                        \
-    }                                                                     \
+#define HRT_JS_THROW_IF_ERROR(env, method, expr)                       \
+  do {                                                                 \
+    hrt_status_t hrt_js_status_ = (expr);                              \
+    if (hrt_js_status_ != HRT_OK) {                                    \
+      hrt_js_throw_status(                                             \
+          (env), hrt_status_annotate(hrt_js_status_, "%s", (method))); \
+      return NULL;                                                     \
+    }                                                                  \
   } while (0)
+
+// Defines a class and, with `out_ref` != NULL, keeps a reference to its
+// constructor there (classes the binding constructs itself). Returns NULL
+// with a pending exception on failure.
+napi_value hrt_js_define_class(napi_env env, const char* name,
+                               napi_callback constructor,
+                               const napi_property_descriptor* properties,
+                               size_t count, napi_ref* out_ref);
 
 // object[key] = text / number / Array of the shape's dims. False with a
 // pending exception on failure.

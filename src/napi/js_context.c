@@ -114,22 +114,19 @@ static napi_value hrt_js_context_lookup_function(napi_env env,
   return hrt_js_function_new(env, this_arg, handle, &function);
 }
 
-static napi_value hrt_js_context_close(napi_env env,
-                                       napi_callback_info info) {
+static napi_value hrt_js_context_close(napi_env env, napi_callback_info info) {
   return hrt_js_close_method(env, info, &hrt_js_context_class, "context.close");
 }
 
 napi_value hrt_js_context_define(napi_env env, hrt_js_env_t* state) {
   (void)state;
   const napi_property_descriptor properties[] = {
-      {"lookupFunction", NULL, hrt_js_context_lookup_function, NULL, NULL,
-       NULL, napi_default_method, NULL},
+      {"lookupFunction", NULL, hrt_js_context_lookup_function, NULL, NULL, NULL,
+       napi_default_method, NULL},
       {"close", NULL, hrt_js_context_close, NULL, NULL, NULL,
        napi_default_method, NULL},
   };
-  napi_value constructor = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(env, "Context", NAPI_AUTO_LENGTH,
-                                       hrt_js_context_construct, NULL, 2,
-                                       properties, &constructor));
-  return constructor;
+  return hrt_js_define_class(env, "Context", hrt_js_context_construct,
+                             properties,
+                             sizeof(properties) / sizeof(properties[0]), NULL);
 }

@@ -58,9 +58,9 @@ static napi_value hrt_js_device_make_view(napi_env env, const char* method,
   HRT_JS_THROW_IF_ERROR(
       env, method, hrt_hal_shape_byte_length(dtype, rank, shape, &byte_length));
   hrt_hal_buffer_t* buffer = NULL;
-  HRT_JS_THROW_IF_ERROR(env, method,
-                        hrt_hal_device_allocate_buffer(device, byte_length,
-                                                       data, &buffer));
+  HRT_JS_THROW_IF_ERROR(
+      env, method,
+      hrt_hal_device_allocate_buffer(device, byte_length, data, &buffer));
   hrt_hal_buffer_view_t* view = NULL;
   hrt_status_t status =
       hrt_hal_buffer_view_create(buffer, 0, dtype, rank, shape, &view);
@@ -141,13 +141,11 @@ static napi_value hrt_js_device_empty(napi_env env, napi_callback_info info) {
       !hrt_js_arg_dtype(env, argv[1], method, "dtype", &dtype)) {
     return NULL;
   }
-  return hrt_js_device_make_view(env, method, device, dtype, rank, shape,
-                                 NULL);
+  return hrt_js_device_make_view(env, method, device, dtype, rank, shape, NULL);
 }
 
 static bool hrt_js_device_copy_view(napi_env env, napi_value value,
-                                    const char* name,
-                                    hrt_hal_device_t* device,
+                                    const char* name, hrt_hal_device_t* device,
                                     hrt_hal_buffer_view_t** out_view) {
   static const char* const method = "device.copy";
   hrt_js_wrap_t* wrap = NULL;
@@ -204,16 +202,15 @@ static napi_value hrt_js_device_copy(napi_env env, napi_callback_info info) {
   hrt_hal_command_buffer_finalize(command_buffer);
   hrt_js_submit_result_t no_result = {NULL, 0, HRT_HAL_ELEMENT_TYPE_U8};
   napi_value promise = NULL;
-  bool submitted = hrt_js_submit(env, method, device, command_buffer,
-                                 no_result, &promise);
+  bool submitted =
+      hrt_js_submit(env, method, device, command_buffer, no_result, &promise);
   hrt_hal_command_buffer_release(command_buffer);
   return submitted ? promise : NULL;
 }
 
 // device.close(): drops the runtime reference. Idempotent. Views made by the
 // device stay usable: their buffers keep the runtime device alive.
-static napi_value hrt_js_device_close(napi_env env,
-                                      napi_callback_info info) {
+static napi_value hrt_js_device_close(napi_env env, napi_callback_info info) {
   return hrt_js_close_method(env, info, &hrt_js_device_class, "device.close");
 }
 
@@ -238,8 +235,8 @@ static napi_value hrt_js_device_info_object(napi_env env,
     HRT_NAPI_CALL(env, napi_create_array_with_length(env, 2, &capability));
     for (uint32_t i = 0; i < 2; ++i) {
       napi_value part = NULL;
-      HRT_NAPI_CALL(env, napi_create_uint32(env, info->compute_capability[i],
-                                            &part));
+      HRT_NAPI_CALL(
+          env, napi_create_uint32(env, info->compute_capability[i], &part));
       HRT_NAPI_CALL(env, napi_set_element(env, capability, i, part));
     }
     HRT_NAPI_CALL(env, napi_object_freeze(env, capability));
@@ -262,9 +259,8 @@ napi_value hrt_js_device_new(napi_env env, hrt_hal_device_t* device) {
   hrt_js_env_t* state = hrt_js_env_get(env);
   napi_value object = NULL;
   napi_value info = NULL;
-  if (state == NULL ||
-      (info = hrt_js_device_info_object(env, hrt_hal_device_info(device))) ==
-          NULL) {
+  if (state == NULL || (info = hrt_js_device_info_object(
+                            env, hrt_hal_device_info(device))) == NULL) {
     hrt_hal_device_release(device);
     return NULL;
   }
@@ -284,18 +280,12 @@ napi_value hrt_js_device_define(napi_env env, hrt_js_env_t* state) {
        napi_default_method, NULL},
       {"empty", NULL, hrt_js_device_empty, NULL, NULL, NULL,
        napi_default_method, NULL},
-      {"copy", NULL, hrt_js_device_copy, NULL, NULL, NULL,
-       napi_default_method, NULL},
+      {"copy", NULL, hrt_js_device_copy, NULL, NULL, NULL, napi_default_method,
+       NULL},
       {"close", NULL, hrt_js_device_close, NULL, NULL, NULL,
        napi_default_method, NULL},
   };
-  napi_value constructor = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(
-                         env, "Device", NAPI_AUTO_LENGTH,
-                         hrt_js_device_construct, NULL,
-                         sizeof(properties) / sizeof(properties[0]),
-                         properties, &constructor));
-  HRT_NAPI_CALL(env, napi_create_reference(env, constructor, 1,
-                                           &state->device_class));
-  return constructor;
+  return hrt_js_define_class(env, "Device", hrt_js_device_construct, properties,
+                             sizeof(properties) / sizeof(properties[0]),
+                             &state->device_class);
 }

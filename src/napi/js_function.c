@@ -11,8 +11,8 @@
 typedef struct hrt_js_function_handle_s {
   hrt_vm_context_t* context;  // owned reference
   hrt_vm_function_t function;
-  hrt_js_sink_t* sink;        // owned reference, or NULL
-  char name[];                // "module.function"
+  hrt_js_sink_t* sink;  // owned reference, or NULL
+  char name[];          // "module.function"
 } hrt_js_function_handle_t;
 
 static void hrt_js_function_release(void* opaque) {
@@ -37,7 +37,7 @@ typedef struct hrt_js_invocation_s {
   hrt_js_sink_t* sink;        // retained, or NULL
   napi_deferred deferred;     // JS thread only
   uint64_t sequence;
-  hrt_status_t status;        // written on the completion thread
+  hrt_status_t status;  // written on the completion thread
   uint32_t output_count;
   hrt_hal_buffer_view_t** outputs;  // owned references
   char name[];
@@ -66,9 +66,14 @@ static napi_value hrt_js_sink_failure(napi_env env,
                            (unsigned long long)invocation->sequence));
   if (error == NULL) return thrown;
   // Like `new Error(message, {cause})`: an own, non-enumerable property.
-  const napi_property_descriptor cause = {
-      "cause", NULL, NULL, NULL, NULL, thrown,
-      napi_writable | napi_configurable, NULL};
+  const napi_property_descriptor cause = {"cause",
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          NULL,
+                                          thrown,
+                                          napi_writable | napi_configurable,
+                                          NULL};
   napi_define_properties(env, error, 1, &cause);
   return error;
 }
@@ -76,8 +81,8 @@ static napi_value hrt_js_sink_failure(napi_env env,
 // An Array of BufferView objects taking the invocation's output references.
 static bool hrt_js_outputs_array(napi_env env, hrt_js_invocation_t* invocation,
                                  napi_value* out) {
-  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(
-                              env, invocation->output_count, out));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_array_with_length(env, invocation->output_count, out));
   uint32_t count = invocation->output_count;
   invocation->output_count = 0;
   bool ok = true;
@@ -157,8 +162,8 @@ static bool hrt_js_function_this(napi_env env, napi_value this_arg,
                          false, &wrap)) {
     return false;
   }
-  HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, this_arg, "context",
-                                                  &context_object));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_get_named_property(env, this_arg, "context", &context_object));
   if (!hrt_js_arg_unwrap(env, context_object, &hrt_js_context_class, method,
                          "its context", false, &context)) {
     return false;
@@ -176,8 +181,8 @@ static bool hrt_js_invoke_inputs(napi_env env, napi_value value,
   if (!hrt_js_arg_array(env, value, method, "inputs", &count)) return false;
   if (count > HRT_JS_MAX_INPUTS) {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                        "%s: inputs has %u entries (at most %d)", method,
-                        count, HRT_JS_MAX_INPUTS);
+                        "%s: inputs has %u entries (at most %d)", method, count,
+                        HRT_JS_MAX_INPUTS);
   }
   for (uint32_t i = 0; i < count; ++i) {
     napi_value element = NULL;
@@ -228,9 +233,8 @@ static napi_value hrt_js_function_invoke(napi_env env,
   invocation->outputs = outputs;
   invocation->sink = handle->sink;
   if (invocation->sink != NULL) hrt_js_sink_retain(invocation->sink);
-  invocation->channel = invocation->sink
-                            ? hrt_js_sink_channel(invocation->sink)
-                            : state->channel;
+  invocation->channel =
+      invocation->sink ? hrt_js_sink_channel(invocation->sink) : state->channel;
   hrt_js_channel_retain(invocation->channel);
   invocation->sequence = state->next_sequence++;
   if (napi_create_promise(env, &invocation->deferred, &promise) != napi_ok) {
@@ -284,8 +288,8 @@ bool hrt_js_function_signature(napi_env env, const hrt_vm_function_def_t* def,
                                napi_value* out) {
   napi_value name = NULL, inputs = NULL, outputs = NULL;
   HRT_NAPI_CALL_BOOL(env, napi_create_object(env, out));
-  HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, def->name,
-                                                  NAPI_AUTO_LENGTH, &name));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_string_utf8(env, def->name, NAPI_AUTO_LENGTH, &name));
   if (!hrt_js_tensor_types(env, def->inputs, def->input_count, &inputs) ||
       !hrt_js_tensor_types(env, def->outputs, def->output_count, &outputs)) {
     return false;
@@ -323,9 +327,10 @@ napi_value hrt_js_function_new(napi_env env, napi_value context_object,
       !hrt_js_function_signature(env, def, &signature)) {
     return NULL;
   }
-  HRT_NAPI_CALL(env, napi_create_string_utf8(env, handle->name,
-                                             NAPI_AUTO_LENGTH, &name));
-  HRT_NAPI_CALL(env, napi_get_named_property(env, signature, "inputs", &inputs));
+  HRT_NAPI_CALL(
+      env, napi_create_string_utf8(env, handle->name, NAPI_AUTO_LENGTH, &name));
+  HRT_NAPI_CALL(env,
+                napi_get_named_property(env, signature, "inputs", &inputs));
   HRT_NAPI_CALL(env,
                 napi_get_named_property(env, signature, "outputs", &outputs));
   const napi_property_descriptor properties[] = {
@@ -352,8 +357,7 @@ static napi_value hrt_js_function_construct(napi_env env,
   return this_arg;
 }
 
-static napi_value hrt_js_function_close(napi_env env,
-                                        napi_callback_info info) {
+static napi_value hrt_js_function_close(napi_env env, napi_callback_info info) {
   return hrt_js_close_method(env, info, &hrt_js_function_class,
                              "function.close");
 }
@@ -365,11 +369,7 @@ napi_value hrt_js_function_define(napi_env env, hrt_js_env_t* state) {
       {"close", NULL, hrt_js_function_close, NULL, NULL, NULL,
        napi_default_method, NULL},
   };
-  napi_value constructor = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(env, "Function", NAPI_AUTO_LENGTH,
-                                       hrt_js_function_construct, NULL, 2,
-                                       properties, &constructor));
-  HRT_NAPI_CALL(env, napi_create_reference(env, constructor, 1,
-                                           &state->function_class));
-  return constructor;
+  return hrt_js_define_class(
+      env, "Function", hrt_js_function_construct, properties,
+      sizeof(properties) / sizeof(properties[0]), &state->function_class);
 }

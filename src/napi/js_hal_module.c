@@ -56,8 +56,10 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
                          &policy)) {
     return false;
   }
-  bool known_policy = strcmp(policy, "wait") == 0 || strcmp(policy, "drop") == 0;
-  out->policy = strcmp(policy, "drop") == 0 ? HRT_JS_SINK_DROP : HRT_JS_SINK_WAIT;
+  bool known_policy =
+      strcmp(policy, "wait") == 0 || strcmp(policy, "drop") == 0;
+  out->policy =
+      strcmp(policy, "drop") == 0 ? HRT_JS_SINK_DROP : HRT_JS_SINK_WAIT;
   if (!known_policy) {
     hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
                  "%s: options.tracePolicy must be 'wait' or 'drop' (got '%s')",
@@ -103,8 +105,8 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
     free(handle);
     return NULL;
   }
-  hrt_hal_module_options_t module_options = {
-      .trace_dispatches = options.trace_dispatches};
+  hrt_hal_module_options_t module_options = {.trace_dispatches =
+                                                 options.trace_dispatches};
   hrt_status_t status = hrt_hal_module_create(
       (hrt_hal_device_t*)device->handle, handle->sink ? &native_sink : NULL,
       &module_options, &handle->module);
@@ -118,8 +120,8 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
   hrt_vm_instance_retain(handle->instance);
   // The JS-visible edges: HalModule -> device object and -> callback.
   napi_value trace_dispatches = NULL;
-  HRT_NAPI_CALL(env, napi_get_boolean(env, options.trace_dispatches,
-                                      &trace_dispatches));
+  HRT_NAPI_CALL(
+      env, napi_get_boolean(env, options.trace_dispatches, &trace_dispatches));
   napi_value sink_value = options.debug_sink;
   if (sink_value == NULL) HRT_NAPI_CALL(env, napi_get_null(env, &sink_value));
   const napi_property_descriptor properties[] = {
@@ -157,9 +159,7 @@ napi_value hrt_js_hal_module_define(napi_env env, hrt_js_env_t* state) {
       {"close", NULL, hrt_js_hal_module_close, NULL, NULL, NULL,
        napi_default_method, NULL},
   };
-  napi_value constructor = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(env, "HalModule", NAPI_AUTO_LENGTH,
-                                       hrt_js_hal_module_construct, NULL, 2,
-                                       properties, &constructor));
-  return constructor;
+  return hrt_js_define_class(env, "HalModule", hrt_js_hal_module_construct,
+                             properties,
+                             sizeof(properties) / sizeof(properties[0]), NULL);
 }

@@ -61,8 +61,7 @@ static napi_value hrt_js_instance_create_device(napi_env env,
 
 // instance.close(): drops the runtime reference. Idempotent. Devices already
 // created stay usable (a device does not depend on its instance).
-static napi_value hrt_js_instance_close(napi_env env,
-                                        napi_callback_info info) {
+static napi_value hrt_js_instance_close(napi_env env, napi_callback_info info) {
   return hrt_js_close_method(env, info, &hrt_js_instance_class,
                              "instance.close");
 }
@@ -75,11 +74,7 @@ napi_value hrt_js_instance_define(napi_env env, hrt_js_env_t* state) {
       {"close", NULL, hrt_js_instance_close, NULL, NULL, NULL,
        napi_default_method, NULL},
   };
-  napi_value constructor = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(
-                         env, "Instance", NAPI_AUTO_LENGTH,
-                         hrt_js_instance_construct, NULL,
-                         sizeof(properties) / sizeof(properties[0]),
-                         properties, &constructor));
-  return constructor;
+  return hrt_js_define_class(env, "Instance", hrt_js_instance_construct,
+                             properties,
+                             sizeof(properties) / sizeof(properties[0]), NULL);
 }

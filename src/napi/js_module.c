@@ -16,9 +16,10 @@ const hrt_js_class_t hrt_js_module_class = {
 
 bool hrt_js_arg_module(napi_env env, napi_value value, const char* method,
                        const char* name, hrt_js_module_handle_t** out_handle) {
-  const hrt_js_class_t* cls = hrt_js_wrap_is(env, value, &hrt_js_hal_module_class)
-                                  ? &hrt_js_hal_module_class
-                                  : &hrt_js_module_class;
+  const hrt_js_class_t* cls =
+      hrt_js_wrap_is(env, value, &hrt_js_hal_module_class)
+          ? &hrt_js_hal_module_class
+          : &hrt_js_module_class;
   if (!hrt_js_wrap_is(env, value, cls)) {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
                         "%s: %s is not a HalModule or Module", method, name);
@@ -65,11 +66,11 @@ static napi_value hrt_js_module_from_json(napi_env env,
     return NULL;
   }
   hrt_js_module_handle_t* handle = calloc(1, sizeof(*handle));
-  hrt_status_t status =
-      handle ? hrt_program_module_create(text, strlen(text), base_dir,
-                                         &handle->module)
-             : hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                               "out of host memory");
+  hrt_status_t status = handle
+                            ? hrt_program_module_create(
+                                  text, strlen(text), base_dir, &handle->module)
+                            : hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                                              "out of host memory");
   free(text);
   free(base_dir);
   if (status != HRT_OK) {
@@ -122,8 +123,8 @@ static napi_value hrt_js_module_functions(napi_env env,
   if (!hrt_js_module_this(env, info, "module.functions", &handle)) return NULL;
   const hrt_vm_module_t* module = handle->module;
   napi_value list = NULL;
-  HRT_NAPI_CALL(env, napi_create_array_with_length(env, module->function_count,
-                                                   &list));
+  HRT_NAPI_CALL(
+      env, napi_create_array_with_length(env, module->function_count, &list));
   for (uint32_t i = 0; i < module->function_count; ++i) {
     napi_value signature = NULL;
     if (!hrt_js_function_signature(env, &module->functions[i], &signature)) {
@@ -134,26 +135,21 @@ static napi_value hrt_js_module_functions(napi_env env,
   return list;
 }
 
-static napi_value hrt_js_module_close(napi_env env,
-                                      napi_callback_info info) {
+static napi_value hrt_js_module_close(napi_env env, napi_callback_info info) {
   return hrt_js_close_method(env, info, &hrt_js_module_class, "module.close");
 }
 
 napi_value hrt_js_module_define(napi_env env, hrt_js_env_t* state) {
   const napi_property_descriptor properties[] = {
-      {"fromJson", NULL, hrt_js_module_from_json, NULL, NULL, NULL,
-       napi_static, NULL},
+      {"fromJson", NULL, hrt_js_module_from_json, NULL, NULL, NULL, napi_static,
+       NULL},
       {"name", NULL, NULL, hrt_js_module_name, NULL, NULL, napi_default, NULL},
       {"functions", NULL, NULL, hrt_js_module_functions, NULL, NULL,
        napi_default, NULL},
       {"close", NULL, hrt_js_module_close, NULL, NULL, NULL,
        napi_default_method, NULL},
   };
-  napi_value constructor = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(env, "Module", NAPI_AUTO_LENGTH,
-                                       hrt_js_module_construct, NULL, 4,
-                                       properties, &constructor));
-  HRT_NAPI_CALL(env, napi_create_reference(env, constructor, 1,
-                                           &state->module_class));
-  return constructor;
+  return hrt_js_define_class(env, "Module", hrt_js_module_construct, properties,
+                             sizeof(properties) / sizeof(properties[0]),
+                             &state->module_class);
 }

@@ -24,8 +24,8 @@ struct hrt_js_sink_s {
   atomic_int_fast32_t ref_count;
   hrt_js_channel_t* channel;  // the sink's reference; finished by release
   // JS thread only.
-  napi_ref callback;     // weak while idle, strong while invocations run
-  uint32_t in_flight;    // invocations begun and not ended
+  napi_ref callback;   // weak while idle, strong while invocations run
+  uint32_t in_flight;  // invocations begun and not ended
   hrt_js_sink_error_t* errors;
   // Backpressure; guarded by mutex.
   hrt_mutex_t mutex;
@@ -140,8 +140,8 @@ static bool hrt_js_sink_call(napi_env env, napi_value callback,
   napi_value args[3], tensors = NULL, undefined = NULL, ignored = NULL;
   HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, message->key,
                                                   NAPI_AUTO_LENGTH, &args[0]));
-  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(env, message->count,
-                                                        &tensors));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_array_with_length(env, message->count, &tensors));
   for (uint32_t i = 0; i < message->count; ++i) {
     napi_value tensor = NULL;
     if (!hrt_js_tensor_object(env, &message->tensors[i], &tensor)) return false;

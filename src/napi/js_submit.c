@@ -38,9 +38,9 @@ bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
     free(data);
     status = napi_create_arraybuffer(env, 0, NULL, &array_buffer);
   } else {
-    status = napi_create_external_arraybuffer(
-        env, data, (size_t)byte_length, hrt_js_free_external, NULL,
-        &array_buffer);
+    status = napi_create_external_arraybuffer(env, data, (size_t)byte_length,
+                                              hrt_js_free_external, NULL,
+                                              &array_buffer);
     if (status == napi_no_external_buffers_allowed) {
       void* copy = NULL;
       status = napi_create_arraybuffer(env, (size_t)byte_length, &copy,

@@ -69,8 +69,8 @@ hrt_status_t hrt_vm_context_create(hrt_vm_instance_t* instance,
   hrt_live_add(HRT_LIVE_CONTEXT, 1);
   for (uint32_t i = 0; i < module_count; ++i) {
     hrt_vm_module_t* module = modules[i];
-    hrt_status_t status =
-        module->vtable->create_state(module, context, &context->modules[i].state);
+    hrt_status_t status = module->vtable->create_state(
+        module, context, &context->modules[i].state);
     if (status != HRT_OK) {
       hrt_vm_context_destroy(context);
       return hrt_status_annotate(status, "linking module '%s'", module->name);
@@ -86,7 +86,8 @@ void hrt_vm_context_retain(hrt_vm_context_t* context) {
 }
 
 void hrt_vm_context_release(hrt_vm_context_t* context) {
-  if (context && hrt_ref_release(&context->ref)) hrt_vm_context_destroy(context);
+  if (context && hrt_ref_release(&context->ref))
+    hrt_vm_context_destroy(context);
 }
 
 hrt_status_t hrt_vm_context_find_module(const hrt_vm_context_t* context,
@@ -122,8 +123,8 @@ hrt_status_t hrt_vm_context_lookup_function(const hrt_vm_context_t* context,
       continue;
     }
     uint32_t ordinal = 0;
-    HRT_RETURN_IF_ERROR(hrt_vm_module_lookup_function(module, dot + 1,
-                                                      &ordinal));
+    HRT_RETURN_IF_ERROR(
+        hrt_vm_module_lookup_function(module, dot + 1, &ordinal));
     *out_function = (hrt_vm_function_t){module, ordinal};
     return HRT_OK;
   }
@@ -155,16 +156,16 @@ static hrt_status_t hrt_check_inputs(const hrt_vm_function_def_t* def,
     hrt_hal_element_type_t element_type =
         hrt_hal_buffer_view_element_type(view);
     if (element_type != type->element_type) {
-      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                             "input %u ('%s') must be %s (got %s)", i,
-                             type->name,
-                             hrt_hal_element_type_name(type->element_type),
-                             hrt_hal_element_type_name(element_type));
+      return hrt_status_make(
+          HRT_STATUS_INVALID_ARGUMENT, "input %u ('%s') must be %s (got %s)", i,
+          type->name, hrt_hal_element_type_name(type->element_type),
+          hrt_hal_element_type_name(element_type));
     }
     uint32_t rank = hrt_hal_buffer_view_rank(view);
     const int64_t* shape = hrt_hal_buffer_view_shape(view);
     bool same = rank == type->rank;
-    for (uint32_t d = 0; same && d < rank; ++d) same = shape[d] == type->shape[d];
+    for (uint32_t d = 0; same && d < rank; ++d)
+      same = shape[d] == type->shape[d];
     if (!same) {
       char want[HRT_HAL_SHAPE_TEXT_MAX], got[HRT_HAL_SHAPE_TEXT_MAX];
       hrt_hal_shape_format(type->rank, type->shape, want);
@@ -203,9 +204,9 @@ hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                            "the function does not belong to this context");
   }
   const hrt_vm_function_def_t* def = hrt_vm_function_def(function);
-  HRT_RETURN_IF_ERROR(hrt_status_annotate(
-      hrt_check_inputs(def, inputs, input_count), "%s.%s", module->name,
-      def->name));
+  HRT_RETURN_IF_ERROR(
+      hrt_status_annotate(hrt_check_inputs(def, inputs, input_count), "%s.%s",
+                          module->name, def->name));
   hrt_vm_invocation_t* invocation = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_allocate(sizeof(*invocation), "invocation", (void**)&invocation));

@@ -27,8 +27,7 @@ typedef struct hrt_vm_function_s {
 hrt_status_t hrt_vm_context_create(hrt_vm_instance_t* instance,
                                    hrt_vm_module_t* const* modules,
                                    uint32_t module_count,
-                                   hrt_vm_context_t** out_context)
-    HRT_MUST_USE;
+                                   hrt_vm_context_t** out_context) HRT_MUST_USE;
 void hrt_vm_context_retain(hrt_vm_context_t* context);
 void hrt_vm_context_release(hrt_vm_context_t* context);
 
@@ -40,10 +39,9 @@ hrt_status_t hrt_vm_context_find_module(const hrt_vm_context_t* context,
                                         void** out_state) HRT_MUST_USE;
 
 // Finds "module.function". NOT_FOUND names what is missing.
-hrt_status_t hrt_vm_context_lookup_function(const hrt_vm_context_t* context,
-                                            const char* qualified_name,
-                                            hrt_vm_function_t* out_function)
-    HRT_MUST_USE;
+hrt_status_t hrt_vm_context_lookup_function(
+    const hrt_vm_context_t* context, const char* qualified_name,
+    hrt_vm_function_t* out_function) HRT_MUST_USE;
 
 const hrt_vm_function_def_t* hrt_vm_function_def(
     const hrt_vm_function_t* function);

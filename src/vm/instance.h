@@ -23,9 +23,8 @@ const hrt_hal_driver_t* const* hrt_vm_instance_drivers(
 
 // Creates a device from a URI (see hal/driver.h). The device does not retain
 // the instance.
-hrt_status_t hrt_vm_instance_create_device(hrt_vm_instance_t* instance,
-                                           const char* uri,
-                                           hrt_hal_device_t** out_device)
-    HRT_MUST_USE;
+hrt_status_t hrt_vm_instance_create_device(
+    hrt_vm_instance_t* instance, const char* uri,
+    hrt_hal_device_t** out_device) HRT_MUST_USE;
 
 #endif  // HRT_VM_INSTANCE_H_

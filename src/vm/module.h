@@ -91,7 +91,6 @@ void hrt_vm_module_release(hrt_vm_module_t* module);
 // NOT_FOUND naming the function and module when absent.
 hrt_status_t hrt_vm_module_lookup_function(const hrt_vm_module_t* module,
                                            const char* name,
-                                           uint32_t* out_ordinal)
-    HRT_MUST_USE;
+                                           uint32_t* out_ordinal) HRT_MUST_USE;
 
 #endif  // HRT_VM_MODULE_H_

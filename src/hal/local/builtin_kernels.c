@@ -17,12 +17,12 @@
 #define HRT_BINARY_KERNELS(X)            \
   X(add_f32, float, x + y)               \
   X(sub_f32, float, x - y)               \
-  X(mul_f32, float, x * y)               \
+  X(mul_f32, float, x* y)                \
   X(div_f32, float, x / y)               \
   X(max_f32, float, hrt_fmaxf(x, y))     \
   X(add_i32, uint32_t, x + y)            \
   X(sub_i32, uint32_t, x - y)            \
-  X(mul_i32, uint32_t, x * y)            \
+  X(mul_i32, uint32_t, x* y)             \
   X(div_i32, int32_t, hrt_div_i32(x, y)) \
   X(max_i32, int32_t, x > y ? x : y)
 
@@ -39,12 +39,11 @@
 #define HRT_BINARY_INDEX(name, type, expr) HRT_KERNEL_INDEX_##name,
 #define HRT_OTHER_INDEX(name, bindings, constants) HRT_KERNEL_INDEX_##name,
 enum {
-  HRT_OTHER_KERNELS(HRT_OTHER_INDEX)
-  HRT_BINARY_KERNELS(HRT_BINARY_INDEX)
-  HRT_KERNEL_INDEX_COUNT_
+  HRT_OTHER_KERNELS(HRT_OTHER_INDEX) HRT_BINARY_KERNELS(HRT_BINARY_INDEX)
+      HRT_KERNEL_INDEX_COUNT_
 };
 
-#define HRT_BINARY_DECLARE(name, type, expr) \
+#define HRT_BINARY_DECLARE(name, type, expr)                  \
   static int hrt_kernel_##name(const halrt_dispatch_state_t*, \
                                const halrt_workgroup_state_t*);
 #define HRT_OTHER_DECLARE(name, bindings, constants) \
@@ -58,9 +57,7 @@ HRT_BINARY_KERNELS(HRT_BINARY_DECLARE)
 #define HRT_OTHER_ENTRY(name, bindings, constants) \
   {#name, hrt_kernel_##name, bindings, constants},
 static const halrt_kernel_entry_t hrt_builtin_kernel_entries[] = {
-    HRT_OTHER_KERNELS(HRT_OTHER_ENTRY)
-    HRT_BINARY_KERNELS(HRT_BINARY_ENTRY)
-};
+    HRT_OTHER_KERNELS(HRT_OTHER_ENTRY) HRT_BINARY_KERNELS(HRT_BINARY_ENTRY)};
 _Static_assert(sizeof(hrt_builtin_kernel_entries) /
                        sizeof(hrt_builtin_kernel_entries[0]) ==
                    HRT_KERNEL_INDEX_COUNT_,
@@ -100,8 +97,7 @@ static bool hrt_dispatch_matches(const halrt_dispatch_state_t* dispatch,
   return dispatch->binding_count == entry->binding_count &&
          dispatch->constant_count == entry->constant_count &&
          dispatch->workgroup_count[0] != 0 &&
-         dispatch->workgroup_count[1] != 0 &&
-         dispatch->workgroup_count[2] != 0;
+         dispatch->workgroup_count[1] != 0 && dispatch->workgroup_count[2] != 0;
 }
 
 // Whether binding `index` holds rows * cols elements of `element_size`
@@ -135,8 +131,8 @@ static hrt_range_t hrt_linear_chunk(const halrt_dispatch_state_t* dispatch,
                                     uint64_t n) {
   const uint32_t* count = dispatch->workgroup_count;
   const uint32_t* id = workgroup->workgroup_id;
-  const uint64_t parts = hrt_mul_saturate(
-      hrt_mul_saturate(count[0], count[1]), count[2]);
+  const uint64_t parts =
+      hrt_mul_saturate(hrt_mul_saturate(count[0], count[1]), count[2]);
   // id[1] + count[1] * id[2] < 2^64 always; only the outer product saturates.
   const uint64_t linear =
       hrt_mul_saturate(count[0], (uint64_t)id[1] + (uint64_t)count[1] * id[2]);
@@ -154,7 +150,7 @@ typedef void (*hrt_range_body_t)(const halrt_dispatch_state_t* dispatch,
 
 // Defines hrt_kernel_<name>, which validates the dispatch and runs
 // hrt_<name>_body on the workgroup's linear chunk of the n elements.
-#define HRT_ELEMENTWISE_KERNEL(name, element_size)                          \
+#define HRT_ELEMENTWISE_KERNEL(name, element_size)                           \
   static int hrt_kernel_##name(const halrt_dispatch_state_t* dispatch,       \
                                const halrt_workgroup_state_t* workgroup) {   \
     return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_##name, \
@@ -188,9 +184,7 @@ static float hrt_f32_from_bits(uint32_t bits) {
 // C fmaxf without the library call (compilers call it unless told math is
 // finite): a NaN operand is ignored, two NaNs give NaN. Comparing -0 with +0
 // returns y, a choice fmaxf leaves open.
-static float hrt_fmaxf(float x, float y) {
-  return (x > y || y != y) ? x : y;
-}
+static float hrt_fmaxf(float x, float y) { return (x > y || y != y) ? x : y; }
 
 // Truncating division, total over int32: x / 0 == 0 and INT32_MIN / -1 ==
 // INT32_MIN (the wrapped quotient), so no input traps.
@@ -202,17 +196,17 @@ static int32_t hrt_div_i32(int32_t x, int32_t y) {
 
 // The result is read into locals before the store, so `out` may be the
 // same buffer as an input.
-#define HRT_BINARY_DEFINE(name, type, expr)                                  \
-  static void hrt_##name##_body(const halrt_dispatch_state_t* dispatch,      \
-                                hrt_range_t range) {                         \
-    const type* a = dispatch->bindings[0];                                   \
-    const type* b = dispatch->bindings[1];                                   \
-    type* out = dispatch->bindings[2];                                       \
-    for (size_t i = range.begin; i < range.end; ++i) {                       \
-      const type x = a[i], y = b[i];                                         \
-      out[i] = (type)(expr);                                                 \
-    }                                                                        \
-  }                                                                          \
+#define HRT_BINARY_DEFINE(name, type, expr)                             \
+  static void hrt_##name##_body(const halrt_dispatch_state_t* dispatch, \
+                                hrt_range_t range) {                    \
+    const type* a = dispatch->bindings[0];                              \
+    const type* b = dispatch->bindings[1];                              \
+    type* out = dispatch->bindings[2];                                  \
+    for (size_t i = range.begin; i < range.end; ++i) {                  \
+      const type x = a[i], y = b[i];                                    \
+      out[i] = (type)(expr);                                            \
+    }                                                                   \
+  }                                                                     \
   HRT_ELEMENTWISE_KERNEL(name, sizeof(type))
 HRT_BINARY_KERNELS(HRT_BINARY_DEFINE)
 
@@ -270,7 +264,7 @@ HRT_ELEMENTWISE_KERNEL(relu_f32, sizeof(float))
 // Defines hrt_kernel_<name>, which validates the dispatch and runs
 // hrt_<name>_body on the workgroup's linear chunk of the rows. The output
 // is rows×cols when `out_is_matrix`, else one value per row.
-#define HRT_ROWS_KERNEL(name, out_is_matrix)                                \
+#define HRT_ROWS_KERNEL(name, out_is_matrix)                               \
   static int hrt_kernel_##name(const halrt_dispatch_state_t* dispatch,     \
                                const halrt_workgroup_state_t* workgroup) { \
     return hrt_run_rows(dispatch, workgroup, HRT_KERNEL_INDEX_##name,      \
@@ -306,8 +300,8 @@ enum {
 // independent chains the compiler can keep in vector registers.
 static float hrt_sum_f32(const float* x, size_t n) {
   if (n > HRT_SUM_BLOCK) {
-    const size_t half = (n / 2 + HRT_SUM_LANES - 1) / HRT_SUM_LANES *
-                        HRT_SUM_LANES;
+    const size_t half =
+        (n / 2 + HRT_SUM_LANES - 1) / HRT_SUM_LANES * HRT_SUM_LANES;
     return hrt_sum_f32(x, half) + hrt_sum_f32(x + half, n - half);
   }
   float lanes[HRT_SUM_LANES] = {0};
@@ -381,10 +375,10 @@ _Static_assert(HRT_MATMUL_NR % 4 == 0 && HRT_MATMUL_MC % HRT_MATMUL_MR == 0,
 // into a multiply-add only within one expression (C11 6.5p8), and clang,
 // which fuses by default, turns the fused form at -O3 into a loop that
 // spills its accumulators.
-#define HRT_MATMUL_UPDATE_ROW(i)               \
-  for (size_t j = 0; j < 4; ++j) {             \
-    const float product = a[i] * b[g + j];     \
-    acc[i][g + j] += product;                  \
+#define HRT_MATMUL_UPDATE_ROW(i)           \
+  for (size_t j = 0; j < 4; ++j) {         \
+    const float product = a[i] * b[g + j]; \
+    acc[i][g + j] += product;              \
   }
 
 // out[MR×NR] (row stride ldo) = or += packed_a · packed_b over kc steps.
@@ -455,8 +449,7 @@ static void hrt_matmul_block(const float* packed_a, const float* packed_b,
       continue;
     }
     float scratch[HRT_MATMUL_MR * HRT_MATMUL_NR];
-    hrt_matmul_micro_kernel(strip, packed_b, kc, scratch, HRT_MATMUL_NR,
-                            false);
+    hrt_matmul_micro_kernel(strip, packed_b, kc, scratch, HRT_MATMUL_NR, false);
     for (size_t r = 0; r < mr; ++r) {
       for (size_t j = 0; j < cols; ++j) {
         const float sum = scratch[r * HRT_MATMUL_NR + j];
@@ -480,10 +473,10 @@ static int hrt_kernel_matmul_f32(const halrt_dispatch_state_t* dispatch,
       !hrt_binding_holds(dispatch, 2, m64, n64, sizeof(float))) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
   }
-  const hrt_range_t cols = hrt_chunk(n64, dispatch->workgroup_count[0],
-                                     workgroup->workgroup_id[0]);
-  const hrt_range_t rows = hrt_chunk(m64, dispatch->workgroup_count[1],
-                                     workgroup->workgroup_id[1]);
+  const hrt_range_t cols =
+      hrt_chunk(n64, dispatch->workgroup_count[0], workgroup->workgroup_id[0]);
+  const hrt_range_t rows =
+      hrt_chunk(m64, dispatch->workgroup_count[1], workgroup->workgroup_id[1]);
   if (cols.begin == cols.end || rows.begin == rows.end) return HALRT_KERNEL_OK;
 
   const size_t K = (size_t)k64, N = (size_t)n64;

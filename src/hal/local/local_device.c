@@ -21,9 +21,9 @@ typedef struct hrt_local_submission_s {
   hrt_hal_completion_t completion;
   void* host_context;
   hrt_hal_dispatch_timing_fn_t dispatch_timing;
-  hrt_hal_buffer_ref_t* bindings;            // buffers retained
-  hrt_hal_semaphore_point_t* waits;          // semaphores retained
-  hrt_hal_semaphore_point_t* signals;        // semaphores retained
+  hrt_hal_buffer_ref_t* bindings;      // buffers retained
+  hrt_hal_semaphore_point_t* waits;    // semaphores retained
+  hrt_hal_semaphore_point_t* signals;  // semaphores retained
 } hrt_local_submission_t;
 
 typedef struct hrt_local_device_s {
@@ -115,9 +115,8 @@ static hrt_hal_buffer_ref_t hrt_resolve(const hrt_hal_buffer_ref_t* ref,
                                         const hrt_local_submission_t* sub) {
   // Ranges were validated at submit time; resolution cannot fail here.
   hrt_hal_buffer_ref_t resolved = {0};
-  hrt_status_free(hrt_hal_buffer_ref_resolve(ref, sub->bindings,
-                                             sub->binding_count, "operand",
-                                             &resolved));
+  hrt_status_free(hrt_hal_buffer_ref_resolve(
+      ref, sub->bindings, sub->binding_count, "operand", &resolved));
   return resolved;
 }
 
@@ -136,8 +135,8 @@ static void hrt_fill(const hrt_hal_buffer_ref_t* target, uint64_t pattern,
 typedef struct hrt_dispatch_job_s {
   halrt_kernel_fn_t fn;
   halrt_dispatch_state_t state;
-  atomic_int result;              // first non-zero kernel result
-  atomic_uint_fast64_t failed_at; // linear id of that workgroup
+  atomic_int result;               // first non-zero kernel result
+  atomic_uint_fast64_t failed_at;  // linear id of that workgroup
 } hrt_dispatch_job_t;
 
 static void hrt_run_workgroup(void* context, uint64_t item,
@@ -153,8 +152,8 @@ static void hrt_run_workgroup(void* context, uint64_t item,
   };
   int result = job->fn(&job->state, &workgroup);
   int expected = 0;
-  if (result != 0 && atomic_compare_exchange_strong(&job->result, &expected,
-                                                    result)) {
+  if (result != 0 &&
+      atomic_compare_exchange_strong(&job->result, &expected, result)) {
     atomic_store(&job->failed_at, item);
   }
 }
@@ -174,19 +173,20 @@ static hrt_status_t hrt_dispatch(hrt_local_device_t* device,
       dispatch->executable, dispatch->entry_ordinal);
   hrt_dispatch_job_t job = {
       .fn = kernel->fn,
-      .state = {
-          .workgroup_count = {dispatch->workgroup_count[0],
-                              dispatch->workgroup_count[1],
-                              dispatch->workgroup_count[2]},
-          .workgroup_size = {dispatch->workgroup_size[0],
-                             dispatch->workgroup_size[1],
-                             dispatch->workgroup_size[2]},
-          .constant_count = dispatch->constant_count,
-          .binding_count = dispatch->binding_count,
-          .constants = dispatch->constants,
-          .bindings = pointers,
-          .binding_lengths = lengths,
-      },
+      .state =
+          {
+              .workgroup_count = {dispatch->workgroup_count[0],
+                                  dispatch->workgroup_count[1],
+                                  dispatch->workgroup_count[2]},
+              .workgroup_size = {dispatch->workgroup_size[0],
+                                 dispatch->workgroup_size[1],
+                                 dispatch->workgroup_size[2]},
+              .constant_count = dispatch->constant_count,
+              .binding_count = dispatch->binding_count,
+              .constants = dispatch->constants,
+              .bindings = pointers,
+              .binding_lengths = lengths,
+          },
   };
   atomic_init(&job.result, 0);
   atomic_init(&job.failed_at, 0);
@@ -225,7 +225,8 @@ static hrt_status_t hrt_trace(const hrt_hal_command_t* trace_command,
   uint64_t lengths[HRT_HAL_MAX_TRACE_SOURCES];
   uint32_t count = trace_command->trace.source_count;
   for (uint32_t i = 0; i < count; ++i) {
-    hrt_hal_buffer_ref_t ref = hrt_resolve(&trace_command->trace.sources[i], sub);
+    hrt_hal_buffer_ref_t ref =
+        hrt_resolve(&trace_command->trace.sources[i], sub);
     data[i] = hrt_host_address(&ref);
     lengths[i] = ref.length;
   }
@@ -402,15 +403,16 @@ static void hrt_copy_points(hrt_hal_semaphore_point_t* dst,
 static hrt_status_t hrt_local_queue_submit(
     hrt_hal_device_t* base, const hrt_hal_submission_t* submission) {
   hrt_local_device_t* device = (hrt_local_device_t*)base;
-  size_t bindings_size = submission->binding_count * sizeof(hrt_hal_buffer_ref_t);
+  size_t bindings_size =
+      submission->binding_count * sizeof(hrt_hal_buffer_ref_t);
   size_t points_size = (submission->wait_count + submission->signal_count) *
                        sizeof(hrt_hal_semaphore_point_t);
   hrt_local_submission_t* sub = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
       sizeof(*sub) + bindings_size + points_size, "submission", (void**)&sub));
   sub->bindings = (hrt_hal_buffer_ref_t*)(sub + 1);
-  sub->waits = (hrt_hal_semaphore_point_t*)((char*)sub->bindings +
-                                            bindings_size);
+  sub->waits =
+      (hrt_hal_semaphore_point_t*)((char*)sub->bindings + bindings_size);
   sub->signals = sub->waits + submission->wait_count;
   sub->command_buffer = submission->command_buffer;
   hrt_hal_command_buffer_retain(sub->command_buffer);

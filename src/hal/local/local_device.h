@@ -17,9 +17,8 @@
 
 // `worker_count` 0 makes a local-sync device; otherwise a local-task device
 // with that many workers. `uri` is the canonical URI recorded in the info.
-hrt_status_t hrt_local_device_create(const char* driver_name,
-                                     uint32_t worker_count, const char* uri,
-                                     hrt_hal_device_t** out_device)
-    HRT_MUST_USE;
+hrt_status_t hrt_local_device_create(
+    const char* driver_name, uint32_t worker_count, const char* uri,
+    hrt_hal_device_t** out_device) HRT_MUST_USE;
 
 #endif  // HRT_HAL_LOCAL_LOCAL_DEVICE_H_

@@ -55,13 +55,12 @@ static hrt_status_t hrt_check_table(const halrt_kernel_library_t* table,
     }
     if (entry->binding_count > HRT_HAL_MAX_DISPATCH_BINDINGS ||
         entry->constant_count > HRT_HAL_MAX_DISPATCH_CONSTANTS) {
-      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                             "kernel library '%s': kernel '%s' takes %u "
-                             "bindings and %u constants (limits %d and %d)",
-                             origin, entry->name, entry->binding_count,
-                             entry->constant_count,
-                             HRT_HAL_MAX_DISPATCH_BINDINGS,
-                             HRT_HAL_MAX_DISPATCH_CONSTANTS);
+      return hrt_status_make(
+          HRT_STATUS_INVALID_ARGUMENT,
+          "kernel library '%s': kernel '%s' takes %u "
+          "bindings and %u constants (limits %d and %d)",
+          origin, entry->name, entry->binding_count, entry->constant_count,
+          HRT_HAL_MAX_DISPATCH_BINDINGS, HRT_HAL_MAX_DISPATCH_CONSTANTS);
     }
     for (uint32_t j = 0; j < i; ++j) {
       if (strcmp(table->kernels[j].name, entry->name) == 0) {
@@ -81,8 +80,8 @@ static hrt_status_t hrt_open_library(const char* path,
   hrt_dynlib_t* library = NULL;
   HRT_RETURN_IF_ERROR(hrt_dynlib_open(&path, 1, &library));
   void* symbol = NULL;
-  hrt_status_t status = hrt_dynlib_symbol(
-      library, HALRT_KERNEL_LIBRARY_QUERY_SYMBOL, &symbol);
+  hrt_status_t status =
+      hrt_dynlib_symbol(library, HALRT_KERNEL_LIBRARY_QUERY_SYMBOL, &symbol);
   const halrt_kernel_library_t* table = NULL;
   if (status == HRT_OK) {
     halrt_kernel_library_query_fn_t query;
@@ -122,7 +121,8 @@ hrt_status_t hrt_local_executable_create(
   }
   hrt_local_executable_t* executable = NULL;
   hrt_status_t status = hrt_allocate_zeroed(
-      sizeof(*executable) + table->kernel_count * sizeof(executable->entries[0]),
+      sizeof(*executable) +
+          table->kernel_count * sizeof(executable->entries[0]),
       "executable", (void**)&executable);
   if (status != HRT_OK) {
     hrt_dynlib_close(library);
@@ -137,7 +137,8 @@ hrt_status_t hrt_local_executable_create(
   executable->table = table;
   hrt_hal_executable_initialize(
       &hrt_local_executable_vtable, device,
-      library ? hrt_dynlib_path(library) : (table->name ? table->name : "builtin"),
+      library ? hrt_dynlib_path(library)
+              : (table->name ? table->name : "builtin"),
       table->kernel_count, executable->entries, &executable->base);
   *out_executable = &executable->base;
   return HRT_OK;

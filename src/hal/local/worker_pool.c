@@ -16,11 +16,11 @@ typedef struct hrt_worker_s {
 
 struct hrt_worker_pool_s {
   hrt_mutex_t mutex;
-  hrt_cond_t work_cond;   // workers wait here for a new generation
-  hrt_cond_t done_cond;   // the runner waits here for busy == 0
-  uint64_t generation;    // guarded by mutex; bumped per job
-  uint32_t busy;          // guarded by mutex; workers still in the job
-  bool shutdown;          // guarded by mutex
+  hrt_cond_t work_cond;  // workers wait here for a new generation
+  hrt_cond_t done_cond;  // the runner waits here for busy == 0
+  uint64_t generation;   // guarded by mutex; bumped per job
+  uint32_t busy;         // guarded by mutex; workers still in the job
+  bool shutdown;         // guarded by mutex
   // The current job; written by the runner before the generation bump.
   hrt_worker_pool_fn_t fn;
   void* context;
@@ -33,8 +33,8 @@ struct hrt_worker_pool_s {
 
 static void hrt_worker_pool_drain(hrt_worker_pool_t* pool, uint32_t worker_id) {
   for (;;) {
-    uint64_t item = atomic_fetch_add_explicit(&pool->next_item, 1,
-                                              memory_order_relaxed);
+    uint64_t item =
+        atomic_fetch_add_explicit(&pool->next_item, 1, memory_order_relaxed);
     if (item >= pool->item_count) return;
     pool->fn(pool->context, item, worker_id);
   }
@@ -63,9 +63,9 @@ static void* hrt_worker_main(void* arg) {
 hrt_status_t hrt_worker_pool_create(uint32_t worker_count,
                                     hrt_worker_pool_t** out_pool) {
   hrt_worker_pool_t* pool = NULL;
-  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
-      sizeof(*pool) + worker_count * sizeof(hrt_worker_t), "worker pool",
-      (void**)&pool));
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate_zeroed(sizeof(*pool) + worker_count * sizeof(hrt_worker_t),
+                          "worker pool", (void**)&pool));
   hrt_mutex_init(&pool->mutex);
   hrt_cond_init(&pool->work_cond);
   hrt_cond_init(&pool->done_cond);
