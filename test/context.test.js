@@ -744,15 +744,19 @@ describe('bad input', () => {
 
     it('HalModule option errors are INVALID_ARGUMENT naming the option', () => {
       const make = (options) => () => new halrt.HalModule(p.instance, p.device, options);
-      assertThrowsHalrt(make({ debugSink: 5 }), 'INVALID_ARGUMENT', 'new HalModule: options.debugSink must be a function (got 5)');
+      assertThrowsHalrt(make({ debugSink: 5 }), 'INVALID_ARGUMENT', 'new HalModule: options.debugSink must be a function, an object with trace / timing / invocation methods, or a halrt.sinks sink (got 5)');
       assertThrowsHalrt(make({ debugSink: 'f' }), 'INVALID_ARGUMENT', 'options.debugSink must be a function');
+      assertThrowsHalrt(make({ debugSink: { halrtSinkKind: 'tape' } }), 'INVALID_ARGUMENT', "options.debugSink has unknown sink kind 'tape'");
+      assertThrowsHalrt(make({ debugSink: { halrtSinkKind: 'tee', sinks: [() => {}, () => {}] } }), 'INVALID_ARGUMENT', 'options.debugSink.sinks[1] is a second JavaScript sink');
+      assertThrowsHalrt(make({ nonFinite: 'warn' }), 'INVALID_ARGUMENT', "new HalModule: options.nonFinite must be 'ignore' or 'reject' (got 'warn')");
       assertThrowsHalrt(make({ tracePolicy: 'x' }), 'INVALID_ARGUMENT', "new HalModule: options.tracePolicy must be 'wait' or 'drop' (got 'x')");
       assertThrowsHalrt(make({ tracePolicy: 1 }), 'INVALID_ARGUMENT', 'options.tracePolicy must be a string');
       assertThrowsHalrt(make({ maxTraceBytes: 0 }), 'INVALID_ARGUMENT', 'new HalModule: options.maxTraceBytes must be an integer in [1, ');
       assertThrowsHalrt(make({ maxTraceBytes: 1.5 }), 'INVALID_ARGUMENT', 'options.maxTraceBytes');
       assertThrowsHalrt(make({ maxTraceBytes: -1 }), 'INVALID_ARGUMENT', 'options.maxTraceBytes');
       assertThrowsHalrt(make({ traceDispatches: 'yes' }), 'INVALID_ARGUMENT', 'new HalModule: options.traceDispatches must be a boolean');
-      assertThrowsHalrt(make({ profile: true }), 'INVALID_ARGUMENT', "new HalModule: unknown option 'profile' in options");
+      assertThrowsHalrt(make({ profile: 'yes' }), 'INVALID_ARGUMENT', 'new HalModule: options.profile must be a boolean');
+      assertThrowsHalrt(make({ color: true }), 'INVALID_ARGUMENT', "new HalModule: unknown option 'color' in options");
       assertThrowsHalrt(make(5), 'INVALID_ARGUMENT', 'new HalModule: options must be an object');
       assertThrowsHalrt(() => new halrt.HalModule(p.instance, {}), 'INVALID_ARGUMENT', 'new HalModule: device is not a Device');
       assertThrowsHalrt(() => new halrt.HalModule(p.device, p.device), 'INVALID_ARGUMENT', 'new HalModule: instance is not an Instance');

@@ -18,7 +18,7 @@ function recorder() {
 }
 
 const TRACE_TENSOR_KEYS = ['data', 'dtype', 'name', 'shape'];
-const TRACE_INFO_KEYS = ['dropped', 'function', 'op', 'sequence'];
+const TRACE_INFO_KEYS = ['dropped', 'function', 'op', 'sequence', 'timeNs'];
 
 for (const uri of DEVICE_URIS) {
   describe(`debug sink (${uri})`, () => {

@@ -33,6 +33,7 @@ typedef struct hrt_trace_info_s {
   uint64_t sequence;     // the invocation's number
   const char* function;  // "module.function"
   uint32_t op_index;     // index of the op in the function body
+  int64_t time_ns;       // when the trace was taken (hrt_time_now_ns())
 } hrt_trace_info_t;
 
 typedef struct hrt_trace_tensor_s {

@@ -10,6 +10,7 @@
 #include "base/arena.h"
 #include "base/half.h"
 #include "base/json.h"
+#include "base/threads.h"
 #include "hal/builtin_signatures.h"
 #include "modules/hal_module.h"
 #include "vm/context.h"
@@ -935,7 +936,7 @@ static hrt_status_t hrt_program_trace(void* user_data, void* submission_context,
                                       data[i],    lengths[i]};
   }
   hrt_trace_info_t info = {call->sequence, site->function->qualified_name,
-                           site->op_index};
+                           site->op_index, hrt_time_now_ns()};
   return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
                               tensors);
 }

@@ -97,9 +97,8 @@ static void hrt_js_describe(napi_env env, napi_value value, char* buffer,
   }
 }
 
-static bool hrt_js_throw_type(napi_env env, napi_value value,
-                              const char* method, const char* name,
-                              const char* expected) {
+bool hrt_js_throw_type(napi_env env, napi_value value, const char* method,
+                       const char* name, const char* expected) {
   char got[64];
   hrt_js_describe(env, value, got, sizeof(got));
   return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
@@ -502,4 +501,29 @@ napi_value hrt_js_close_method(napi_env env, napi_callback_info info,
   }
   hrt_js_wrap_close(wrap);
   return NULL;
+}
+
+bool hrt_js_arg_choice(napi_env env, napi_value value, const char* method,
+                       const char* name, const char* const* choices, int count,
+                       int* out_index) {
+  char* text = NULL;
+  if (!hrt_js_arg_string(env, value, method, name, choices[0], &text)) {
+    return false;
+  }
+  char expected[160] = "";
+  size_t used = 0;
+  for (int i = 0; i < count; ++i) {
+    if (strcmp(text, choices[i]) == 0) {
+      *out_index = i;
+      free(text);
+      return true;
+    }
+    int n = snprintf(expected + used, sizeof(expected) - used, "%s'%s'",
+                     i == 0 ? "" : i + 1 == count ? " or " : ", ", choices[i]);
+    if (n > 0 && (size_t)n < sizeof(expected) - used) used += (size_t)n;
+  }
+  hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT, "%s: %s must be %s (got '%s')",
+               method, name, expected, text);
+  free(text);
+  return false;
 }

@@ -18,6 +18,11 @@
 #include "hal/element_type.h"
 #include "napi/js_wrap.h"
 
+// Throws INVALID_ARGUMENT "<method>: <name> must be <expected> (got <what
+// value is>)". Always returns false.
+bool hrt_js_throw_type(napi_env env, napi_value value, const char* method,
+                       const char* name, const char* expected);
+
 // Reads `this` and up to `count` arguments; missing ones are `undefined`.
 // `out_argc` (may be NULL) receives the number actually passed.
 bool hrt_js_args_get(napi_env env, napi_callback_info info, size_t count,
@@ -91,6 +96,12 @@ bool hrt_js_arg_bool(napi_env env, napi_value value, const char* method,
 bool hrt_js_arg_uint64(napi_env env, napi_value value, const char* method,
                        const char* name, uint64_t fallback, uint64_t min,
                        uint64_t max, uint64_t* out);
+
+// One of the strings `choices[0..count)`; undefined yields choice 0.
+// `out_index` receives the index.
+bool hrt_js_arg_choice(napi_env env, napi_value value, const char* method,
+                       const char* name, const char* const* choices, int count,
+                       int* out_index);
 
 // A function, or (with `optional`) undefined/null, which yield NULL.
 bool hrt_js_arg_function(napi_env env, napi_value value, const char* method,

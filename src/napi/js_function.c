@@ -6,6 +6,7 @@
 
 #include "napi/js_args.h"
 #include "napi/js_buffer_view.h"
+#include "base/threads.h"
 #include "napi/js_channel.h"
 
 typedef struct hrt_js_function_handle_s {
@@ -37,6 +38,8 @@ typedef struct hrt_js_invocation_s {
   hrt_js_sink_t* sink;        // retained, or NULL
   napi_deferred deferred;     // JS thread only
   uint64_t sequence;
+  int64_t start_ns;     // when invoke was called
+  int64_t end_ns;       // written on the completion thread
   hrt_status_t status;  // written on the completion thread
   uint32_t output_count;
   hrt_hal_buffer_view_t** outputs;  // owned references
@@ -106,6 +109,12 @@ static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
     hrt_js_invocation_free(invocation);
     return;
   }
+  if (invocation->sink != NULL) {
+    hrt_js_sink_report_invocation(
+        env, invocation->sink, invocation->sequence, invocation->name,
+        invocation->start_ns, invocation->end_ns - invocation->start_ns,
+        invocation->status == HRT_OK);
+  }
   napi_value thrown =
       invocation->sink
           ? hrt_js_sink_take_error(env, invocation->sink, invocation->sequence)
@@ -141,6 +150,7 @@ static void hrt_js_invocation_done(void* user_data, hrt_status_t status,
                                    hrt_hal_buffer_view_t* const* outputs,
                                    uint32_t output_count) {
   hrt_js_invocation_t* invocation = user_data;
+  invocation->end_ns = hrt_time_now_ns();
   invocation->status = status;
   for (uint32_t i = 0; i < output_count; ++i) {
     invocation->outputs[i] = outputs[i];
@@ -237,6 +247,7 @@ static napi_value hrt_js_function_invoke(napi_env env,
       invocation->sink ? hrt_js_sink_channel(invocation->sink) : state->channel;
   hrt_js_channel_retain(invocation->channel);
   invocation->sequence = state->next_sequence++;
+  invocation->start_ns = hrt_time_now_ns();
   if (napi_create_promise(env, &invocation->deferred, &promise) != napi_ok) {
     hrt_js_invocation_free(invocation);
     hrt_js_throw_napi_failure(env, napi_generic_failure, "napi_create_promise");

@@ -7,6 +7,7 @@
 #include "napi/js_args.h"
 #include "napi/js_device.h"
 #include "napi/js_instance.h"
+#include "napi/js_sink_spec.h"
 
 #define HRT_JS_DEFAULT_TRACE_BYTES (64ull << 20)
 
@@ -25,52 +26,54 @@ const hrt_js_class_t hrt_js_hal_module_class = {
 };
 
 typedef struct hrt_js_hal_options_s {
-  napi_value debug_sink;  // function or NULL
+  napi_value debug_sink;  // as given (undefined or null: none)
+  bool has_sink;
   bool trace_dispatches;
-  uint64_t max_trace_bytes;
-  hrt_js_sink_policy_t policy;
+  bool profile;
+  bool reject_nonfinite;
+  hrt_js_sink_options_t sink;
 } hrt_js_hal_options_t;
 
 static bool hrt_js_hal_options(napi_env env, napi_value options,
                                const char* method, hrt_js_hal_options_t* out) {
-  static const char* const known[] = {"debugSink", "traceDispatches",
-                                      "maxTraceBytes", "tracePolicy"};
+  static const char* const known[] = {"debugSink",   "traceDispatches",
+                                      "maxTraceBytes", "tracePolicy",
+                                      "profile",     "nonFinite"};
+  static const char* const policies[] = {"wait", "drop"};
+  static const char* const nonfinite[] = {"ignore", "reject"};
   napi_value value = NULL;
-  if (!hrt_js_arg_options(env, options, method, "options", known, 4) ||
-      !hrt_js_arg_option(env, options, "debugSink", &value) ||
-      !hrt_js_arg_function(env, value, method, "options.debugSink", true,
-                           &out->debug_sink) ||
+  napi_valuetype type = napi_undefined;
+  int policy = 0, nonfinite_choice = 0;
+  if (!hrt_js_arg_options(env, options, method, "options", known, 6) ||
+      !hrt_js_arg_option(env, options, "debugSink", &out->debug_sink) ||
       !hrt_js_arg_option(env, options, "traceDispatches", &value) ||
       !hrt_js_arg_bool(env, value, method, "options.traceDispatches", false,
                        &out->trace_dispatches) ||
+      !hrt_js_arg_option(env, options, "profile", &value) ||
+      !hrt_js_arg_bool(env, value, method, "options.profile", false,
+                       &out->profile) ||
       !hrt_js_arg_option(env, options, "maxTraceBytes", &value) ||
       !hrt_js_arg_uint64(env, value, method, "options.maxTraceBytes",
                          HRT_JS_DEFAULT_TRACE_BYTES, 1,
                          (uint64_t)9007199254740991ull,
-                         &out->max_trace_bytes) ||
-      !hrt_js_arg_option(env, options, "tracePolicy", &value)) {
+                         &out->sink.max_bytes) ||
+      !hrt_js_arg_option(env, options, "tracePolicy", &value) ||
+      !hrt_js_arg_choice(env, value, method, "options.tracePolicy", policies,
+                         2, &policy) ||
+      !hrt_js_arg_option(env, options, "nonFinite", &value) ||
+      !hrt_js_arg_choice(env, value, method, "options.nonFinite", nonfinite, 2,
+                         &nonfinite_choice)) {
     return false;
   }
-  char* policy = NULL;
-  if (!hrt_js_arg_string(env, value, method, "options.tracePolicy", "wait",
-                         &policy)) {
-    return false;
-  }
-  bool known_policy =
-      strcmp(policy, "wait") == 0 || strcmp(policy, "drop") == 0;
-  out->policy =
-      strcmp(policy, "drop") == 0 ? HRT_JS_SINK_DROP : HRT_JS_SINK_WAIT;
-  if (!known_policy) {
-    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "%s: options.tracePolicy must be 'wait' or 'drop' (got '%s')",
-                 method, policy);
-  }
-  free(policy);
-  return known_policy;
+  out->sink.policy = policy == 1 ? HRT_JS_SINK_DROP : HRT_JS_SINK_WAIT;
+  out->reject_nonfinite = nonfinite_choice == 1;
+  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, out->debug_sink, &type));
+  out->has_sink = type != napi_undefined && type != napi_null;
+  return true;
 }
 
-// new HalModule(instance, device, {debugSink, traceDispatches, maxTraceBytes,
-// tracePolicy})
+// new HalModule(instance, device, {debugSink, traceDispatches, profile,
+// nonFinite, maxTraceBytes, tracePolicy})
 static napi_value hrt_js_hal_module_construct(napi_env env,
                                               napi_callback_info info) {
   static const char* const method = "new HalModule";
@@ -99,41 +102,50 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
     return NULL;
   }
   hrt_debug_sink_t native_sink;
-  if (options.debug_sink != NULL &&
-      !hrt_js_sink_create(env, options.debug_sink, options.max_trace_bytes,
-                          options.policy, &handle->sink, &native_sink)) {
+  if (options.has_sink &&
+      !hrt_js_sink_spec_build(env, options.debug_sink, method,
+                              "options.debugSink", &options.sink,
+                              &native_sink, &handle->sink)) {
     free(handle);
     return NULL;
   }
-  hrt_hal_module_options_t module_options = {.trace_dispatches =
-                                                 options.trace_dispatches};
+  hrt_hal_module_options_t module_options = {
+      .trace_dispatches = options.trace_dispatches,
+      .reject_nonfinite = options.reject_nonfinite,
+      .profile = options.profile,
+  };
   hrt_status_t status = hrt_hal_module_create(
-      (hrt_hal_device_t*)device->handle, handle->sink ? &native_sink : NULL,
+      (hrt_hal_device_t*)device->handle, options.has_sink ? &native_sink : NULL,
       &module_options, &handle->module);
   if (status != HRT_OK) {
-    if (handle->sink != NULL) hrt_js_sink_abandon(handle->sink);
+    // No module took the sink: release it as the module would have.
+    if (options.has_sink) native_sink.release.fn(native_sink.release.user_data);
+    if (handle->sink != NULL) hrt_js_sink_release(handle->sink);
     free(handle);
     hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));
     return NULL;
   }
   handle->instance = (hrt_vm_instance_t*)instance->handle;
   hrt_vm_instance_retain(handle->instance);
-  // The JS-visible edges: HalModule -> device object and -> callback.
-  napi_value trace_dispatches = NULL;
+  // The JS-visible edges: HalModule -> device object and -> the sink as
+  // given (which reaches every callback in it).
+  napi_value trace_dispatches = NULL, profile = NULL, sink_value = NULL;
   HRT_NAPI_CALL(
       env, napi_get_boolean(env, options.trace_dispatches, &trace_dispatches));
-  napi_value sink_value = options.debug_sink;
-  if (sink_value == NULL) HRT_NAPI_CALL(env, napi_get_null(env, &sink_value));
+  HRT_NAPI_CALL(env, napi_get_boolean(env, options.profile, &profile));
+  sink_value = options.debug_sink;
+  if (!options.has_sink) HRT_NAPI_CALL(env, napi_get_null(env, &sink_value));
   const napi_property_descriptor properties[] = {
       {"device", NULL, NULL, NULL, NULL, argv[1], napi_enumerable, NULL},
       {"debugSink", NULL, NULL, NULL, NULL, sink_value, napi_enumerable, NULL},
       {"traceDispatches", NULL, NULL, NULL, NULL, trace_dispatches,
        napi_enumerable, NULL},
+      {"profile", NULL, NULL, NULL, NULL, profile, napi_enumerable, NULL},
   };
   if (!hrt_js_wrap_attach(env, this_arg, &hrt_js_hal_module_class, handle)) {
     return NULL;
   }
-  HRT_NAPI_CALL(env, napi_define_properties(env, this_arg, 3, properties));
+  HRT_NAPI_CALL(env, napi_define_properties(env, this_arg, 4, properties));
   return this_arg;
 }
 

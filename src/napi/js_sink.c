@@ -6,6 +6,7 @@
 
 #include "base/threads.h"
 #include "hal/buffer_view.h"
+#include "modules/tensor_stats.h"
 #include "napi/js_common.h"
 #include "napi/js_submit.h"
 
@@ -23,8 +24,9 @@ typedef struct hrt_js_sink_error_s {
 struct hrt_js_sink_s {
   atomic_int_fast32_t ref_count;
   hrt_js_channel_t* channel;  // the sink's reference; finished by release
+  hrt_js_sink_mode_t mode;    // immutable
   // JS thread only.
-  napi_ref callback;   // weak while idle, strong while invocations run
+  napi_ref callback;   // the target; weak while idle, strong while in flight
   uint32_t in_flight;  // invocations begun and not ended
   hrt_js_sink_error_t* errors;
   // Backpressure; guarded by mutex.
@@ -42,8 +44,9 @@ typedef struct hrt_js_trace_tensor_s {
   hrt_hal_element_type_t element_type;
   uint32_t rank;
   int64_t shape[HRT_HAL_MAX_RANK];
-  void* data;  // malloc'd copy, handed to an external ArrayBuffer
+  void* data;  // TENSORS: malloc'd copy, handed to an external ArrayBuffer
   uint64_t byte_length;
+  hrt_tensor_stats_t stats;  // STATS
 } hrt_js_trace_tensor_t;
 
 // One trace on its way to JavaScript. Owns every allocation in it.
@@ -55,10 +58,22 @@ typedef struct hrt_js_trace_message_s {
   char* function;
   uint64_t sequence;
   uint32_t op_index;
+  int64_t time_ns;
   uint64_t dropped;  // the sink's drop count when this trace was taken
   uint32_t count;
   hrt_js_trace_tensor_t tensors[];
 } hrt_js_trace_message_t;
+
+// One dispatch timing on its way to JavaScript (target.timing).
+typedef struct hrt_js_timing_message_s {
+  hrt_js_message_t message;  // first: the channel hands this back
+  hrt_js_sink_t* sink;       // retained
+  hrt_dispatch_timing_t event;  // strings owned
+} hrt_js_timing_message_t;
+
+// What a timing message counts against the bound: small, but counted, so
+// timings too stay bounded when JavaScript is slow.
+#define HRT_JS_TIMING_BYTES 128
 
 void hrt_js_sink_retain(hrt_js_sink_t* sink) {
   atomic_fetch_add_explicit(&sink->ref_count, 1, memory_order_relaxed);
@@ -133,34 +148,61 @@ static bool hrt_js_tensor_object(napi_env env, hrt_js_trace_tensor_t* tensor,
   return true;
 }
 
-// Builds (key, tensors, info) and calls the callback. False with a pending
-// exception when the callback threw or the arguments could not be made.
-static bool hrt_js_sink_call(napi_env env, napi_value callback,
-                             hrt_js_trace_message_t* message) {
-  napi_value args[3], tensors = NULL, undefined = NULL, ignored = NULL;
-  HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, message->key,
-                                                  NAPI_AUTO_LENGTH, &args[0]));
-  HRT_NAPI_CALL_BOOL(
-      env, napi_create_array_with_length(env, message->count, &tensors));
-  for (uint32_t i = 0; i < message->count; ++i) {
-    napi_value tensor = NULL;
-    if (!hrt_js_tensor_object(env, &message->tensors[i], &tensor)) return false;
-    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, tensors, i, tensor));
-  }
-  args[1] = tensors;
-  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &args[2]));
-  if (!hrt_js_set_number(env, args[2], "sequence", (double)message->sequence) ||
-      !hrt_js_set_string(env, args[2], "function", message->function) ||
-      !hrt_js_set_number(env, args[2], "op", message->op_index) ||
-      !hrt_js_set_number(env, args[2], "dropped", (double)message->dropped)) {
+// {name, dtype, shape, count, min, max, mean, nanCount, infCount}
+static bool hrt_js_stats_object(napi_env env, const hrt_js_trace_tensor_t* tensor,
+                                napi_value* out) {
+  napi_value object = NULL, shape = NULL;
+  const hrt_tensor_stats_t* stats = &tensor->stats;
+  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &object));
+  if (!hrt_js_set_string(env, object, "name", tensor->name) ||
+      !hrt_js_set_string(env, object, "dtype",
+                         hrt_hal_element_type_name(tensor->element_type)) ||
+      !hrt_js_shape_array(env, tensor->rank, tensor->shape, &shape) ||
+      !hrt_js_set_number(env, object, "count", (double)stats->count) ||
+      !hrt_js_set_number(env, object, "min", stats->min) ||
+      !hrt_js_set_number(env, object, "max", stats->max) ||
+      !hrt_js_set_number(env, object, "mean", stats->mean) ||
+      !hrt_js_set_number(env, object, "nanCount", (double)stats->nan_count) ||
+      !hrt_js_set_number(env, object, "infCount", (double)stats->inf_count)) {
     return false;
   }
-  HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, &undefined));
-  return napi_call_function(env, undefined, callback, 3, args, &ignored) ==
-         napi_ok;
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "shape", shape));
+  *out = object;
+  return true;
 }
 
-// Keeps the first error per invocation, for hrt_js_sink_take_error.
+// The function to call for `method` and its receiver: the target itself for
+// "trace" when it is a function, else target[method] when that is a
+// function. False (nothing to call) otherwise.
+static bool hrt_js_sink_method(napi_env env, hrt_js_sink_t* sink,
+                               const char* method, napi_value* out_fn,
+                               napi_value* out_this) {
+  napi_value target = NULL, fn = NULL;
+  napi_valuetype type = napi_undefined;
+  if (sink->callback == NULL ||
+      napi_get_reference_value(env, sink->callback, &target) != napi_ok ||
+      target == NULL || napi_typeof(env, target, &type) != napi_ok) {
+    return false;
+  }
+  if (type == napi_function) {
+    if (strcmp(method, "trace") != 0) return false;
+    napi_get_undefined(env, out_this);
+    *out_fn = target;
+    return true;
+  }
+  if (napi_get_named_property(env, target, method, &fn) != napi_ok ||
+      napi_typeof(env, fn, &type) != napi_ok || type != napi_function) {
+    return false;
+  }
+  *out_fn = fn;
+  *out_this = target;
+  return true;
+}
+
+// Keeps the first value thrown for an invocation, for
+// hrt_js_sink_take_error. A callback may throw any value, so it sits in a
+// holder object (napi_create_reference takes only objects before Node-API
+// 10); with no holder the invocation is still rejected, with `undefined`.
 static void hrt_js_sink_keep_error(napi_env env, hrt_js_sink_t* sink,
                                    uint64_t sequence, napi_value error) {
   for (hrt_js_sink_error_t* entry = sink->errors; entry; entry = entry->next) {
@@ -179,29 +221,133 @@ static void hrt_js_sink_keep_error(napi_env env, hrt_js_sink_t* sink,
   sink->errors = entry;
 }
 
+// Calls target[method](...args) if the target has it, in a handle scope;
+// `build` makes the arguments. A throw (or a failure to build) is kept as
+// the error of invocation `sequence`.
+typedef bool (*hrt_js_sink_args_fn)(napi_env env, void* data, napi_value* argv);
+
+static void hrt_js_sink_call(napi_env env, hrt_js_sink_t* sink,
+                             const char* method, size_t argc,
+                             hrt_js_sink_args_fn build, void* data,
+                             uint64_t sequence) {
+  napi_handle_scope scope = NULL;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return;
+  napi_value fn = NULL, receiver = NULL, argv[3], ignored = NULL;
+  if (hrt_js_sink_method(env, sink, method, &fn, &receiver) &&
+      (!build(env, data, argv) ||
+       napi_call_function(env, receiver, fn, argc, argv, &ignored) !=
+           napi_ok)) {
+    napi_value error = NULL;
+    if (napi_get_and_clear_last_exception(env, &error) == napi_ok &&
+        error != NULL) {
+      hrt_js_sink_keep_error(env, sink, sequence, error);
+    }
+  }
+  napi_close_handle_scope(env, scope);
+}
+
+// (key, tensors or stats, info) for a trace message.
+static bool hrt_js_trace_args(napi_env env, void* data, napi_value* argv) {
+  hrt_js_trace_message_t* message = data;
+  napi_value list = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, message->key,
+                                                  NAPI_AUTO_LENGTH, &argv[0]));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_array_with_length(env, message->count, &list));
+  for (uint32_t i = 0; i < message->count; ++i) {
+    napi_value item = NULL;
+    bool made = message->sink->mode == HRT_JS_SINK_STATS
+                    ? hrt_js_stats_object(env, &message->tensors[i], &item)
+                    : hrt_js_tensor_object(env, &message->tensors[i], &item);
+    if (!made) return false;
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, list, i, item));
+  }
+  argv[1] = list;
+  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &argv[2]));
+  return hrt_js_set_number(env, argv[2], "sequence",
+                           (double)message->sequence) &&
+         hrt_js_set_string(env, argv[2], "function", message->function) &&
+         hrt_js_set_number(env, argv[2], "op", message->op_index) &&
+         hrt_js_set_number(env, argv[2], "timeNs", (double)message->time_ns) &&
+         hrt_js_set_number(env, argv[2], "dropped", (double)message->dropped);
+}
+
 static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
                                 hrt_js_message_t* base) {
   (void)channel;
   hrt_js_trace_message_t* message = (hrt_js_trace_message_t*)base;
-  hrt_js_sink_t* sink = message->sink;
-  hrt_js_sink_credit(sink, message->bytes);
-  napi_value callback = NULL;
-  if (env != NULL && sink->callback != NULL &&
-      napi_get_reference_value(env, sink->callback, &callback) == napi_ok &&
-      callback != NULL) {
-    napi_handle_scope scope = NULL;
-    if (napi_open_handle_scope(env, &scope) == napi_ok) {
-      if (!hrt_js_sink_call(env, callback, message)) {
-        napi_value error = NULL;
-        if (napi_get_and_clear_last_exception(env, &error) == napi_ok &&
-            error != NULL) {
-          hrt_js_sink_keep_error(env, sink, message->sequence, error);
-        }
-      }
-      napi_close_handle_scope(env, scope);
-    }
+  hrt_js_sink_credit(message->sink, message->bytes);
+  if (env != NULL) {
+    hrt_js_sink_call(env, message->sink, "trace", 3, hrt_js_trace_args,
+                     message, message->sequence);
   }
   hrt_js_trace_message_free(message);
+}
+
+// {sequence, function, op, kernel, device, startNs, durationNs}
+static bool hrt_js_timing_args(napi_env env, void* data, napi_value* argv) {
+  const hrt_dispatch_timing_t* event = data;
+  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &argv[0]));
+  return hrt_js_set_number(env, argv[0], "sequence", (double)event->sequence) &&
+         hrt_js_set_string(env, argv[0], "function", event->function) &&
+         hrt_js_set_number(env, argv[0], "op", event->op_index) &&
+         hrt_js_set_string(env, argv[0], "kernel", event->kernel) &&
+         hrt_js_set_string(env, argv[0], "device", event->device) &&
+         hrt_js_set_number(env, argv[0], "startNs", (double)event->start_ns) &&
+         hrt_js_set_number(env, argv[0], "durationNs",
+                           (double)event->duration_ns);
+}
+
+static void hrt_js_timing_message_free(hrt_js_timing_message_t* message) {
+  free((char*)message->event.function);
+  free((char*)message->event.kernel);
+  free((char*)message->event.device);
+  hrt_js_sink_release(message->sink);
+  free(message);
+}
+
+static void hrt_js_timing_deliver(napi_env env, hrt_js_channel_t* channel,
+                                  hrt_js_message_t* base) {
+  (void)channel;
+  hrt_js_timing_message_t* message = (hrt_js_timing_message_t*)base;
+  hrt_js_sink_credit(message->sink, HRT_JS_TIMING_BYTES);
+  if (env != NULL) {
+    hrt_js_sink_call(env, message->sink, "timing", 1, hrt_js_timing_args,
+                     &message->event, message->event.sequence);
+  }
+  hrt_js_timing_message_free(message);
+}
+
+typedef struct hrt_js_invocation_event_s {
+  uint64_t sequence;
+  const char* function;
+  int64_t start_ns;
+  int64_t duration_ns;
+  bool ok;
+} hrt_js_invocation_event_t;
+
+static bool hrt_js_invocation_args(napi_env env, void* data,
+                                   napi_value* argv) {
+  const hrt_js_invocation_event_t* event = data;
+  napi_value ok = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &argv[0]));
+  HRT_NAPI_CALL_BOOL(env, napi_get_boolean(env, event->ok, &ok));
+  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, argv[0], "ok", ok));
+  return hrt_js_set_number(env, argv[0], "sequence", (double)event->sequence) &&
+         hrt_js_set_string(env, argv[0], "function", event->function) &&
+         hrt_js_set_number(env, argv[0], "startNs", (double)event->start_ns) &&
+         hrt_js_set_number(env, argv[0], "durationNs",
+                           (double)event->duration_ns);
+}
+
+void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
+                                   uint64_t sequence, const char* function,
+                                   int64_t start_ns, int64_t duration_ns,
+                                   bool ok) {
+  hrt_js_invocation_event_t event = {sequence, function, start_ns, duration_ns,
+                                     ok};
+  hrt_js_sink_call(env, sink, "invocation", 1, hrt_js_invocation_args, &event,
+                   sequence);
 }
 
 //===----------------------------------------------------------------------===//
@@ -237,8 +383,11 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
                                       uint32_t count,
                                       const hrt_trace_tensor_t* tensors) {
   hrt_js_sink_t* sink = user_data;
-  uint64_t bytes = 0;
-  for (uint32_t i = 0; i < count; ++i) bytes += tensors[i].byte_length;
+  bool copy_data = sink->mode == HRT_JS_SINK_TENSORS;
+  uint64_t bytes = sizeof(hrt_js_trace_message_t);
+  for (uint32_t i = 0; i < count; ++i) {
+    bytes += copy_data ? tensors[i].byte_length : sizeof(hrt_js_trace_tensor_t);
+  }
   uint64_t dropped = 0;
   if (!hrt_js_sink_admit(sink, bytes, &dropped)) return HRT_OK;
   hrt_js_trace_message_t* message =
@@ -251,6 +400,7 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     message->bytes = bytes;
     message->sequence = info->sequence;
     message->op_index = info->op_index;
+    message->time_ns = info->time_ns;
     message->dropped = dropped;
     message->key = hrt_js_strdup(key);
     message->function = hrt_js_strdup(info->function);
@@ -264,9 +414,15 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
       tensor->rank = source->rank;
       memcpy(tensor->shape, source->shape, source->rank * sizeof(int64_t));
       tensor->byte_length = source->byte_length;
-      tensor->data = malloc(source->byte_length ? source->byte_length : 1);
-      ok = tensor->name && tensor->data;
-      if (ok) memcpy(tensor->data, source->data, source->byte_length);
+      if (copy_data) {
+        tensor->data = malloc(source->byte_length ? source->byte_length : 1);
+        if (tensor->data) {
+          memcpy(tensor->data, source->data, source->byte_length);
+        }
+      } else {
+        hrt_tensor_stats_compute(source, &tensor->stats);
+      }
+      ok = tensor->name && (tensor->data || !copy_data);
     }
   }
   if (ok && hrt_js_channel_post(sink->channel, &message->message)) {
@@ -280,6 +436,34 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
                            "out of host memory copying trace '%s'", key);
   }
   return HRT_OK;
+}
+
+static void hrt_js_sink_timing(void* user_data,
+                               const hrt_dispatch_timing_t* events,
+                               uint32_t count) {
+  hrt_js_sink_t* sink = user_data;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t dropped = 0;
+    if (!hrt_js_sink_admit(sink, HRT_JS_TIMING_BYTES, &dropped)) continue;
+    hrt_js_timing_message_t* message = calloc(1, sizeof(*message));
+    if (message != NULL) {
+      message->message.deliver = hrt_js_timing_deliver;
+      message->sink = sink;
+      hrt_js_sink_retain(sink);
+      message->event = events[i];
+      message->event.function = hrt_js_strdup(events[i].function);
+      message->event.kernel = hrt_js_strdup(events[i].kernel);
+      message->event.device = hrt_js_strdup(events[i].device);
+      if (message->event.function && message->event.kernel &&
+          message->event.device &&
+          hrt_js_channel_post(sink->channel, &message->message)) {
+        continue;
+      }
+      hrt_js_timing_message_free(message);
+    }
+    // Out of memory or no env: a timing is not worth failing work over.
+    hrt_js_sink_credit(sink, HRT_JS_TIMING_BYTES);
+  }
 }
 
 // The HAL module is gone: no more traces. Queued ones still drain.
@@ -311,7 +495,8 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
 // JS thread: lifetime
 //===----------------------------------------------------------------------===//
 
-bool hrt_js_sink_create(napi_env env, napi_value callback, uint64_t max_bytes,
+bool hrt_js_sink_create(napi_env env, napi_value target,
+                        hrt_js_sink_mode_t mode, uint64_t max_bytes,
                         hrt_js_sink_policy_t policy, hrt_js_sink_t** out_sink,
                         hrt_debug_sink_t* out_native) {
   hrt_js_sink_t* sink = calloc(1, sizeof(*sink));
@@ -325,7 +510,8 @@ bool hrt_js_sink_create(napi_env env, napi_value callback, uint64_t max_bytes,
   hrt_cond_init(&sink->drained);
   sink->max_bytes = max_bytes;
   sink->policy = policy;
-  if (napi_create_reference(env, callback, 0, &sink->callback) != napi_ok) {
+  sink->mode = mode;
+  if (napi_create_reference(env, target, 0, &sink->callback) != napi_ok) {
     hrt_js_throw_napi_failure(env, napi_generic_failure,
                               "napi_create_reference");
     hrt_cond_deinit(&sink->drained);
@@ -343,16 +529,11 @@ bool hrt_js_sink_create(napi_env env, napi_value callback, uint64_t max_bytes,
   }
   *out_native = (hrt_debug_sink_t){
       .buffer_view_trace = {hrt_js_sink_trace, sink},
+      .dispatch_timing = {hrt_js_sink_timing, sink},
       .release = {hrt_js_sink_native_release, sink},
   };
   *out_sink = sink;
   return true;
-}
-
-void hrt_js_sink_abandon(hrt_js_sink_t* sink) {
-  // What the HAL module would have done at release, then the caller's drop.
-  hrt_js_sink_native_release(sink);
-  hrt_js_sink_release(sink);
 }
 
 void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink) {

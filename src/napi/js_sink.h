@@ -1,9 +1,14 @@
-// The JavaScript debug sink: a JS callback `(key, tensors, info)` behind the
-// native debug sink of a HAL module (modules/debug_sink.h).
+// The JavaScript debug sink: a JS target behind the native debug sink of a
+// HAL module (modules/debug_sink.h). The target is either a function
+// `(key, tensors, info)` that receives traces, or an object with any of the
+// methods trace(key, tensors, info), timing(event) and invocation(event)
+// (called with the object as `this`). In STATS mode the statistics of each
+// traced tensor are computed natively and the trace callback receives
+// `(key, stats, info)` instead of tensor data.
 //
 // Threads and ownership:
-// - create, abandon, begin_invocation, end_invocation and take_error run on
-//   the JS thread of the env that made the sink.
+// - create, begin_invocation, end_invocation, report_invocation and
+//   take_error run on the JS thread of the env that made the sink.
 // - The native callbacks run where the HAL module calls them:
 //   buffer_view_trace on the device's completion thread, release on whatever
 //   thread drops the HAL module's last reference. Neither calls N-API: a
@@ -43,15 +48,20 @@ typedef enum hrt_js_sink_policy_e {
   HRT_JS_SINK_DROP,
 } hrt_js_sink_policy_t;
 
-// JS thread. Makes a sink for `callback` and fills `out_native` with the
-// callbacks to hand to hrt_hal_module_create. The caller keeps one reference
-// (`out_sink`) and must pass `out_native` to exactly one HAL module, or call
-// hrt_js_sink_abandon if that fails. Returns false with a pending exception.
-bool hrt_js_sink_create(napi_env env, napi_value callback, uint64_t max_bytes,
+typedef enum hrt_js_sink_mode_e {
+  HRT_JS_SINK_TENSORS = 0,  // traces carry copies of the tensors
+  HRT_JS_SINK_STATS,        // traces carry natively computed statistics
+} hrt_js_sink_mode_t;
+
+// JS thread. Makes a sink for `target` (a function or an object) and fills
+// `out_native` with the callbacks to hand to hrt_hal_module_create. The
+// caller keeps one reference (`out_sink`) and must pass `out_native` to
+// exactly one HAL module (or tee), or call its release itself if that
+// fails. Returns false with a pending exception.
+bool hrt_js_sink_create(napi_env env, napi_value target,
+                        hrt_js_sink_mode_t mode, uint64_t max_bytes,
                         hrt_js_sink_policy_t policy, hrt_js_sink_t** out_sink,
                         hrt_debug_sink_t* out_native);
-// JS thread. Undoes create when no HAL module took the native sink.
-void hrt_js_sink_abandon(hrt_js_sink_t* sink);
 
 void hrt_js_sink_retain(hrt_js_sink_t* sink);
 void hrt_js_sink_release(hrt_js_sink_t* sink);
@@ -64,6 +74,15 @@ hrt_js_channel_t* hrt_js_sink_channel(const hrt_js_sink_t* sink);
 // JS thread. An invocation that may trace into the sink started / ended.
 void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink);
 void hrt_js_sink_end_invocation(napi_env env, hrt_js_sink_t* sink);
+
+// JS thread. Reports an invocation that has completed to target.invocation
+// ({sequence, function, startNs, durationNs, ok}), if the target has that
+// method, just before its promise settles. A throw is kept like a trace
+// callback's (see take_error).
+void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
+                                   uint64_t sequence, const char* function,
+                                   int64_t start_ns, int64_t duration_ns,
+                                   bool ok);
 
 // JS thread. The first value the callback threw for invocation `sequence`,
 // removed from the sink; NULL when it threw none. A callback may throw any

@@ -1,0 +1,962 @@
+#include "hal/cuda/cuda_device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/live.h"
+#include "base/threads.h"
+#include "hal/cuda/builtin_ptx.h"
+#include "hal/cuda/cuda_executable.h"
+#include "hal/cuda/cuda_staging.h"
+
+// Staged ranges start at multiples of this (DMA-friendly, and aligned for
+// any element type a trace callback reads).
+#define HRT_CUDA_STAGING_ALIGNMENT 64u
+
+// An event recorded after commands [previous checkpoint's end, end).
+typedef struct hrt_cuda_checkpoint_s {
+  hrt_cu_event_t event;
+  uint32_t end;
+} hrt_cuda_checkpoint_t;
+
+typedef struct hrt_cuda_submission_s {
+  struct hrt_cuda_submission_s* next;
+  hrt_hal_command_buffer_t* command_buffer;  // retained
+  uint32_t binding_count;
+  uint32_t wait_count;
+  uint32_t signal_count;
+  hrt_hal_completion_t completion;
+  void* host_context;
+  hrt_hal_buffer_ref_t* bindings;      // buffers retained
+  hrt_hal_semaphore_point_t* waits;    // semaphores retained
+  hrt_hal_semaphore_point_t* signals;  // semaphores retained
+  // Written by the issue thread, read by the completion thread after the
+  // hand-off (which goes through the device mutex).
+  hrt_status_t issue_status;  // why issuing stopped early; owned
+  uint32_t issued;            // commands [0, issued) were enqueued
+  hrt_cuda_staging_t staging;
+  uint64_t* staging_offsets;  // [command count]; see hrt_cuda_plan_staging
+  uint32_t checkpoint_count;
+  hrt_cuda_checkpoint_t* checkpoints;  // [trace commands + 1]
+} hrt_cuda_submission_t;
+
+typedef struct hrt_cuda_device_s {
+  hrt_hal_device_t base;
+  const hrt_cuda_symbols_t* cu;
+  hrt_cu_device_t cu_device;
+  hrt_cu_context_t context;  // primary context, retained
+  hrt_cu_stream_t stream;
+  hrt_cuda_staging_pool_t staging;
+  hrt_thread_t issue_thread;
+  hrt_thread_t completion_thread;
+  hrt_mutex_t mutex;
+  hrt_cond_t issue_cond;
+  hrt_cond_t completion_cond;
+  // Guarded by mutex.
+  hrt_cuda_submission_t* issue_head;  // accepted, not yet issued
+  hrt_cuda_submission_t* issue_tail;
+  hrt_cuda_submission_t* completion_head;  // issued, not yet completed
+  hrt_cuda_submission_t* completion_tail;
+  bool shutdown;
+  bool free_on_exit;  // destroyed from the completion thread itself
+  hrt_status_t lost;  // the first fatal failure (DEVICE_LOST); owned
+} hrt_cuda_device_t;
+
+typedef struct hrt_cuda_buffer_s {
+  hrt_hal_buffer_t base;
+  hrt_cu_deviceptr_t pointer;
+} hrt_cuda_buffer_t;
+
+static hrt_cuda_device_t* hrt_cuda_device_cast(hrt_hal_device_t* base) {
+  return (hrt_cuda_device_t*)base;
+}
+
+static hrt_cu_deviceptr_t hrt_cuda_address(const hrt_hal_buffer_ref_t* ref) {
+  return ((const hrt_cuda_buffer_t*)ref->buffer)->pointer + ref->offset;
+}
+
+//===----------------------------------------------------------------------===//
+// Lost state and context scopes
+//===----------------------------------------------------------------------===//
+
+// A copy of the lost status, or HRT_OK while the device works.
+static hrt_status_t hrt_cuda_lost_status(hrt_cuda_device_t* device) {
+  hrt_mutex_lock(&device->mutex);
+  hrt_status_t status = hrt_status_clone(device->lost);
+  hrt_mutex_unlock(&device->mutex);
+  return status;
+}
+
+// Returns `status` unchanged unless it is DEVICE_LOST: then the device is
+// marked lost (the first cause wins) and a copy of the lost status, which
+// names that cause, replaces it. Consumes `status`. Only for statuses of
+// this device's own CUDA calls: a DEVICE_LOST that arrives through a
+// semaphore or a trace callback says nothing about this device.
+static hrt_status_t hrt_cuda_check_lost(hrt_cuda_device_t* device,
+                                        hrt_status_t status) {
+  if (hrt_status_code(status) != HRT_STATUS_DEVICE_LOST) return status;
+  hrt_mutex_lock(&device->mutex);
+  if (device->lost == HRT_OK) {
+    device->lost = hrt_status_annotate(status, "CUDA device %s is lost",
+                                       device->base.info.uri);
+  } else {
+    hrt_status_free(status);
+  }
+  hrt_status_t lost = hrt_status_clone(device->lost);
+  hrt_mutex_unlock(&device->mutex);
+  return lost;
+}
+
+// Makes the device's context current on a caller's thread until
+// hrt_cuda_leave; the caller's own current context is restored then.
+static hrt_status_t hrt_cuda_enter(hrt_cuda_device_t* device) {
+  return HRT_CUDA_CALL(device->cu, cuCtxPushCurrent_v2, (device->context));
+}
+
+static void hrt_cuda_leave(hrt_cuda_device_t* device) {
+  hrt_cu_context_t popped = NULL;
+  (void)device->cu->cuCtxPopCurrent_v2(&popped);
+}
+
+// Destroys the stream and releases the primary context (hrt_cuda_open made
+// them).
+static void hrt_cuda_close(hrt_cuda_device_t* device) {
+  hrt_status_t entered = hrt_cuda_enter(device);
+  if (entered == HRT_OK) {
+    (void)device->cu->cuStreamDestroy_v2(device->stream);
+    hrt_cuda_leave(device);
+  }
+  hrt_status_free(entered);
+  (void)device->cu->cuDevicePrimaryCtxRelease_v2(device->cu_device);
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+static void hrt_cuda_buffer_destroy(hrt_hal_buffer_t* base) {
+  hrt_cuda_buffer_t* buffer = (hrt_cuda_buffer_t*)base;
+  hrt_cuda_device_t* device = hrt_cuda_device_cast(base->device);
+  // Freeing only fails on a lost context, and there is no one to tell.
+  hrt_status_t status = hrt_cuda_enter(device);
+  if (status == HRT_OK) {
+    (void)device->cu->cuMemFree_v2(buffer->pointer);
+    hrt_cuda_leave(device);
+  }
+  hrt_status_free(status);
+  free(buffer);
+}
+
+static const hrt_hal_buffer_vtable_t hrt_cuda_buffer_vtable = {
+    .destroy = hrt_cuda_buffer_destroy,
+};
+
+// Allocates and initialises device memory; the context is current.
+static hrt_status_t hrt_cuda_allocate_memory(hrt_cuda_device_t* device,
+                                             uint64_t byte_length,
+                                             const void* initial_data,
+                                             hrt_cu_deviceptr_t* out_pointer) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  hrt_cu_deviceptr_t pointer = 0;
+  // cuMemAlloc rejects 0 bytes; an empty buffer still needs an address.
+  const size_t size = byte_length ? (size_t)byte_length : 1;
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuMemAlloc_v2, (&pointer, size)));
+  hrt_status_t status = HRT_OK;
+  if (byte_length && initial_data) {
+    status = HRT_CUDA_CALL(
+        cu, cuMemcpyHtoDAsync_v2,
+        (pointer, initial_data, (size_t)byte_length, device->stream));
+  } else if (byte_length) {
+    status = HRT_CUDA_CALL(cu, cuMemsetD8Async,
+                           (pointer, 0, (size_t)byte_length, device->stream));
+  }
+  if (status != HRT_OK) {
+    (void)cu->cuMemFree_v2(pointer);
+    return status;
+  }
+  *out_pointer = pointer;
+  return HRT_OK;
+}
+
+static hrt_status_t hrt_cuda_allocate_buffer(hrt_hal_device_t* base,
+                                             uint64_t byte_length,
+                                             const void* initial_data,
+                                             hrt_hal_buffer_t** out_buffer) {
+  hrt_cuda_device_t* device = hrt_cuda_device_cast(base);
+  HRT_RETURN_IF_ERROR(hrt_cuda_lost_status(device));
+  if (byte_length > SIZE_MAX) {
+    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                           "cannot allocate %llu bytes",
+                           (unsigned long long)byte_length);
+  }
+  hrt_cuda_buffer_t* buffer = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate_zeroed(sizeof(*buffer), "buffer", (void**)&buffer));
+  hrt_status_t status = hrt_cuda_enter(device);
+  if (status == HRT_OK) {
+    status = hrt_cuda_allocate_memory(device, byte_length, initial_data,
+                                      &buffer->pointer);
+    hrt_cuda_leave(device);
+  }
+  if (status != HRT_OK) {
+    free(buffer);
+    return hrt_status_annotate(hrt_cuda_check_lost(device, status),
+                               "allocating a %llu-byte buffer on %s",
+                               (unsigned long long)byte_length, base->info.uri);
+  }
+  hrt_hal_buffer_initialize(&hrt_cuda_buffer_vtable, base, byte_length, NULL,
+                            &buffer->base);
+  *out_buffer = &buffer->base;
+  return HRT_OK;
+}
+
+//===----------------------------------------------------------------------===//
+// Executables
+//===----------------------------------------------------------------------===//
+
+static hrt_status_t hrt_cuda_create_executable(
+    hrt_hal_device_t* base, const hrt_hal_executable_params_t* params,
+    hrt_hal_executable_t** out_executable) {
+  hrt_cuda_device_t* device = hrt_cuda_device_cast(base);
+  HRT_RETURN_IF_ERROR(hrt_cuda_lost_status(device));
+  hrt_status_t status = hrt_cuda_enter(device);
+  if (status == HRT_OK) {
+    status = hrt_cuda_executable_create(base, device->cu, device->context,
+                                        params, out_executable);
+    hrt_cuda_leave(device);
+  }
+  return hrt_cuda_check_lost(device, status);
+}
+
+//===----------------------------------------------------------------------===//
+// Issuing (issue thread)
+//===----------------------------------------------------------------------===//
+
+static hrt_hal_buffer_ref_t hrt_cuda_resolve(const hrt_hal_buffer_ref_t* ref,
+                                             const hrt_cuda_submission_t* sub) {
+  // Ranges were validated at submit time; resolution cannot fail here.
+  hrt_hal_buffer_ref_t resolved = {0};
+  hrt_status_free(hrt_hal_buffer_ref_resolve(
+      ref, sub->bindings, sub->binding_count, "operand", &resolved));
+  return resolved;
+}
+
+static uint64_t hrt_cuda_align(uint64_t size) {
+  return (size + HRT_CUDA_STAGING_ALIGNMENT - 1) &
+         ~(uint64_t)(HRT_CUDA_STAGING_ALIGNMENT - 1);
+}
+
+// Whether a copy's source and target overlap (cuMemcpyDtoD does not allow
+// it, but the HAL's copy has memmove semantics).
+static bool hrt_cuda_copy_overlaps(const hrt_hal_buffer_ref_t* source,
+                                   const hrt_hal_buffer_ref_t* target) {
+  return source->buffer == target->buffer && source->length &&
+         source->offset != target->offset &&
+         source->offset < target->offset + target->length &&
+         target->offset < source->offset + source->length;
+}
+
+// The staged bytes command `command` needs: update sources, read targets,
+// overlapping copies (bounced through the host) and traced ranges.
+static uint64_t hrt_cuda_staged_bytes(const hrt_hal_command_t* command,
+                                      const hrt_cuda_submission_t* sub) {
+  switch (command->type) {
+    case HRT_HAL_COMMAND_UPDATE:
+      return hrt_cuda_resolve(&command->update.target, sub).length;
+    case HRT_HAL_COMMAND_READ:
+      return hrt_cuda_resolve(&command->read.source, sub).length;
+    case HRT_HAL_COMMAND_COPY: {
+      hrt_hal_buffer_ref_t source =
+          hrt_cuda_resolve(&command->copy.source, sub);
+      hrt_hal_buffer_ref_t target =
+          hrt_cuda_resolve(&command->copy.target, sub);
+      return hrt_cuda_copy_overlaps(&source, &target) ? source.length : 0;
+    }
+    case HRT_HAL_COMMAND_TRACE: {
+      uint64_t total = 0;
+      for (uint32_t i = 0; i < command->trace.source_count; ++i) {
+        total += hrt_cuda_align(
+            hrt_cuda_resolve(&command->trace.sources[i], sub).length);
+      }
+      return total;
+    }
+    default:
+      return 0;
+  }
+}
+
+// Lays out the submission's staging block: command i's host data starts at
+// staging_offsets[i] (a trace's sources follow each other from there, each
+// aligned), and returns the total size.
+static uint64_t hrt_cuda_plan_staging(hrt_cuda_submission_t* sub) {
+  uint32_t count = hrt_hal_command_buffer_count(sub->command_buffer);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    sub->staging_offsets[i] = total;
+    total += hrt_cuda_align(hrt_cuda_staged_bytes(
+        hrt_hal_command_buffer_at(sub->command_buffer, i), sub));
+  }
+  return total;
+}
+
+// Where command data at `offset` is staged (NULL when nothing is staged).
+static char* hrt_cuda_staged(const hrt_cuda_submission_t* sub,
+                             uint64_t offset) {
+  return sub->staging.host ? (char*)sub->staging.host + offset : NULL;
+}
+
+// Fills `length` bytes at `target` with the `pattern_length`-byte pattern,
+// using the widest memset the pattern and alignment allow: 8-bit when every
+// byte of the pattern is equal; 16/32-bit when the address is aligned; an
+// 8-byte pattern at a 4-byte aligned address as two 2-D 32-bit memsets of
+// pitch 8 (low words, then high words); anything else as one 2-D 8-bit
+// memset per pattern byte, with the pattern length as pitch.
+static hrt_status_t hrt_cuda_enqueue_fill(hrt_cuda_device_t* device,
+                                          hrt_cu_deviceptr_t target,
+                                          uint64_t length, uint64_t pattern,
+                                          uint32_t pattern_length) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  hrt_cu_stream_t stream = device->stream;
+  if (length == 0) return HRT_OK;
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = (uint8_t)(pattern >> (8 * i));
+  bool uniform = true;
+  for (uint32_t i = 1; i < pattern_length; ++i) {
+    uniform = uniform && bytes[i] == bytes[0];
+  }
+  const size_t count = (size_t)(length / pattern_length);
+  if (uniform) {
+    return HRT_CUDA_CALL(cu, cuMemsetD8Async,
+                         (target, bytes[0], (size_t)length, stream));
+  }
+  if (pattern_length == 2 && target % 2 == 0) {
+    return HRT_CUDA_CALL(cu, cuMemsetD16Async,
+                         (target, (unsigned short)pattern, count, stream));
+  }
+  if (pattern_length == 4 && target % 4 == 0) {
+    return HRT_CUDA_CALL(cu, cuMemsetD32Async,
+                         (target, (unsigned int)pattern, count, stream));
+  }
+  if (pattern_length == 8 && target % 4 == 0) {
+    HRT_RETURN_IF_ERROR(
+        HRT_CUDA_CALL(cu, cuMemsetD2D32Async,
+                      (target, 8, (unsigned int)pattern, 1, count, stream)));
+    return HRT_CUDA_CALL(
+        cu, cuMemsetD2D32Async,
+        (target + 4, 8, (unsigned int)(pattern >> 32), 1, count, stream));
+  }
+  for (uint32_t i = 0; i < pattern_length; ++i) {
+    HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
+        cu, cuMemsetD2D8Async,
+        (target + i, pattern_length, bytes[i], 1, count, stream)));
+  }
+  return HRT_OK;
+}
+
+// The CUDA built-in kernels trust their constants, so the host applies the
+// checks the CPU kernels make (docs/kernels.md, "Validation").
+static hrt_status_t hrt_cuda_check_builtin(
+    const hrt_builtin_signature_t* signature,
+    const hrt_hal_dispatch_t* dispatch, const hrt_hal_buffer_ref_t* bindings) {
+  if (strcmp(signature->name, "matmul_f32") == 0 &&
+      dispatch->workgroup_count[2] != 1) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "kernel 'matmul_f32' of executable '%s' needs "
+                           "workgroup count[2] == 1, not %u",
+                           dispatch->executable->name,
+                           dispatch->workgroup_count[2]);
+  }
+  for (uint32_t i = 0; i < signature->binding_count; ++i) {
+    const uint64_t needed =
+        hrt_builtin_binding_min_bytes(signature, i, dispatch->constants);
+    if (bindings[i].length < needed) {
+      return hrt_status_make(
+          HRT_STATUS_INVALID_ARGUMENT,
+          "kernel '%s' of executable '%s': binding %u has %llu bytes but the "
+          "constants need %llu; its bindings or constants are inconsistent",
+          signature->name, dispatch->executable->name, i,
+          (unsigned long long)bindings[i].length, (unsigned long long)needed);
+    }
+  }
+  return HRT_OK;
+}
+
+static hrt_status_t hrt_cuda_enqueue_dispatch(
+    hrt_cuda_device_t* device, const hrt_hal_dispatch_t* dispatch,
+    const hrt_cuda_submission_t* sub) {
+  hrt_hal_buffer_ref_t bindings[HRT_HAL_MAX_DISPATCH_BINDINGS];
+  hrt_cu_deviceptr_t pointers[HRT_HAL_MAX_DISPATCH_BINDINGS];
+  void* params[HRT_HAL_MAX_DISPATCH_BINDINGS + HRT_HAL_MAX_DISPATCH_CONSTANTS];
+  for (uint32_t i = 0; i < dispatch->binding_count; ++i) {
+    bindings[i] = hrt_cuda_resolve(&dispatch->bindings[i], sub);
+    pointers[i] = hrt_cuda_address(&bindings[i]);
+    params[i] = &pointers[i];
+  }
+  for (uint32_t i = 0; i < dispatch->constant_count; ++i) {
+    params[dispatch->binding_count + i] = (void*)&dispatch->constants[i];
+  }
+  const hrt_cuda_kernel_t* kernel =
+      hrt_cuda_executable_kernel(dispatch->executable, dispatch->entry_ordinal);
+  uint32_t block[3] = {dispatch->workgroup_size[0], dispatch->workgroup_size[1],
+                       dispatch->workgroup_size[2]};
+  if (kernel->builtin) {
+    HRT_RETURN_IF_ERROR(
+        hrt_cuda_check_builtin(kernel->builtin, dispatch, bindings));
+    block[0] = HRT_CUDA_BUILTIN_BLOCK_SIZE;
+    block[1] = block[2] = 1;
+  }
+  const uint32_t* grid = dispatch->workgroup_count;
+  hrt_status_t status =
+      HRT_CUDA_CALL(device->cu, cuLaunchKernel,
+                    (kernel->function, grid[0], grid[1], grid[2], block[0],
+                     block[1], block[2], 0, device->stream, params, NULL));
+  return hrt_status_annotate(
+      status, "kernel '%s' of executable '%s' (grid %ux%ux%u, block %ux%ux%u)",
+      dispatch->executable->entries[dispatch->entry_ordinal].name,
+      dispatch->executable->name, grid[0], grid[1], grid[2], block[0], block[1],
+      block[2]);
+}
+
+// Records a checkpoint after everything enqueued so far (commands < end).
+static hrt_status_t hrt_cuda_record_checkpoint(hrt_cuda_device_t* device,
+                                               hrt_cuda_submission_t* sub,
+                                               uint32_t end) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  hrt_cu_event_t event = NULL;
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
+      cu, cuEventCreate,
+      (&event, HRT_CU_EVENT_BLOCKING_SYNC | HRT_CU_EVENT_DISABLE_TIMING)));
+  hrt_status_t status =
+      HRT_CUDA_CALL(cu, cuEventRecord, (event, device->stream));
+  if (status != HRT_OK) {
+    (void)cu->cuEventDestroy_v2(event);
+    return status;
+  }
+  sub->checkpoints[sub->checkpoint_count++] =
+      (hrt_cuda_checkpoint_t){event, end};
+  return HRT_OK;
+}
+
+static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
+                                             hrt_cuda_submission_t* sub,
+                                             uint32_t index) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  hrt_cu_stream_t stream = device->stream;
+  const hrt_hal_command_t* command =
+      hrt_hal_command_buffer_at(sub->command_buffer, index);
+  char* staged = hrt_cuda_staged(sub, sub->staging_offsets[index]);
+  switch (command->type) {
+    case HRT_HAL_COMMAND_FILL: {
+      hrt_hal_buffer_ref_t target =
+          hrt_cuda_resolve(&command->fill.target, sub);
+      return hrt_cuda_enqueue_fill(device, hrt_cuda_address(&target),
+                                   target.length, command->fill.pattern,
+                                   command->fill.pattern_length);
+    }
+    case HRT_HAL_COMMAND_COPY: {
+      hrt_hal_buffer_ref_t source =
+          hrt_cuda_resolve(&command->copy.source, sub);
+      hrt_hal_buffer_ref_t target =
+          hrt_cuda_resolve(&command->copy.target, sub);
+      if (source.length == 0 ||
+          (source.buffer == target.buffer && source.offset == target.offset)) {
+        return HRT_OK;
+      }
+      if (hrt_cuda_copy_overlaps(&source, &target)) {
+        HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuMemcpyDtoHAsync_v2,
+                                          (staged, hrt_cuda_address(&source),
+                                           (size_t)source.length, stream)));
+        return HRT_CUDA_CALL(
+            cu, cuMemcpyHtoDAsync_v2,
+            (hrt_cuda_address(&target), staged, (size_t)source.length, stream));
+      }
+      return HRT_CUDA_CALL(
+          cu, cuMemcpyDtoDAsync_v2,
+          (hrt_cuda_address(&target), hrt_cuda_address(&source),
+           (size_t)source.length, stream));
+    }
+    case HRT_HAL_COMMAND_UPDATE: {
+      hrt_hal_buffer_ref_t target =
+          hrt_cuda_resolve(&command->update.target, sub);
+      if (target.length == 0) return HRT_OK;
+      memcpy(staged, command->update.data, (size_t)target.length);
+      return HRT_CUDA_CALL(
+          cu, cuMemcpyHtoDAsync_v2,
+          (hrt_cuda_address(&target), staged, (size_t)target.length, stream));
+    }
+    case HRT_HAL_COMMAND_READ: {
+      hrt_hal_buffer_ref_t source =
+          hrt_cuda_resolve(&command->read.source, sub);
+      if (source.length == 0) return HRT_OK;
+      return HRT_CUDA_CALL(
+          cu, cuMemcpyDtoHAsync_v2,
+          (staged, hrt_cuda_address(&source), (size_t)source.length, stream));
+    }
+    case HRT_HAL_COMMAND_DISPATCH:
+      return hrt_cuda_enqueue_dispatch(device, &command->dispatch, sub);
+    case HRT_HAL_COMMAND_TRACE:
+      for (uint32_t i = 0; i < command->trace.source_count; ++i) {
+        hrt_hal_buffer_ref_t source =
+            hrt_cuda_resolve(&command->trace.sources[i], sub);
+        if (source.length) {
+          HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuMemcpyDtoHAsync_v2,
+                                            (staged, hrt_cuda_address(&source),
+                                             (size_t)source.length, stream)));
+          staged += hrt_cuda_align(source.length);
+        }
+      }
+      return hrt_cuda_record_checkpoint(device, sub, index + 1);
+    case HRT_HAL_COMMAND_BARRIER:
+      // One stream runs its work in order.
+      return HRT_OK;
+  }
+  return HRT_OK;
+}
+
+static const char* hrt_cuda_command_name(hrt_hal_command_type_t type) {
+  static const char* const names[] = {"fill",     "copy",    "update", "read",
+                                      "dispatch", "barrier", "trace"};
+  return names[type];
+}
+
+// Enqueues every command of `sub`; the first failure stops it and is kept
+// in sub->issue_status. Work already enqueued is always covered by a final
+// checkpoint (or, if even that cannot be recorded, waited for here), so the
+// completion thread never frees staging memory a copy still uses.
+static void hrt_cuda_enqueue_commands(hrt_cuda_device_t* device,
+                                      hrt_cuda_submission_t* sub) {
+  const uint32_t count = hrt_hal_command_buffer_count(sub->command_buffer);
+  hrt_status_t status = hrt_cuda_staging_acquire(
+      &device->staging, hrt_cuda_plan_staging(sub), &sub->staging);
+  uint32_t index = 0;
+  for (; index < count && status == HRT_OK; ++index) {
+    status = hrt_cuda_enqueue_command(device, sub, index);
+    if (status != HRT_OK) {
+      status = hrt_status_annotate(
+          status, "command %u (%s)", index,
+          hrt_cuda_command_name(
+              hrt_hal_command_buffer_at(sub->command_buffer, index)->type));
+      break;
+    }
+  }
+  sub->issued = index;
+  hrt_status_t final_status = hrt_cuda_record_checkpoint(device, sub, index);
+  if (final_status != HRT_OK) {
+    (void)device->cu->cuStreamSynchronize(device->stream);
+    if (status == HRT_OK) {
+      status = final_status;
+    } else {
+      hrt_status_free(final_status);
+    }
+  }
+  sub->issue_status = hrt_cuda_check_lost(device, status);
+}
+
+static void hrt_cuda_issue(hrt_cuda_device_t* device,
+                           hrt_cuda_submission_t* sub) {
+  hrt_status_t status = HRT_OK;
+  for (uint32_t i = 0; i < sub->wait_count && status == HRT_OK; ++i) {
+    status = hrt_hal_semaphore_wait(
+        sub->waits[i].semaphore, sub->waits[i].value, HRT_TIME_INFINITE_FUTURE);
+  }
+  if (status == HRT_OK) status = hrt_cuda_lost_status(device);
+  if (status != HRT_OK) {
+    sub->issue_status = status;
+    return;
+  }
+  hrt_cuda_enqueue_commands(device, sub);
+}
+
+static void* hrt_cuda_issue_main(void* arg) {
+  hrt_cuda_device_t* device = arg;
+  // If this fails every CUDA call below fails too, and reports it.
+  (void)device->cu->cuCtxSetCurrent(device->context);
+  hrt_mutex_lock(&device->mutex);
+  for (;;) {
+    while (!device->issue_head && !device->shutdown) {
+      hrt_cond_wait(&device->issue_cond, &device->mutex);
+    }
+    hrt_cuda_submission_t* sub = device->issue_head;
+    if (!sub) break;  // shut down with nothing left
+    device->issue_head = sub->next;
+    if (!device->issue_head) device->issue_tail = NULL;
+    hrt_mutex_unlock(&device->mutex);
+    hrt_cuda_issue(device, sub);
+    hrt_mutex_lock(&device->mutex);
+    // The device outlives this: destroy joins this thread first.
+    sub->next = NULL;
+    if (device->completion_tail) {
+      device->completion_tail->next = sub;
+    } else {
+      device->completion_head = sub;
+    }
+    device->completion_tail = sub;
+    hrt_cond_signal(&device->completion_cond);
+  }
+  hrt_mutex_unlock(&device->mutex);
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Completion (completion thread)
+//===----------------------------------------------------------------------===//
+
+// The host side of commands [begin, end), whose device work has completed:
+// reads are copied to their targets and a trace (always the last command
+// of its range) is handed its staged ranges.
+static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
+                                          uint32_t begin, uint32_t end) {
+  for (uint32_t i = begin; i < end && i < sub->issued; ++i) {
+    const hrt_hal_command_t* command =
+        hrt_hal_command_buffer_at(sub->command_buffer, i);
+    const char* staged = hrt_cuda_staged(sub, sub->staging_offsets[i]);
+    if (command->type == HRT_HAL_COMMAND_READ) {
+      hrt_hal_buffer_ref_t source =
+          hrt_cuda_resolve(&command->read.source, sub);
+      if (source.length) {
+        memcpy(command->read.host_target, staged, (size_t)source.length);
+      }
+    } else if (command->type == HRT_HAL_COMMAND_TRACE) {
+      const void* data[HRT_HAL_MAX_TRACE_SOURCES];
+      uint64_t lengths[HRT_HAL_MAX_TRACE_SOURCES];
+      const uint32_t count = command->trace.source_count;
+      // An empty range still gets a valid address.
+      static const char empty[1];
+      for (uint32_t j = 0; j < count; ++j) {
+        lengths[j] = hrt_cuda_resolve(&command->trace.sources[j], sub).length;
+        data[j] = lengths[j] ? staged : empty;
+        if (lengths[j]) staged += hrt_cuda_align(lengths[j]);
+      }
+      HRT_RETURN_IF_ERROR(command->trace.fn(
+          command->trace.user_data, sub->host_context, count, data, lengths));
+    }
+  }
+  return HRT_OK;
+}
+
+// Says which commands a failed wait covered. Consumes `status`.
+static hrt_status_t hrt_cuda_annotate_range(hrt_status_t status, uint32_t begin,
+                                            uint32_t end) {
+  if (end == begin + 1) {
+    return hrt_status_annotate(status, "waiting for command %u", begin);
+  }
+  if (end > begin) {
+    return hrt_status_annotate(status, "waiting for commands %u to %u", begin,
+                               end - 1);
+  }
+  return hrt_status_annotate(status, "waiting for the end of the submission");
+}
+
+static void hrt_cuda_submission_free(hrt_cuda_submission_t* sub) {
+  hrt_hal_command_buffer_release(sub->command_buffer);
+  for (uint32_t i = 0; i < sub->binding_count; ++i) {
+    hrt_hal_buffer_release(sub->bindings[i].buffer);
+  }
+  for (uint32_t i = 0; i < sub->wait_count; ++i) {
+    hrt_hal_semaphore_release(sub->waits[i].semaphore);
+  }
+  for (uint32_t i = 0; i < sub->signal_count; ++i) {
+    hrt_hal_semaphore_release(sub->signals[i].semaphore);
+  }
+  free(sub);
+  hrt_live_add(HRT_LIVE_SUBMISSION, -1);
+}
+
+// Waits for the submission's checkpoints in order and runs their host work;
+// signals the semaphores in order (one that cannot be signalled fails the
+// submission, and the semaphores after it with it); drops what the
+// submission retained; calls the completion; and only then drops the
+// submission's reference to the device (possibly the last one).
+static void hrt_cuda_complete(hrt_cuda_device_t* device,
+                              hrt_cuda_submission_t* sub) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  hrt_status_t status = HRT_OK;
+  uint32_t begin = 0;
+  for (uint32_t k = 0; k < sub->checkpoint_count; ++k) {
+    const hrt_cuda_checkpoint_t* checkpoint = &sub->checkpoints[k];
+    hrt_status_t waited =
+        HRT_CUDA_CALL(cu, cuEventSynchronize, (checkpoint->event));
+    if (status == HRT_OK && waited != HRT_OK) {
+      status = hrt_cuda_check_lost(
+          device, hrt_cuda_annotate_range(waited, begin, checkpoint->end));
+    } else {
+      hrt_status_free(waited);
+    }
+    if (status == HRT_OK) {
+      status = hrt_cuda_finish_range(sub, begin, checkpoint->end);
+    }
+    (void)cu->cuEventDestroy_v2(checkpoint->event);
+    begin = checkpoint->end;
+  }
+  if (status == HRT_OK) {
+    status = sub->issue_status;
+  } else {
+    hrt_status_free(sub->issue_status);
+  }
+  hrt_cuda_staging_release(&device->staging, sub->staging);
+  for (uint32_t i = 0; i < sub->signal_count; ++i) {
+    if (status == HRT_OK) {
+      status = hrt_hal_semaphore_signal(sub->signals[i].semaphore,
+                                        sub->signals[i].value);
+    } else {
+      hrt_hal_semaphore_fail(sub->signals[i].semaphore,
+                             hrt_status_clone(status));
+    }
+  }
+  const hrt_hal_completion_t completion = sub->completion;
+  hrt_cuda_submission_free(sub);
+  if (completion.fn) {
+    completion.fn(completion.user_data, status);
+  } else {
+    hrt_status_free(status);
+  }
+  hrt_hal_device_release(&device->base);
+}
+
+// Releases the CUDA resources and frees the device. Both threads are gone
+// (or this is the completion thread, about to exit).
+static void hrt_cuda_device_free(hrt_cuda_device_t* device) {
+  hrt_status_t entered = hrt_cuda_enter(device);
+  hrt_cuda_staging_pool_deinitialize(&device->staging);
+  if (entered == HRT_OK) hrt_cuda_leave(device);
+  hrt_status_free(entered);
+  hrt_cuda_close(device);
+  hrt_status_free(device->lost);
+  hrt_cond_deinit(&device->completion_cond);
+  hrt_cond_deinit(&device->issue_cond);
+  hrt_mutex_deinit(&device->mutex);
+  hrt_hal_device_deinitialize(&device->base);
+  free(device);
+}
+
+static void* hrt_cuda_completion_main(void* arg) {
+  hrt_cuda_device_t* device = arg;
+  (void)device->cu->cuCtxSetCurrent(device->context);
+  hrt_mutex_lock(&device->mutex);
+  for (;;) {
+    while (!device->completion_head && !device->shutdown) {
+      hrt_cond_wait(&device->completion_cond, &device->mutex);
+    }
+    hrt_cuda_submission_t* sub = device->completion_head;
+    if (!sub) break;  // shut down with nothing left
+    device->completion_head = sub->next;
+    if (!device->completion_head) device->completion_tail = NULL;
+    hrt_mutex_unlock(&device->mutex);
+    hrt_cuda_complete(device, sub);
+    hrt_mutex_lock(&device->mutex);
+  }
+  const bool free_on_exit = device->free_on_exit;
+  hrt_mutex_unlock(&device->mutex);
+  if (free_on_exit) {
+    hrt_thread_detach(&device->completion_thread);
+    hrt_cuda_device_free(device);
+  }
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Device
+//===----------------------------------------------------------------------===//
+
+static void hrt_cuda_device_destroy(hrt_hal_device_t* base) {
+  hrt_cuda_device_t* device = hrt_cuda_device_cast(base);
+  // Only called at refcount zero: no submission is pending (each holds a
+  // reference), so both queues are empty. The issue thread never drops a
+  // reference, so this runs on the completion thread or a caller's thread.
+  const bool on_completion_thread =
+      hrt_thread_is_current(&device->completion_thread);
+  hrt_mutex_lock(&device->mutex);
+  device->shutdown = true;
+  device->free_on_exit = on_completion_thread;
+  hrt_cond_signal(&device->issue_cond);
+  hrt_cond_signal(&device->completion_cond);
+  hrt_mutex_unlock(&device->mutex);
+  hrt_thread_join(&device->issue_thread);
+  if (on_completion_thread) return;
+  hrt_thread_join(&device->completion_thread);
+  hrt_cuda_device_free(device);
+}
+
+static uint32_t hrt_cuda_trace_count(const hrt_hal_command_buffer_t* cb) {
+  uint32_t traces = 0;
+  for (uint32_t i = 0; i < hrt_hal_command_buffer_count(cb); ++i) {
+    traces += hrt_hal_command_buffer_at(cb, i)->type == HRT_HAL_COMMAND_TRACE;
+  }
+  return traces;
+}
+
+// Copies `count` semaphore points and retains their semaphores.
+static void hrt_cuda_copy_points(hrt_hal_semaphore_point_t* dst,
+                                 const hrt_hal_semaphore_point_t* src,
+                                 uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    dst[i] = src[i];
+    hrt_hal_semaphore_retain(dst[i].semaphore);
+  }
+}
+
+static hrt_status_t hrt_cuda_queue_submit(
+    hrt_hal_device_t* base, const hrt_hal_submission_t* submission) {
+  hrt_cuda_device_t* device = hrt_cuda_device_cast(base);
+  HRT_RETURN_IF_ERROR(hrt_cuda_lost_status(device));
+  hrt_hal_command_buffer_t* command_buffer = submission->command_buffer;
+  const uint32_t command_count = hrt_hal_command_buffer_count(command_buffer);
+  const size_t bindings_size =
+      submission->binding_count * sizeof(hrt_hal_buffer_ref_t);
+  const size_t points_size =
+      (submission->wait_count + submission->signal_count) *
+      sizeof(hrt_hal_semaphore_point_t);
+  const size_t offsets_size = command_count * sizeof(uint64_t);
+  const size_t checkpoints_size = (hrt_cuda_trace_count(command_buffer) + 1) *
+                                  sizeof(hrt_cuda_checkpoint_t);
+  hrt_cuda_submission_t* sub = NULL;
+  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(sizeof(*sub) + offsets_size +
+                                              checkpoints_size + bindings_size +
+                                              points_size,
+                                          "submission", (void**)&sub));
+  // 8-byte members first, so that every array is aligned.
+  sub->staging_offsets = (uint64_t*)(sub + 1);
+  sub->checkpoints =
+      (hrt_cuda_checkpoint_t*)((char*)sub->staging_offsets + offsets_size);
+  sub->bindings =
+      (hrt_hal_buffer_ref_t*)((char*)sub->checkpoints + checkpoints_size);
+  sub->waits =
+      (hrt_hal_semaphore_point_t*)((char*)sub->bindings + bindings_size);
+  sub->signals = sub->waits + submission->wait_count;
+  sub->command_buffer = command_buffer;
+  hrt_hal_command_buffer_retain(command_buffer);
+  sub->binding_count = submission->binding_count;
+  for (uint32_t i = 0; i < submission->binding_count; ++i) {
+    sub->bindings[i] = submission->bindings[i];
+    hrt_hal_buffer_retain(sub->bindings[i].buffer);
+  }
+  sub->wait_count = submission->wait_count;
+  hrt_cuda_copy_points(sub->waits, submission->waits, submission->wait_count);
+  sub->signal_count = submission->signal_count;
+  hrt_cuda_copy_points(sub->signals, submission->signals,
+                       submission->signal_count);
+  sub->completion = submission->completion;
+  sub->host_context = submission->host_context;
+  hrt_live_add(HRT_LIVE_SUBMISSION, 1);
+  hrt_hal_device_retain(base);
+
+  hrt_mutex_lock(&device->mutex);
+  if (device->issue_tail) {
+    device->issue_tail->next = sub;
+  } else {
+    device->issue_head = sub;
+  }
+  device->issue_tail = sub;
+  hrt_cond_signal(&device->issue_cond);
+  hrt_mutex_unlock(&device->mutex);
+  return HRT_OK;
+}
+
+static const hrt_hal_device_vtable_t hrt_cuda_device_vtable = {
+    .destroy = hrt_cuda_device_destroy,
+    .allocate_buffer = hrt_cuda_allocate_buffer,
+    .create_executable = hrt_cuda_create_executable,
+    .queue_submit = hrt_cuda_queue_submit,
+};
+
+// Fills the device info from the driver.
+static hrt_status_t hrt_cuda_query_info(const hrt_cuda_symbols_t* cu,
+                                        hrt_cu_device_t cu_device,
+                                        uint32_t ordinal,
+                                        hrt_hal_device_info_t* info) {
+  memset(info, 0, sizeof(*info));
+  snprintf(info->driver, sizeof(info->driver), "cuda");
+  snprintf(info->kind, sizeof(info->kind), "cuda");
+  snprintf(info->uri, sizeof(info->uri), "cuda://%u", ordinal);
+  info->ordinal = ordinal;
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
+      cu, cuDeviceGetName, (info->name, (int)sizeof(info->name), cu_device)));
+  info->name[sizeof(info->name) - 1] = 0;
+  size_t total_memory = 0;
+  HRT_RETURN_IF_ERROR(
+      HRT_CUDA_CALL(cu, cuDeviceTotalMem_v2, (&total_memory, cu_device)));
+  info->total_memory = total_memory;
+  static const int attributes[3] = {
+      HRT_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+      HRT_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+      HRT_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT};
+  int values[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuDeviceGetAttribute,
+                                      (&values[i], attributes[i], cu_device)));
+  }
+  info->compute_capability[0] = (uint32_t)values[0];
+  info->compute_capability[1] = (uint32_t)values[1];
+  info->multiprocessor_count = (uint32_t)values[2];
+  info->driver_version = cu->driver_version;
+  return HRT_OK;
+}
+
+// Retains the primary context and creates the stream.
+static hrt_status_t hrt_cuda_open(hrt_cuda_device_t* device) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuDevicePrimaryCtxRetain,
+                                    (&device->context, device->cu_device)));
+  hrt_status_t status = hrt_cuda_enter(device);
+  if (status == HRT_OK) {
+    status = HRT_CUDA_CALL(cu, cuStreamCreate,
+                           (&device->stream, HRT_CU_STREAM_NON_BLOCKING));
+    hrt_cuda_leave(device);
+  }
+  if (status != HRT_OK) {
+    (void)cu->cuDevicePrimaryCtxRelease_v2(device->cu_device);
+  }
+  return status;
+}
+
+hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
+                                    uint32_t ordinal,
+                                    hrt_hal_device_t** out_device) {
+  hrt_cuda_device_t* device = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate_zeroed(sizeof(*device), "device", (void**)&device));
+  device->cu = symbols;
+  hrt_status_t status =
+      HRT_CUDA_CALL(symbols, cuDeviceGet, (&device->cu_device, (int)ordinal));
+  if (status == HRT_OK) {
+    status = hrt_cuda_query_info(symbols, device->cu_device, ordinal,
+                                 &device->base.info);
+  }
+  if (status == HRT_OK) status = hrt_cuda_open(device);
+  if (status != HRT_OK) {
+    free(device);
+    return hrt_status_annotate(status, "creating CUDA device %u", ordinal);
+  }
+  hrt_mutex_init(&device->mutex);
+  hrt_cond_init(&device->issue_cond);
+  hrt_cond_init(&device->completion_cond);
+  hrt_cuda_staging_pool_initialize(symbols, &device->staging);
+  status = hrt_thread_create("halrt-cu-issue", hrt_cuda_issue_main, device,
+                             &device->issue_thread);
+  if (status == HRT_OK) {
+    status = hrt_thread_create("halrt-cu-done", hrt_cuda_completion_main,
+                               device, &device->completion_thread);
+    if (status != HRT_OK) {
+      hrt_mutex_lock(&device->mutex);
+      device->shutdown = true;
+      hrt_cond_signal(&device->issue_cond);
+      hrt_mutex_unlock(&device->mutex);
+      hrt_thread_join(&device->issue_thread);
+    }
+  }
+  if (status != HRT_OK) {
+    hrt_cuda_staging_pool_deinitialize(&device->staging);
+    hrt_cond_deinit(&device->completion_cond);
+    hrt_cond_deinit(&device->issue_cond);
+    hrt_mutex_deinit(&device->mutex);
+    hrt_cuda_close(device);
+    free(device);
+    return status;
+  }
+  // Info was filled above; initialize only sets the ref, vtable and count.
+  hrt_hal_device_initialize(&hrt_cuda_device_vtable, &device->base);
+  *out_device = &device->base;
+  return HRT_OK;
+}

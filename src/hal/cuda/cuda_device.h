@@ -1,0 +1,57 @@
+// The CUDA device: one GPU through the CUDA Driver API.
+//
+// Memory: buffers are device allocations (cuMemAlloc; host_ptr is NULL),
+// zero-filled or initialised from the caller's data with work enqueued on
+// the device's stream before allocate returns (so every later submission
+// sees it). Host data moves through pinned staging memory
+// (cuda_staging.h).
+//
+// Threads. Each device has one stream and two threads of its own; both keep
+// the device's primary context current.
+// - The issue thread takes accepted submissions in FIFO order, waits for
+//   their wait semaphores, and enqueues their commands into the stream:
+//   fills as memsets (8/16/32-bit, or 2-D 32-bit/8-bit memsets for patterns
+//   the plain ones cannot express, see cuda_device.c), copies, updates from
+//   staging, reads and traced ranges into staging, and dispatches with
+//   cuLaunchKernel. After each trace command and after the submission's last
+//   command it records an event, then hands the submission to the completion
+//   thread. It never calls a completion and never drops a reference.
+// - The completion thread takes issued submissions in the same FIFO order
+//   and waits for each event with cuEventSynchronize (a stream host function
+//   would not be allowed to call CUDA). After the event of a trace it calls
+//   the trace callback with the staged copies; reads are copied from staging
+//   to their host targets after the event that follows them. Then it signals
+//   or fails the submission's semaphores, drops what the submission
+//   retained, and runs its completion (device.h). Every completion, trace
+//   callback and semaphore signal runs on this thread, in submission order.
+// A trace callback that fails its submission cannot stop the commands after
+// the trace: CUDA has usually run them already (they were enqueued ahead).
+// The submission still completes with the callback's status, and the host
+// side effects of later commands (reads, later traces) do not happen.
+//
+// Failures. A kernel fault or another sticky error (hrt_cuda_result_is_fatal)
+// marks the device lost: the submission that saw it and every pending one
+// complete with DEVICE_LOST naming the first cause, and later submissions,
+// allocations and executable loads fail with DEVICE_LOST at once. Nothing
+// aborts; objects are still released normally. Out of memory is
+// RESOURCE_EXHAUSTED and leaves the device usable, and so does any other
+// failed call (the submission fails with that status).
+//
+// Lifetime: as for the CPU devices, each pending submission retains the
+// device. When the last reference drops on another thread, destroy joins
+// both threads; when it drops on the completion thread (a completion
+// released it), destroy joins the issue thread and the completion thread
+// frees the device as it exits.
+#ifndef HRT_HAL_CUDA_CUDA_DEVICE_H_
+#define HRT_HAL_CUDA_CUDA_DEVICE_H_
+
+#include "hal/cuda/cuda_symbols.h"
+#include "hal/device.h"
+
+// Creates the device for CUDA ordinal `ordinal` (< symbols->device_count):
+// retains its primary context and creates the stream and threads.
+hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
+                                    uint32_t ordinal,
+                                    hrt_hal_device_t** out_device) HRT_MUST_USE;
+
+#endif  // HRT_HAL_CUDA_CUDA_DEVICE_H_

@@ -1,0 +1,179 @@
+#include "hal/cuda/cuda_symbols.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dynlib.h"
+
+// Written once under hrt_cuda_once, read-only afterwards.
+static pthread_once_t hrt_cuda_once = PTHREAD_ONCE_INIT;
+static hrt_cuda_symbols_t hrt_cuda_symbols;
+static hrt_status_t hrt_cuda_load_status;
+
+// Resolves every entry of HRT_CUDA_SYMBOLS from `library` into `symbols`.
+static hrt_status_t hrt_cuda_resolve(hrt_dynlib_t* library,
+                                     hrt_cuda_symbols_t* symbols) {
+  void* address = NULL;
+#define HRT_CUDA_RESOLVE_REQUIRED(name, params)                                \
+  if (hrt_dynlib_symbol(library, #name, &address) != HRT_OK) {                 \
+    return hrt_status_make(HRT_STATUS_UNAVAILABLE,                             \
+                           "library '%s' lacks %s (not a CUDA driver, or one " \
+                           "too old for halrt)",                               \
+                           hrt_dynlib_path(library), #name);                   \
+  }                                                                            \
+  memcpy(&symbols->name, &address, sizeof(address));
+#define HRT_CUDA_RESOLVE_OPTIONAL(name, params)                         \
+  {                                                                     \
+    hrt_status_t missing = hrt_dynlib_symbol(library, #name, &address); \
+    if (missing != HRT_OK) address = NULL;                              \
+    hrt_status_free(missing);                                           \
+    memcpy(&symbols->name, &address, sizeof(address));                  \
+  }
+  HRT_CUDA_SYMBOLS(HRT_CUDA_RESOLVE_REQUIRED, HRT_CUDA_RESOLVE_OPTIONAL)
+#undef HRT_CUDA_RESOLVE_REQUIRED
+#undef HRT_CUDA_RESOLVE_OPTIONAL
+  return HRT_OK;
+}
+
+// Any failure while bringing the driver up means "no CUDA here".
+static hrt_status_t hrt_cuda_unavailable(hrt_status_t status) {
+  if (status == HRT_OK || hrt_status_code(status) == HRT_STATUS_UNAVAILABLE) {
+    return status;
+  }
+  hrt_status_t unavailable =
+      hrt_status_make(HRT_STATUS_UNAVAILABLE, "%s", hrt_status_message(status));
+  hrt_status_free(status);
+  return unavailable;
+}
+
+static hrt_status_t hrt_cuda_initialize(hrt_cuda_symbols_t* symbols) {
+  const char* override = getenv("HALRT_CUDA_LIBRARY");
+  static const char* const defaults[] = {"libcuda.so.1", "libcuda.so"};
+  const char* const* paths = defaults;
+  int path_count = 2;
+  if (override && override[0]) {
+    paths = &override;
+    path_count = 1;
+  }
+  hrt_dynlib_t* library = NULL;
+  hrt_status_t status = hrt_dynlib_open(paths, path_count, &library);
+  if (status != HRT_OK) {
+    return hrt_status_annotate(status, "CUDA is not usable");
+  }
+  status = hrt_cuda_resolve(library, symbols);
+  if (status == HRT_OK) {
+    status = hrt_cuda_unavailable(HRT_CUDA_CALL(symbols, cuInit, (0)));
+  }
+  if (status == HRT_OK) {
+    status = hrt_cuda_unavailable(
+        HRT_CUDA_CALL(symbols, cuDriverGetVersion, (&symbols->driver_version)));
+  }
+  if (status == HRT_OK) {
+    status = hrt_cuda_unavailable(
+        HRT_CUDA_CALL(symbols, cuDeviceGetCount, (&symbols->device_count)));
+  }
+  if (status == HRT_OK && symbols->device_count < 1) {
+    status = hrt_status_make(HRT_STATUS_UNAVAILABLE,
+                             "no CUDA device (the driver at '%s' reports %d)",
+                             hrt_dynlib_path(library), symbols->device_count);
+  }
+  if (status != HRT_OK) {
+    hrt_dynlib_close(library);
+    return hrt_status_annotate(status, "CUDA is not usable");
+  }
+  symbols->library = library;
+  return HRT_OK;
+}
+
+static void hrt_cuda_load_once(void) {
+  hrt_cuda_load_status = hrt_cuda_initialize(&hrt_cuda_symbols);
+}
+
+hrt_status_t hrt_cuda_symbols_load(const hrt_cuda_symbols_t** out_symbols) {
+  pthread_once(&hrt_cuda_once, hrt_cuda_load_once);
+  if (hrt_cuda_load_status != HRT_OK) {
+    return hrt_status_clone(hrt_cuda_load_status);
+  }
+  *out_symbols = &hrt_cuda_symbols;
+  return HRT_OK;
+}
+
+bool hrt_cuda_result_is_fatal(hrt_cu_result_t result) {
+  switch (result) {
+    case HRT_CUDA_ERROR_DEINITIALIZED:
+    case HRT_CUDA_ERROR_ECC_UNCORRECTABLE:
+    case HRT_CUDA_ERROR_NVLINK_UNCORRECTABLE:
+    case HRT_CUDA_ERROR_CONTAINED:
+    case HRT_CUDA_ERROR_ILLEGAL_ADDRESS:
+    case HRT_CUDA_ERROR_LAUNCH_TIMEOUT:
+    case HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case HRT_CUDA_ERROR_ASSERT:
+    case HRT_CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case HRT_CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case HRT_CUDA_ERROR_MISALIGNED_ADDRESS:
+    case HRT_CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case HRT_CUDA_ERROR_INVALID_PC:
+    case HRT_CUDA_ERROR_LAUNCH_FAILED:
+    case HRT_CUDA_ERROR_TENSOR_MEMORY_LEAK:
+      return true;
+    default:
+      return false;
+  }
+}
+
+static hrt_status_code_t hrt_cuda_status_code(hrt_cu_result_t result) {
+  if (hrt_cuda_result_is_fatal(result)) return HRT_STATUS_DEVICE_LOST;
+  switch (result) {
+    case HRT_CUDA_ERROR_OUT_OF_MEMORY:
+    case HRT_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+      return HRT_STATUS_RESOURCE_EXHAUSTED;
+    case HRT_CUDA_ERROR_INVALID_VALUE:
+    case HRT_CUDA_ERROR_INVALID_IMAGE:
+    case HRT_CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case HRT_CUDA_ERROR_INVALID_PTX:
+    case HRT_CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case HRT_CUDA_ERROR_INVALID_SOURCE:
+    case HRT_CUDA_ERROR_INVALID_HANDLE:
+      return HRT_STATUS_INVALID_ARGUMENT;
+    case HRT_CUDA_ERROR_NOT_FOUND:
+      return HRT_STATUS_NOT_FOUND;
+    case HRT_CUDA_ERROR_NOT_INITIALIZED:
+    case HRT_CUDA_ERROR_STUB_LIBRARY:
+    case HRT_CUDA_ERROR_INSUFFICIENT_DRIVER:
+    case HRT_CUDA_ERROR_DEVICE_UNAVAILABLE:
+    case HRT_CUDA_ERROR_NO_DEVICE:
+    case HRT_CUDA_ERROR_INVALID_DEVICE:
+    case HRT_CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case HRT_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case HRT_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+      return HRT_STATUS_UNAVAILABLE;
+    case HRT_CUDA_ERROR_NOT_SUPPORTED:
+      return HRT_STATUS_UNIMPLEMENTED;
+    default:
+      return HRT_STATUS_INTERNAL;
+  }
+}
+
+hrt_status_t hrt_cuda_result_status(const hrt_cuda_symbols_t* symbols,
+                                    hrt_cu_result_t result, const char* call) {
+  if (result == HRT_CUDA_SUCCESS) return HRT_OK;
+  const char* name = NULL;
+  const char* text = NULL;
+  if (symbols->cuGetErrorName &&
+      symbols->cuGetErrorName(result, &name) != HRT_CUDA_SUCCESS) {
+    name = NULL;
+  }
+  if (symbols->cuGetErrorString &&
+      symbols->cuGetErrorString(result, &text) != HRT_CUDA_SUCCESS) {
+    text = NULL;
+  }
+  const char* description = text ? text : "no description";
+  if (name) {
+    return hrt_status_make(hrt_cuda_status_code(result), "%s failed: %s (%s)",
+                           call, name, description);
+  }
+  return hrt_status_make(hrt_cuda_status_code(result),
+                         "%s failed: CUresult %d (%s)", call, result,
+                         description);
+}

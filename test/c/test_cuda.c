@@ -1,0 +1,1712 @@
+// The CUDA device end to end, against the fake driver library
+// (test/support/fakecuda, the default: HRT_TEST_FAKECUDA or libfakecuda.so
+// beside this binary) or, with HRT_TEST_REAL_CUDA=1, against the real
+// libcuda on a GPU (test/gpu/run.sh). Cases that need the fake's fault
+// injection say "skipped" on a GPU; everything else runs on both, with the
+// test kernels of test/gpu/kernels.cu as committed PTX.
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../support/fakecuda/fakecuda.h"
+#include "base/live.h"
+#include "base/threads.h"
+#include "hal/builtin_signatures.h"
+#include "hal/cuda/cuda_driver.h"
+#include "hal/cuda/cuda_ptx.h"
+#include "hal/driver.h"
+#include "test.h"
+
+//===----------------------------------------------------------------------===//
+// Setup: which driver library, and the fake's controls
+//===----------------------------------------------------------------------===//
+
+static struct {
+  bool ready;
+  bool fake;
+  char root[1100];  // the repository
+  fakecuda_hold_streams_fn hold_streams;
+  fakecuda_queued_operations_fn queued_operations;
+  fakecuda_fail_next_launch_fn fail_next_launch;
+  fakecuda_destroy_contexts_fn destroy_contexts;
+} g_cuda;
+
+// The directory of this executable, for defaults (build/ctest/...).
+static void executable_dir(char* out, size_t size) {
+  ssize_t length = readlink("/proc/self/exe", out, size - 1);
+  out[length > 0 ? length : 0] = 0;
+  char* slash = strrchr(out, '/');
+  if (slash) *slash = 0;
+}
+
+// Chooses the library before anything loads it (loading happens once per
+// process). Called first by every case; the first call decides.
+static bool cuda_setup(void) {
+  if (g_cuda.ready) return true;
+  char dir[1024];
+  executable_dir(dir, sizeof(dir));
+  const char* root = getenv("HRT_TEST_ROOT");
+  if (root) {
+    snprintf(g_cuda.root, sizeof(g_cuda.root), "%s", root);
+  } else {
+    snprintf(g_cuda.root, sizeof(g_cuda.root), "%s/../..", dir);
+  }
+  const char* real = getenv("HRT_TEST_REAL_CUDA");
+  if (real && strcmp(real, "1") == 0) {
+    g_cuda.ready = true;
+    return true;
+  }
+  char fake[1100];
+  const char* path = getenv("HRT_TEST_FAKECUDA");
+  if (!path) {
+    snprintf(fake, sizeof(fake), "%s/libfakecuda.so", dir);
+    path = fake;
+  }
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    fprintf(stderr, "cannot load the fake CUDA driver: %s\n", dlerror());
+    return false;
+  }
+  // Two devices, so that ordinals are exercised.
+  setenv("FAKECUDA_DEVICE_COUNT", "2", 1);
+  setenv("HALRT_CUDA_LIBRARY", path, 1);
+  void* symbols[4] = {dlsym(handle, "fakecuda_hold_streams"),
+                      dlsym(handle, "fakecuda_queued_operations"),
+                      dlsym(handle, "fakecuda_fail_next_launch"),
+                      dlsym(handle, "fakecuda_destroy_contexts")};
+  memcpy(&g_cuda.hold_streams, &symbols[0], sizeof(void*));
+  memcpy(&g_cuda.queued_operations, &symbols[1], sizeof(void*));
+  memcpy(&g_cuda.fail_next_launch, &symbols[2], sizeof(void*));
+  memcpy(&g_cuda.destroy_contexts, &symbols[3], sizeof(void*));
+  g_cuda.fake = g_cuda.hold_streams && g_cuda.queued_operations &&
+                g_cuda.fail_next_launch && g_cuda.destroy_contexts;
+  g_cuda.ready = g_cuda.fake;
+  // The runtime opens the same file: both handles share one instance.
+  return g_cuda.ready;
+}
+
+#define CUDA_SETUP() CHECK(cuda_setup())
+
+// Skips a case that needs the fake's fault injection.
+#define FAKE_ONLY()                                          \
+  do {                                                       \
+    CUDA_SETUP();                                            \
+    if (!g_cuda.fake) {                                      \
+      printf("  (skipped on a real GPU: needs fakecuda)\n"); \
+      return;                                                \
+    }                                                        \
+  } while (0)
+
+static hrt_status_t make_device(const char* uri, hrt_hal_device_t** out) {
+  uint32_t count = 0;
+  const hrt_hal_driver_t* const* drivers = hrt_hal_builtin_drivers(&count);
+  return hrt_hal_create_device(drivers, count, uri, out);
+}
+
+// Reads `path` (relative to the repository) into a NUL-terminated buffer.
+static char* read_file(const char* path, size_t* out_length) {
+  char full[2048];
+  snprintf(full, sizeof(full), "%s/%s", g_cuda.root, path);
+  FILE* file = fopen(full, "rb");
+  if (!file) return NULL;
+  fseek(file, 0, SEEK_END);
+  long length = ftell(file);
+  fseek(file, 0, SEEK_SET);
+  char* data = malloc((size_t)length + 1);
+  if (data && fread(data, 1, (size_t)length, file) != (size_t)length) {
+    free(data);
+    data = NULL;
+  }
+  fclose(file);
+  if (data) {
+    data[length] = 0;
+    if (out_length) *out_length = (size_t)length;
+  }
+  return data;
+}
+
+// The test kernels (test/gpu/kernels.ptx) as an executable.
+static hrt_status_t load_test_kernels(hrt_hal_device_t* device,
+                                      hrt_hal_executable_t** out) {
+  size_t length = 0;
+  char* ptx = read_file("test/gpu/kernels.ptx", &length);
+  if (!ptx) {
+    return hrt_status_make(HRT_STATUS_NOT_FOUND, "test/gpu/kernels.ptx");
+  }
+  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_PTX, NULL,
+                                        ptx, length};
+  hrt_status_t status = hrt_hal_device_create_executable(device, &params, out);
+  free(ptx);
+  return status;
+}
+
+//===----------------------------------------------------------------------===//
+// Submitting and waiting
+//===----------------------------------------------------------------------===//
+
+typedef struct {
+  hrt_notification_t done;
+  hrt_status_t status;
+  pthread_t thread;
+  int order;
+} completion_t;
+
+static atomic_int completion_counter;
+
+static void on_complete(void* user_data, hrt_status_t status) {
+  completion_t* completion = user_data;
+  completion->status = status;
+  completion->thread = pthread_self();
+  completion->order = atomic_fetch_add(&completion_counter, 1);
+  hrt_notification_set(&completion->done);
+}
+
+static void completion_init(completion_t* completion) {
+  memset(completion, 0, sizeof(*completion));
+  hrt_notification_init(&completion->done);
+}
+
+// Waits (20 s at most) and returns the submission's status (owned).
+static hrt_status_t completion_wait(completion_t* completion) {
+  if (!hrt_notification_wait_until(&completion->done,
+                                   hrt_time_now_ns() + 20000000000LL)) {
+    return hrt_status_make(HRT_STATUS_DEADLINE_EXCEEDED,
+                           "submission did not complete in 20 s");
+  }
+  hrt_notification_deinit(&completion->done);
+  return completion->status;
+}
+
+static hrt_status_t submit(hrt_hal_device_t* device,
+                           hrt_hal_command_buffer_t* cb,
+                           const hrt_hal_buffer_ref_t* bindings,
+                           uint32_t binding_count, completion_t* completion) {
+  completion_init(completion);
+  hrt_hal_submission_t submission = {
+      .command_buffer = cb,
+      .bindings = bindings,
+      .binding_count = binding_count,
+      .completion = {on_complete, completion},
+  };
+  return hrt_hal_device_queue_submit(device, &submission);
+}
+
+// Submits `cb` and waits for it.
+static hrt_status_t run(hrt_hal_device_t* device, hrt_hal_command_buffer_t* cb,
+                        const hrt_hal_buffer_ref_t* bindings,
+                        uint32_t binding_count) {
+  completion_t completion;
+  HRT_RETURN_IF_ERROR(submit(device, cb, bindings, binding_count, &completion));
+  return completion_wait(&completion);
+}
+
+static hrt_hal_buffer_ref_t whole(hrt_hal_buffer_t* buffer) {
+  return (hrt_hal_buffer_ref_t){buffer, 0, 0, HRT_HAL_WHOLE_BUFFER};
+}
+
+static hrt_hal_buffer_ref_t range(hrt_hal_buffer_t* buffer, uint64_t offset,
+                                  uint64_t length) {
+  return (hrt_hal_buffer_ref_t){buffer, 0, offset, length};
+}
+
+// Reads the whole buffer into `out` with a one-command submission.
+static hrt_status_t read_back(hrt_hal_device_t* device,
+                              hrt_hal_buffer_t* buffer, void* out) {
+  hrt_hal_command_buffer_t* cb = NULL;
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
+  hrt_status_t status = hrt_hal_command_buffer_read(cb, whole(buffer), out);
+  hrt_hal_command_buffer_finalize(cb);
+  if (status == HRT_OK) status = run(device, cb, NULL, 0);
+  hrt_hal_command_buffer_release(cb);
+  return status;
+}
+
+static uint32_t g_random = 12345;
+
+static uint32_t random_u32(void) {
+  g_random = g_random * 1664525u + 1013904223u;
+  return g_random ^ (g_random >> 16);
+}
+
+//===----------------------------------------------------------------------===//
+// Availability (child processes: the library is chosen once per process)
+//===----------------------------------------------------------------------===//
+
+// Runs the cuda probe in a child with HALRT_CUDA_LIBRARY=`library` (and
+// FAKECUDA_DEVICE_COUNT=`devices` when not NULL); returns what it reported:
+// "<code name>: <message>", and which driver `auto` picked.
+static void probe_in_child(const char* library, const char* devices, char* out,
+                           size_t size) {
+  int pipe_fds[2];
+  out[0] = 0;
+  if (pipe(pipe_fds) != 0) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    setenv("HALRT_CUDA_LIBRARY", library, 1);
+    if (devices) setenv("FAKECUDA_DEVICE_COUNT", devices, 1);
+    hrt_status_t status = hrt_cuda_driver.probe();
+    hrt_hal_device_t* device = NULL;
+    hrt_status_t created = make_device("auto", &device);
+    char text[1200];
+    int length = snprintf(text, sizeof(text), "%s: %s [auto=%s]",
+                          hrt_status_code_name(hrt_status_code(status)),
+                          hrt_status_message(status),
+                          created == HRT_OK ? device->info.driver : "failed");
+    if (write(pipe_fds[1], text, (size_t)length) != length) _exit(2);
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  ssize_t total = 0, n = 0;
+  while (total < (ssize_t)size - 1 &&
+         (n = read(pipe_fds[0], out + total, size - 1 - (size_t)total)) > 0) {
+    total += n;
+  }
+  out[total > 0 ? total : 0] = 0;
+  close(pipe_fds[0]);
+  int child_status = 0;
+  waitpid(pid, &child_status, 0);
+}
+
+static void cuda_is_unavailable_with_the_reason(void) {
+  CUDA_SETUP();
+  char report[1300];
+  probe_in_child("/nonexistent/libcuda.so.1", NULL, report, sizeof(report));
+  printf("  missing library: %s\n", report);
+  CHECK(strstr(report,
+               "UNAVAILABLE: CUDA is not usable: cannot load "
+               "/nonexistent/libcuda.so.1") == report);
+  CHECK(strstr(report, "[auto=local-task]") != NULL);
+  if (g_cuda.fake) {
+    probe_in_child(getenv("HALRT_CUDA_LIBRARY"), "0", report, sizeof(report));
+    printf("  no device: %s\n", report);
+    CHECK(strstr(report, "UNAVAILABLE: CUDA is not usable: no CUDA device") ==
+          report);
+    CHECK(strstr(report, "[auto=local-task]") != NULL);
+  }
+  // A library without the entry points halrt needs (the kernel library of
+  // the CPU tests is a shared object without any of them).
+  char other[1100];
+  snprintf(other, sizeof(other), "%s/kernels_good.so",
+           getenv("HRT_TEST_KERNEL_DIR") ? getenv("HRT_TEST_KERNEL_DIR") : ".");
+  if (access(other, R_OK) == 0) {
+    probe_in_child(other, NULL, report, sizeof(report));
+    printf("  not a driver: %s\n", report);
+    CHECK(strstr(report, "lacks cuInit") != NULL);
+  }
+  const char* stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+  if (access(stub, R_OK) == 0) {
+    probe_in_child(stub, NULL, report, sizeof(report));
+    printf("  stub library: %s\n", report);
+    CHECK(strstr(report, "UNAVAILABLE: CUDA is not usable: cuInit failed") ==
+          report);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Device, memory and commands
+//===----------------------------------------------------------------------===//
+
+static void device_info_describes_the_gpu(void) {
+  CUDA_SETUP();
+  CHECK_OK(hrt_cuda_driver.probe());
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("auto", &device));
+  const hrt_hal_device_info_t* info = hrt_hal_device_info(device);
+  printf("  %s: %s, %.1f GiB, compute %u.%u, %u SMs, driver %d\n", info->uri,
+         info->name, (double)info->total_memory / (1 << 30),
+         info->compute_capability[0], info->compute_capability[1],
+         info->multiprocessor_count, info->driver_version);
+  CHECK(strcmp(info->driver, "cuda") == 0);
+  CHECK(strcmp(info->kind, "cuda") == 0);
+  CHECK(strcmp(info->uri, "cuda://0") == 0);
+  CHECK(info->name[0] != 0);
+  CHECK(info->total_memory > 0);
+  CHECK(info->compute_capability[0] >= 7);
+  CHECK(info->multiprocessor_count > 0);
+  CHECK(info->driver_version >= 11000);
+  if (g_cuda.fake) {
+    CHECK(strcmp(info->name, "fakecuda device 0") == 0);
+    CHECK_EQ_INT(info->total_memory, 1 << 30);
+    CHECK_EQ_INT(info->compute_capability[0], 9);
+    CHECK_EQ_INT(info->multiprocessor_count, 4);
+    CHECK_EQ_INT(info->driver_version, 13000);
+    hrt_hal_device_t* second = NULL;
+    CHECK_OK(make_device("cuda://1", &second));
+    CHECK(strcmp(hrt_hal_device_info(second)->uri, "cuda://1") == 0);
+    CHECK(strcmp(hrt_hal_device_info(second)->name, "fakecuda device 1") == 0);
+    hrt_hal_device_release(second);
+    CHECK_STATUS(make_device("cuda://2", &second), HRT_STATUS_INVALID_ARGUMENT,
+                 "there are 2 CUDA devices (ordinals 0 to 1)");
+  }
+  CHECK_STATUS(make_device("cuda://64", &device), HRT_STATUS_INVALID_ARGUMENT,
+               "'cuda://64'");
+  CHECK_STATUS(make_device("cuda?streams=2", &device),
+               HRT_STATUS_INVALID_ARGUMENT, "no parameter 'streams'");
+  hrt_hal_device_release(device);
+}
+
+static void completions_run_off_the_submitting_thread(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &buffer));
+  CHECK(buffer->host_ptr == NULL);
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  uint8_t out[16] = {0};
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 0xAB, 1));
+  CHECK_OK(hrt_hal_command_buffer_read(cb, whole(buffer), out));
+  hrt_hal_command_buffer_finalize(cb);
+  completion_t completion;
+  CHECK_OK(submit(device, cb, NULL, 0, &completion));
+  CHECK_OK(completion_wait(&completion));
+  CHECK(!pthread_equal(completion.thread, pthread_self()));
+  CHECK_EQ_INT(out[0], 0xAB);
+  CHECK_EQ_INT(out[15], 0xAB);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+}
+
+// Every command on ranges at awkward offsets, against a host model of the
+// same bytes.
+static void commands_round_trip_bytes(void) {
+  CUDA_SETUP();
+  enum { SIZE = 256 };
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  uint8_t initial[SIZE], model[SIZE], out[SIZE], zeros[SIZE];
+  for (int i = 0; i < SIZE; ++i) initial[i] = (uint8_t)(i * 7 + 1);
+  memcpy(model, initial, SIZE);
+  hrt_hal_buffer_t* buffer = NULL;
+  hrt_hal_buffer_t* zeroed = NULL;
+  hrt_hal_buffer_t* empty = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, SIZE, initial, &buffer));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, SIZE, NULL, &zeroed));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 0, NULL, &empty));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  // Fills: every pattern length, aligned and not.
+  static const struct {
+    uint32_t offset, length, pattern_length;
+    uint64_t pattern;
+  } fills[] = {
+      {0, 16, 1, 0x5A},
+      {17, 10, 2, 0xBEEF},
+      {32, 12, 2, 0x1234},
+      {46, 12, 4, 0x01020304},
+      {64, 16, 4, 0xA1B2C3D4},
+      {82, 24, 8, 0x1122334455667788ull},
+      {112, 32, 8, 0x0102030405060708ull},
+      {148, 16, 8, 0x7777777777777777ull},
+      {170, 8, 4, 0x99999999},
+  };
+  for (size_t f = 0; f < sizeof(fills) / sizeof(fills[0]); ++f) {
+    CHECK_OK(hrt_hal_command_buffer_fill(
+        cb, range(buffer, fills[f].offset, fills[f].length), fills[f].pattern,
+        fills[f].pattern_length));
+    for (uint32_t i = 0; i < fills[f].length; ++i) {
+      model[fills[f].offset + i] =
+          (uint8_t)(fills[f].pattern >> (8 * (i % fills[f].pattern_length)));
+    }
+  }
+  const uint8_t patch[5] = {200, 201, 202, 203, 204};
+  CHECK_OK(hrt_hal_command_buffer_update(cb, patch, 5, range(buffer, 181, 5)));
+  memcpy(model + 181, patch, 5);
+  CHECK_OK(hrt_hal_command_buffer_barrier(cb));
+  // Copies: disjoint, then overlapping both ways (memmove semantics).
+  CHECK_OK(hrt_hal_command_buffer_copy(cb, range(buffer, 0, 40),
+                                       range(buffer, 200, 40)));
+  memmove(model + 200, model, 40);
+  CHECK_OK(hrt_hal_command_buffer_copy(cb, range(buffer, 10, 60),
+                                       range(buffer, 13, 60)));
+  memmove(model + 13, model + 10, 60);
+  CHECK_OK(hrt_hal_command_buffer_copy(cb, range(buffer, 100, 50),
+                                       range(buffer, 91, 50)));
+  memmove(model + 91, model + 100, 50);
+  CHECK_OK(
+      hrt_hal_command_buffer_copy(cb, range(buffer, 0, 0), range(empty, 0, 0)));
+  CHECK_OK(hrt_hal_command_buffer_read(cb, whole(buffer), out));
+  CHECK_OK(hrt_hal_command_buffer_read(cb, whole(zeroed), zeros));
+  CHECK_OK(hrt_hal_command_buffer_read(cb, whole(empty), out));
+  hrt_hal_command_buffer_finalize(cb);
+  memset(zeros, 0xEE, SIZE);
+  CHECK_OK(run(device, cb, NULL, 0));
+  int wrong = 0, not_zero = 0;
+  for (int i = 0; i < SIZE; ++i) {
+    if (out[i] != model[i]) {
+      if (wrong < 5) {
+        fprintf(stderr, "byte %d: %u, expected %u\n", i, out[i], model[i]);
+      }
+      ++wrong;
+    }
+    not_zero += zeros[i] != 0;
+  }
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT(not_zero, 0);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_buffer_release(zeroed);
+  hrt_hal_buffer_release(empty);
+  hrt_hal_device_release(device);
+}
+
+// Big fills go through the 2-D memsets too (GPU-sized row counts).
+static void large_fills_write_every_element(void) {
+  CUDA_SETUP();
+  enum { COUNT = 4 << 20 };  // 8-byte elements: 32 MiB
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(
+      hrt_hal_device_allocate_buffer(device, COUNT * 8ull + 8, NULL, &buffer));
+  uint64_t* out = malloc(COUNT * 8ull + 8);
+  CHECK(out != NULL);
+  const uint64_t pattern = 0x0123456789ABCDEFull;
+  const uint32_t offsets[2] = {0, 4};  // 8-byte aligned, then 4-byte aligned
+  for (int k = 0; k < 2; ++k) {
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 0, 1));
+    CHECK_OK(hrt_hal_command_buffer_fill(
+        cb, range(buffer, offsets[k], COUNT * 8ull), pattern, 8));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(buffer), out));
+    hrt_hal_command_buffer_finalize(cb);
+    CHECK_OK(run(device, cb, NULL, 0));
+    hrt_hal_command_buffer_release(cb);
+    int wrong = 0;
+    for (uint32_t i = 0; i < COUNT; ++i) {
+      uint64_t value = 0;
+      memcpy(&value, (char*)out + offsets[k] + i * 8ull, 8);
+      wrong += value != pattern;
+    }
+    CHECK_EQ_INT(wrong, 0);
+  }
+  free(out);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+}
+
+//===----------------------------------------------------------------------===//
+// Built-in kernels against the CPU device
+//===----------------------------------------------------------------------===//
+
+typedef struct {
+  const char* name;
+  uint32_t constants[3];
+  uint32_t grid[3];
+} builtin_case_t;
+
+static const builtin_case_t kBuiltinCases[] = {
+    {"fill_u32", {1000, 0xDEADBEEF}, {3, 1, 1}},
+    {"copy_u8", {1001}, {5, 1, 1}},
+    {"add_f32", {4099}, {7, 2, 1}},
+    {"sub_f32", {4099}, {1, 1, 1}},
+    {"mul_f32", {4099}, {64, 1, 1}},
+    {"div_f32", {4099}, {7, 1, 3}},
+    {"max_f32", {4099}, {7, 1, 1}},
+    {"add_i32", {3001}, {7, 1, 1}},
+    {"sub_i32", {3001}, {2, 2, 2}},
+    {"mul_i32", {3001}, {9, 1, 1}},
+    {"div_i32", {3001}, {9, 1, 1}},
+    {"max_i32", {3001}, {9, 1, 1}},
+    {"axpy_f32", {3000, 0x3FC00000 /* 1.5 */}, {4, 1, 1}},
+    {"relu_f32", {2500}, {1, 1, 1}},
+    {"matmul_f32", {37, 70, 45}, {3, 2, 1}},
+    {"matmul_f32", {64, 300, 33}, {1, 1, 1}},
+    {"matmul_f32", {3, 0, 5}, {2, 2, 1}},
+    {"softmax_rows_f32", {13, 100}, {4, 1, 1}},
+    {"softmax_rows_f32", {3, 1000}, {8, 1, 1}},
+    {"reduce_sum_f32", {9, 1000}, {2, 1, 1}},
+    {"reduce_sum_f32", {4, 0}, {1, 1, 1}},
+    {"add_f32", {0}, {1, 1, 1}},
+};
+
+// Inputs: random values of the binding's type, with edge cases mixed in
+// (NaN and infinity only when `specials`: a reduction over them is all NaN);
+// outputs: 0xFF bytes (NaN / -1), so untouched elements show.
+static void fill_binding(const hrt_builtin_binding_t* binding, bool specials,
+                         uint8_t* data, uint64_t bytes) {
+  if (binding->written) {
+    memset(data, 0xFF, bytes);
+    return;
+  }
+  for (uint64_t i = 0; i + 4 <= bytes; i += 4) {
+    uint32_t r = random_u32();
+    uint32_t value = r;
+    if (!binding->any_type &&
+        binding->element_type == HRT_HAL_ELEMENT_TYPE_F32) {
+      float f = ((float)(r % 20001) - 10000.0f) / 1000.0f;
+      if (r % 97 == 0) f = 0.0f;
+      if (r % 101 == 0) f = -0.0f;
+      if (specials && r % 211 == 0) f = NAN;
+      if (specials && r % 223 == 0) f = INFINITY;
+      memcpy(&value, &f, 4);
+    } else if (!binding->any_type) {
+      static const uint32_t kEdges[] = {0, 1, 0xFFFFFFFF, 0x80000000,
+                                        0x7FFFFFFF};
+      if (r % 13 == 0) value = kEdges[(r >> 8) % 5];
+    }
+    memcpy(data + i, &value, 4);
+  }
+  for (uint64_t i = bytes & ~(uint64_t)3; i < bytes; ++i) {
+    data[i] = (uint8_t)random_u32();
+  }
+}
+
+// Runs built-in `test->name` on `device` over bindings initialised from
+// `data` (one array per binding, `sizes` bytes) and reads them all back.
+static hrt_status_t run_builtin(hrt_hal_device_t* device,
+                                hrt_hal_executable_t* executable,
+                                const builtin_case_t* test,
+                                const hrt_builtin_signature_t* signature,
+                                uint8_t** data, const uint64_t* sizes) {
+  uint32_t ordinal = 0;
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_executable_lookup(executable, test->name, &ordinal));
+  hrt_hal_buffer_t* buffers[HRT_BUILTIN_MAX_BINDINGS] = {NULL};
+  hrt_hal_buffer_ref_t refs[HRT_BUILTIN_MAX_BINDINGS];
+  hrt_status_t status = HRT_OK;
+  for (uint32_t i = 0; i < signature->binding_count && status == HRT_OK; ++i) {
+    status =
+        hrt_hal_device_allocate_buffer(device, sizes[i], data[i], &buffers[i]);
+    if (status == HRT_OK) refs[i] = whole(buffers[i]);
+  }
+  hrt_hal_command_buffer_t* cb = NULL;
+  if (status == HRT_OK) status = hrt_hal_command_buffer_create(device, &cb);
+  if (status == HRT_OK) {
+    hrt_hal_dispatch_t dispatch = {
+        executable,
+        ordinal,
+        {test->grid[0], test->grid[1], test->grid[2]},
+        {64, 1, 1},
+        signature->constant_count,
+        test->constants,
+        signature->binding_count,
+        refs};
+    status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
+  }
+  for (uint32_t i = 0; i < signature->binding_count && status == HRT_OK; ++i) {
+    status = hrt_hal_command_buffer_read(cb, refs[i], data[i]);
+  }
+  if (status == HRT_OK) {
+    hrt_hal_command_buffer_finalize(cb);
+    status = run(device, cb, NULL, 0);
+  }
+  hrt_hal_command_buffer_release(cb);
+  for (uint32_t i = 0; i < signature->binding_count; ++i) {
+    hrt_hal_buffer_release(buffers[i]);
+  }
+  return status;
+}
+
+// |a - b| within `tolerance`, or the same bits, or both NaN.
+static bool close_f32(float a, float b, double tolerance) {
+  if (a != a || b != b) return a != a && b != b;
+  if (memcmp(&a, &b, 4) == 0 || a == b) return true;
+  return fabs((double)a - (double)b) <= tolerance;
+}
+
+// Whether the case's kernel is elementwise (not matmul, softmax, reduce).
+static bool is_elementwise(const char* name) {
+  return strncmp(name, "matmul", 6) != 0 && strncmp(name, "softmax", 7) != 0 &&
+         strncmp(name, "reduce", 6) != 0;
+}
+
+// How far the device may be from the CPU's `expected` output `element`
+// (docs/kernels.md: matmul, softmax and reduce agree to rounding; the
+// others exactly).
+static double tolerance_for(const builtin_case_t* test, uint8_t* const* data,
+                            uint64_t element, float expected) {
+  const double eps = 1.0 / (1 << 23);
+  if (strcmp(test->name, "matmul_f32") == 0) {
+    const uint32_t K = test->constants[1], N = test->constants[2];
+    const float* a = (const float*)data[0];
+    const float* b = (const float*)data[1];
+    double magnitude = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      magnitude += fabs((double)a[(element / N) * K + k] *
+                        (double)b[k * N + element % N]);
+    }
+    return 2.0 * K * eps * magnitude;
+  }
+  if (strcmp(test->name, "reduce_sum_f32") == 0) {
+    const uint32_t cols = test->constants[1];
+    const float* x = (const float*)data[0];
+    double magnitude = 0;
+    for (uint32_t j = 0; j < cols; ++j)
+      magnitude += fabs(x[element * cols + j]);
+    return 2.0 * cols * eps * magnitude;
+  }
+  if (strcmp(test->name, "softmax_rows_f32") == 0) {
+    return (2.0 * test->constants[1] + 8) * eps * fabs(expected);
+  }
+  return 0;
+}
+
+static void builtin_kernels_match_the_cpu_device(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* devices[2] = {NULL, NULL};
+  hrt_hal_executable_t* executables[2] = {NULL, NULL};
+  CHECK_OK(make_device("local-sync", &devices[0]));
+  CHECK_OK(make_device("cuda", &devices[1]));
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  for (int d = 0; d < 2; ++d) {
+    CHECK_OK(
+        hrt_hal_device_create_executable(devices[d], &params, &executables[d]));
+  }
+  CHECK_EQ_INT(executables[1]->entry_count, executables[0]->entry_count);
+  for (uint32_t i = 0; i < executables[1]->entry_count; ++i) {
+    const hrt_hal_executable_entry_t* entry = &executables[1]->entries[i];
+    const hrt_builtin_signature_t* signature =
+        hrt_builtin_signature_find(entry->name);
+    CHECK(signature != NULL);
+    CHECK_EQ_INT(entry->binding_count, signature->binding_count);
+    CHECK_EQ_INT(entry->constant_count, signature->constant_count);
+  }
+  int failures = 0;
+  for (size_t c = 0; c < sizeof(kBuiltinCases) / sizeof(kBuiltinCases[0]);
+       ++c) {
+    const builtin_case_t* test = &kBuiltinCases[c];
+    const hrt_builtin_signature_t* signature =
+        hrt_builtin_signature_find(test->name);
+    CHECK(signature != NULL);
+    uint8_t* data[2][HRT_BUILTIN_MAX_BINDINGS] = {{NULL}};
+    uint8_t* inputs[HRT_BUILTIN_MAX_BINDINGS] = {NULL};
+    uint64_t sizes[HRT_BUILTIN_MAX_BINDINGS] = {0};
+    for (uint32_t b = 0; b < signature->binding_count; ++b) {
+      sizes[b] = hrt_builtin_binding_min_bytes(signature, b, test->constants);
+      for (int d = 0; d < 2; ++d) data[d][b] = malloc(sizes[b] + 1);
+      inputs[b] = malloc(sizes[b] + 1);
+      fill_binding(&signature->bindings[b], is_elementwise(test->name),
+                   data[0][b], sizes[b]);
+      memcpy(data[1][b], data[0][b], sizes[b]);
+      memcpy(inputs[b], data[0][b], sizes[b]);
+    }
+    hrt_status_t statuses[2];
+    for (int d = 0; d < 2; ++d) {
+      statuses[d] = run_builtin(devices[d], executables[d], test, signature,
+                                data[d], sizes);
+    }
+    int wrong = 0;
+    if (statuses[0] != HRT_OK || statuses[1] != HRT_OK) {
+      fprintf(stderr, "%s: cpu %s, cuda %s\n", test->name,
+              hrt_status_message(statuses[0]), hrt_status_message(statuses[1]));
+      ++wrong;
+    }
+    hrt_status_free(statuses[0]);
+    hrt_status_free(statuses[1]);
+    for (uint32_t b = 0; b < signature->binding_count && !wrong; ++b) {
+      const hrt_builtin_binding_t* binding = &signature->bindings[b];
+      const bool floats = !binding->any_type &&
+                          binding->element_type == HRT_HAL_ELEMENT_TYPE_F32;
+      for (uint64_t e = 0; floats && e < sizes[b] / 4; ++e) {
+        float x, y;
+        memcpy(&x, data[0][b] + e * 4, 4);
+        memcpy(&y, data[1][b] + e * 4, 4);
+        double tolerance =
+            binding->written ? tolerance_for(test, inputs, e, x) : 0;
+        if (!close_f32(x, y, tolerance)) {
+          if (wrong < 3) {
+            fprintf(stderr, "%s binding %u element %llu: cpu %.9g cuda %.9g\n",
+                    test->name, b, (unsigned long long)e, x, y);
+          }
+          ++wrong;
+        }
+      }
+      if (!floats && memcmp(data[0][b], data[1][b], sizes[b]) != 0) {
+        fprintf(stderr, "%s binding %u differs\n", test->name, b);
+        ++wrong;
+      }
+    }
+    if (wrong) {
+      fprintf(stderr, "case %zu (%s) differs\n", c, test->name);
+      ++failures;
+    }
+    for (uint32_t b = 0; b < signature->binding_count; ++b) {
+      free(data[0][b]);
+      free(data[1][b]);
+      free(inputs[b]);
+    }
+  }
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_executable_release(executables[d]);
+    hrt_hal_device_release(devices[d]);
+  }
+  CHECK_EQ_INT(failures, 0);
+}
+
+static void builtin_dispatches_are_checked_before_launch(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+  hrt_hal_buffer_t* small = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &small));
+  hrt_hal_buffer_ref_t refs[3] = {whole(small), whole(small), whole(small)};
+  uint32_t add = 0, matmul = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "add_f32", &add));
+  CHECK_OK(hrt_hal_executable_lookup(executable, "matmul_f32", &matmul));
+  const uint32_t too_many[1] = {17};
+  const uint32_t shape[3] = {2, 2, 2};
+  hrt_hal_dispatch_t dispatches[2] = {
+      {executable, add, {1, 1, 1}, {1, 1, 1}, 1, too_many, 3, refs},
+      {executable, matmul, {1, 1, 2}, {1, 1, 1}, 3, shape, 3, refs},
+  };
+  const char* expected[2] = {
+      "command 0 (dispatch): kernel 'add_f32' of executable 'builtin': "
+      "binding 0 has 64 bytes but the constants need 68",
+      "command 0 (dispatch): kernel 'matmul_f32' of executable 'builtin' "
+      "needs workgroup count[2] == 1, not 2"};
+  for (int i = 0; i < 2; ++i) {
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatches[i]));
+    hrt_hal_command_buffer_finalize(cb);
+    CHECK_STATUS(run(device, cb, NULL, 0), HRT_STATUS_INVALID_ARGUMENT,
+                 expected[i]);
+    hrt_hal_command_buffer_release(cb);
+  }
+  // The device still works.
+  uint32_t out[16];
+  CHECK_OK(read_back(device, small, out));
+  CHECK_EQ_INT(out[0], 0);
+  hrt_hal_buffer_release(small);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+}
+
+//===----------------------------------------------------------------------===//
+// User kernels
+//===----------------------------------------------------------------------===//
+
+static void dispatch_spans_many_workgroups(void) {
+  CUDA_SETUP();
+  enum { N = 100003 };
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(load_test_kernels(device, &executable));
+  CHECK_EQ_INT(executable->entry_count, 3);
+  uint32_t write_index = 0, vector_add = 0;
+  CHECK_OK(
+      hrt_hal_executable_lookup(executable, "write_index_u32", &write_index));
+  CHECK_OK(
+      hrt_hal_executable_lookup(executable, "vector_add_f32", &vector_add));
+  CHECK_EQ_INT(executable->entries[vector_add].binding_count, 3);
+  CHECK_EQ_INT(executable->entries[vector_add].constant_count, 1);
+  CHECK_EQ_INT(executable->entries[write_index].binding_count, 1);
+  CHECK_EQ_INT(executable->entries[write_index].constant_count, 1);
+  // write_index_u32 over a 3-D grid of 3-D blocks writes every element.
+  hrt_hal_buffer_t* indices = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &indices));
+  hrt_hal_buffer_ref_t binding = whole(indices);
+  uint32_t n = N;
+  hrt_hal_dispatch_t dispatch = {executable, write_index, {7, 3, 2}, {32, 2, 2},
+                                 1,          &n,          1,         &binding};
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+  hrt_hal_command_buffer_finalize(cb);
+  CHECK_OK(run(device, cb, NULL, 0));
+  hrt_hal_command_buffer_release(cb);
+  uint32_t* out = malloc(N * 4);
+  CHECK(out != NULL);
+  CHECK_OK(read_back(device, indices, out));
+  int wrong = 0;
+  for (uint32_t i = 0; i < N; ++i) wrong += out[i] != i;
+  CHECK_EQ_INT(wrong, 0);
+  // vector_add_f32 covers grid x block threads: one short grid leaves the
+  // tail alone (the dispatch means the same as on the GPU).
+  float* a = malloc(N * 4);
+  float* b = malloc(N * 4);
+  CHECK(a && b);
+  for (uint32_t i = 0; i < N; ++i) {
+    a[i] = (float)i;
+    b[i] = 0.5f * (float)i;
+  }
+  hrt_hal_buffer_t *ba = NULL, *bb = NULL, *bo = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, a, &ba));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, b, &bb));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &bo));
+  hrt_hal_buffer_ref_t refs[3] = {whole(ba), whole(bb), whole(bo)};
+  const uint32_t blocks = N / 128;  // covers blocks * 128 < N elements
+  hrt_hal_dispatch_t add = {
+      executable, vector_add, {blocks, 1, 1}, {128, 1, 1}, 1, &n, 3, refs};
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &add));
+  hrt_hal_command_buffer_finalize(cb);
+  CHECK_OK(run(device, cb, NULL, 0));
+  hrt_hal_command_buffer_release(cb);
+  float* sum = (float*)out;
+  CHECK_OK(read_back(device, bo, sum));
+  wrong = 0;
+  for (uint32_t i = 0; i < N; ++i) {
+    float expected = i < blocks * 128 ? a[i] + b[i] : 0.0f;
+    wrong += sum[i] != expected;
+  }
+  CHECK_EQ_INT(wrong, 0);
+  free(a);
+  free(b);
+  free(out);
+  hrt_hal_buffer_release(ba);
+  hrt_hal_buffer_release(bb);
+  hrt_hal_buffer_release(bo);
+  hrt_hal_buffer_release(indices);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+}
+
+// Records `add_f32` over three binding slots (a, b, out) of n elements.
+static hrt_status_t record_add(hrt_hal_device_t* device,
+                               hrt_hal_executable_t* executable,
+                               const uint32_t* n,
+                               hrt_hal_command_buffer_t** out_cb) {
+  uint32_t ordinal = 0;
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_executable_lookup(executable, "add_f32", &ordinal));
+  hrt_hal_buffer_ref_t slots[3] = {{NULL, 0, 0, HRT_HAL_WHOLE_BUFFER},
+                                   {NULL, 1, 0, HRT_HAL_WHOLE_BUFFER},
+                                   {NULL, 2, 0, HRT_HAL_WHOLE_BUFFER}};
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {37, 1, 1}, {64, 1, 1},
+                                 1,          n,       3,          slots};
+  hrt_hal_command_buffer_t* cb = NULL;
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
+  hrt_status_t status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
+  if (status != HRT_OK) {
+    hrt_hal_command_buffer_release(cb);
+    return status;
+  }
+  hrt_hal_command_buffer_finalize(cb);
+  *out_cb = cb;
+  return HRT_OK;
+}
+
+static void reused_command_buffer_runs_on_new_bindings(void) {
+  CUDA_SETUP();
+  enum { N = 10007, SETS = 3 };
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+  const uint32_t n = N;
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(record_add(device, executable, &n, &cb));
+  hrt_hal_buffer_t* buffers[SETS][3];
+  completion_t completions[SETS];
+  float* a = malloc(N * sizeof(float));
+  float* b = malloc(N * sizeof(float));
+  float* out = malloc(N * sizeof(float));
+  CHECK(a && b && out);
+  // Submitted back to back without waiting: each output must hold its own
+  // inputs' sums, and completions arrive in submission order.
+  for (int s = 0; s < SETS; ++s) {
+    for (int i = 0; i < N; ++i) {
+      a[i] = (float)(i * (s + 1));
+      b[i] = (float)(s - i) * 0.5f;
+    }
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, a, &buffers[s][0]));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, b, &buffers[s][1]));
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, N * 4, NULL, &buffers[s][2]));
+    hrt_hal_buffer_ref_t table[3] = {whole(buffers[s][0]), whole(buffers[s][1]),
+                                     whole(buffers[s][2])};
+    CHECK_OK(submit(device, cb, table, 3, &completions[s]));
+  }
+  int wrong = 0;
+  for (int s = 0; s < SETS; ++s) {
+    CHECK_OK(completion_wait(&completions[s]));
+    CHECK_EQ_INT(completions[s].order, completions[0].order + s);
+  }
+  for (int s = 0; s < SETS; ++s) {
+    CHECK_OK(read_back(device, buffers[s][2], out));
+    for (int i = 0; i < N; ++i) {
+      float expected = (float)(i * (s + 1)) + (float)(s - i) * 0.5f;
+      wrong += out[i] != expected;
+    }
+    for (int k = 0; k < 3; ++k) hrt_hal_buffer_release(buffers[s][k]);
+  }
+  CHECK_EQ_INT(wrong, 0);
+  free(a);
+  free(b);
+  free(out);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+}
+
+//===----------------------------------------------------------------------===//
+// Traces
+//===----------------------------------------------------------------------===//
+
+typedef struct {
+  int calls;
+  uint32_t values[2][4];  // per call: the first word of up to 4 sources
+  uint64_t lengths[2][4];
+  uint32_t count[2];
+  int null_data;  // a range came without an address
+  void* context_seen;
+  pthread_t thread;
+  int fail;
+} trace_record_t;
+
+static hrt_status_t record_trace(void* user_data, void* submission_context,
+                                 uint32_t count, const void* const* data,
+                                 const uint64_t* lengths) {
+  trace_record_t* record = user_data;
+  int call = record->calls++;
+  record->context_seen = submission_context;
+  record->thread = pthread_self();
+  if (call < 2) {
+    record->count[call] = count;
+    for (uint32_t i = 0; i < count && i < 4; ++i) {
+      if (!data[i]) record->null_data = 1;
+      if (lengths[i] >= 4) memcpy(&record->values[call][i], data[i], 4);
+      record->lengths[call][i] = lengths[i];
+    }
+  }
+  if (record->fail) {
+    return hrt_status_make(HRT_STATUS_ABORTED, "trace callback refused");
+  }
+  return HRT_OK;
+}
+
+static void traces_deliver_staged_data_after_preceding_work(void) {
+  CUDA_SETUP();
+  for (int fail = 0; fail < 2; ++fail) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device("cuda", &device));
+    hrt_hal_executable_params_t params = {
+        .format = HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+    uint32_t fill_ordinal = 0;
+    CHECK_OK(hrt_hal_executable_lookup(executable, "fill_u32", &fill_ordinal));
+    hrt_hal_buffer_t* buffer = NULL;
+    hrt_hal_buffer_t* other = NULL;
+    const uint32_t initial[2] = {111, 222};
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &buffer));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, initial, &other));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    trace_record_t record = {.fail = fail};
+    hrt_hal_buffer_ref_t slot = {NULL, 0, 0, HRT_HAL_WHOLE_BUFFER};
+    hrt_hal_buffer_ref_t sources[4] = {slot, range(buffer, 8, 8),
+                                       range(other, 4, 4), range(other, 8, 0)};
+    // A kernel writes the buffer, then the trace must see its result.
+    const uint32_t fill_constants[2] = {4, 0x01020304};
+    hrt_hal_dispatch_t fill = {executable, fill_ordinal,   {2, 1, 1}, {1, 1, 1},
+                               2,          fill_constants, 1,         &slot};
+    CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &fill));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, sources, 4, record_trace, &record));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, slot, 0x0A0B0C0D, 4));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, sources, 1, record_trace, &record));
+    uint32_t after[4] = {0, 0, 0, 0};
+    CHECK_OK(hrt_hal_command_buffer_read(cb, slot, after));
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t completion;
+    completion_init(&completion);
+    hrt_hal_buffer_ref_t table[1] = {whole(buffer)};
+    int context = 42;
+    hrt_hal_submission_t submission = {
+        .command_buffer = cb,
+        .bindings = table,
+        .binding_count = 1,
+        .completion = {on_complete, &completion},
+        .host_context = &context,
+    };
+    CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+    hrt_status_t status = completion_wait(&completion);
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_buffer_release(other);
+    hrt_hal_executable_release(executable);
+    hrt_hal_device_release(device);
+    CHECK(record.context_seen == &context);
+    CHECK(!pthread_equal(record.thread, pthread_self()));
+    CHECK(pthread_equal(record.thread, completion.thread));
+    CHECK_EQ_INT(record.count[0], 4);
+    CHECK_EQ_INT(record.null_data, 0);
+    CHECK_EQ_INT(record.lengths[0][3], 0);
+    CHECK_EQ_INT(record.values[0][0], 0x01020304);
+    CHECK_EQ_INT(record.values[0][1], 0x01020304);
+    CHECK_EQ_INT(record.values[0][2], 222);
+    CHECK_EQ_INT(record.lengths[0][0], 16);
+    CHECK_EQ_INT(record.lengths[0][1], 8);
+    CHECK_EQ_INT(record.lengths[0][2], 4);
+    if (fail) {
+      // Later traces and reads do not reach the host.
+      CHECK_STATUS(status, HRT_STATUS_ABORTED, "trace callback refused");
+      CHECK_EQ_INT(record.calls, 1);
+      CHECK_EQ_INT(after[0], 0);
+    } else {
+      CHECK_OK(status);
+      CHECK_EQ_INT(record.calls, 2);
+      CHECK_EQ_INT(record.values[1][0], 0x0A0B0C0D);
+      CHECK_EQ_INT(after[3], 0x0A0B0C0D);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Executables
+//===----------------------------------------------------------------------===//
+
+static const char kBadPtx[] =
+    ".version 7.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".visible .entry broken(\n"
+    "  .param .u64 broken_param_0\n"
+    ")\n"
+    "{\n"
+    "  bogus.instruction %r1;\n"
+    "  ret;\n"
+    "}\n";
+
+static hrt_status_t load_ptx(hrt_hal_device_t* device, const char* text,
+                             hrt_hal_executable_t** out) {
+  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_PTX, NULL,
+                                        text, strlen(text)};
+  return hrt_hal_device_create_executable(device, &params, out);
+}
+
+static void bad_executables_are_rejected_with_the_reason(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  hrt_status_t status = load_ptx(device, kBadPtx, &executable);
+  printf("  bad PTX: %s\n", hrt_status_message(status));
+  CHECK_STATUS(status, HRT_STATUS_INVALID_ARGUMENT,
+               "loading PTX: cuModuleLoadDataEx failed: "
+               "CUDA_ERROR_INVALID_PTX");
+  CHECK_STATUS(load_ptx(device, kBadPtx, &executable),
+               HRT_STATUS_INVALID_ARGUMENT, "JIT log: ptxas");
+  CHECK_STATUS(load_ptx(device, kBadPtx, &executable),
+               HRT_STATUS_INVALID_ARGUMENT, "line 8");
+  // Valid PTX whose parameters halrt cannot pass.
+  static const char* const kUnpassable[][2] = {
+      {".version 7.0\n.target sm_75\n.address_size 64\n"
+       ".visible .entry takes_double(.param .u64 p, .param .f64 x)\n{\n "
+       "ret;\n}\n",
+       "PTX entry 'takes_double' (line 4): parameter 1 has type .f64"},
+      {".version 7.0\n.target sm_75\n.address_size 64\n"
+       ".visible .entry late_pointer(.param .u32 n, .param .u64 p)\n{\n "
+       "ret;\n}\n",
+       "pointer parameter 1 follows a 32-bit parameter"},
+      {".version 7.0\n.target sm_75\n.address_size 64\n"
+       ".visible .entry by_value(.param .align 8 .b8 s[16])\n{\n ret;\n}\n",
+       "parameter 0 is an array or struct passed by value"},
+      {".version 7.0\n.target sm_75\n.address_size 64\n"
+       ".visible .func helper()\n{\n ret;\n}\n",
+       "PTX declares no kernel"},
+  };
+  for (size_t i = 0; i < sizeof(kUnpassable) / sizeof(kUnpassable[0]); ++i) {
+    CHECK_STATUS(load_ptx(device, kUnpassable[i][0], &executable),
+                 HRT_STATUS_INVALID_ARGUMENT, kUnpassable[i][1]);
+  }
+  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY,
+                                        "kernels.so", NULL, 0};
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+               HRT_STATUS_INVALID_ARGUMENT, "not CPU kernel libraries");
+  params = (hrt_hal_executable_params_t){HRT_HAL_EXECUTABLE_FORMAT_PTX, NULL,
+                                         NULL, 0};
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+               HRT_STATUS_INVALID_ARGUMENT, "needs PTX text");
+  params.format = HRT_HAL_EXECUTABLE_FORMAT_CUBIN;
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+               HRT_STATUS_INVALID_ARGUMENT, "needs an image");
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
+  hrt_hal_device_release(device);
+}
+
+static void ptx_entries_count_bindings_then_constants(void) {
+  static const char kPtx[] =
+      "// Generated by NVIDIA NVVM Compiler\n"
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      "/* .visible .entry commented_out(.param .f64 x) */\n"
+      ".func (.param .b32 r) helper(.param .b64 p)\n{\n ret;\n}\n"
+      ".visible .entry axpy(\n"
+      "\t.param .u64 .ptr .global .align 4 axpy_param_0, // x\n"
+      "\t.param .b64 axpy_param_1,\n"
+      "\t.param .u32 axpy_param_2,\n"
+      "\t.param .f32 axpy_param_3,\n"
+      "\t.param .s32 axpy_param_4,\n"
+      "\t.param .b32 axpy_param_5\n"
+      ")\n"
+      ".maxntid 256, 1, 1\n"
+      "{\n  .reg .b32 %r<2>;\n  ret;\n}\n"
+      ".entry no_params()\n{\n ret;\n}\n"
+      ".weak .entry bare\n{\n ret;\n}\n";
+  uint32_t count = 0;
+  hrt_cuda_ptx_entry_t* entries = NULL;
+  CHECK_OK(hrt_cuda_ptx_parse_entries(kPtx, &count, &entries));
+  CHECK_EQ_INT(count, 3);
+  CHECK(strcmp(entries[0].name, "axpy") == 0);
+  CHECK_EQ_INT(entries[0].binding_count, 2);
+  CHECK_EQ_INT(entries[0].constant_count, 4);
+  CHECK(strcmp(entries[1].name, "no_params") == 0);
+  CHECK_EQ_INT(entries[1].binding_count + entries[1].constant_count, 0);
+  CHECK(strcmp(entries[2].name, "bare") == 0);
+  free(entries);
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(
+                   ".entry twice()\n{ ret; }\n.entry twice()\n{ ret; }\n",
+                   &count, &entries),
+               HRT_STATUS_INVALID_ARGUMENT, "declares entry 'twice' twice");
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(".entry open(.param .u64 p\n", &count,
+                                          &entries),
+               HRT_STATUS_INVALID_ARGUMENT, "not closed by ')'");
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(".entry small(.param .u16 h)\n{}\n",
+                                          &count, &entries),
+               HRT_STATUS_INVALID_ARGUMENT, "parameter 0 has type .u16");
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(".entry odd(.reg .u32 h)\n{}\n",
+                                          &count, &entries),
+               HRT_STATUS_INVALID_ARGUMENT, "not a '.param .<type> name'");
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries("", &count, &entries),
+               HRT_STATUS_INVALID_ARGUMENT, "no '.entry'");
+  // The built-in PTX follows the rule.
+  hrt_hal_device_t* device = NULL;
+  CUDA_SETUP();
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+  CHECK(strcmp(executable->name, "builtin") == 0);
+  CHECK_EQ_INT(executable->entry_count, 17);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+}
+
+// cubin/fatbin kernels are listed by the driver (CUDA 12.4+). The fake
+// reads any image as PTX text; on a GPU of compute capability 9.x the
+// committed sm_90 cubin and fatbin are used.
+static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  const hrt_hal_device_info_t* info = hrt_hal_device_info(device);
+  static const char* const kImages[2] = {"test/gpu/kernels_sm90.cubin",
+                                         "test/gpu/kernels_sm90.fatbin"};
+  static const hrt_hal_executable_format_t kFormats[2] = {
+      HRT_HAL_EXECUTABLE_FORMAT_CUBIN, HRT_HAL_EXECUTABLE_FORMAT_FATBIN};
+  if (!g_cuda.fake && info->compute_capability[0] != 9) {
+    printf("  (skipped: the committed images are for sm_90)\n");
+    hrt_hal_device_release(device);
+    return;
+  }
+  for (int f = 0; f < 2; ++f) {
+    size_t length = 0;
+    char* image =
+        read_file(g_cuda.fake ? "test/gpu/kernels.ptx" : kImages[f], &length);
+    CHECK(image != NULL);
+    hrt_hal_executable_params_t params = {kFormats[f], NULL, image, length};
+    hrt_hal_executable_t* executable = NULL;
+    hrt_status_t status =
+        hrt_hal_device_create_executable(device, &params, &executable);
+    free(image);
+    if (hrt_status_code(status) == HRT_STATUS_UNIMPLEMENTED) {
+      printf("  (skipped: %s)\n", hrt_status_message(status));
+      hrt_status_free(status);
+      break;
+    }
+    CHECK_OK(status);
+    CHECK_EQ_INT(executable->entry_count, 3);
+    uint32_t ordinal = 0;
+    CHECK_OK(hrt_hal_executable_lookup(executable, "vector_add_f32", &ordinal));
+    CHECK_EQ_INT(executable->entries[ordinal].binding_count, 3);
+    CHECK_EQ_INT(executable->entries[ordinal].constant_count, 1);
+    CHECK_OK(
+        hrt_hal_executable_lookup(executable, "write_index_u32", &ordinal));
+    CHECK_EQ_INT(executable->entries[ordinal].binding_count, 1);
+    CHECK_EQ_INT(executable->entries[ordinal].constant_count, 1);
+    // And it runs.
+    hrt_hal_buffer_t* buffer = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4000, NULL, &buffer));
+    hrt_hal_buffer_ref_t binding = whole(buffer);
+    uint32_t n = 1000;
+    hrt_hal_dispatch_t dispatch = {executable, ordinal, {2, 1, 1}, {64, 1, 1},
+                                   1,          &n,      1,         &binding};
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+    hrt_hal_command_buffer_finalize(cb);
+    CHECK_OK(run(device, cb, NULL, 0));
+    uint32_t out[1000];
+    CHECK_OK(read_back(device, buffer, out));
+    CHECK_EQ_INT(out[999], 999);
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_executable_release(executable);
+  }
+  hrt_hal_device_release(device);
+}
+
+// The committed builtin_ptx.c matches kernels/builtin.cu: its recorded
+// source hash always, its bytes too when nvcc is here.
+static void builtin_ptx_is_current(void) {
+  CUDA_SETUP();
+  size_t length = 0;
+  char* source = read_file("src/hal/cuda/kernels/builtin.cu", &length);
+  char* generated = read_file("src/hal/cuda/builtin_ptx.c", NULL);
+  CHECK(source && generated);
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < length; ++i) {
+    hash ^= (uint8_t)source[i];
+    hash *= 0x100000001b3ull;
+  }
+  char expected[64];
+  snprintf(expected, sizeof(expected), "// source fnv1a64: %016llx\n",
+           (unsigned long long)hash);
+  const bool current = strstr(generated, expected) != NULL;
+  free(source);
+  free(generated);
+  if (!current) {
+    fprintf(stderr,
+            "src/hal/cuda/builtin_ptx.c is stale: run node "
+            "scripts/build-cuda-ptx.js\n");
+  }
+  CHECK(current);
+  const char* nvcc =
+      getenv("NVCC") ? getenv("NVCC") : "/usr/local/cuda/bin/nvcc";
+  if (access(nvcc, X_OK) != 0 || system("node --version > /dev/null 2>&1")) {
+    printf("  (nvcc or node not found: PTX bytes not compared)\n");
+    return;
+  }
+  char command[1200];
+  snprintf(command, sizeof(command),
+           "node '%s/scripts/build-cuda-ptx.js' --check", g_cuda.root);
+  CHECK_EQ_INT(system(command), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Semaphores, failures, lifetime
+//===----------------------------------------------------------------------===//
+
+typedef struct {
+  hrt_hal_semaphore_t* semaphore;
+  int fail;
+} late_signal_t;
+
+static void* signal_later(void* arg) {
+  late_signal_t* late = arg;
+  struct timespec pause = {0, 20000000};
+  nanosleep(&pause, NULL);
+  if (late->fail) {
+    // 2: the loss of another device, which must not lose this one.
+    hrt_hal_semaphore_fail(
+        late->semaphore,
+        hrt_status_make(
+            late->fail == 2 ? HRT_STATUS_DEVICE_LOST : HRT_STATUS_CANCELLED,
+            "upstream"));
+  } else {
+    hrt_status_free(hrt_hal_semaphore_signal(late->semaphore, 1));
+  }
+  return NULL;
+}
+
+static void submissions_wait_for_semaphores(void) {
+  CUDA_SETUP();
+  for (int fail = 0; fail < 3; ++fail) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device("cuda", &device));
+    hrt_hal_semaphore_t* wait = NULL;
+    hrt_hal_semaphore_t* signal = NULL;
+    CHECK_OK(hrt_hal_semaphore_create(0, &wait));
+    CHECK_OK(hrt_hal_semaphore_create(10, &signal));
+    hrt_hal_buffer_t* buffer = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &buffer));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 9, 4));
+    hrt_hal_command_buffer_finalize(cb);
+    hrt_hal_semaphore_point_t wait_point = {wait, 1};
+    hrt_hal_semaphore_point_t signal_point = {signal, 11};
+    completion_t completion;
+    completion_init(&completion);
+    hrt_hal_submission_t submission = {
+        .command_buffer = cb,
+        .waits = &wait_point,
+        .wait_count = 1,
+        .signals = &signal_point,
+        .signal_count = 1,
+        .completion = {on_complete, &completion},
+    };
+    CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+    late_signal_t late = {wait, fail};
+    hrt_thread_t thread;
+    CHECK_OK(hrt_thread_create("late", signal_later, &late, &thread));
+    hrt_status_t status = completion_wait(&completion);
+    hrt_thread_join(&thread);
+    uint32_t value32 = 0;
+    CHECK_OK(read_back(device, buffer, &value32));
+    uint64_t value = 0;
+    if (fail) {
+      const hrt_status_code_t code =
+          fail == 2 ? HRT_STATUS_DEVICE_LOST : HRT_STATUS_CANCELLED;
+      CHECK_STATUS(status, code, "upstream");
+      CHECK_STATUS(hrt_hal_semaphore_query(signal, &value), code, "upstream");
+      CHECK_EQ_INT(value32, 0);  // read after the failure: the device works
+    } else {
+      CHECK_OK(status);
+      CHECK_OK(hrt_hal_semaphore_query(signal, &value));
+      CHECK_EQ_INT(value, 11);
+      CHECK_EQ_INT(value32, 9);
+    }
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_semaphore_release(wait);
+    hrt_hal_semaphore_release(signal);
+    hrt_hal_device_release(device);
+  }
+}
+
+static void out_of_memory_is_recoverable(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_buffer_t* huge = NULL;
+  const uint64_t too_much = hrt_hal_device_info(device)->total_memory * 2;
+  CHECK_STATUS(hrt_hal_device_allocate_buffer(device, too_much, NULL, &huge),
+               HRT_STATUS_RESOURCE_EXHAUSTED, "CUDA_ERROR_OUT_OF_MEMORY");
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, NULL, &buffer));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 0x11223344, 4));
+  hrt_hal_command_buffer_finalize(cb);
+  CHECK_OK(run(device, cb, NULL, 0));
+  uint32_t out[2] = {0, 0};
+  CHECK_OK(read_back(device, buffer, out));
+  CHECK_EQ_INT(out[1], 0x11223344);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+}
+
+static void failed_launch_fails_only_its_submission(void) {
+  FAKE_ONLY();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(load_test_kernels(device, &executable));
+  uint32_t ordinal = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "write_index_u32", &ordinal));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &buffer));
+  hrt_hal_buffer_ref_t binding = whole(buffer);
+  uint32_t n = 16;
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1}, {16, 1, 1},
+                                 1,          &n,      1,         &binding};
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+  hrt_hal_command_buffer_finalize(cb);
+  g_cuda.fail_next_launch(701);  // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+  hrt_status_t status = run(device, cb, NULL, 0);
+  printf("  %s\n", hrt_status_message(status));
+  CHECK_STATUS(status, HRT_STATUS_RESOURCE_EXHAUSTED,
+               "command 0 (dispatch): kernel 'write_index_u32' of executable "
+               "'ptx' (grid 1x1x1, block 16x1x1): cuLaunchKernel failed: "
+               "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
+  CHECK_OK(run(device, cb, NULL, 0));
+  uint32_t out[16];
+  CHECK_OK(read_back(device, buffer, out));
+  CHECK_EQ_INT(out[15], 15);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+}
+
+// The completion drops the last reference to everything, device included,
+// so the device is destroyed on its own completion thread.
+typedef struct {
+  hrt_hal_device_t* device;
+  hrt_hal_command_buffer_t* cb;
+  hrt_hal_buffer_t* buffer;
+  hrt_notification_t* done;
+} last_ref_t;
+
+static void release_everything(void* user_data, hrt_status_t status) {
+  last_ref_t* refs = user_data;
+  hrt_status_free(status);
+  hrt_hal_command_buffer_release(refs->cb);
+  hrt_hal_buffer_release(refs->buffer);
+  hrt_hal_device_release(refs->device);
+  hrt_notification_set(refs->done);
+}
+
+static void device_released_on_its_completion_thread_is_destroyed(void) {
+  CUDA_SETUP();
+  int64_t devices_before = hrt_live_count(HRT_LIVE_DEVICE);
+  hrt_notification_t done;
+  hrt_notification_init(&done);
+  last_ref_t refs = {NULL, NULL, NULL, &done};
+  CHECK_OK(make_device("cuda", &refs.device));
+  CHECK_OK(hrt_hal_device_allocate_buffer(refs.device, 64, NULL, &refs.buffer));
+  CHECK_OK(hrt_hal_command_buffer_create(refs.device, &refs.cb));
+  CHECK_OK(hrt_hal_command_buffer_fill(refs.cb, whole(refs.buffer), 1, 1));
+  hrt_hal_command_buffer_finalize(refs.cb);
+  hrt_hal_submission_t submission = {
+      .command_buffer = refs.cb,
+      .completion = {release_everything, &refs},
+  };
+  CHECK_OK(hrt_hal_device_queue_submit(refs.device, &submission));
+  CHECK(hrt_notification_wait_until(&done, hrt_time_now_ns() + 10000000000LL));
+  hrt_notification_deinit(&done);
+  int64_t deadline = hrt_time_now_ns() + 10000000000LL;
+  while (hrt_live_count(HRT_LIVE_DEVICE) != devices_before &&
+         hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), devices_before);
+}
+
+// Records the fault kernel or, for `fault` == false, a harmless fill.
+static hrt_status_t record_work(hrt_hal_device_t* device,
+                                hrt_hal_executable_t* executable,
+                                hrt_hal_buffer_t* buffer, bool fault,
+                                hrt_hal_command_buffer_t** out_cb) {
+  hrt_hal_command_buffer_t* cb = NULL;
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
+  hrt_status_t status = HRT_OK;
+  if (fault) {
+    uint32_t ordinal = 0;
+    status = hrt_hal_executable_lookup(executable, "fault_illegal_address",
+                                       &ordinal);
+    hrt_hal_buffer_ref_t binding = whole(buffer);
+    uint32_t value = 1;
+    hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1}, {1, 1, 1},
+                                   1,          &value,  1,         &binding};
+    if (status == HRT_OK) {
+      status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
+    }
+  } else {
+    status = hrt_hal_command_buffer_fill(cb, whole(buffer), 3, 4);
+  }
+  hrt_hal_command_buffer_finalize(cb);
+  if (status != HRT_OK) {
+    hrt_hal_command_buffer_release(cb);
+    return status;
+  }
+  *out_cb = cb;
+  return HRT_OK;
+}
+
+static void wait_for_no_devices(void) {
+  int64_t deadline = hrt_time_now_ns() + 10000000000LL;
+  while (hrt_live_count(HRT_LIVE_DEVICE) != 0 && hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+// Waits until the fake's streams hold `count` operations (the issue thread
+// has enqueued everything submitted so far).
+static void wait_for_queued(int count) {
+  int64_t deadline = hrt_time_now_ns() + 10000000000LL;
+  while (g_cuda.queued_operations() < count && hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+// A faulting kernel: that submission and the ones queued behind it complete
+// with DEVICE_LOST naming the fault; later work fails at once.
+static void illegal_address_loses_the_device(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(load_test_kernels(device, &executable));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &buffer));
+  hrt_hal_command_buffer_t* faulty = NULL;
+  hrt_hal_command_buffer_t* harmless = NULL;
+  CHECK_OK(record_work(device, executable, buffer, true, &faulty));
+  CHECK_OK(record_work(device, executable, buffer, false, &harmless));
+  hrt_hal_semaphore_t* signal = NULL;
+  CHECK_OK(hrt_hal_semaphore_create(0, &signal));
+  hrt_hal_semaphore_point_t point = {signal, 1};
+  uint32_t settle[16];
+  CHECK_OK(read_back(device, buffer, settle));  // nothing else in flight
+  if (g_cuda.fake) g_cuda.hold_streams(1);
+  completion_t completions[3];
+  completion_init(&completions[0]);
+  hrt_hal_submission_t submission = {
+      .command_buffer = faulty,
+      .signals = &point,
+      .signal_count = 1,
+      .completion = {on_complete, &completions[0]},
+  };
+  CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+  CHECK_OK(submit(device, harmless, NULL, 0, &completions[1]));
+  CHECK_OK(submit(device, harmless, NULL, 0, &completions[2]));
+  if (g_cuda.fake) {
+    // launch + event, then fill + event twice: all three are in flight.
+    wait_for_queued(6);
+    CHECK_EQ_INT(g_cuda.queued_operations(), 6);
+    g_cuda.hold_streams(0);
+  }
+  int unexpected = 0;
+  for (int i = 0; i < 3; ++i) {
+    hrt_status_t status = completion_wait(&completions[i]);
+    if (i == 0) printf("  %s\n", hrt_status_message(status));
+    const char* message = hrt_status_message(status);
+    unexpected += hrt_status_code(status) != HRT_STATUS_DEVICE_LOST ||
+                  !strstr(message, "CUDA device cuda://0 is lost: ") ||
+                  !strstr(message, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    hrt_status_free(status);
+  }
+  CHECK_EQ_INT(unexpected, 0);
+  uint64_t value = 0;
+  CHECK_STATUS(hrt_hal_semaphore_query(signal, &value), HRT_STATUS_DEVICE_LOST,
+               "CUDA_ERROR_ILLEGAL_ADDRESS");
+  completion_t later;
+  CHECK_STATUS(submit(device, harmless, NULL, 0, &later),
+               HRT_STATUS_DEVICE_LOST, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  hrt_hal_buffer_t* more = NULL;
+  CHECK_STATUS(hrt_hal_device_allocate_buffer(device, 4, NULL, &more),
+               HRT_STATUS_DEVICE_LOST, "is lost");
+  hrt_hal_executable_t* another = NULL;
+  CHECK_STATUS(load_test_kernels(device, &another), HRT_STATUS_DEVICE_LOST,
+               "is lost");
+  // Everything is still released normally.
+  hrt_hal_semaphore_release(signal);
+  hrt_hal_command_buffer_release(faulty);
+  hrt_hal_command_buffer_release(harmless);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+  // Once the lost device is gone (its completion thread may still hold the
+  // last reference for a moment), a new device gets a new primary context
+  // and works again.
+  wait_for_no_devices();
+  CHECK_OK(make_device("cuda", &device));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, NULL, &buffer));
+  uint32_t out[2] = {1, 1};
+  CHECK_OK(read_back(device, buffer, out));
+  CHECK_EQ_INT(out[0], 0);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+}
+
+static void destroyed_context_loses_work_in_flight(void) {
+  FAKE_ONLY();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &buffer));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(record_work(device, NULL, buffer, false, &cb));
+  uint32_t settle[16];
+  CHECK_OK(read_back(device, buffer, settle));  // nothing else in flight
+  g_cuda.hold_streams(1);
+  completion_t completions[2];
+  CHECK_OK(submit(device, cb, NULL, 0, &completions[0]));
+  CHECK_OK(submit(device, cb, NULL, 0, &completions[1]));
+  wait_for_queued(4);
+  g_cuda.destroy_contexts();
+  g_cuda.hold_streams(0);
+  for (int i = 0; i < 2; ++i) {
+    CHECK_STATUS(completion_wait(&completions[i]), HRT_STATUS_DEVICE_LOST,
+                 "CUDA_ERROR_CONTEXT_IS_DESTROYED");
+  }
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+  wait_for_no_devices();  // the next case needs a healthy context
+}
+
+// Figures for the GPU check (nothing is asserted about speed).
+static void report_throughput(void) {
+  CUDA_SETUP();
+  if (g_cuda.fake) {
+    printf("  (GPU only)\n");
+    return;
+  }
+  enum { N = 64 << 20 };  // floats: 256 MiB per buffer
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+  hrt_hal_buffer_t *a = NULL, *b = NULL, *c = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4ull, NULL, &a));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4ull, NULL, &b));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4ull, NULL, &c));
+  uint32_t add = 0, matmul = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "add_f32", &add));
+  CHECK_OK(hrt_hal_executable_lookup(executable, "matmul_f32", &matmul));
+  const uint32_t n = N;
+  const uint32_t shape[3] = {2048, 2048, 2048};
+  hrt_hal_buffer_ref_t refs[3] = {whole(a), whole(b), whole(c)};
+  const uint32_t sm = hrt_hal_device_info(device)->multiprocessor_count;
+  hrt_hal_dispatch_t dispatches[2] = {
+      {executable, add, {sm * 8, 1, 1}, {1, 1, 1}, 1, &n, 3, refs},
+      {executable, matmul, {128, 128, 1}, {1, 1, 1}, 3, shape, 3, refs},
+  };
+  const char* labels[2] = {"add_f32 (GB/s)", "matmul_f32 2048^3 (GFLOP/s)"};
+  const double work[2] = {3.0 * 4 * N / 1e9, 2.0 * 2048 * 2048 * 2048 / 1e9};
+  for (int k = 0; k < 2; ++k) {
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    for (int r = 0; r < 10; ++r) {
+      CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatches[k]));
+    }
+    hrt_hal_command_buffer_finalize(cb);
+    CHECK_OK(run(device, cb, NULL, 0));  // warm up
+    int64_t start = hrt_time_now_ns();
+    CHECK_OK(run(device, cb, NULL, 0));
+    double seconds = (double)(hrt_time_now_ns() - start) / 1e9;
+    printf("  %-30s %10.1f\n", labels[k], 10 * work[k] / seconds);
+    hrt_hal_command_buffer_release(cb);
+  }
+  hrt_hal_buffer_release(a);
+  hrt_hal_buffer_release(b);
+  hrt_hal_buffer_release(c);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+}
+
+TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
+          TEST_CASE(device_info_describes_the_gpu),
+          TEST_CASE(completions_run_off_the_submitting_thread),
+          TEST_CASE(commands_round_trip_bytes),
+          TEST_CASE(large_fills_write_every_element),
+          TEST_CASE(builtin_kernels_match_the_cpu_device),
+          TEST_CASE(builtin_dispatches_are_checked_before_launch),
+          TEST_CASE(dispatch_spans_many_workgroups),
+          TEST_CASE(reused_command_buffer_runs_on_new_bindings),
+          TEST_CASE(traces_deliver_staged_data_after_preceding_work),
+          TEST_CASE(bad_executables_are_rejected_with_the_reason),
+          TEST_CASE(ptx_entries_count_bindings_then_constants),
+          TEST_CASE(cubin_and_fatbin_kernels_come_from_the_driver),
+          TEST_CASE(builtin_ptx_is_current),
+          TEST_CASE(submissions_wait_for_semaphores),
+          TEST_CASE(out_of_memory_is_recoverable),
+          TEST_CASE(failed_launch_fails_only_its_submission),
+          TEST_CASE(device_released_on_its_completion_thread_is_destroyed),
+          TEST_CASE(report_throughput),
+          TEST_CASE(illegal_address_loses_the_device),
+          TEST_CASE(destroyed_context_loses_work_in_flight),
+          TEST_CASE(every_object_is_destroyed))

@@ -1,0 +1,1093 @@
+// fakecuda: see fakecuda.h for what it models and how tests control it.
+//
+// One mutex guards all state and one condition variable announces every
+// change (new work, finished work, hold released, context lost); stream
+// threads run operations without the lock.
+#include "fakecuda.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hal/cuda/cuda_api.h"
+#include "hal/local/builtin_kernels.h"
+#include "halrt/cpu_kernel.h"
+
+#define FAKE_EXPORT __attribute__((visibility("default")))
+
+// Every entry point halrt loads, declared from the same table halrt uses,
+// so that a signature mismatch fails to compile.
+#define FAKE_DECLARE(name, params) FAKE_EXPORT hrt_cu_result_t name params;
+HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE)
+#undef FAKE_DECLARE
+
+#define FAKE_MAX_DEVICES 8
+#define FAKE_TOTAL_MEMORY ((size_t)1 << 30)
+#define FAKE_MAX_PARAMS 96
+#define FAKE_STACK_DEPTH 16
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+struct hrt_cu_context_s {
+  int device;
+  int retains;
+  hrt_cu_result_t lost;  // sticky error, or 0
+};
+
+typedef struct fake_allocation_s {
+  struct fake_allocation_s* next;
+  char* base;
+  size_t size;
+  bool pinned;  // cuMemAllocHost; otherwise device memory
+} fake_allocation_t;
+
+struct fake_launch_s;
+typedef hrt_cu_result_t (*fake_kernel_fn_t)(const struct fake_launch_s* launch);
+
+struct hrt_cu_function_s {
+  char name[128];
+  fake_kernel_fn_t run;  // NULL: no implementation in the fake
+  uint32_t param_count;
+  uint8_t param_sizes[FAKE_MAX_PARAMS];
+};
+
+struct hrt_cu_module_s {
+  struct hrt_cu_context_s* context;
+  uint32_t count;
+  struct hrt_cu_function_s functions[];
+};
+
+struct hrt_cu_event_s {
+  int pending;            // records queued and not yet reached
+  hrt_cu_result_t error;  // the context's error when the last one was reached
+};
+
+typedef struct fake_launch_s {
+  char name[128];
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t binding_count;
+  uint32_t constant_count;
+  void* bindings[FAKE_MAX_PARAMS];
+  size_t lengths[FAKE_MAX_PARAMS];  // 0 for a pointer outside every allocation
+  uint32_t constants[FAKE_MAX_PARAMS];
+} fake_launch_t;
+
+typedef enum {
+  FAKE_OP_COPY,
+  FAKE_OP_SET,
+  FAKE_OP_LAUNCH,
+  FAKE_OP_RECORD
+} fake_op_kind_t;
+
+typedef struct fake_op_s {
+  struct fake_op_s* next;
+  fake_op_kind_t kind;
+  union {
+    struct {
+      void* target;
+      const void* source;
+      size_t bytes;
+      void* snapshot;  // owned copy of a pageable source
+    } copy;
+    struct {
+      char* target;
+      size_t pitch;
+      uint32_t value;
+      uint32_t element_size;  // 1, 2 or 4
+      size_t width;           // elements per row
+      size_t height;          // rows
+    } set;
+    struct {
+      fake_kernel_fn_t run;
+      fake_launch_t* launch;  // owned
+    } launch;
+    struct hrt_cu_event_s* record;
+  };
+} fake_op_t;
+
+struct hrt_cu_stream_s {
+  struct hrt_cu_stream_s* next;  // in fake_streams
+  struct hrt_cu_context_s* context;
+  pthread_t thread;
+  fake_op_t* head;
+  fake_op_t* tail;
+  int queued;
+  bool busy;
+  bool closing;
+};
+
+static pthread_mutex_t fake_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fake_changed = PTHREAD_COND_INITIALIZER;
+static bool fake_initialized;
+static int fake_device_count;
+static size_t fake_device_bytes;
+static bool fake_hold;
+static hrt_cu_result_t fake_next_launch_error;
+static fake_allocation_t* fake_allocations;
+static struct hrt_cu_stream_s* fake_streams;
+static struct hrt_cu_context_s* fake_primary[FAKE_MAX_DEVICES];
+
+static _Thread_local struct hrt_cu_context_s* fake_stack[FAKE_STACK_DEPTH];
+static _Thread_local int fake_depth;
+
+static struct hrt_cu_context_s* fake_current(void) {
+  return fake_depth ? fake_stack[fake_depth - 1] : NULL;
+}
+
+static bool fake_is_sticky(hrt_cu_result_t result) {
+  return result == HRT_CUDA_ERROR_ILLEGAL_ADDRESS ||
+         result == HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+         result == HRT_CUDA_ERROR_LAUNCH_FAILED;
+}
+
+// The error a call on the current context gets before doing anything:
+// not initialised, no context, or the context's sticky error. Lock held.
+static hrt_cu_result_t fake_check_context(void) {
+  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
+  struct hrt_cu_context_s* context = fake_current();
+  if (!context) return HRT_CUDA_ERROR_INVALID_CONTEXT;
+  return context->lost;
+}
+
+// The allocation that holds [pointer, pointer + bytes), or NULL. Lock held.
+static fake_allocation_t* fake_find(const void* pointer, size_t bytes,
+                                    bool pinned) {
+  const char* p = pointer;
+  for (fake_allocation_t* a = fake_allocations; a; a = a->next) {
+    if (a->pinned == pinned && p >= a->base && p <= a->base + a->size &&
+        bytes <= (size_t)(a->base + a->size - p)) {
+      return a;
+    }
+  }
+  return NULL;
+}
+
+static void* fake_device_pointer(hrt_cu_deviceptr_t pointer) {
+  return (void*)(uintptr_t)pointer;
+}
+
+//===----------------------------------------------------------------------===//
+// Streams
+//===----------------------------------------------------------------------===//
+
+static hrt_cu_result_t fake_run(const fake_op_t* op) {
+  switch (op->kind) {
+    case FAKE_OP_COPY:
+      memmove(op->copy.target,
+              op->copy.snapshot ? op->copy.snapshot : op->copy.source,
+              op->copy.bytes);
+      return HRT_CUDA_SUCCESS;
+    case FAKE_OP_SET:
+      for (size_t row = 0; row < op->set.height; ++row) {
+        char* target = op->set.target + row * op->set.pitch;
+        for (size_t i = 0; i < op->set.width; ++i) {
+          memcpy(target + i * op->set.element_size, &op->set.value,
+                 op->set.element_size);
+        }
+      }
+      return HRT_CUDA_SUCCESS;
+    case FAKE_OP_LAUNCH:
+      return op->launch.run(op->launch.launch);
+    case FAKE_OP_RECORD:
+      return HRT_CUDA_SUCCESS;
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+static void fake_op_free(fake_op_t* op) {
+  if (op->kind == FAKE_OP_COPY) free(op->copy.snapshot);
+  if (op->kind == FAKE_OP_LAUNCH) free(op->launch.launch);
+  free(op);
+}
+
+static void* fake_stream_main(void* arg) {
+  struct hrt_cu_stream_s* stream = arg;
+  pthread_mutex_lock(&fake_mutex);
+  for (;;) {
+    while (!stream->closing && (!stream->head || fake_hold)) {
+      pthread_cond_wait(&fake_changed, &fake_mutex);
+    }
+    fake_op_t* op = stream->head;
+    if (!op) break;  // closing and drained
+    stream->head = op->next;
+    if (!stream->head) stream->tail = NULL;
+    --stream->queued;
+    stream->busy = true;
+    hrt_cu_result_t lost = stream->context->lost;
+    pthread_mutex_unlock(&fake_mutex);
+    // A lost context runs nothing more; events are still reached, failed.
+    hrt_cu_result_t result = lost ? lost : fake_run(op);
+    pthread_mutex_lock(&fake_mutex);
+    if (result && !stream->context->lost) stream->context->lost = result;
+    if (op->kind == FAKE_OP_RECORD) {
+      op->record->error = stream->context->lost;
+      --op->record->pending;
+    }
+    stream->busy = false;
+    pthread_cond_broadcast(&fake_changed);
+    fake_op_free(op);
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return NULL;
+}
+
+// Queues `op` (owned) on `stream`, or frees it and returns the error that
+// stops it. Lock held.
+static hrt_cu_result_t fake_enqueue(struct hrt_cu_stream_s* stream,
+                                    fake_op_t* op) {
+  hrt_cu_result_t result = fake_check_context();
+  if (!result && (!stream || stream->context != fake_current())) {
+    result = HRT_CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (result) {
+    fake_op_free(op);
+    return result;
+  }
+  op->next = NULL;
+  if (stream->tail) {
+    stream->tail->next = op;
+  } else {
+    stream->head = op;
+  }
+  stream->tail = op;
+  ++stream->queued;
+  pthread_cond_broadcast(&fake_changed);
+  return HRT_CUDA_SUCCESS;
+}
+
+static fake_op_t* fake_op_new(fake_op_kind_t kind) {
+  fake_op_t* op = calloc(1, sizeof(*op));
+  if (op) op->kind = kind;
+  return op;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+static uint64_t fake_thread_count(const fake_launch_t* launch) {
+  return (uint64_t)launch->grid[0] * launch->grid[1] * launch->grid[2] *
+         launch->block[0] * launch->block[1] * launch->block[2];
+}
+
+// Whether binding `index` holds `count` elements of `size` bytes.
+static bool fake_fits(const fake_launch_t* launch, uint32_t index,
+                      uint64_t count, uint64_t size) {
+  return index < launch->binding_count &&
+         count <= launch->lengths[index] / size;
+}
+
+// vector_add_f32(a, b, out, n): one element per thread of the x dimension.
+static hrt_cu_result_t fake_vector_add_f32(const fake_launch_t* launch) {
+  uint64_t covered = (uint64_t)launch->grid[0] * launch->block[0];
+  uint64_t n = launch->constants[0] < covered ? launch->constants[0] : covered;
+  for (uint32_t b = 0; b < 3; ++b) {
+    if (!fake_fits(launch, b, n, sizeof(float))) {
+      return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+  }
+  const float* x = launch->bindings[0];
+  const float* y = launch->bindings[1];
+  float* out = launch->bindings[2];
+  for (uint64_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
+  return HRT_CUDA_SUCCESS;
+}
+
+// write_index_u32(out, n): out[i] = i for all i < n.
+static hrt_cu_result_t fake_write_index_u32(const fake_launch_t* launch) {
+  uint64_t n = launch->constants[0];
+  if (fake_thread_count(launch) == 0 || !fake_fits(launch, 0, n, 4)) {
+    return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  uint32_t* out = launch->bindings[0];
+  for (uint64_t i = 0; i < n; ++i) out[i] = (uint32_t)i;
+  return HRT_CUDA_SUCCESS;
+}
+
+static hrt_cu_result_t fake_fault_illegal_address(const fake_launch_t* launch) {
+  (void)launch;
+  return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+// A built-in kernel, through halrt's CPU library: one call per workgroup.
+static hrt_cu_result_t fake_builtin(const fake_launch_t* launch) {
+  const halrt_kernel_library_t* library = hrt_local_builtin_kernel_library();
+  const halrt_kernel_entry_t* entry = NULL;
+  for (uint32_t i = 0; i < library->kernel_count && !entry; ++i) {
+    if (strcmp(library->kernels[i].name, launch->name) == 0) {
+      entry = &library->kernels[i];
+    }
+  }
+  if (!entry) return HRT_CUDA_ERROR_LAUNCH_FAILED;
+  halrt_dispatch_state_t state = {
+      .workgroup_count = {launch->grid[0], launch->grid[1], launch->grid[2]},
+      .workgroup_size = {launch->block[0], launch->block[1], launch->block[2]},
+      .constant_count = launch->constant_count,
+      .binding_count = launch->binding_count,
+      .constants = launch->constants,
+      .bindings = launch->bindings,
+      .binding_lengths = launch->lengths,
+  };
+  halrt_workgroup_state_t workgroup = {{0, 0, 0}, 0};
+  for (uint32_t z = 0; z < launch->grid[2]; ++z) {
+    for (uint32_t y = 0; y < launch->grid[1]; ++y) {
+      for (uint32_t x = 0; x < launch->grid[0]; ++x) {
+        workgroup.workgroup_id[0] = x;
+        workgroup.workgroup_id[1] = y;
+        workgroup.workgroup_id[2] = z;
+        // halrt checks bindings before launching built-ins, so a rejected
+        // dispatch here is a bug: a GPU would fault on it.
+        if (entry->fn(&state, &workgroup) != HALRT_KERNEL_OK) {
+          return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
+        }
+      }
+    }
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+static fake_kernel_fn_t fake_kernel_for(const char* name) {
+  static const struct {
+    const char* name;
+    fake_kernel_fn_t run;
+  } kTestKernels[] = {
+      {"vector_add_f32", fake_vector_add_f32},
+      {"write_index_u32", fake_write_index_u32},
+      {"fault_illegal_address", fake_fault_illegal_address},
+  };
+  for (size_t i = 0; i < sizeof(kTestKernels) / sizeof(kTestKernels[0]); ++i) {
+    if (strcmp(kTestKernels[i].name, name) == 0) return kTestKernels[i].run;
+  }
+  const halrt_kernel_library_t* library = hrt_local_builtin_kernel_library();
+  for (uint32_t i = 0; i < library->kernel_count; ++i) {
+    if (strcmp(library->kernels[i].name, name) == 0) return fake_builtin;
+  }
+  return NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// Modules: PTX text -> functions
+//===----------------------------------------------------------------------===//
+
+// Writes a ptxas-style message into the caller's JIT error log, if any.
+static void fake_jit_log(unsigned int option_count, const int* options,
+                         void** values, const char* message) {
+  char* buffer = NULL;
+  size_t size = 0;
+  int size_index = -1;
+  for (unsigned int i = 0; i < option_count; ++i) {
+    if (options[i] == HRT_CU_JIT_ERROR_LOG_BUFFER) buffer = values[i];
+    if (options[i] == HRT_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+      size = (size_t)(uintptr_t)values[i];
+      size_index = (int)i;
+    }
+  }
+  if (!buffer || size == 0) return;
+  snprintf(buffer, size, "%s", message);
+  values[size_index] = (void*)(uintptr_t)(strlen(buffer) + 1);
+}
+
+// The fake JIT's checks (fakecuda.h). Returns 0 or the line of the error,
+// and describes it in `message`.
+static int fake_jit_check(const char* text, char* message, size_t size) {
+  const char* c = text;
+  for (;;) {
+    c += strspn(c, " \t\r\n");
+    if (c[0] != '/' || c[1] != '/') break;
+    c += strcspn(c, "\n");
+  }
+  if (strncmp(c, ".version", 8) != 0) {
+    snprintf(message, size,
+             "ptxas application ptx input, line 1; fatal   : Missing "
+             ".version directive at start of file");
+    return 1;
+  }
+  int line = 1;
+  for (const char* p = text; *p; ++p) {
+    if (*p == '\n') ++line;
+    if (strncmp(p, "bogus", 5) == 0 &&
+        (p == text || p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n')) {
+      snprintf(message, size,
+               "ptxas application ptx input, line %d; error   : Not a name "
+               "of any known instruction: 'bogus'",
+               line);
+      return line;
+    }
+  }
+  return 0;
+}
+
+// Parses `.entry NAME(.param .TYPE name, ...)` at `c` (just past ".entry")
+// into `function`. Returns the text after the parameter list.
+static const char* fake_parse_entry(const char* c,
+                                    struct hrt_cu_function_s* function) {
+  while (*c == ' ' || *c == '\t' || *c == '\n') ++c;
+  size_t length = strcspn(c, " \t\n(");
+  if (length >= sizeof(function->name)) length = sizeof(function->name) - 1;
+  memcpy(function->name, c, length);
+  function->name[length] = 0;
+  function->run = fake_kernel_for(function->name);
+  c += length;
+  while (*c == ' ' || *c == '\t' || *c == '\n') ++c;
+  if (*c != '(') return c;
+  const char* end = strchr(c, ')');
+  if (!end) return c + strlen(c);
+  for (const char* p = strstr(c, ".param"); p && p < end;
+       p = strstr(p + 6, ".param")) {
+    if (function->param_count == FAKE_MAX_PARAMS) break;
+    const char* type = p + 6;
+    while (*type == ' ' || *type == '\t') ++type;
+    const bool wide =
+        strncmp(type, ".u64", 4) == 0 || strncmp(type, ".b64", 4) == 0 ||
+        strncmp(type, ".s64", 4) == 0 || strncmp(type, ".f64", 4) == 0;
+    function->param_sizes[function->param_count++] = wide ? 8 : 4;
+  }
+  return end + 1;
+}
+
+static uint32_t fake_count_entries(const char* text) {
+  uint32_t count = 0;
+  for (const char* p = strstr(text, ".entry"); p; p = strstr(p + 6, ".entry")) {
+    ++count;
+  }
+  return count;
+}
+
+hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
+                                   unsigned int option_count, int* options,
+                                   void** option_values) {
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_check_context();
+  struct hrt_cu_context_s* context = fake_current();
+  pthread_mutex_unlock(&fake_mutex);
+  if (result) return result;
+  if (!module || !image) return HRT_CUDA_ERROR_INVALID_VALUE;
+  const char* text = image;
+  char message[256];
+  if (fake_jit_check(text, message, sizeof(message))) {
+    fake_jit_log(option_count, options, option_values, message);
+    return HRT_CUDA_ERROR_INVALID_PTX;
+  }
+  const uint32_t count = fake_count_entries(text);
+  struct hrt_cu_module_s* loaded =
+      calloc(1, sizeof(*loaded) + count * sizeof(loaded->functions[0]));
+  if (!loaded) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  loaded->context = context;
+  const char* c = text;
+  for (const char* p = strstr(c, ".entry"); p; p = strstr(c, ".entry")) {
+    c = fake_parse_entry(p + 6, &loaded->functions[loaded->count++]);
+  }
+  *module = loaded;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuModuleUnload(hrt_cu_module_t module) {
+  free(module);
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuModuleGetFunction(hrt_cu_function_t* function,
+                                    hrt_cu_module_t module, const char* name) {
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_check_context();
+  pthread_mutex_unlock(&fake_mutex);
+  if (result) return result;
+  for (uint32_t i = 0; i < module->count; ++i) {
+    if (strcmp(module->functions[i].name, name) == 0 &&
+        module->functions[i].run) {
+      *function = &module->functions[i];
+      return HRT_CUDA_SUCCESS;
+    }
+  }
+  return HRT_CUDA_ERROR_NOT_FOUND;
+}
+
+hrt_cu_result_t cuModuleGetFunctionCount(unsigned int* count,
+                                         hrt_cu_module_t module) {
+  *count = module->count;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuModuleEnumerateFunctions(hrt_cu_function_t* functions,
+                                           unsigned int count,
+                                           hrt_cu_module_t module) {
+  for (unsigned int i = 0; i < count && i < module->count; ++i) {
+    functions[i] = &module->functions[i];
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuFuncGetName(const char** name, hrt_cu_function_t function) {
+  *name = function->name;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuFuncGetParamInfo(hrt_cu_function_t function, size_t index,
+                                   size_t* offset, size_t* size) {
+  if (index >= function->param_count) return HRT_CUDA_ERROR_INVALID_VALUE;
+  size_t at = 0;
+  for (size_t i = 0; i < index; ++i) at += function->param_sizes[i];
+  *offset = at;
+  *size = function->param_sizes[index];
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuLaunchKernel(hrt_cu_function_t function, unsigned int grid_x,
+                               unsigned int grid_y, unsigned int grid_z,
+                               unsigned int block_x, unsigned int block_y,
+                               unsigned int block_z, unsigned int shared_bytes,
+                               hrt_cu_stream_t stream, void** params,
+                               void** extra) {
+  if (!function || !function->run || shared_bytes || extra || !params ||
+      !grid_x || !grid_y || !grid_z || !block_x || !block_y || !block_z ||
+      (uint64_t)block_x * block_y * block_z > 1024) {
+    return HRT_CUDA_ERROR_INVALID_VALUE;
+  }
+  fake_op_t* op = fake_op_new(FAKE_OP_LAUNCH);
+  fake_launch_t* launch = calloc(1, sizeof(*launch));
+  if (!op || !launch) {
+    free(op);
+    free(launch);
+    return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *launch = (fake_launch_t){.grid = {grid_x, grid_y, grid_z},
+                            .block = {block_x, block_y, block_z}};
+  memcpy(launch->name, function->name, sizeof(launch->name));
+  op->launch.run = function->run;
+  op->launch.launch = launch;
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t injected = fake_next_launch_error;
+  fake_next_launch_error = HRT_CUDA_SUCCESS;
+  struct hrt_cu_context_s* context = fake_current();
+  if (injected && fake_is_sticky(injected) && context && !context->lost) {
+    context->lost = injected;
+  }
+  for (uint32_t i = 0; i < function->param_count && !injected; ++i) {
+    if (function->param_sizes[i] == 8) {
+      uint64_t pointer = 0;
+      memcpy(&pointer, params[i], 8);
+      uint32_t b = launch->binding_count++;
+      launch->bindings[b] = fake_device_pointer(pointer);
+      fake_allocation_t* allocation = fake_find(launch->bindings[b], 0, false);
+      launch->lengths[b] = allocation
+                               ? (size_t)(allocation->base + allocation->size -
+                                          (char*)launch->bindings[b])
+                               : 0;
+    } else {
+      memcpy(&launch->constants[launch->constant_count++], params[i], 4);
+    }
+  }
+  hrt_cu_result_t result = injected;
+  if (injected) {
+    fake_op_free(op);
+  } else {
+    result = fake_enqueue(stream, op);
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Initialisation, devices, contexts
+//===----------------------------------------------------------------------===//
+
+hrt_cu_result_t cuInit(unsigned int flags) {
+  if (flags != 0) return HRT_CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fake_mutex);
+  if (!fake_initialized) {
+    const char* count = getenv("FAKECUDA_DEVICE_COUNT");
+    fake_device_count = count ? atoi(count) : 1;
+    if (fake_device_count < 0) fake_device_count = 0;
+    if (fake_device_count > FAKE_MAX_DEVICES) {
+      fake_device_count = FAKE_MAX_DEVICES;
+    }
+    fake_initialized = true;
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuDriverGetVersion(int* version) {
+  *version = 13000;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuDeviceGetCount(int* count) {
+  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
+  *count = fake_device_count;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuDeviceGet(hrt_cu_device_t* device, int ordinal) {
+  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
+  if (ordinal < 0 || ordinal >= fake_device_count) {
+    return HRT_CUDA_ERROR_INVALID_DEVICE;
+  }
+  *device = ordinal;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuDeviceGetName(char* name, int length,
+                                hrt_cu_device_t device) {
+  if (device < 0 || device >= fake_device_count || length < 1) {
+    return HRT_CUDA_ERROR_INVALID_VALUE;
+  }
+  snprintf(name, (size_t)length, "fakecuda device %d", device);
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuDeviceTotalMem_v2(size_t* bytes, hrt_cu_device_t device) {
+  if (device < 0 || device >= fake_device_count) {
+    return HRT_CUDA_ERROR_INVALID_VALUE;
+  }
+  *bytes = FAKE_TOTAL_MEMORY;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuDeviceGetAttribute(int* value, int attribute,
+                                     hrt_cu_device_t device) {
+  if (device < 0 || device >= fake_device_count) {
+    return HRT_CUDA_ERROR_INVALID_VALUE;
+  }
+  switch (attribute) {
+    case HRT_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = 9;
+      break;
+    case HRT_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = 0;
+      break;
+    case HRT_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = 4;
+      break;
+    default:
+      return HRT_CUDA_ERROR_INVALID_VALUE;
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuDevicePrimaryCtxRetain(hrt_cu_context_t* context,
+                                         hrt_cu_device_t device) {
+  if (device < 0 || device >= fake_device_count) {
+    return HRT_CUDA_ERROR_INVALID_DEVICE;
+  }
+  pthread_mutex_lock(&fake_mutex);
+  if (!fake_primary[device]) {
+    fake_primary[device] = calloc(1, sizeof(struct hrt_cu_context_s));
+    if (fake_primary[device]) fake_primary[device]->device = device;
+  }
+  struct hrt_cu_context_s* primary = fake_primary[device];
+  if (primary) ++primary->retains;
+  pthread_mutex_unlock(&fake_mutex);
+  if (!primary) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  *context = primary;
+  return HRT_CUDA_SUCCESS;
+}
+
+// The last release destroys the context; the next retain makes a fresh one.
+hrt_cu_result_t cuDevicePrimaryCtxRelease_v2(hrt_cu_device_t device) {
+  if (device < 0 || device >= fake_device_count) {
+    return HRT_CUDA_ERROR_INVALID_DEVICE;
+  }
+  pthread_mutex_lock(&fake_mutex);
+  struct hrt_cu_context_s* primary = fake_primary[device];
+  const bool retained = primary != NULL;
+  if (retained && --primary->retains == 0) {
+    free(primary);
+    fake_primary[device] = NULL;
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return retained ? HRT_CUDA_SUCCESS : HRT_CUDA_ERROR_INVALID_CONTEXT;
+}
+
+hrt_cu_result_t cuCtxSetCurrent(hrt_cu_context_t context) {
+  if (fake_depth == 0) fake_depth = 1;
+  fake_stack[fake_depth - 1] = context;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuCtxPushCurrent_v2(hrt_cu_context_t context) {
+  if (!context || fake_depth == FAKE_STACK_DEPTH) {
+    return HRT_CUDA_ERROR_INVALID_VALUE;
+  }
+  fake_stack[fake_depth++] = context;
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuCtxPopCurrent_v2(hrt_cu_context_t* context) {
+  if (fake_depth == 0) return HRT_CUDA_ERROR_INVALID_CONTEXT;
+  *context = fake_stack[--fake_depth];
+  return HRT_CUDA_SUCCESS;
+}
+
+static const struct {
+  hrt_cu_result_t result;
+  const char* name;
+  const char* text;
+} kFakeErrors[] = {
+    {HRT_CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
+     "invalid argument"},
+    {HRT_CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {HRT_CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED",
+     "initialization error"},
+    {HRT_CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE",
+     "invalid device ordinal"},
+    {HRT_CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT",
+     "invalid device context"},
+    {HRT_CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX",
+     "a PTX JIT compilation failed"},
+    {HRT_CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE",
+     "invalid resource handle"},
+    {HRT_CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND",
+     "named symbol not found"},
+    {HRT_CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {HRT_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+     "too many resources requested for launch"},
+    {HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+     "context is destroyed"},
+    {HRT_CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED",
+     "unspecified launch failure"},
+};
+
+hrt_cu_result_t cuGetErrorName(hrt_cu_result_t result, const char** name) {
+  for (size_t i = 0; i < sizeof(kFakeErrors) / sizeof(kFakeErrors[0]); ++i) {
+    if (kFakeErrors[i].result == result) {
+      *name = kFakeErrors[i].name;
+      return HRT_CUDA_SUCCESS;
+    }
+  }
+  return HRT_CUDA_ERROR_INVALID_VALUE;
+}
+
+hrt_cu_result_t cuGetErrorString(hrt_cu_result_t result, const char** text) {
+  for (size_t i = 0; i < sizeof(kFakeErrors) / sizeof(kFakeErrors[0]); ++i) {
+    if (kFakeErrors[i].result == result) {
+      *text = kFakeErrors[i].text;
+      return HRT_CUDA_SUCCESS;
+    }
+  }
+  return HRT_CUDA_ERROR_INVALID_VALUE;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+static hrt_cu_result_t fake_allocate(void** pointer, size_t bytes,
+                                     bool pinned) {
+  if (!pointer || bytes == 0) return HRT_CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_check_context();
+  if (!result && !pinned && bytes > FAKE_TOTAL_MEMORY - fake_device_bytes) {
+    result = HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  fake_allocation_t* allocation = NULL;
+  if (!result) {
+    allocation = calloc(1, sizeof(*allocation));
+    // Device memory is 256-byte aligned, as cuMemAlloc's is.
+    size_t padded = (bytes + 255) & ~(size_t)255;
+    char* base = allocation ? aligned_alloc(256, padded) : NULL;
+    if (!base) {
+      free(allocation);
+      result = HRT_CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      *allocation = (fake_allocation_t){fake_allocations, base, bytes, pinned};
+      fake_allocations = allocation;
+      if (!pinned) fake_device_bytes += bytes;
+      *pointer = base;
+    }
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+// Frees even on a lost context, so that tests end without leaks.
+static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
+  pthread_mutex_lock(&fake_mutex);
+  fake_allocation_t** link = &fake_allocations;
+  while (*link && !((*link)->base == pointer && (*link)->pinned == pinned)) {
+    link = &(*link)->next;
+  }
+  fake_allocation_t* allocation = *link;
+  if (allocation) {
+    *link = allocation->next;
+    if (!pinned) fake_device_bytes -= allocation->size;
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  if (!allocation) return HRT_CUDA_ERROR_INVALID_VALUE;
+  free(allocation->base);
+  free(allocation);
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuMemAlloc_v2(hrt_cu_deviceptr_t* pointer, size_t bytes) {
+  void* base = NULL;
+  hrt_cu_result_t result = fake_allocate(&base, bytes, false);
+  if (!result) *pointer = (hrt_cu_deviceptr_t)(uintptr_t)base;
+  return result;
+}
+
+hrt_cu_result_t cuMemFree_v2(hrt_cu_deviceptr_t pointer) {
+  return fake_free(fake_device_pointer(pointer), false);
+}
+
+hrt_cu_result_t cuMemAllocHost_v2(void** pointer, size_t bytes) {
+  return fake_allocate(pointer, bytes, true);
+}
+
+hrt_cu_result_t cuMemFreeHost(void* pointer) {
+  return fake_free(pointer, true);
+}
+
+// Queues a copy after checking its ranges: device ranges must lie in device
+// allocations and host targets in pinned memory. A pageable host source is
+// copied now. Lock not held.
+static hrt_cu_result_t fake_copy(void* target, bool target_on_device,
+                                 const void* source, bool source_on_device,
+                                 size_t bytes, hrt_cu_stream_t stream) {
+  fake_op_t* op = fake_op_new(FAKE_OP_COPY);
+  if (!op) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  op->copy.target = target;
+  op->copy.source = source;
+  op->copy.bytes = bytes;
+  pthread_mutex_lock(&fake_mutex);
+  bool valid = fake_find(target, bytes, !target_on_device) != NULL;
+  if (source_on_device) {
+    valid = valid && fake_find(source, bytes, false) != NULL;
+  } else if (!fake_find(source, bytes, true)) {
+    op->copy.snapshot = malloc(bytes ? bytes : 1);
+    if (op->copy.snapshot) memcpy(op->copy.snapshot, source, bytes);
+    valid = valid && op->copy.snapshot;
+  }
+  hrt_cu_result_t result = HRT_CUDA_ERROR_INVALID_VALUE;
+  if (valid) {
+    result = fake_enqueue(stream, op);
+  } else {
+    fake_op_free(op);
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+hrt_cu_result_t cuMemcpyHtoDAsync_v2(hrt_cu_deviceptr_t target,
+                                     const void* source, size_t bytes,
+                                     hrt_cu_stream_t stream) {
+  return fake_copy(fake_device_pointer(target), true, source, false, bytes,
+                   stream);
+}
+
+hrt_cu_result_t cuMemcpyDtoHAsync_v2(void* target, hrt_cu_deviceptr_t source,
+                                     size_t bytes, hrt_cu_stream_t stream) {
+  return fake_copy(target, false, fake_device_pointer(source), true, bytes,
+                   stream);
+}
+
+hrt_cu_result_t cuMemcpyDtoDAsync_v2(hrt_cu_deviceptr_t target,
+                                     hrt_cu_deviceptr_t source, size_t bytes,
+                                     hrt_cu_stream_t stream) {
+  const char* t = fake_device_pointer(target);
+  const char* s = fake_device_pointer(source);
+  if (bytes && t < s + bytes && s < t + bytes) {
+    return HRT_CUDA_ERROR_INVALID_VALUE;  // CUDA leaves overlap undefined
+  }
+  return fake_copy(fake_device_pointer(target), true,
+                   fake_device_pointer(source), true, bytes, stream);
+}
+
+// Queues a 2-D memset of `height` rows of `width` elements, `pitch` bytes
+// apart; the target and pitch must be aligned to the element size.
+static hrt_cu_result_t fake_set(hrt_cu_deviceptr_t target, size_t pitch,
+                                uint32_t value, uint32_t element_size,
+                                size_t width, size_t height,
+                                hrt_cu_stream_t stream) {
+  if (target % element_size ||
+      (height > 1 && (pitch % element_size || pitch < width * element_size))) {
+    return HRT_CUDA_ERROR_INVALID_VALUE;
+  }
+  fake_op_t* op = fake_op_new(FAKE_OP_SET);
+  if (!op) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  op->set.target = fake_device_pointer(target);
+  op->set.pitch = pitch;
+  op->set.value = value;
+  op->set.element_size = element_size;
+  op->set.width = width;
+  op->set.height = height;
+  size_t extent = height ? (height - 1) * pitch + width * element_size : 0;
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = HRT_CUDA_ERROR_INVALID_VALUE;
+  if (fake_find(op->set.target, extent, false)) {
+    result = fake_enqueue(stream, op);
+  } else {
+    fake_op_free(op);
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+hrt_cu_result_t cuMemsetD8Async(hrt_cu_deviceptr_t target, unsigned char value,
+                                size_t count, hrt_cu_stream_t stream) {
+  return fake_set(target, count, value, 1, count, 1, stream);
+}
+
+hrt_cu_result_t cuMemsetD16Async(hrt_cu_deviceptr_t target,
+                                 unsigned short value, size_t count,
+                                 hrt_cu_stream_t stream) {
+  return fake_set(target, count * 2, value, 2, count, 1, stream);
+}
+
+hrt_cu_result_t cuMemsetD32Async(hrt_cu_deviceptr_t target, unsigned int value,
+                                 size_t count, hrt_cu_stream_t stream) {
+  return fake_set(target, count * 4, value, 4, count, 1, stream);
+}
+
+hrt_cu_result_t cuMemsetD2D8Async(hrt_cu_deviceptr_t target, size_t pitch,
+                                  unsigned char value, size_t width,
+                                  size_t height, hrt_cu_stream_t stream) {
+  return fake_set(target, pitch, value, 1, width, height, stream);
+}
+
+hrt_cu_result_t cuMemsetD2D32Async(hrt_cu_deviceptr_t target, size_t pitch,
+                                   unsigned int value, size_t width,
+                                   size_t height, hrt_cu_stream_t stream) {
+  return fake_set(target, pitch, value, 4, width, height, stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Streams and events
+//===----------------------------------------------------------------------===//
+
+hrt_cu_result_t cuStreamCreate(hrt_cu_stream_t* stream, unsigned int flags) {
+  (void)flags;
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_check_context();
+  pthread_mutex_unlock(&fake_mutex);
+  if (result) return result;
+  struct hrt_cu_stream_s* created = calloc(1, sizeof(*created));
+  if (!created) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  created->context = fake_current();
+  if (pthread_create(&created->thread, NULL, fake_stream_main, created) != 0) {
+    free(created);
+    return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  pthread_mutex_lock(&fake_mutex);
+  created->next = fake_streams;
+  fake_streams = created;
+  pthread_mutex_unlock(&fake_mutex);
+  *stream = created;
+  return HRT_CUDA_SUCCESS;
+}
+
+// Runs what is queued (even while held), then frees the stream.
+hrt_cu_result_t cuStreamDestroy_v2(hrt_cu_stream_t stream) {
+  pthread_mutex_lock(&fake_mutex);
+  struct hrt_cu_stream_s** link = &fake_streams;
+  while (*link && *link != stream) link = &(*link)->next;
+  const bool found = *link != NULL;
+  if (found) {
+    *link = stream->next;
+    stream->closing = true;
+    pthread_cond_broadcast(&fake_changed);
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  if (!found) return HRT_CUDA_ERROR_INVALID_HANDLE;
+  pthread_join(stream->thread, NULL);
+  free(stream);
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuStreamSynchronize(hrt_cu_stream_t stream) {
+  pthread_mutex_lock(&fake_mutex);
+  while (stream->head || stream->busy) {
+    pthread_cond_wait(&fake_changed, &fake_mutex);
+  }
+  hrt_cu_result_t result = stream->context->lost;
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+hrt_cu_result_t cuEventCreate(hrt_cu_event_t* event, unsigned int flags) {
+  (void)flags;
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_check_context();
+  pthread_mutex_unlock(&fake_mutex);
+  if (result) return result;
+  *event = calloc(1, sizeof(struct hrt_cu_event_s));
+  return *event ? HRT_CUDA_SUCCESS : HRT_CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+hrt_cu_result_t cuEventRecord(hrt_cu_event_t event, hrt_cu_stream_t stream) {
+  fake_op_t* op = fake_op_new(FAKE_OP_RECORD);
+  if (!op) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  op->record = event;
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_enqueue(stream, op);
+  if (!result) ++event->pending;
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+// Waits until every record of `event` was reached; a lost context's error
+// is returned then, as CUDA returns sticky errors from every call.
+hrt_cu_result_t cuEventSynchronize(hrt_cu_event_t event) {
+  pthread_mutex_lock(&fake_mutex);
+  while (event->pending > 0) pthread_cond_wait(&fake_changed, &fake_mutex);
+  hrt_cu_result_t result = event->error ? event->error : fake_check_context();
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+hrt_cu_result_t cuEventDestroy_v2(hrt_cu_event_t event) {
+  pthread_mutex_lock(&fake_mutex);
+  const bool pending = event->pending > 0;
+  pthread_mutex_unlock(&fake_mutex);
+  // halrt destroys events only after waiting for them; a fake that freed a
+  // pending event would corrupt the stream, so refuse instead.
+  if (pending) return HRT_CUDA_ERROR_INVALID_HANDLE;
+  free(event);
+  return HRT_CUDA_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// Test controls (fakecuda.h)
+//===----------------------------------------------------------------------===//
+
+FAKE_EXPORT void fakecuda_hold_streams(int hold) {
+  pthread_mutex_lock(&fake_mutex);
+  fake_hold = hold != 0;
+  pthread_cond_broadcast(&fake_changed);
+  pthread_mutex_unlock(&fake_mutex);
+}
+
+FAKE_EXPORT int fakecuda_queued_operations(void) {
+  pthread_mutex_lock(&fake_mutex);
+  int queued = 0;
+  for (struct hrt_cu_stream_s* s = fake_streams; s; s = s->next) {
+    queued += s->queued;
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return queued;
+}
+
+FAKE_EXPORT void fakecuda_fail_next_launch(int result) {
+  pthread_mutex_lock(&fake_mutex);
+  fake_next_launch_error = result;
+  pthread_mutex_unlock(&fake_mutex);
+}
+
+FAKE_EXPORT void fakecuda_destroy_contexts(void) {
+  pthread_mutex_lock(&fake_mutex);
+  for (int i = 0; i < FAKE_MAX_DEVICES; ++i) {
+    if (fake_primary[i] && !fake_primary[i]->lost) {
+      fake_primary[i]->lost = HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    }
+  }
+  pthread_cond_broadcast(&fake_changed);
+  pthread_mutex_unlock(&fake_mutex);
+}

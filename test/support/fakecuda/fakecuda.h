@@ -1,0 +1,57 @@
+// fakecuda: a test double of libcuda for halrt's CUDA device.
+//
+// Built as a shared library (make -C test/c fakecuda -> build/ctest/
+// libfakecuda.so) and loaded instead of libcuda with
+// HALRT_CUDA_LIBRARY=<path>. It implements exactly the entry points in
+// src/hal/cuda/cuda_api.h, on host memory:
+// - Device pointers are host addresses of allocations the fake tracks;
+//   every copy, memset and kernel argument is checked against them.
+//   FAKECUDA_DEVICE_COUNT (default 1) sets the number of devices; each has
+//   1 GiB, compute capability 9.0 and 4 multiprocessors.
+// - Each stream has its own thread that runs its work in order, off the
+//   caller's thread; events are recorded in streams and cuEventSynchronize
+//   waits for them. Async copies to the host must target pinned memory
+//   (cuMemAllocHost), which is stricter than CUDA and proves halrt stages;
+//   host-to-device copies from pageable memory are snapshotted at the call,
+//   as the driver does.
+// - Module images are read as PTX text. The JIT rejects text that does not
+//   start with a `.version` directive and lines using an instruction named
+//   `bogus...`, writing a ptxas-style message to CU_JIT_ERROR_LOG_BUFFER.
+//   Each `.entry NAME(...)` becomes a function whose parameter sizes come
+//   from its `.param` types. Launching runs a C implementation chosen by
+//   name: the built-in kernels (halrt's CPU library, called through its ABI
+//   with the grid as workgroup count, 8-byte parameters as bindings whose
+//   lengths run to the end of their allocation, 4-byte ones as constants)
+//   and the test kernels of test/gpu/kernels.cu (vector_add_f32,
+//   write_index_u32, fault_illegal_address). Any other name fails
+//   cuModuleGetFunction with CUDA_ERROR_NOT_FOUND.
+// - A kernel that touches memory outside its bindings, or
+//   fault_illegal_address, fails with CUDA_ERROR_ILLEGAL_ADDRESS: the
+//   context is lost, queued work is dropped, and every later call on it
+//   returns that error, as on a GPU. A new primary context (after the last
+//   release) starts healthy.
+//
+// The control functions below are exported for tests (dlsym them from the
+// same path); they may be called from any thread.
+#ifndef HRT_TEST_FAKECUDA_H_
+#define HRT_TEST_FAKECUDA_H_
+
+// While `hold` is non-zero no stream runs anything: work queues up, so a
+// test can submit several things before the first one runs.
+void fakecuda_hold_streams(int hold);
+// The number of operations queued in all streams and not yet run.
+int fakecuda_queued_operations(void);
+// The next cuLaunchKernel returns `result` without running anything; a
+// sticky result (700, 709, 719) also loses the context.
+void fakecuda_fail_next_launch(int result);
+// Destroys every live context under the running work, as a driver reset
+// would: queued work is dropped and every call on the contexts returns
+// CUDA_ERROR_CONTEXT_IS_DESTROYED.
+void fakecuda_destroy_contexts(void);
+
+typedef void (*fakecuda_hold_streams_fn)(int hold);
+typedef int (*fakecuda_queued_operations_fn)(void);
+typedef void (*fakecuda_fail_next_launch_fn)(int result);
+typedef void (*fakecuda_destroy_contexts_fn)(void);
+
+#endif  // HRT_TEST_FAKECUDA_H_
