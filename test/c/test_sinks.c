@@ -12,7 +12,7 @@
 #include "modules/tee_sink.h"
 #include "test.h"
 
-static const hrt_trace_info_t kInfo = {7, "mlp.main", 3};
+static const hrt_trace_info_t kInfo = {7, "mlp.main", 3, 0};
 
 static void stdio_sink_prints_and_elides(void) {
   char* text = NULL;
