@@ -6,6 +6,7 @@ const path = require('path');
 const { HalrtError } = require('./errors');
 const { installModuleStatics, ModuleBuilder } = require('./module');
 const { installInvoke } = require('./invoke');
+const sinks = require('./sinks');
 
 function loadBinding() {
   const file = path.join(__dirname, '..', 'build', 'Release', 'halrt.node');
@@ -54,6 +55,13 @@ module.exports = {
   Context,
   Function: NativeFunction,
   HalrtError,
+  sinks: Object.freeze({
+    stdio: sinks.stdio,
+    npy: sinks.npy,
+    stats: sinks.stats,
+    tee: sinks.tee,
+    chromeTrace: sinks.chromeTrace,
+  }),
   dtypes: binding.dtypes,
   drivers: binding.drivers,
   liveObjects: binding.liveObjects,

@@ -1,0 +1,163 @@
+'use strict';
+// halrt.sinks: ready-made debug sinks for HalModule's `debugSink` option.
+//
+// stdio, npy and stats are native: they never enter JavaScript per trace
+// (stats computes its figures natively and calls back with small objects).
+// chromeTrace is a JavaScript sink object that writes Trace Event Format
+// JSON. tee combines sinks: native ones stay native, JavaScript ones are
+// merged into one object sink (a HalModule takes at most one).
+
+const fs = require('fs');
+const { HalrtError } = require('./errors');
+
+function invalid(message) {
+  return new HalrtError(message, 'INVALID_ARGUMENT');
+}
+
+// Native sinks are plain frozen descriptions, recognised by the binding.
+function describe(kind, fields) {
+  return Object.freeze({ halrtSinkKind: kind, ...fields });
+}
+
+// Human-readable lines on stdout: `=== key (...) ===` then
+// `name: 2x3xf32=[1 2 3 4 5 6]`; larger tensors show their first and last
+// maxElements/2 elements.
+function stdio({ maxElements = 16 } = {}) {
+  return describe('stdio', { maxElements });
+}
+
+// One NumPy .npy file per traced tensor in `directory`:
+// <sequence>_<key>_<index>.npy (bf16 is written as '<u2' raw bits).
+function npy(directory) {
+  if (typeof directory !== 'string' || directory.length === 0) {
+    throw invalid('halrt.sinks.npy: directory must be a non-empty string');
+  }
+  return describe('npy', { directory });
+}
+
+// callback(key, stats, info) with stats = [{name, dtype, shape, count, min,
+// max, mean, nanCount, infCount}] computed natively per traced tensor.
+function stats(callback) {
+  if (typeof callback !== 'function') {
+    throw invalid('halrt.sinks.stats: callback must be a function');
+  }
+  return describe('stats', { callback });
+}
+
+function isNative(sink) {
+  return sink !== null && typeof sink === 'object' && typeof sink.halrtSinkKind === 'string';
+}
+
+// One object sink calling every JavaScript sink in turn; the first throw
+// stops the others for that call and rejects the invocation.
+function mergeJavaScript(sinks) {
+  const call = (method, args) => {
+    for (const sink of sinks) {
+      if (typeof sink === 'function') {
+        if (method === 'trace') sink(...args);
+      } else if (typeof sink[method] === 'function') {
+        sink[method](...args);
+      }
+    }
+  };
+  return {
+    trace: (...args) => call('trace', args),
+    timing: (...args) => call('timing', args),
+    invocation: (...args) => call('invocation', args),
+  };
+}
+
+function tee(...sinks) {
+  if (sinks.length === 0) throw invalid('halrt.sinks.tee: give at least one sink');
+  sinks.forEach((sink, i) => {
+    if (sink === null || (typeof sink !== 'function' && typeof sink !== 'object')) {
+      throw invalid(`halrt.sinks.tee: sink ${i} must be a function, an object sink or a halrt.sinks sink`);
+    }
+  });
+  const natives = sinks.filter(isNative);
+  const scripts = sinks.filter((sink) => !isNative(sink));
+  const parts = scripts.length ? [...natives, mergeJavaScript(scripts)] : natives;
+  return parts.length === 1 ? parts[0] : describe('tee', { sinks: Object.freeze(parts) });
+}
+
+// A Trace Event Format file (Perfetto, chrome://tracing): dispatches as
+// complete events on one track per device queue, traces as instant events
+// and invocations as spans on an "invocations" track. Use with
+// `profile: true` for dispatch timings. The file is valid JSON after every
+// event (it always ends with "]"), so it stays readable if the process ends
+// early or the sink is closed mid-run. close() stops writing.
+class ChromeTrace {
+  constructor(path) {
+    if (typeof path !== 'string' || path.length === 0) {
+      throw invalid('halrt.sinks.chromeTrace: path must be a non-empty string');
+    }
+    try {
+      this._fd = fs.openSync(path, 'w');
+    } catch (error) {
+      throw new HalrtError(`halrt.sinks.chromeTrace: cannot open '${path}': ${error.message}`, 'UNAVAILABLE', { cause: error });
+    }
+    this.path = path;
+    this._offset = 1;  // bytes before the closing "\n]"
+    this._events = 0;
+    this._tracks = new Map();
+    fs.writeSync(this._fd, '[\n]', 0);
+    this._write({ name: 'process_name', ph: 'M', pid: process.pid, tid: 0, args: { name: 'halrt' } });
+    this._write({ name: 'thread_name', ph: 'M', pid: process.pid, tid: 1, args: { name: 'invocations' } });
+  }
+
+  _write(event) {
+    if (this._fd === undefined) return;
+    const text = `${this._events ? ',' : ''}\n${JSON.stringify(event)}`;
+    const bytes = Buffer.from(`${text}\n]`);
+    fs.writeSync(this._fd, bytes, 0, bytes.length, this._offset);
+    this._offset += bytes.length - 2;
+    this._events += 1;
+  }
+
+  _track(device) {
+    let tid = this._tracks.get(device);
+    if (tid === undefined) {
+      tid = this._tracks.size + 2;
+      this._tracks.set(device, tid);
+      this._write({ name: 'thread_name', ph: 'M', pid: process.pid, tid, args: { name: `queue ${device}` } });
+    }
+    return tid;
+  }
+
+  trace(key, tensors, info) {
+    this._write({
+      name: key, cat: 'trace', ph: 'i', s: 't', ts: info.timeNs / 1000, pid: process.pid, tid: 1,
+      args: {
+        function: info.function, op: info.op, sequence: info.sequence, dropped: info.dropped,
+        tensors: tensors.map(({ name, dtype, shape }) => ({ name, dtype, shape })),
+      },
+    });
+  }
+
+  timing(event) {
+    this._write({
+      name: event.kernel, cat: 'dispatch', ph: 'X', ts: event.startNs / 1000, dur: event.durationNs / 1000,
+      pid: process.pid, tid: this._track(event.device),
+      args: { function: event.function, op: event.op, sequence: event.sequence },
+    });
+  }
+
+  invocation(event) {
+    this._write({
+      name: event.function, cat: 'invocation', ph: 'X', ts: event.startNs / 1000, dur: event.durationNs / 1000,
+      pid: process.pid, tid: 1, args: { sequence: event.sequence, ok: event.ok },
+    });
+  }
+
+  close() {
+    if (this._fd === undefined) return;
+    fs.closeSync(this._fd);
+    this._fd = undefined;
+  }
+}
+
+function chromeTrace(path) {
+  return new ChromeTrace(path);
+}
+
+module.exports = { stdio, npy, stats, tee, chromeTrace, ChromeTrace };
