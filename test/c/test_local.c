@@ -162,7 +162,8 @@ static void reused_command_buffer_runs_on_new_bindings(void) {
   for (int d = 0; d < 2; ++d) {
     hrt_hal_device_t* device = NULL;
     CHECK_OK(make_device(kDeviceUris[d], &device));
-    hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+    hrt_hal_executable_params_t params = {
+        .format = HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
     hrt_hal_command_buffer_t* cb = NULL;
