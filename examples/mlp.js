@@ -1,10 +1,11 @@
 'use strict';
 // The main job: run a two-layer MLP (examples/mlp.halrt.json, built-in
 // kernels) on the default device with a debug sink, print every traced tensor
-// as it arrives, and write all traces to a file. Run with `npm start`.
+// as it arrives, and write a Chrome trace (dispatch timings, traces and the
+// invocation; open it in https://ui.perfetto.dev or chrome://tracing).
+// Run with `npm start`.
 //   node examples/mlp.js [--device URI] [--out FILE]
 
-const fs = require('fs');
 const path = require('path');
 const { parseArgs } = require('util');
 const halrt = require('..');
@@ -36,14 +37,19 @@ async function main() {
   const device = instance.createDevice(args.device);
   console.log(`device: ${device.info.name} (${device.info.uri})\n`);
 
-  const traces = [];
+  let traces = 0;
+  const chromeTrace = halrt.sinks.chromeTrace(args.out);
   const hal = new halrt.HalModule(instance, device, {
-    // Runs on the JS thread, in program order, before invoke() resolves.
-    debugSink(key, tensors, info) {
-      console.log(`=== ${key} (invocation ${info.sequence}, ${info.function} op ${info.op}) ===`);
-      for (const tensor of tensors) console.log(formatTensor(tensor));
-      traces.push({ key, ...info, tensors: tensors.map((t) => ({ ...t, data: Array.from(t.data) })) });
-    },
+    debugSink: halrt.sinks.tee(
+      // Runs on the JS thread, in program order, before invoke() resolves.
+      (key, tensors, info) => {
+        console.log(`=== ${key} (invocation ${info.sequence}, ${info.function} op ${info.op}) ===`);
+        for (const tensor of tensors) console.log(formatTensor(tensor));
+        traces += 1;
+      },
+      chromeTrace,
+    ),
+    profile: true,  // dispatch timings for the Chrome trace
   });
   const mlp = halrt.Module.load(instance, path.join(__dirname, 'mlp.halrt.json'));
   const context = new halrt.Context(instance, [hal, mlp]);
@@ -57,8 +63,8 @@ async function main() {
   console.log('\nresult (rows sum to 1):');
   console.log(formatTensor({ name: 'probs', dtype: probs.dtype, shape: probs.shape, data: result }));
 
-  fs.writeFileSync(args.out, `${JSON.stringify({ device: device.info.uri, traces }, null, 1)}\n`);
-  console.log(`\nwrote ${traces.length} traces to ${args.out}`);
+  chromeTrace.close();
+  console.log(`\n${traces} traces; wrote the Chrome trace ${args.out}`);
   for (const object of [probs, x, w1, w2, main, context, mlp, hal, device, instance]) object.close();
 }
 

@@ -4,8 +4,7 @@
 // stdio, npy and stats are native: they never enter JavaScript per trace
 // (stats computes its figures natively and calls back with small objects).
 // chromeTrace is a JavaScript sink object that writes Trace Event Format
-// JSON. tee combines sinks: native ones stay native, JavaScript ones are
-// merged into one object sink (a HalModule takes at most one).
+// JSON. tee combines sinks of every kind.
 
 const fs = require('fs');
 const { HalrtError } = require('./errors');
@@ -44,29 +43,10 @@ function stats(callback) {
   return describe('stats', { callback });
 }
 
-function isNative(sink) {
-  return sink !== null && typeof sink === 'object' && typeof sink.halrtSinkKind === 'string';
-}
-
-// One object sink calling every JavaScript sink in turn; the first throw
-// stops the others for that call and rejects the invocation.
-function mergeJavaScript(sinks) {
-  const call = (method, args) => {
-    for (const sink of sinks) {
-      if (typeof sink === 'function') {
-        if (method === 'trace') sink(...args);
-      } else if (typeof sink[method] === 'function') {
-        sink[method](...args);
-      }
-    }
-  };
-  return {
-    trace: (...args) => call('trace', args),
-    timing: (...args) => call('timing', args),
-    invocation: (...args) => call('invocation', args),
-  };
-}
-
+// Every sink given sees every trace. Native sinks stay native; the
+// JavaScript ones (functions, object sinks such as chromeTrace, stats
+// callbacks) are all served through one channel, so their traces still
+// arrive before each invocation settles.
 function tee(...sinks) {
   if (sinks.length === 0) throw invalid('halrt.sinks.tee: give at least one sink');
   sinks.forEach((sink, i) => {
@@ -74,10 +54,7 @@ function tee(...sinks) {
       throw invalid(`halrt.sinks.tee: sink ${i} must be a function, an object sink or a halrt.sinks sink`);
     }
   });
-  const natives = sinks.filter(isNative);
-  const scripts = sinks.filter((sink) => !isNative(sink));
-  const parts = scripts.length ? [...natives, mergeJavaScript(scripts)] : natives;
-  return parts.length === 1 ? parts[0] : describe('tee', { sinks: Object.freeze(parts) });
+  return sinks.length === 1 ? sinks[0] : describe('tee', { sinks: Object.freeze([...sinks]) });
 }
 
 // A Trace Event Format file (Perfetto, chrome://tracing): dispatches as

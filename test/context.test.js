@@ -8,7 +8,7 @@ const os = require('os');
 const path = require('path');
 const halrt = require('..');
 const {
-  DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, assertClose, closeAll, makeProgram, randomFloats,
+  BUILTIN, DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, assertClose, closeAll, makeProgram, randomFloats,
   liveBaseline, reference, settleLiveObjects, waitFor,
 } = require('./helpers');
 
@@ -278,7 +278,7 @@ describe('Context and Function', () => {
       it('one module linked into two contexts runs independently in each', async () => {
         const instance = new halrt.Instance();
         const devices = [instance.createDevice(uri), instance.createDevice('local-sync')];
-        const module = new halrt.ModuleBuilder('shared').executable('k', { local: { builtin: true } })
+        const module = new halrt.ModuleBuilder('shared').executable('k', BUILTIN)
           .function('double', (f) => f.input('x', 'f32', [3]).output('y', 'f32', [3])
             .dispatch('k.add_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [3] }))
           .build(instance);
@@ -580,14 +580,16 @@ describe('bad input', () => {
 
     for (const uri of DEVICE_URIS) {
       it(`an executable without the device's kind fails at Context creation, naming it (${uri})`, () => {
-        const cudaOnly = halrt.Module.fromObject(instance, description(undefined, { executables: { k: { cuda: { builtin: true } } } }));
-        const local = instance.createDevice(uri);
-        const localHal = new halrt.HalModule(instance, local);
+        const target = instance.createDevice(uri);
+        const { kind } = target.info;
+        const other = kind === 'local' ? 'cuda' : 'local';
+        const otherOnly = halrt.Module.fromObject(instance, description(undefined, { executables: { k: { [other]: { builtin: true } } } }));
+        const targetHal = new halrt.HalModule(instance, target);
         try {
-          assertThrowsHalrt(() => new halrt.Context(instance, [localHal, cudaOnly]), 'NOT_FOUND',
-            "new Context: linking module 'm'", "executables.k: no executable for device kind 'local'");
+          assertThrowsHalrt(() => new halrt.Context(instance, [targetHal, otherOnly]), 'NOT_FOUND',
+            "new Context: linking module 'm'", `executables.k: no executable for device kind '${kind}'`);
         } finally {
-          closeAll(localHal, local, cudaOnly);
+          closeAll(targetHal, target, otherOnly);
         }
       });
     }
@@ -747,7 +749,7 @@ describe('bad input', () => {
       assertThrowsHalrt(make({ debugSink: 5 }), 'INVALID_ARGUMENT', 'new HalModule: options.debugSink must be a function, an object with trace / timing / invocation methods, or a halrt.sinks sink (got 5)');
       assertThrowsHalrt(make({ debugSink: 'f' }), 'INVALID_ARGUMENT', 'options.debugSink must be a function');
       assertThrowsHalrt(make({ debugSink: { halrtSinkKind: 'tape' } }), 'INVALID_ARGUMENT', "options.debugSink has unknown sink kind 'tape'");
-      assertThrowsHalrt(make({ debugSink: { halrtSinkKind: 'tee', sinks: [() => {}, () => {}] } }), 'INVALID_ARGUMENT', 'options.debugSink.sinks[1] is a second JavaScript sink');
+      assertThrowsHalrt(make({ debugSink: halrt.sinks.tee(...Array.from({ length: 17 }, () => () => {})) }), 'INVALID_ARGUMENT', 'options.debugSink.sinks[16] is JavaScript sink number 17; at most 16 may be combined');
       assertThrowsHalrt(make({ nonFinite: 'warn' }), 'INVALID_ARGUMENT', "new HalModule: options.nonFinite must be 'ignore' or 'reject' (got 'warn')");
       assertThrowsHalrt(make({ tracePolicy: 'x' }), 'INVALID_ARGUMENT', "new HalModule: options.tracePolicy must be 'wait' or 'drop' (got 'x')");
       assertThrowsHalrt(make({ tracePolicy: 1 }), 'INVALID_ARGUMENT', 'options.tracePolicy must be a string');

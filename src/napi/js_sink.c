@@ -21,12 +21,20 @@ typedef struct hrt_js_sink_error_s {
   napi_ref holder;
 } hrt_js_sink_error_t;
 
+typedef struct hrt_js_sink_target_s {
+  napi_ref ref;  // JS thread only; weak while idle, strong while in flight
+  hrt_js_sink_mode_t mode;
+} hrt_js_sink_target_t;
+
 struct hrt_js_sink_s {
   atomic_int_fast32_t ref_count;
   hrt_js_channel_t* channel;  // the sink's reference; finished by release
-  hrt_js_sink_mode_t mode;    // immutable
+  // Immutable after create.
+  bool wants_data;   // some target takes tensor copies
+  bool wants_stats;  // some target takes statistics
+  uint32_t target_count;
+  hrt_js_sink_target_t targets[HRT_JS_SINK_MAX_TARGETS];
   // JS thread only.
-  napi_ref callback;   // the target; weak while idle, strong while in flight
   uint32_t in_flight;  // invocations begun and not ended
   hrt_js_sink_error_t* errors;
   // Backpressure; guarded by mutex.
@@ -174,13 +182,13 @@ static bool hrt_js_stats_object(napi_env env, const hrt_js_trace_tensor_t* tenso
 // The function to call for `method` and its receiver: the target itself for
 // "trace" when it is a function, else target[method] when that is a
 // function. False (nothing to call) otherwise.
-static bool hrt_js_sink_method(napi_env env, hrt_js_sink_t* sink,
+static bool hrt_js_sink_method(napi_env env, const hrt_js_sink_target_t* entry,
                                const char* method, napi_value* out_fn,
                                napi_value* out_this) {
   napi_value target = NULL, fn = NULL;
   napi_valuetype type = napi_undefined;
-  if (sink->callback == NULL ||
-      napi_get_reference_value(env, sink->callback, &target) != napi_ok ||
+  if (entry->ref == NULL ||
+      napi_get_reference_value(env, entry->ref, &target) != napi_ok ||
       target == NULL || napi_typeof(env, target, &type) != napi_ok) {
     return false;
   }
@@ -221,33 +229,55 @@ static void hrt_js_sink_keep_error(napi_env env, hrt_js_sink_t* sink,
   sink->errors = entry;
 }
 
-// Calls target[method](...args) if the target has it, in a handle scope;
-// `build` makes the arguments. A throw (or a failure to build) is kept as
-// the error of invocation `sequence`.
-typedef bool (*hrt_js_sink_args_fn)(napi_env env, void* data, napi_value* argv);
+// Makes the arguments of a call for targets of `mode`. False with a pending
+// exception on failure.
+typedef bool (*hrt_js_sink_args_fn)(napi_env env, void* data,
+                                    hrt_js_sink_mode_t mode, napi_value* argv);
 
+// Keeps the pending exception as the error of invocation `sequence`.
+static void hrt_js_sink_keep_pending(napi_env env, hrt_js_sink_t* sink,
+                                     uint64_t sequence) {
+  napi_value error = NULL;
+  if (napi_get_and_clear_last_exception(env, &error) == napi_ok &&
+      error != NULL) {
+    hrt_js_sink_keep_error(env, sink, sequence, error);
+  }
+}
+
+// Calls `method` on every target that has it, in one handle scope, with the
+// arguments `build` makes for the target's mode (made once per mode and
+// shared). A throw is kept as the error of invocation `sequence`; the other
+// targets still run.
 static void hrt_js_sink_call(napi_env env, hrt_js_sink_t* sink,
                              const char* method, size_t argc,
                              hrt_js_sink_args_fn build, void* data,
                              uint64_t sequence) {
   napi_handle_scope scope = NULL;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
-  napi_value fn = NULL, receiver = NULL, argv[3], ignored = NULL;
-  if (hrt_js_sink_method(env, sink, method, &fn, &receiver) &&
-      (!build(env, data, argv) ||
-       napi_call_function(env, receiver, fn, argc, argv, &ignored) !=
-           napi_ok)) {
-    napi_value error = NULL;
-    if (napi_get_and_clear_last_exception(env, &error) == napi_ok &&
-        error != NULL) {
-      hrt_js_sink_keep_error(env, sink, sequence, error);
+  napi_value argv[2][3];
+  bool built[2] = {false, false};
+  for (uint32_t i = 0; i < sink->target_count; ++i) {
+    const hrt_js_sink_target_t* target = &sink->targets[i];
+    napi_value fn = NULL, receiver = NULL, ignored = NULL;
+    if (!hrt_js_sink_method(env, target, method, &fn, &receiver)) continue;
+    if (!built[target->mode]) {
+      if (!build(env, data, target->mode, argv[target->mode])) {
+        hrt_js_sink_keep_pending(env, sink, sequence);
+        continue;
+      }
+      built[target->mode] = true;
+    }
+    if (napi_call_function(env, receiver, fn, argc, argv[target->mode],
+                           &ignored) != napi_ok) {
+      hrt_js_sink_keep_pending(env, sink, sequence);
     }
   }
   napi_close_handle_scope(env, scope);
 }
 
 // (key, tensors or stats, info) for a trace message.
-static bool hrt_js_trace_args(napi_env env, void* data, napi_value* argv) {
+static bool hrt_js_trace_args(napi_env env, void* data,
+                              hrt_js_sink_mode_t mode, napi_value* argv) {
   hrt_js_trace_message_t* message = data;
   napi_value list = NULL;
   HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, message->key,
@@ -256,7 +286,7 @@ static bool hrt_js_trace_args(napi_env env, void* data, napi_value* argv) {
       env, napi_create_array_with_length(env, message->count, &list));
   for (uint32_t i = 0; i < message->count; ++i) {
     napi_value item = NULL;
-    bool made = message->sink->mode == HRT_JS_SINK_STATS
+    bool made = mode == HRT_JS_SINK_STATS
                     ? hrt_js_stats_object(env, &message->tensors[i], &item)
                     : hrt_js_tensor_object(env, &message->tensors[i], &item);
     if (!made) return false;
@@ -285,7 +315,9 @@ static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
 }
 
 // {sequence, function, op, kernel, device, startNs, durationNs}
-static bool hrt_js_timing_args(napi_env env, void* data, napi_value* argv) {
+static bool hrt_js_timing_args(napi_env env, void* data,
+                               hrt_js_sink_mode_t mode, napi_value* argv) {
+  (void)mode;
   const hrt_dispatch_timing_t* event = data;
   HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &argv[0]));
   return hrt_js_set_number(env, argv[0], "sequence", (double)event->sequence) &&
@@ -327,7 +359,8 @@ typedef struct hrt_js_invocation_event_s {
 } hrt_js_invocation_event_t;
 
 static bool hrt_js_invocation_args(napi_env env, void* data,
-                                   napi_value* argv) {
+                                   hrt_js_sink_mode_t mode, napi_value* argv) {
+  (void)mode;
   const hrt_js_invocation_event_t* event = data;
   napi_value ok = NULL;
   HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &argv[0]));
@@ -383,10 +416,11 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
                                       uint32_t count,
                                       const hrt_trace_tensor_t* tensors) {
   hrt_js_sink_t* sink = user_data;
-  bool copy_data = sink->mode == HRT_JS_SINK_TENSORS;
+  bool copy_data = sink->wants_data;
   uint64_t bytes = sizeof(hrt_js_trace_message_t);
   for (uint32_t i = 0; i < count; ++i) {
-    bytes += copy_data ? tensors[i].byte_length : sizeof(hrt_js_trace_tensor_t);
+    bytes += sizeof(hrt_js_trace_tensor_t) +
+             (copy_data ? tensors[i].byte_length : 0);
   }
   uint64_t dropped = 0;
   if (!hrt_js_sink_admit(sink, bytes, &dropped)) return HRT_OK;
@@ -419,9 +453,8 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
         if (tensor->data) {
           memcpy(tensor->data, source->data, source->byte_length);
         }
-      } else {
-        hrt_tensor_stats_compute(source, &tensor->stats);
       }
+      if (sink->wants_stats) hrt_tensor_stats_compute(source, &tensor->stats);
       ok = tensor->name && (tensor->data || !copy_data);
     }
   }
@@ -476,8 +509,12 @@ static void hrt_js_sink_native_release(void* user_data) {
 // JS thread, once: the channel is done (drained, or env teardown).
 static void hrt_js_sink_finalize(napi_env env, void* data) {
   hrt_js_sink_t* sink = data;
-  if (sink->callback != NULL) napi_delete_reference(env, sink->callback);
-  sink->callback = NULL;
+  for (uint32_t i = 0; i < sink->target_count; ++i) {
+    if (sink->targets[i].ref != NULL) {
+      napi_delete_reference(env, sink->targets[i].ref);
+    }
+    sink->targets[i].ref = NULL;
+  }
   while (sink->errors) {
     hrt_js_sink_error_t* entry = sink->errors;
     sink->errors = entry->next;
@@ -495,10 +532,27 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
 // JS thread: lifetime
 //===----------------------------------------------------------------------===//
 
-bool hrt_js_sink_create(napi_env env, napi_value target,
-                        hrt_js_sink_mode_t mode, uint64_t max_bytes,
-                        hrt_js_sink_policy_t policy, hrt_js_sink_t** out_sink,
+// Undoes the parts of a create that failed midway (JS thread).
+static void hrt_js_sink_destroy_early(napi_env env, hrt_js_sink_t* sink) {
+  for (uint32_t i = 0; i < sink->target_count; ++i) {
+    napi_delete_reference(env, sink->targets[i].ref);
+  }
+  hrt_cond_deinit(&sink->drained);
+  hrt_mutex_deinit(&sink->mutex);
+  free(sink);
+}
+
+bool hrt_js_sink_create(napi_env env, const napi_value* targets,
+                        const hrt_js_sink_mode_t* modes, uint32_t count,
+                        uint64_t max_bytes, hrt_js_sink_policy_t policy,
+                        hrt_js_sink_t** out_sink,
                         hrt_debug_sink_t* out_native) {
+  if (count < 1 || count > HRT_JS_SINK_MAX_TARGETS) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "a debug sink takes 1 to %d JavaScript targets (got "
+                        "%u)",
+                        HRT_JS_SINK_MAX_TARGETS, count);
+  }
   hrt_js_sink_t* sink = calloc(1, sizeof(*sink));
   if (sink == NULL) {
     return hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED,
@@ -510,21 +564,22 @@ bool hrt_js_sink_create(napi_env env, napi_value target,
   hrt_cond_init(&sink->drained);
   sink->max_bytes = max_bytes;
   sink->policy = policy;
-  sink->mode = mode;
-  if (napi_create_reference(env, target, 0, &sink->callback) != napi_ok) {
-    hrt_js_throw_napi_failure(env, napi_generic_failure,
-                              "napi_create_reference");
-    hrt_cond_deinit(&sink->drained);
-    hrt_mutex_deinit(&sink->mutex);
-    free(sink);
-    return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (napi_create_reference(env, targets[i], 0, &sink->targets[i].ref) !=
+        napi_ok) {
+      hrt_js_throw_napi_failure(env, napi_generic_failure,
+                                "napi_create_reference");
+      hrt_js_sink_destroy_early(env, sink);
+      return false;
+    }
+    sink->targets[i].mode = modes[i];
+    sink->target_count = i + 1;
+    sink->wants_data |= modes[i] == HRT_JS_SINK_TENSORS;
+    sink->wants_stats |= modes[i] == HRT_JS_SINK_STATS;
   }
   if (hrt_js_channel_create(env, "halrt.debugSink", hrt_js_sink_finalize, sink,
                             &sink->channel) != napi_ok) {
-    napi_delete_reference(env, sink->callback);
-    hrt_cond_deinit(&sink->drained);
-    hrt_mutex_deinit(&sink->mutex);
-    free(sink);
+    hrt_js_sink_destroy_early(env, sink);
     return false;
   }
   *out_native = (hrt_debug_sink_t){
@@ -536,18 +591,27 @@ bool hrt_js_sink_create(napi_env env, napi_value target,
   return true;
 }
 
-void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink) {
-  if (sink->in_flight++ == 0 && sink->callback != NULL) {
-    napi_reference_ref(env, sink->callback, NULL);
+// Makes every target's reference strong (or weak again).
+static void hrt_js_sink_hold_targets(napi_env env, hrt_js_sink_t* sink,
+                                     bool strong) {
+  for (uint32_t i = 0; i < sink->target_count; ++i) {
+    if (sink->targets[i].ref == NULL) continue;
+    if (strong) {
+      napi_reference_ref(env, sink->targets[i].ref, NULL);
+    } else {
+      napi_reference_unref(env, sink->targets[i].ref, NULL);
+    }
   }
+}
+
+void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink) {
+  if (sink->in_flight++ == 0) hrt_js_sink_hold_targets(env, sink, true);
   hrt_js_channel_begin_work(env, sink->channel);
 }
 
 void hrt_js_sink_end_invocation(napi_env env, hrt_js_sink_t* sink) {
   if (sink->in_flight == 0) return;
-  if (--sink->in_flight == 0 && sink->callback != NULL) {
-    napi_reference_unref(env, sink->callback, NULL);
-  }
+  if (--sink->in_flight == 0) hrt_js_sink_hold_targets(env, sink, false);
   hrt_js_channel_end_work(env, sink->channel);
 }
 

@@ -1,10 +1,12 @@
-// The JavaScript debug sink: a JS target behind the native debug sink of a
-// HAL module (modules/debug_sink.h). The target is either a function
-// `(key, tensors, info)` that receives traces, or an object with any of the
-// methods trace(key, tensors, info), timing(event) and invocation(event)
-// (called with the object as `this`). In STATS mode the statistics of each
-// traced tensor are computed natively and the trace callback receives
-// `(key, stats, info)` instead of tensor data.
+// The JavaScript debug sink: JS targets behind the native debug sink of a
+// HAL module (modules/debug_sink.h), all served by one channel. A target is
+// either a function `(key, tensors, info)` that receives traces, or an
+// object with any of the methods trace(key, tensors, info), timing(event)
+// and invocation(event) (called with the object as `this`). For a target in
+// STATS mode the statistics of each traced tensor are computed natively and
+// its trace callback receives `(key, stats, info)` instead of tensor data.
+// Every target sees every event, in order; a throw from one does not stop
+// the others.
 //
 // Threads and ownership:
 // - create, begin_invocation, end_invocation, report_invocation and
@@ -53,14 +55,17 @@ typedef enum hrt_js_sink_mode_e {
   HRT_JS_SINK_STATS,        // traces carry natively computed statistics
 } hrt_js_sink_mode_t;
 
-// JS thread. Makes a sink for `target` (a function or an object) and fills
-// `out_native` with the callbacks to hand to hrt_hal_module_create. The
-// caller keeps one reference (`out_sink`) and must pass `out_native` to
-// exactly one HAL module (or tee), or call its release itself if that
-// fails. Returns false with a pending exception.
-bool hrt_js_sink_create(napi_env env, napi_value target,
-                        hrt_js_sink_mode_t mode, uint64_t max_bytes,
-                        hrt_js_sink_policy_t policy, hrt_js_sink_t** out_sink,
+#define HRT_JS_SINK_MAX_TARGETS 16
+
+// JS thread. Makes a sink for `targets[0..count)` (functions or objects,
+// each with its mode) and fills `out_native` with the callbacks to hand to
+// hrt_hal_module_create. The caller keeps one reference (`out_sink`) and
+// must pass `out_native` to exactly one HAL module (or tee), or call its
+// release itself if that fails. Returns false with a pending exception.
+bool hrt_js_sink_create(napi_env env, const napi_value* targets,
+                        const hrt_js_sink_mode_t* modes, uint32_t count,
+                        uint64_t max_bytes, hrt_js_sink_policy_t policy,
+                        hrt_js_sink_t** out_sink,
                         hrt_debug_sink_t* out_native);
 
 void hrt_js_sink_retain(hrt_js_sink_t* sink);

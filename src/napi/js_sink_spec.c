@@ -12,43 +12,59 @@
 
 #define HRT_JS_STDIO_DEFAULT_ELEMENTS 16
 
+// What a walk of the description collects: native sinks (built as they are
+// met, owned here until handed on) and JavaScript targets (one sink for all
+// of them is made at the end). Nested tees are flattened.
 typedef struct hrt_js_spec_builder_s {
   napi_env env;
   const char* method;
-  const hrt_js_sink_options_t* options;
-  hrt_js_sink_t* js_sink;  // the one JavaScript sink, once built
+  uint32_t native_count;
+  hrt_debug_sink_t natives[HRT_TEE_MAX_SINKS];
+  uint32_t target_count;
+  napi_value targets[HRT_JS_SINK_MAX_TARGETS];
+  hrt_js_sink_mode_t modes[HRT_JS_SINK_MAX_TARGETS];
 } hrt_js_spec_builder_t;
 
-static bool hrt_js_build(hrt_js_spec_builder_t* builder, napi_value value,
-                         const char* name, int depth,
-                         hrt_debug_sink_t* out_sink);
+static bool hrt_js_collect(hrt_js_spec_builder_t* builder, napi_value value,
+                           const char* name, int depth);
 
-static bool hrt_js_build_js(hrt_js_spec_builder_t* builder, napi_value target,
-                            hrt_js_sink_mode_t mode, const char* name,
-                            hrt_debug_sink_t* out_sink) {
-  if (builder->js_sink != NULL) {
-    return hrt_js_throw(builder->env, HRT_STATUS_INVALID_ARGUMENT,
-                        "%s: %s is a second JavaScript sink; a HalModule "
-                        "takes at most one (combine them with halrt.sinks.tee, "
-                        "which merges functions and objects into one)",
-                        builder->method, name);
-  }
-  return hrt_js_sink_create(builder->env, target, mode,
-                            builder->options->max_bytes,
-                            builder->options->policy, &builder->js_sink,
-                            out_sink);
-}
-
-// Releases what hrt_js_build made for `count` tee children.
 static void hrt_js_release_sinks(hrt_debug_sink_t* sinks, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i) {
     sinks[i].release.fn(sinks[i].release.user_data);
   }
 }
 
-static bool hrt_js_build_tee(hrt_js_spec_builder_t* builder, napi_value spec,
-                             const char* name, int depth,
-                             hrt_debug_sink_t* out_sink) {
+static bool hrt_js_add_target(hrt_js_spec_builder_t* builder,
+                              napi_value target, hrt_js_sink_mode_t mode,
+                              const char* name) {
+  if (builder->target_count == HRT_JS_SINK_MAX_TARGETS) {
+    return hrt_js_throw(builder->env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: %s is JavaScript sink number %d; at most %d may "
+                        "be combined",
+                        builder->method, name, HRT_JS_SINK_MAX_TARGETS + 1,
+                        HRT_JS_SINK_MAX_TARGETS);
+  }
+  builder->targets[builder->target_count] = target;
+  builder->modes[builder->target_count++] = mode;
+  return true;
+}
+
+// Takes a native sink just built (released if there is no room).
+static bool hrt_js_add_native(hrt_js_spec_builder_t* builder,
+                              hrt_debug_sink_t sink, const char* name) {
+  // One slot stays free for the JavaScript sink made at the end.
+  if (builder->native_count + 1 == HRT_TEE_MAX_SINKS) {
+    sink.release.fn(sink.release.user_data);
+    return hrt_js_throw(builder->env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: %s is one native sink too many (at most %d)",
+                        builder->method, name, HRT_TEE_MAX_SINKS - 1);
+  }
+  builder->natives[builder->native_count++] = sink;
+  return true;
+}
+
+static bool hrt_js_collect_tee(hrt_js_spec_builder_t* builder,
+                               napi_value spec, const char* name, int depth) {
   napi_env env = builder->env;
   napi_value list = NULL;
   uint32_t count = 0;
@@ -58,36 +74,26 @@ static bool hrt_js_build_tee(hrt_js_spec_builder_t* builder, napi_value spec,
   if (!hrt_js_arg_array(env, list, builder->method, list_name, &count)) {
     return false;
   }
-  if (count < 1 || count > HRT_TEE_MAX_SINKS) {
+  if (count < 1) {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                        "%s: %s must hold 1 to %d sinks (got %u)",
-                        builder->method, list_name, HRT_TEE_MAX_SINKS, count);
+                        "%s: %s must hold at least one sink", builder->method,
+                        list_name);
   }
-  hrt_debug_sink_t children[HRT_TEE_MAX_SINKS];
   for (uint32_t i = 0; i < count; ++i) {
     napi_value child = NULL;
     char child_name[112];
     snprintf(child_name, sizeof(child_name), "%s[%u]", list_name, i);
-    if (napi_get_element(env, list, i, &child) != napi_ok ||
-        !hrt_js_build(builder, child, child_name, depth + 1, &children[i])) {
-      hrt_js_release_sinks(children, i);
-      return false;
-    }
-  }
-  hrt_status_t status = hrt_tee_sink_create(children, count, out_sink);
-  if (status != HRT_OK) {  // the tee released the children
-    hrt_js_throw_status(env,
-                        hrt_status_annotate(status, "%s", builder->method));
-    return false;
+    HRT_NAPI_CALL_BOOL(env, napi_get_element(env, list, i, &child));
+    if (!hrt_js_collect(builder, child, child_name, depth + 1)) return false;
   }
   return true;
 }
 
 // A halrt.sinks object of kind `kind`.
-static bool hrt_js_build_native(hrt_js_spec_builder_t* builder,
+static bool hrt_js_collect_kind(hrt_js_spec_builder_t* builder,
                                 napi_value spec, const char* kind,
-                                const char* name, int depth,
-                                hrt_debug_sink_t* out_sink) {
+                                const char* name, int depth) {
+  hrt_debug_sink_t sink;
   napi_env env = builder->env;
   napi_value field = NULL;
   char field_name[112];
@@ -101,7 +107,7 @@ static bool hrt_js_build_native(hrt_js_spec_builder_t* builder,
                            &max_elements)) {
       return false;
     }
-    status = hrt_stdio_sink_create(stdout, (uint32_t)max_elements, out_sink);
+    status = hrt_stdio_sink_create(stdout, (uint32_t)max_elements, &sink);
   } else if (strcmp(kind, "npy") == 0) {
     char* directory = NULL;
     snprintf(field_name, sizeof(field_name), "%s.directory", name);
@@ -110,7 +116,7 @@ static bool hrt_js_build_native(hrt_js_spec_builder_t* builder,
                            &directory)) {
       return false;
     }
-    status = hrt_npy_sink_create(directory, out_sink);
+    status = hrt_npy_sink_create(directory, &sink);
     free(directory);
   } else if (strcmp(kind, "stats") == 0) {
     napi_value callback = NULL;
@@ -120,10 +126,9 @@ static bool hrt_js_build_native(hrt_js_spec_builder_t* builder,
                              &callback)) {
       return false;
     }
-    return hrt_js_build_js(builder, callback, HRT_JS_SINK_STATS, name,
-                           out_sink);
+    return hrt_js_add_target(builder, callback, HRT_JS_SINK_STATS, name);
   } else if (strcmp(kind, "tee") == 0) {
-    return hrt_js_build_tee(builder, spec, name, depth, out_sink);
+    return hrt_js_collect_tee(builder, spec, name, depth);
   } else {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
                         "%s: %s has unknown sink kind '%s' (expected stdio, "
@@ -135,12 +140,11 @@ static bool hrt_js_build_native(hrt_js_spec_builder_t* builder,
                                                  builder->method, name));
     return false;
   }
-  return true;
+  return hrt_js_add_native(builder, sink, name);
 }
 
-static bool hrt_js_build(hrt_js_spec_builder_t* builder, napi_value value,
-                         const char* name, int depth,
-                         hrt_debug_sink_t* out_sink) {
+static bool hrt_js_collect(hrt_js_spec_builder_t* builder, napi_value value,
+                           const char* name, int depth) {
   napi_env env = builder->env;
   if (depth > 8) {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
@@ -150,8 +154,7 @@ static bool hrt_js_build(hrt_js_spec_builder_t* builder, napi_value value,
   napi_valuetype type = napi_undefined;
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
   if (type == napi_function) {
-    return hrt_js_build_js(builder, value, HRT_JS_SINK_TENSORS, name,
-                           out_sink);
+    return hrt_js_add_target(builder, value, HRT_JS_SINK_TENSORS, name);
   }
   if (type != napi_object) {
     return hrt_js_throw_type(env, value, builder->method, name,
@@ -164,14 +167,13 @@ static bool hrt_js_build(hrt_js_spec_builder_t* builder, napi_value value,
                      napi_get_named_property(env, value, "halrtSinkKind", &kind));
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, kind, &kind_type));
   if (kind_type != napi_string) {
-    return hrt_js_build_js(builder, value, HRT_JS_SINK_TENSORS, name,
-                           out_sink);
+    return hrt_js_add_target(builder, value, HRT_JS_SINK_TENSORS, name);
   }
   char* text = NULL;
   if (!hrt_js_arg_string(env, kind, builder->method, name, NULL, &text)) {
     return false;
   }
-  bool ok = hrt_js_build_native(builder, value, text, name, depth, out_sink);
+  bool ok = hrt_js_collect_kind(builder, value, text, name, depth);
   free(text);
   return ok;
 }
@@ -181,13 +183,31 @@ bool hrt_js_sink_spec_build(napi_env env, napi_value value, const char* method,
                             const hrt_js_sink_options_t* options,
                             hrt_debug_sink_t* out_sink,
                             hrt_js_sink_t** out_js_sink) {
-  hrt_js_spec_builder_t builder = {env, method, options, NULL};
-  if (!hrt_js_build(&builder, value, name, 0, out_sink)) {
-    // Whatever was built has been released; drop the caller's reference to
-    // a JavaScript sink made on the way.
-    if (builder.js_sink != NULL) hrt_js_sink_release(builder.js_sink);
+  hrt_js_spec_builder_t builder = {.env = env, .method = method};
+  hrt_js_sink_t* js_sink = NULL;
+  bool ok = hrt_js_collect(&builder, value, name, 0);
+  if (ok && builder.target_count > 0) {
+    ok = hrt_js_sink_create(env, builder.targets, builder.modes,
+                            builder.target_count, options->max_bytes,
+                            options->policy, &js_sink,
+                            &builder.natives[builder.native_count]);
+    if (ok) ++builder.native_count;
+  }
+  if (!ok) {
+    hrt_js_release_sinks(builder.natives, builder.native_count);
     return false;
   }
-  *out_js_sink = builder.js_sink;
+  if (builder.native_count == 1) {
+    *out_sink = builder.natives[0];
+  } else {
+    hrt_status_t status =
+        hrt_tee_sink_create(builder.natives, builder.native_count, out_sink);
+    if (status != HRT_OK) {  // the tee released its sinks
+      if (js_sink != NULL) hrt_js_sink_release(js_sink);
+      hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));
+      return false;
+    }
+  }
+  *out_js_sink = js_sink;
   return true;
 }

@@ -6,9 +6,10 @@
 // - an object made by halrt.sinks (lib/sinks.js), recognised by its string
 //   property `halrtSinkKind`: 'stdio' {maxElements}, 'npy' {directory},
 //   'stats' {callback} (a JavaScript sink in STATS mode), 'tee' {sinks}.
-// At most one JavaScript sink (function, object or stats) may appear, tees
-// included: invocations complete through its channel, which is what orders
-// their traces before their promises.
+// Tees are flattened: the native sinks found are combined with one tee, and
+// every JavaScript target found (functions, objects, stats callbacks) is
+// served by a single JavaScript sink, whose channel the invocations complete
+// through: that is what orders their traces before their promises.
 //
 // Threads: JS thread only.
 #ifndef HRT_NAPI_JS_SINK_SPEC_H_
