@@ -29,13 +29,12 @@ function positiveInteger(value) {
   return number;
 }
 
+// Each driver, its availability (or why not), and its device's properties.
 function describeDevices(out) {
-  for (const { name, available, reason } of halrt.drivers()) {
-    out.write(`${name}: ${available ? 'available' : `unavailable (${reason})`}\n`);
-  }
   const instance = new halrt.Instance();
   try {
-    for (const { name, available } of halrt.drivers()) {
+    for (const { name, available, reason } of halrt.drivers()) {
+      out.write(`${name}: ${available ? 'available' : `unavailable (${reason})`}\n`);
       if (!available) continue;
       const device = instance.createDevice(name);
       const info = Object.entries(device.info)
@@ -128,7 +127,9 @@ function chooseFunction(module, requested) {
 }
 
 function formatOutput(name, view, data) {
-  const values = Array.from(data.length > 32 ? data.subarray(0, 32) : data, String);
+  const float = data instanceof Float32Array || data instanceof Float64Array;
+  const show = (v) => (float ? String(Number(v.toPrecision(6))) : String(v));
+  const values = Array.from(data.length > 32 ? data.subarray(0, 32) : data, show);
   const more = data.length > 32 ? ` ... (${data.length} elements)` : '';
   return `${name}: ${view.dtype}[${view.shape.join('x')}] = [${values.join(' ')}${more}]`;
 }
