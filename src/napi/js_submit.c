@@ -23,6 +23,9 @@ static void hrt_js_submit_op_free(hrt_js_submit_op_t* op) {
   free(op);
 }
 
+// Below this many bytes host data is copied into a V8-owned ArrayBuffer.
+#define HRT_JS_EXTERNAL_MIN_BYTES (64u * 1024u)
+
 static void hrt_js_free_external(napi_env env, void* data, void* hint) {
   (void)env;
   (void)hint;
@@ -33,26 +36,27 @@ bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
                                   void* data, uint64_t byte_length,
                                   napi_value* out_array) {
   napi_value array_buffer = NULL;
-  napi_status status = napi_ok;
-  if (byte_length == 0) {
-    free(data);
-    status = napi_create_arraybuffer(env, 0, NULL, &array_buffer);
-  } else {
+  napi_status status = napi_no_external_buffers_allowed;
+  // Large data moves into an external ArrayBuffer without a copy; small data
+  // is cheaper to copy into one V8 owns (no finalizer to run at GC), and so
+  // is everything where the runtime allows no external buffers.
+  if (byte_length >= HRT_JS_EXTERNAL_MIN_BYTES) {
     status = napi_create_external_arraybuffer(env, data, (size_t)byte_length,
                                               hrt_js_free_external, NULL,
                                               &array_buffer);
-    if (status == napi_no_external_buffers_allowed) {
-      void* copy = NULL;
-      status = napi_create_arraybuffer(env, (size_t)byte_length, &copy,
-                                       &array_buffer);
-      if (status == napi_ok) memcpy(copy, data, (size_t)byte_length);
-      free(data);
-    } else if (status != napi_ok) {
-      free(data);
+    if (status == napi_ok) data = NULL;
+  }
+  if (status == napi_no_external_buffers_allowed) {
+    void* copy = NULL;
+    status = napi_create_arraybuffer(env, (size_t)byte_length, &copy,
+                                     &array_buffer);
+    if (status == napi_ok && byte_length) {
+      memcpy(copy, data, (size_t)byte_length);
     }
   }
+  free(data);
   if (status != napi_ok) {
-    hrt_js_throw_napi_failure(env, status, "napi_create_external_arraybuffer");
+    hrt_js_throw_napi_failure(env, status, "creating an ArrayBuffer");
     return false;
   }
   size_t element_size = hrt_hal_element_type_size(dtype);

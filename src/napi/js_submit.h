@@ -39,9 +39,10 @@ bool hrt_js_submit(napi_env env, const char* method, hrt_hal_device_t* device,
                    hrt_hal_command_buffer_t* command_buffer,
                    hrt_js_submit_result_t result, napi_value* out_promise);
 
-// Makes a TypedArray of `dtype` over `data` (malloc'd, `byte_length` bytes;
-// ownership moves to the returned array's ArrayBuffer, or the memory is freed
-// if that fails). `data` may be NULL when `byte_length` is 0.
+// Makes a TypedArray of `dtype` holding `data` (malloc'd, `byte_length`
+// bytes), which is consumed in every case: large data becomes an external
+// ArrayBuffer without a copy, small data is copied into a V8-owned one and
+// freed. `data` may be NULL when `byte_length` is 0.
 bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
                                   void* data, uint64_t byte_length,
                                   napi_value* out_array);

@@ -1,5 +1,6 @@
 #include "hal/local/local_device.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,12 +59,21 @@ static const hrt_hal_buffer_vtable_t hrt_local_buffer_vtable = {
 
 // Host memory installed, in bytes: no buffer may be larger. Zero-filling a
 // buffer the system cannot back would get the process killed instead of
-// failing cleanly.
-static uint64_t hrt_physical_memory(void) {
+// failing cleanly. Read once: sysconf costs a system call per allocation.
+static uint64_t hrt_physical_memory_bytes;
+static pthread_once_t hrt_physical_memory_once = PTHREAD_ONCE_INIT;
+
+static void hrt_read_physical_memory(void) {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page_size = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_size <= 0) return UINT64_MAX;
-  return (uint64_t)pages * (uint64_t)page_size;
+  hrt_physical_memory_bytes = pages <= 0 || page_size <= 0
+                                  ? UINT64_MAX
+                                  : (uint64_t)pages * (uint64_t)page_size;
+}
+
+static uint64_t hrt_physical_memory(void) {
+  pthread_once(&hrt_physical_memory_once, hrt_read_physical_memory);
+  return hrt_physical_memory_bytes;
 }
 
 static hrt_status_t hrt_local_allocate_buffer(hrt_hal_device_t* device,
