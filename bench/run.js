@@ -1,0 +1,192 @@
+#!/usr/bin/env node
+'use strict';
+// halrt benchmarks: one table of halrt against baselines measured side by
+// side in this process. See BENCHMARKS.md.
+//
+//   npm run bench                 full run (about 1–2 minutes on 2 cores)
+//   npm run bench -- --quick      short smoke run (about 20 s)
+//   node bench/run.js --only trace,invoke --no-install
+//
+// Options: --quick; --only GROUPS (comma-separated: trace, invoke, dispatch,
+// cuda); --no-install (never npm-install onnxruntime-node; its rows are then
+// "unavailable"); --json FILE (also write the rows as JSON).
+// Exit status: 0 when every benchmark ran (missed targets included), 1 when
+// one failed to run.
+
+const os = require('os');
+const fs = require('fs');
+const { parseArgs } = require('util');
+const { halrt, loadReference, unmeasured } = require('./common');
+const { loadOrt } = require('./ort');
+const trace = require('./trace');
+const { invokeOverhead } = require('./invoke');
+const dispatch = require('./dispatch');
+
+const GROUPS = ['trace', 'invoke', 'dispatch', 'cuda'];
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      'no-install': { type: 'boolean', default: false },
+      json: { type: 'string' },
+    },
+  });
+  const only = values.only ? values.only.split(',').map((s) => s.trim()) : GROUPS;
+  for (const group of only) {
+    if (!GROUPS.includes(group)) throw new Error(`--only: unknown group '${group}' (${GROUPS.join(', ')})`);
+  }
+  return { quick: values.quick, only, allowInstall: !values['no-install'], json: values.json };
+}
+
+function log(message) {
+  process.stderr.write(`[bench] ${message}\n`);
+}
+
+function ratioText(r) {
+  if (!r.target && !Number.isFinite(r.ratio)) return '-';
+  if (!Number.isFinite(r.ratio)) return '-';
+  return `${r.ratio.toFixed(r.ratio >= 10 ? 1 : 2)}×`;
+}
+
+function targetText(r) {
+  if (!r.target) return 'report';
+  return `${r.target.op === '>=' ? '≥' : '≤'} ${r.target.value}×`;
+}
+
+function resultText(r) {
+  if (r.error) return 'ERROR';
+  if (!r.target) return '-';
+  if (r.met === null) return 'n/a';
+  return r.met ? 'met' : 'MISSED';
+}
+
+function printTable(rows) {
+  const header = ['#', 'benchmark', 'halrt', 'baseline', 'ratio', 'target', 'result'];
+  const cells = rows.map((r, i) => [
+    String(i + 1),
+    r.name,
+    r.halrt,
+    r.baseline,
+    ratioText(r),
+    targetText(r),
+    resultText(r),
+  ]);
+  const width = header.map((h, c) => Math.max(h.length, ...cells.map((row) => [...row[c]].length)));
+  const line = (row) => row.map((cell, c) => cell + ' '.repeat(width[c] - [...cell].length)).join(' | ');
+  const out = [line(header), width.map((w) => '-'.repeat(w)).join('-|-'), ...cells.map(line)];
+  console.log(out.join('\n'));
+  console.log('\nWhat each row measures (ratio: halrt relative to the baseline, oriented as the target reads):');
+  rows.forEach((r, i) => console.log(`${i + 1}. ${r.note}`));
+}
+
+function cpuName() {
+  const cpus = os.cpus();
+  return cpus.length ? cpus[0].model.trim() : 'unknown CPU';
+}
+
+function cudaDriver() {
+  return halrt.drivers().find((d) => d.name === 'cuda');
+}
+
+// The CUDA rows: measured with the same code when a GPU is usable (report
+// only: the baselines are CPU ones), otherwise "unmeasured (no GPU)".
+async function cudaRows(context) {
+  const driver = cudaDriver();
+  const names = [
+    'trace delivery, 16×f32 (cuda)',
+    'trace delivery, 4 MiB f32 (cuda)',
+    'invoke latency p50 (cuda)',
+    'add_f32 64 MiB (cuda)',
+    'matmul_f32 512³ (cuda)',
+  ];
+  if (!driver || !driver.available) {
+    const why = driver ? driver.reason.split(': ').slice(0, 2).join(': ') : 'no cuda driver in this build';
+    return names.map((name) =>
+      unmeasured({ group: 'cuda', name, why: 'unmeasured (no GPU)', note: `${name}: not run (${why})` }),
+    );
+  }
+  const device = context.instance.createDevice('cuda');
+  const cudaContext = { ...context, device, uri: 'cuda', uris: ['cuda'] };
+  const rows = [];
+  for (const run of [trace.traceSmall, trace.traceLarge, invokeOverhead, dispatch.addLarge, dispatch.matmul]) {
+    rows.push(...(await guarded(run.name, () => run(cudaContext))));
+  }
+  // CPU baselines: the figures are reported, not held to the CPU targets.
+  return rows.map((r) => ({ ...r, group: 'cuda', target: null, met: null, note: `[cuda, report only] ${r.note}` }));
+}
+
+const failures = [];
+
+async function guarded(name, run) {
+  try {
+    return await run();
+  } catch (error) {
+    failures.push(name);
+    log(`${name} failed: ${error.stack || error}`);
+    return [
+      {
+        group: 'error',
+        name,
+        halrt: `failed (${String(error.message || error).split('\n')[0]})`,
+        baseline: '-',
+        ratio: NaN,
+        target: null,
+        met: null,
+        error: true,
+        note: `${name}: did not run to completion (see the log above)`,
+      },
+    ];
+  }
+}
+
+async function main() {
+  const opts = options();
+  const started = Date.now();
+  const ref = loadReference();
+  const instance = new halrt.Instance();
+  const needsOrt = opts.only.includes('invoke') || opts.only.includes('dispatch');
+  const ort = needsOrt ? loadOrt({ allowInstall: opts.allowInstall, log }) : { unavailable: 'not needed' };
+  if (ort.unavailable && needsOrt) log(`onnxruntime-node unavailable: ${ort.unavailable}`);
+  const device = instance.createDevice('local-task');
+  const context = { quick: opts.quick, ref, instance, device, ort, uri: 'local-task', uris: ['local-sync', 'local-task'] };
+
+  console.log(
+    `halrt benchmarks${opts.quick ? ' (--quick: fewer repetitions, figures are rough)' : ''}\n` +
+      `date ${new Date().toISOString()}; ${cpuName()}, ${os.cpus().length} logical CPUs, ` +
+      `${(os.totalmem() / 2 ** 30).toFixed(0)} GiB; node ${process.version}; ` +
+      `local-task ${device.info.workerCount} workers; ` +
+      `onnxruntime-node ${ort.ort ? ort.ort.env.versions.common : `unavailable (${ort.unavailable})`}\n`,
+  );
+
+  const plan = [];
+  if (opts.only.includes('trace')) {
+    plan.push(['trace small', () => trace.traceSmall(context)], ['trace large', () => trace.traceLarge(context)]);
+  }
+  if (opts.only.includes('invoke')) plan.push(['invoke overhead', () => invokeOverhead(context)]);
+  if (opts.only.includes('dispatch')) {
+    plan.push(['add_f32', () => dispatch.addLarge(context)], ['matmul_f32', () => dispatch.matmul(context)]);
+  }
+  if (opts.only.includes('trace')) plan.push(['trace overhead', () => trace.traceOverhead(context)]);
+  if (opts.only.includes('cuda')) plan.push(['cuda', () => cudaRows(context)]);
+
+  const rows = [];
+  for (const [name, run] of plan) {
+    const t0 = Date.now();
+    rows.push(...(await guarded(name, run)));
+    log(`${name}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  }
+  printTable(rows);
+  console.log(`\ntotal ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  if (opts.json) fs.writeFileSync(opts.json, `${JSON.stringify(rows, null, 2)}\n`);
+  if (failures.length) {
+    console.log(`\n${failures.length} benchmark(s) failed to run: ${failures.join(', ')}`);
+    process.exitCode = 1;
+  }
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exitCode = 1;
+});

@@ -1,0 +1,244 @@
+'use strict';
+// Debug-sink benchmarks: trace delivery rate for small and large tensors, and
+// the cost of traceDispatches against the bytes it copies.
+
+const {
+  halrt,
+  now,
+  median,
+  roundRobin,
+  builtinModule,
+  value,
+  fillPattern,
+  mbps,
+  si,
+  seconds,
+  row,
+} = require('./common');
+
+const GROUP = 'trace';
+
+// Invokes `fn` `calls` times with at most `depth` invocations in flight and
+// returns the seconds taken until the last one settled.
+async function invokeMany(fn, inputs, calls, depth) {
+  const start = now();
+  let issued = 0;
+  async function lane() {
+    while (issued < calls) {
+      ++issued;
+      const outputs = await fn.invoke(inputs);
+      for (const output of outputs) output.close();
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(depth, calls) }, lane));
+  return now() - start;
+}
+
+// A context whose function `t.burst` traces its one input `traces` times.
+function burstContext(instance, device, shape, traces, sink) {
+  const hal = new halrt.HalModule(instance, device, { debugSink: sink });
+  const body = [];
+  for (let i = 0; i < traces; ++i) body.push({ op: 'trace', key: 'x', values: ['x'] });
+  const module = builtinModule(instance, 't', {
+    burst: { inputs: [value('x', shape)], outputs: [], body },
+  });
+  const context = new halrt.Context(instance, [hal, module]);
+  return { context, fn: context.lookupFunction('t.burst') };
+}
+
+// 1. Small traces: one 16-element f32 tensor per trace.
+async function traceSmall({ quick, ref, device, instance }) {
+  const tracesPerCall = 1000;
+  const calls = quick ? 5 : 40;
+  const rounds = quick ? 3 : 9;
+  const items = tracesPerCall * calls;
+  let received = 0;
+  const { fn } = burstContext(instance, device, [16], tracesPerCall, () => {
+    ++received;
+  });
+  const x = device.tensor(fillPattern(16), [16]);
+  let refReceived = 0;
+  const refCallback = () => {
+    ++refReceived;
+  };
+  let refDataReceived = 0;
+  const refDataCallback = (data) => {
+    refDataReceived += data.length > 0 ? 1 : 0;
+  };
+  await invokeMany(fn, [x], 2, 2); // warm-up
+  await ref.tsfnRun(refCallback, 1000, 64, 0);
+  const results = await roundRobin(rounds, {
+    halrt: async () => {
+      received = 0;
+      const elapsed = await invokeMany(fn, [x], calls, 2);
+      if (received !== items) throw new Error(`trace small: ${received} of ${items} traces arrived`);
+      return items / elapsed;
+    },
+    reference: async () => {
+      refReceived = 0;
+      const start = now();
+      await ref.tsfnRun(refCallback, items, 64, 0);
+      const elapsed = now() - start;
+      if (refReceived !== items) throw new Error(`reference: ${refReceived} of ${items} calls arrived`);
+      return items / elapsed;
+    },
+    referenceExternal: async () => {
+      refDataReceived = 0;
+      const start = now();
+      await ref.tsfnRun(refDataCallback, items, 64, 1);
+      return items / (now() - start);
+    },
+    referenceCopy: async () => {
+      refDataReceived = 0;
+      const start = now();
+      await ref.tsfnRun(refDataCallback, items, 64, 2);
+      return items / (now() - start);
+    },
+  });
+  const h = median(results.halrt);
+  const b = median(results.reference);
+  const e = median(results.referenceExternal);
+  const c = median(results.referenceCopy);
+  return [
+    row({
+      group: GROUP,
+      name: `trace delivery, 16×f32 (${device.info.driver})`,
+      halrt: `${si(h, 'trace/s')}`,
+      baseline: `${si(b, 'call/s')} tsfn`,
+      ratio: h / b,
+      target: { op: '>=', value: 0.8 },
+      note:
+        `traces/s from the device's completion thread (local devices: the queue thread) to the JS sink callback: ${calls} invocations (2 in flight) of a ` +
+        `function with ${tracesPerCall} trace ops of one f32[16] input, medians of ${rounds} rounds; ` +
+        `baseline: reference addon, a native thread copying 64 B per item into a fresh malloc and calling ` +
+        `napi_call_threadsafe_function once per item, JS callback with no arguments that counts; ` +
+        `the same handing the callback a Float32Array over the 64 B: ${si(e, 'call/s')} as an external ` +
+        `ArrayBuffer (what halrt does), ${si(c, 'call/s')} copied into a V8-owned ArrayBuffer`,
+    }),
+  ];
+}
+
+// 2. Large traces: 4 MiB tensors.
+async function traceLarge({ quick, ref, device, instance }) {
+  const elements = 1 << 20; // 4 MiB of f32
+  const bytes = elements * 4;
+  const tracesPerCall = 8;
+  const calls = quick ? 2 : 8;
+  const rounds = quick ? 3 : 9;
+  const items = tracesPerCall * calls;
+  let received = 0;
+  const { fn } = burstContext(instance, device, [elements], tracesPerCall, (key, tensors) => {
+    if (tensors[0].data.length === elements) ++received;
+  });
+  const x = device.tensor(fillPattern(elements), [elements]);
+  await invokeMany(fn, [x], 1, 1); // warm-up
+  const results = await roundRobin(rounds, {
+    halrt: async () => {
+      received = 0;
+      const elapsed = await invokeMany(fn, [x], calls, 2);
+      if (received !== items) throw new Error(`trace large: ${received} of ${items} traces arrived`);
+      return (items * bytes) / elapsed;
+    },
+    memcpy: async () => bytes / median(ref.memcpyTimes(bytes, items, 0)),
+    memcpyFresh: async () => bytes / median(ref.memcpyTimes(bytes, quick ? 2 : 4, 2)),
+  });
+  const h = median(results.halrt);
+  const b = median(results.memcpy);
+  const f = median(results.memcpyFresh);
+  return [
+    row({
+      group: GROUP,
+      name: `trace delivery, 4 MiB f32 (${device.info.driver})`,
+      halrt: mbps(h),
+      baseline: `${mbps(b)} memcpy`,
+      ratio: h / b,
+      target: { op: '>=', value: 0.5 },
+      note:
+        `traced bytes/s reaching the JS sink (a Float32Array per trace): ${calls} invocations (2 in flight) ` +
+        `of a function with ${tracesPerCall} trace ops of one f32[${elements}] input, medians of ${rounds} ` +
+        `rounds; baseline: memcpy of 4 MiB between two warm buffers, timed natively in the reference addon ` +
+        `(into freshly mmapped pages, every page faulting in: ${mbps(f)})`,
+    }),
+  ];
+}
+
+// 5. traceDispatches on vs off, against the bytes-copied floor.
+async function traceOverhead({ quick, ref, device, instance }) {
+  const elements = 1 << 18; // 1 MiB of f32 per dispatch output
+  const dispatches = 10;
+  const calls = quick ? 4 : 16;
+  const rounds = quick ? 3 : 15;
+  const bytesPerCall = dispatches * elements * 4;
+  // h0 = relu(x); h[i] = h[i-1] + x. Every h is an input too, so a call
+  // allocates nothing and "off" is the dispatches alone.
+  const inputs = [value('x', [elements])];
+  const body = [];
+  let previous = 'x';
+  for (let i = 0; i < dispatches; ++i) {
+    const target = `h${i}`;
+    inputs.push(value(target, [elements]));
+    body.push(
+      i === 0
+        ? { op: 'dispatch', kernel: 'k.relu_f32', workgroups: [4], bindings: [previous, target], constants: [elements] }
+        : {
+            op: 'dispatch',
+            kernel: 'k.add_f32',
+            workgroups: [4],
+            bindings: [previous, 'x', target],
+            constants: [elements],
+          },
+    );
+    previous = target;
+  }
+  const functions = { chain: { inputs, outputs: [], body } };
+  let tracedBytes = 0;
+  const sink = (key, tensors) => {
+    for (const tensor of tensors) tracedBytes += tensor.data.byteLength;
+  };
+  const make = (traceDispatches) => {
+    const hal = new halrt.HalModule(instance, device, { debugSink: sink, traceDispatches });
+    const context = new halrt.Context(instance, [hal, builtinModule(instance, 'c', functions)]);
+    return context.lookupFunction('c.chain');
+  };
+  const on = make(true);
+  const off = make(false);
+  const views = inputs.map((_, i) => device.tensor(fillPattern(elements, i + 1), [elements]));
+  await invokeMany(on, views, 2, 1);
+  await invokeMany(off, views, 2, 1);
+  const results = await roundRobin(rounds, {
+    off: async () => (await invokeMany(off, views, calls, 1)) / calls,
+    on: async () => {
+      tracedBytes = 0;
+      const elapsed = await invokeMany(on, views, calls, 1);
+      if (tracedBytes !== bytesPerCall * calls) throw new Error(`trace overhead: traced ${tracedBytes} bytes`);
+      return elapsed / calls;
+    },
+    floor: async () => dispatches * median(ref.memcpyTimes(elements * 4, calls * dispatches, 0)),
+    floorFresh: async () => dispatches * median(ref.memcpyTimes(elements * 4, quick ? 2 : 4, 2)),
+  });
+  const tOn = median(results.on);
+  const tOff = median(results.off);
+  const floor = median(results.floor);
+  const floorFresh = median(results.floorFresh);
+  const overhead = tOn - tOff;
+  return [
+    row({
+      group: GROUP,
+      name: `traceDispatches overhead, 10×1 MiB (${device.info.driver})`,
+      halrt: `+${seconds(overhead)}/call`,
+      baseline: `${seconds(floor)} memcpy`,
+      ratio: overhead / floor,
+      target: { op: '<=', value: 1.2 },
+      note:
+        `extra time per invocation with traceDispatches on: median per-call time on minus off ` +
+        `(${seconds(tOn)} − ${seconds(tOff)}), one invocation in flight, a function of ${dispatches} ` +
+        `dispatches (relu, then add_f32, 4 workgroups each) each writing f32[${elements}] bound to an ` +
+        `input (${(bytesPerCall / 2 ** 20).toFixed(0)} MiB traced per call; the sink sums byteLength), ` +
+        `medians of ${rounds} rounds of ${calls} calls; baseline (floor): copying the traced bytes once, ` +
+        `${dispatches} memcpys of 1 MiB between warm buffers timed natively (into freshly mmapped pages: ` +
+        `${seconds(floorFresh)})`,
+    }),
+  ];
+}
+
+module.exports = { traceSmall, traceLarge, traceOverhead, invokeMany };
