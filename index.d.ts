@@ -235,6 +235,11 @@ export interface TraceInfo {
    * decreases; always 0 under 'wait'.
    */
   dropped: number;
+  /**
+   * When the trace was taken, in nanoseconds on the CLOCK_MONOTONIC timeline
+   * of process.hrtime.bigint() (as a Number).
+   */
+  timeNs: number;
 }
 
 /**
@@ -246,11 +251,161 @@ export interface TraceInfo {
  */
 export type DebugSink = (key: string, tensors: TraceTensor[], info: TraceInfo) => void;
 
+/** How long one dispatch took (HalModule option `profile`). Times in ns, as TraceInfo.timeNs. */
+export interface TimingEvent {
+  /** The invocation (as TraceInfo.sequence). */
+  sequence: number;
+  /** 'module.function'. */
+  function: string;
+  /** Index of the dispatch op in the function body. */
+  op: number;
+  /** 'executable.entry', e.g. 'k.matmul_f32'. */
+  kernel: string;
+  /** The device's URI, e.g. 'local-sync' or 'cuda://0'. */
+  device: string;
+  startNs: number;
+  durationNs: number;
+}
+
+/** An invocation that has completed, reported just before its promise settles. */
+export interface InvocationEvent {
+  sequence: number;
+  /** 'module.function'. */
+  function: string;
+  /** When invoke() was called, in ns (as TraceInfo.timeNs). */
+  startNs: number;
+  durationNs: number;
+  /** false when the promise rejects (the device failed or a trace callback threw). */
+  ok: boolean;
+}
+
+/** Summary figures of one traced tensor, computed natively (halrt.sinks.stats). */
+export interface TensorStats {
+  name: string;
+  dtype: DType;
+  shape: number[];
+  /** Elements, NaN and Inf included. */
+  count: number;
+  /** Over the finite elements; NaN when there are none. */
+  min: number;
+  max: number;
+  mean: number;
+  nanCount: number;
+  infCount: number;
+}
+
+/** halrt.sinks.stats's callback: like a DebugSink, with figures instead of tensors. */
+export type StatsCallback = (key: string, stats: TensorStats[], info: TraceInfo) => void;
+
+/** The methods an object sink may have. */
+export interface ObjectSinkMethods {
+  /** Every trace, as a DebugSink receives it (called with the object as `this`). */
+  trace?: DebugSink | undefined;
+  /** Every dispatch's timing, when the HalModule has `profile: true`. */
+  timing?: ((event: TimingEvent) => void) | undefined;
+  /** Every invocation of the HalModule's contexts, just before its promise settles. */
+  invocation?: ((event: InvocationEvent) => void) | undefined;
+}
+
+/**
+ * An object debug sink: at least one of trace, timing and invocation. A
+ * throw from any of them rejects the invocation concerned (code ABORTED).
+ */
+export type ObjectSink = ObjectSinkMethods &
+  (
+    | { trace: DebugSink }
+    | { timing: (event: TimingEvent) => void }
+    | { invocation: (event: InvocationEvent) => void }
+  );
+
+/** halrt.sinks.stdio(): prints traces on stdout natively. */
+export interface StdioSink {
+  readonly halrtSinkKind: 'stdio';
+  readonly maxElements: number;
+}
+/** halrt.sinks.npy(): writes traced tensors as .npy files natively. */
+export interface NpySink {
+  readonly halrtSinkKind: 'npy';
+  readonly directory: string;
+}
+/** halrt.sinks.stats(): figures computed natively, handed to a callback. */
+export interface StatsSink {
+  readonly halrtSinkKind: 'stats';
+  readonly callback: StatsCallback;
+}
+/** halrt.sinks.tee() of two or more sinks. */
+export interface TeeSink {
+  readonly halrtSinkKind: 'tee';
+  readonly sinks: readonly Sink[];
+}
+/** A description of a built-in sink, made by halrt.sinks (frozen). */
+export type NativeSink = StdioSink | NpySink | StatsSink | TeeSink;
+
+/** Everything HalModule's `debugSink` option takes. */
+export type Sink = DebugSink | ObjectSink | NativeSink;
+
+/**
+ * The object sink halrt.sinks.chromeTrace() returns: writes a Trace Event
+ * Format file (Perfetto, chrome://tracing) that is valid JSON after every
+ * event. The class itself is not exported.
+ */
+export interface ChromeTrace {
+  /** The file written. */
+  readonly path: string;
+  trace(key: string, tensors: TraceTensor[], info: TraceInfo): void;
+  timing(event: TimingEvent): void;
+  invocation(event: InvocationEvent): void;
+  /** Stops writing and closes the file (which stays valid JSON). Idempotent. */
+  close(): void;
+}
+
+export interface StdioSinkOptions {
+  /** Tensors with more elements show the first and last maxElements/2. An integer >= 2; default 16. */
+  maxElements?: number | undefined;
+}
+
+/** Ready-made debug sinks. */
+export interface Sinks {
+  /**
+   * Lines on stdout, written natively: `=== key (function op N, invocation S) ===`
+   * then `name: 2x3xf32=[1 2 3 4 5 6]` per tensor.
+   */
+  readonly stdio: (options?: StdioSinkOptions) => StdioSink;
+  /**
+   * One .npy file (format 1.0) per traced tensor in `directory` (created if
+   * missing), named `<sequence>_<key>_<index>.npy`; bf16 as '<u2' bits.
+   */
+  readonly npy: (directory: string) => NpySink;
+  /** min, max, mean, NaN and Inf counts of each traced tensor, computed natively. */
+  readonly stats: (callback: StatsCallback) => StatsSink;
+  /** Every sink given sees every event; a single sink is returned as is. */
+  readonly tee: {
+    <S extends Sink>(sink: S): S;
+    (first: Sink, second: Sink, ...rest: Sink[]): TeeSink;
+  };
+  /** A Chrome trace file; use with `profile: true` for dispatch timings. */
+  readonly chromeTrace: (path: string) => ChromeTrace;
+}
+
+export const sinks: Sinks;
+
 export interface HalModuleOptions {
-  /** Receives traced tensors. Default: none (traces are dropped natively). */
-  debugSink?: DebugSink | null | undefined;
+  /**
+   * Receives traces (and, for object sinks, timings and invocations): a
+   * function, an object sink, or a halrt.sinks sink. Default: none (traces
+   * are dropped natively).
+   */
+  debugSink?: Sink | null | undefined;
   /** Also trace what every dispatch writes. Default false. */
   traceDispatches?: boolean | undefined;
+  /** Report every dispatch's timing to the sink's `timing` method. Default false. */
+  profile?: boolean | undefined;
+  /**
+   * 'reject': an invocation rejects (code ABORTED, naming the trace key, the
+   * tensor and the first bad index) at the first traced tensor holding NaN or
+   * Inf, which the sink never sees. Default 'ignore'.
+   */
+  nonFinite?: 'ignore' | 'reject' | undefined;
   /**
    * Bound on the bytes of traces posted to JavaScript but not yet delivered:
    * an integer >= 1. Default 64 MiB.
@@ -270,9 +425,10 @@ export class HalModule implements Disposable {
   /** Always 'hal'. */
   readonly name: 'hal';
   readonly device: Device;
-  /** options.debugSink, or null. */
-  readonly debugSink: DebugSink | null;
+  /** options.debugSink as given, or null. */
+  readonly debugSink: Sink | null;
   readonly traceDispatches: boolean;
+  readonly profile: boolean;
   /** Releases this object's module reference. Idempotent. Contexts keep theirs. */
   close(): void;
   [Symbol.dispose](): void;

@@ -108,8 +108,36 @@ async function liveBaseline(stable = 3, rounds = 40) {
   return live;
 }
 
-/** The CPU devices every program test runs on. */
-const DEVICE_URIS = ['local-sync', 'local-task?workers=2'];
+/** The devices every device-dependent test runs on when HALRT_TEST_DEVICES is unset. */
+const DEFAULT_DEVICE_URIS = ['local-sync', 'local-task?workers=2'];
+
+/**
+ * The device URIs the device-dependent tests run on: HALRT_TEST_DEVICES
+ * (comma-separated, e.g. `cuda` or `cuda,local-sync`) when set, otherwise
+ * the CPU devices. Tests that are inherently CPU-specific name CPU URIs
+ * themselves instead.
+ */
+function deviceUrisFromEnv(value = process.env.HALRT_TEST_DEVICES) {
+  if (value === undefined || value.trim() === '') return DEFAULT_DEVICE_URIS;
+  const uris = value.split(',').map((uri) => uri.trim()).filter((uri) => uri.length > 0);
+  if (uris.length === 0) throw new Error(`HALRT_TEST_DEVICES=${JSON.stringify(value)} names no device`);
+  return uris;
+}
+
+const DEVICE_URIS = Object.freeze(deviceUrisFromEnv());
+
+/**
+ * The built-in kernels on every device kind: the executable description
+ * tests give their 'k' executable so that one module links on CPU and CUDA.
+ */
+const BUILTIN = Object.freeze({ local: Object.freeze({ builtin: true }), cuda: Object.freeze({ builtin: true }) });
+
+/** Whether the cuda driver can make devices here, and if not why (halrt.drivers()). */
+function cudaDriver() {
+  const cuda = halrt.drivers().find((driver) => driver.name === 'cuda');
+  if (!cuda) return { available: false, reason: 'this build of halrt has no cuda driver' };
+  return { available: cuda.available, reason: cuda.reason };
+}
 
 /** Resolves once `predicate()` is true; rejects after `timeout` ms. */
 async function waitFor(predicate, timeout = 5000, what = 'condition') {
@@ -134,13 +162,13 @@ function closeAll(...objects) {
 /**
  * A HalModule + program Module + Context on a fresh device, for tests.
  * `define(builder)` adds executables and functions to ModuleBuilder(`name`);
- * an executable 'k' with the built-in CPU kernels is always there.
+ * an executable 'k' with the built-in kernels (CPU and CUDA) is always there.
  * close() closes everything it made.
  */
 function makeProgram(uri, define, { name = 'm', hal: halOptions, instance: given } = {}) {
   const instance = given ?? new halrt.Instance();
   const device = instance.createDevice(uri);
-  const builder = new halrt.ModuleBuilder(name).executable('k', { local: { builtin: true } });
+  const builder = new halrt.ModuleBuilder(name).executable('k', BUILTIN);
   define(builder);
   const hal = new halrt.HalModule(instance, device, halOptions);
   const module = builder.build(instance);
@@ -229,7 +257,11 @@ function randomFloats(count, seed, range = 4) {
 
 module.exports = {
   ARRAY_TYPES,
+  BUILTIN,
+  DEFAULT_DEVICE_URIS,
   DEVICE_URIS,
+  cudaDriver,
+  deviceUrisFromEnv,
   sampleData,
   elementCount,
   assertThrowsHalrt,

@@ -8,7 +8,7 @@ const { spawnSync } = require('child_process');
 const { Worker } = require('worker_threads');
 const halrt = require('..');
 const {
-  DEVICE_URIS, closeAll, liveBaseline, makeProgram, settleLiveObjects, tick,
+  BUILTIN, DEVICE_URIS, closeAll, liveBaseline, makeProgram, settleLiveObjects, tick,
 } = require('./helpers');
 
 const LIB = JSON.stringify(path.join(__dirname, '..'));
@@ -47,7 +47,7 @@ describe('debug sink and garbage collection', function () {
           traces += tensors[0].data[0];
         };
         hal = new halrt.HalModule(instance, device, { debugSink: sink, traceDispatches: true });
-        const module = new halrt.ModuleBuilder('m').executable('k', { local: { builtin: true } })
+        const module = new halrt.ModuleBuilder('m').executable('k', BUILTIN)
           .function('f', (f) => f.input('x', 'i32', [4]).output('y', 'i32', [4])
             .dispatch('k.add_i32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [4] }).trace('y', ['y']))
           .build(instance);
@@ -72,155 +72,162 @@ describe('debug sink and garbage collection', function () {
     });
   }
 
-  it('a sink closing over only its Context is collected once the Context is unreachable', async () => {
-    const p = makeProgram('local-task?workers=2', () => {});
-    const instance = p.instance;
-    const device = p.device;
-    const baseline = await liveBaseline();
-    const collected = new Set();
-    const registry = new FinalizationRegistry((name) => collected.add(name));
-    await (async () => {
-      const holder = {};
-      const sink = () => void holder.context.modules.length;
-      const hal = new halrt.HalModule(instance, device, { debugSink: sink });
-      const module = new halrt.ModuleBuilder('c').function('f', (f) => f.output('y', 'u8', [2]).fill('y', 1).trace('y', ['y'])).build(instance);
-      holder.context = new halrt.Context(instance, [hal, module]);
-      registry.register(sink, 'sink');
-      registry.register(holder.context, 'context');
-      const [y] = await holder.context.lookupFunction('c.f').invoke([]);
-      y.close();
-    })();
-    assert.ok(await collectUntil(() => collected.size === 2), `collected: ${[...collected].join(', ')}`);
-    assert.deepStrictEqual(await settleLiveObjects(baseline, 100), baseline);
-    p.close();
-  });
-
-  it('a sink reachable only through its HalModule survives GC and still receives traces', async () => {
-    const instance = new halrt.Instance();
-    const device = instance.createDevice('local-sync');
-    const received = [];
-    let sinkCollected = false;
-    const registry = new FinalizationRegistry(() => {
-      sinkCollected = true;
+  for (const uri of DEVICE_URIS) {
+    it(`a sink closing over only its Context is collected once the Context is unreachable (${uri})`, async () => {
+      const p = makeProgram(uri, () => {});
+      const instance = p.instance;
+      const device = p.device;
+      const baseline = await liveBaseline();
+      const collected = new Set();
+      const registry = new FinalizationRegistry((name) => collected.add(name));
+      await (async () => {
+        const holder = {};
+        const sink = () => void holder.context.modules.length;
+        const hal = new halrt.HalModule(instance, device, { debugSink: sink });
+        const module = new halrt.ModuleBuilder('c').function('f', (f) => f.output('y', 'u8', [2]).fill('y', 1).trace('y', ['y'])).build(instance);
+        holder.context = new halrt.Context(instance, [hal, module]);
+        registry.register(sink, 'sink');
+        registry.register(holder.context, 'context');
+        const [y] = await holder.context.lookupFunction('c.f').invoke([]);
+        y.close();
+      })();
+      assert.ok(await collectUntil(() => collected.size === 2), `collected: ${[...collected].join(', ')}`);
+      assert.deepStrictEqual(await settleLiveObjects(baseline, 100), baseline);
+      p.close();
     });
-    const hal = (() => {
-      const sink = (key, tensors) => received.push([key, tensors[0].data[0]]);
-      registry.register(sink, 'sink');
-      return new halrt.HalModule(instance, device, { debugSink: sink });
-    })();
-    const module = new halrt.ModuleBuilder('s').function('f', (f) => f.output('y', 'i32', [1]).fill('y', 77).trace('v', ['y'])).build(instance);
-    // Collect hard while the sink's only JS-visible edge is hal.debugSink.
-    await collectUntil(() => false, 10);
-    assert.strictEqual(sinkCollected, false);
-    const context = new halrt.Context(instance, [hal, module]);
-    const fn = context.lookupFunction('s.f');
-    try {
-      const [y] = await fn.invoke([]);
-      y.close();
-      assert.deepStrictEqual(received, [['v', 77]]);
-    } finally {
-      closeAll(fn, context, module, hal, device, instance);
-    }
-  });
 
-  it('a sink whose only owner is an invocation in flight is kept until that invocation has delivered its traces', async () => {
-    const instance = new halrt.Instance();
-    const device = instance.createDevice('local-task?workers=2');
-    const baseline = await liveBaseline();
-    let traces = 0;
-    let sinkCollected = false;
-    let halCollectedInFlight = false;
-    let settled = false;
-    const registry = new FinalizationRegistry((name) => {
-      if (name === 'sink') sinkCollected = true;
-      if (name === 'hal' && !settled) halCollectedInFlight = true;
-    });
-    const N = 256;
-    const pending = (() => {
-      const sink = () => {
-        traces += 1;
-      };
-      registry.register(sink, 'sink');
-      const hal = new halrt.HalModule(instance, device, { debugSink: sink });
-      registry.register(hal, 'hal');
-      const module = new halrt.ModuleBuilder('g').executable('k', { local: { builtin: true } }).function('f', (f) => {
-        f.input('x', 'f32', [N, N]).output('y', 'f32', [N, N]);
-        for (let i = 0; i < 16; ++i) {
-          f.dispatch('k.matmul_f32', { workgroups: [2, 2, 1], bindings: ['x', 'x', 'y'], constants: [N, N, N] }).trace(`t${i}`, ['y']);
-        }
-      }).build(instance);
+    it(`a sink reachable only through its HalModule survives GC and still receives traces (${uri})`, async () => {
+      const instance = new halrt.Instance();
+      const device = instance.createDevice(uri);
+      const received = [];
+      let sinkCollected = false;
+      const registry = new FinalizationRegistry(() => {
+        sinkCollected = true;
+      });
+      const hal = (() => {
+        const sink = (key, tensors) => received.push([key, tensors[0].data[0]]);
+        registry.register(sink, 'sink');
+        return new halrt.HalModule(instance, device, { debugSink: sink });
+      })();
+      const module = new halrt.ModuleBuilder('s').function('f', (f) => f.output('y', 'i32', [1]).fill('y', 77).trace('v', ['y'])).build(instance);
+      // Collect hard while the sink's only JS-visible edge is hal.debugSink.
+      await collectUntil(() => false, 10);
+      assert.strictEqual(sinkCollected, false);
       const context = new halrt.Context(instance, [hal, module]);
-      const x = device.tensor(new Float32Array(N * N).fill(1), [N, N]);
-      return context.lookupFunction('g.f').invoke([x]);
-    })();
-    // Only the promise is left; GC runs while the device works.
-    pending.then(() => {
-      settled = true;
-    }, () => {
-      settled = true;
+      const fn = context.lookupFunction('s.f');
+      try {
+        const [y] = await fn.invoke([]);
+        y.close();
+        assert.deepStrictEqual(received, [['v', 77]]);
+      } finally {
+        closeAll(fn, context, module, hal, device, instance);
+      }
     });
-    while (!settled) {
-      global.gc();
-      await tick();
-    }
-    const [y] = await pending;
-    assert.strictEqual((await y.read())[0], N);
-    y.close();
-    assert.ok(halCollectedInFlight, 'the HalModule object was collected while the invocation ran');
-    assert.strictEqual(traces, 16, 'every trace reached the sink');
-    assert.ok(await collectUntil(() => sinkCollected), 'and then the sink was collected');
-    assert.deepStrictEqual(await settleLiveObjects(baseline, 100), baseline);
-    device.close();
-    instance.close();
-  });
+
+    it(`a sink whose only owner is an invocation in flight is kept until that invocation has delivered its traces (${uri})`, async () => {
+      const instance = new halrt.Instance();
+      const device = instance.createDevice(uri);
+      const baseline = await liveBaseline();
+      let traces = 0;
+      let sinkCollected = false;
+      let halCollectedInFlight = false;
+      let settled = false;
+      const registry = new FinalizationRegistry((name) => {
+        if (name === 'sink') sinkCollected = true;
+        if (name === 'hal' && !settled) halCollectedInFlight = true;
+      });
+      // Long enough that GC runs while the device works: a real GPU needs
+      // bigger matrices than the CPU devices and the CUDA test double.
+      const fast = device.info.kind === 'cuda' && !device.info.name.startsWith('fakecuda');
+      const N = fast ? 1024 : 256;
+      const pending = (() => {
+        const sink = () => {
+          traces += 1;
+        };
+        registry.register(sink, 'sink');
+        const hal = new halrt.HalModule(instance, device, { debugSink: sink });
+        registry.register(hal, 'hal');
+        const module = new halrt.ModuleBuilder('g').executable('k', BUILTIN).function('f', (f) => {
+          f.input('x', 'f32', [N, N]).output('y', 'f32', [N, N]);
+          for (let i = 0; i < 16; ++i) {
+            f.dispatch('k.matmul_f32', { workgroups: [2, 2, 1], bindings: ['x', 'x', 'y'], constants: [N, N, N] }).trace(`t${i}`, ['y']);
+          }
+        }).build(instance);
+        const context = new halrt.Context(instance, [hal, module]);
+        const x = device.tensor(new Float32Array(N * N).fill(1), [N, N]);
+        return context.lookupFunction('g.f').invoke([x]);
+      })();
+      // Only the promise is left; GC runs while the device works.
+      pending.then(() => {
+        settled = true;
+      }, () => {
+        settled = true;
+      });
+      while (!settled) {
+        global.gc();
+        await tick();
+      }
+      const [y] = await pending;
+      assert.strictEqual((await y.read())[0], N);
+      y.close();
+      assert.ok(halCollectedInFlight, 'the HalModule object was collected while the invocation ran');
+      assert.strictEqual(traces, 16, 'every trace reached the sink');
+      assert.ok(await collectUntil(() => sinkCollected), 'and then the sink was collected');
+      assert.deepStrictEqual(await settleLiveObjects(baseline, 100), baseline);
+      device.close();
+      instance.close();
+    });
+  }
 });
 
 describe('debug sink in worker_threads', function () {
   this.timeout(60000);
 
-  it('a worker builds a traced program, awaits it and exits cleanly', async () => {
-    const before = await liveBaseline();
-    const worker = new Worker(`
-      const { parentPort } = require('worker_threads');
-      const halrt = require(${LIB});
-      (async () => {
-        const instance = new halrt.Instance();
-        const device = instance.createDevice('local-task?workers=2');
-        const traces = [];
-        const hal = new halrt.HalModule(instance, device, {
-          traceDispatches: true,
-          debugSink: (key, tensors, info) => traces.push([key, info.op, Array.from(tensors[0].data)]),
-        });
-        const module = new halrt.ModuleBuilder('w').executable('k', { local: { builtin: true } })
-          .function('f', (f) => f.input('x', 'f32', [3]).output('y', 'f32', [3])
-            .dispatch('k.relu_f32', { workgroups: [1], bindings: ['x', 'y'], constants: [3] }).trace('out', ['y']))
-          .build(instance);
-        const context = new halrt.Context(instance, [hal, module]);
-        const fn = context.lookupFunction('w.f');
-        const x = device.tensor(Float32Array.from([-1, 2, -3]), [3]);
-        const [y] = await fn.invoke([x]);
-        parentPort.postMessage({ traces, y: await y.read() });
-        // Left unclosed on purpose: worker teardown releases them.
-      })().catch((error) => parentPort.postMessage({ error: String(error && error.stack) }));
-    `, { eval: true });
-    const messages = [];
-    worker.on('message', (message) => messages.push(message));
-    const code = await new Promise((resolve, reject) => {
-      worker.on('error', reject);
-      worker.on('exit', resolve);
+  for (const uri of DEVICE_URIS) {
+    it(`a worker builds a traced program, awaits it and exits cleanly (${uri})`, async () => {
+      const before = await liveBaseline();
+      const worker = new Worker(`
+        const { parentPort } = require('worker_threads');
+        const halrt = require(${LIB});
+        (async () => {
+          const instance = new halrt.Instance();
+          const device = instance.createDevice(${JSON.stringify(uri)});
+          const traces = [];
+          const hal = new halrt.HalModule(instance, device, {
+            traceDispatches: true,
+            debugSink: (key, tensors, info) => traces.push([key, info.op, Array.from(tensors[0].data)]),
+          });
+          const module = new halrt.ModuleBuilder('w').executable('k', { local: { builtin: true }, cuda: { builtin: true } })
+            .function('f', (f) => f.input('x', 'f32', [3]).output('y', 'f32', [3])
+              .dispatch('k.relu_f32', { workgroups: [1], bindings: ['x', 'y'], constants: [3] }).trace('out', ['y']))
+            .build(instance);
+          const context = new halrt.Context(instance, [hal, module]);
+          const fn = context.lookupFunction('w.f');
+          const x = device.tensor(Float32Array.from([-1, 2, -3]), [3]);
+          const [y] = await fn.invoke([x]);
+          parentPort.postMessage({ traces, y: await y.read() });
+          // Left unclosed on purpose: worker teardown releases them.
+        })().catch((error) => parentPort.postMessage({ error: String(error && error.stack) }));
+      `, { eval: true });
+      const messages = [];
+      worker.on('message', (message) => messages.push(message));
+      const code = await new Promise((resolve, reject) => {
+        worker.on('error', reject);
+        worker.on('exit', resolve);
+      });
+      assert.strictEqual(code, 0);
+      assert.strictEqual(messages.length, 1);
+      assert.strictEqual(messages[0].error, undefined, messages[0].error);
+      assert.deepStrictEqual(messages[0].traces, [['f:0:relu_f32', 0, [0, 2, 0]], ['out', 1, [0, 2, 0]]]);
+      assert.deepStrictEqual(messages[0].y, Float32Array.from([0, 2, 0]));
+      assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
     });
-    assert.strictEqual(code, 0);
-    assert.strictEqual(messages.length, 1);
-    assert.strictEqual(messages[0].error, undefined, messages[0].error);
-    assert.deepStrictEqual(messages[0].traces, [['f:0:relu_f32', 0, [0, 2, 0]], ['out', 1, [0, 2, 0]]]);
-    assert.deepStrictEqual(messages[0].y, Float32Array.from([0, 2, 0]));
-    assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
-  });
+  }
 
   it('terminating workers with traced invocations in flight, 20 times, neither crashes nor leaks', async () => {
     const before = await liveBaseline();
     for (let round = 0; round < 20; ++round) {
-      const uri = round % 2 ? 'local-sync' : 'local-task?workers=2';
+      const uri = DEVICE_URIS[round % DEVICE_URIS.length];
       const policy = round % 4 < 2 ? 'wait' : 'drop';
       const worker = new Worker(`
         const { parentPort } = require('worker_threads');
@@ -232,7 +239,7 @@ describe('debug sink in worker_threads', function () {
           traceDispatches: true, maxTraceBytes: 8192, tracePolicy: '${policy}',
           debugSink: () => { seen += 1; const end = Date.now() + 1; while (Date.now() < end); },
         });
-        const module = new halrt.ModuleBuilder('t').executable('k', { local: { builtin: true } })
+        const module = new halrt.ModuleBuilder('t').executable('k', { local: { builtin: true }, cuda: { builtin: true } })
           .function('f', (f) => f.input('x', 'f32', [1024]).output('y', 'f32', [1024])
             .dispatch('k.relu_f32', { workgroups: [4], bindings: ['x', 'y'], constants: [1024] })
             .trace('a', ['x', 'y']).trace('b', ['y']))
@@ -257,18 +264,20 @@ describe('debug sink in worker_threads', function () {
       assert.strictEqual(await worker.terminate(), 1);
     }
     // The main thread still runs traced invocations correctly.
-    const keys = [];
-    const p = makeProgram('local-task?workers=2', (b) => b.function('f', (f) => f
-      .input('x', 'f32', [2]).output('y', 'f32', [2])
-      .dispatch('k.add_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [2] }).trace('y', ['y'])),
-    { hal: { debugSink: (key, tensors) => keys.push([key, Array.from(tensors[0].data)]) } });
-    const fn = p.lookup('f');
-    const x = p.device.tensor(Float32Array.from([1.5, -4]), [2]);
-    const [y] = await fn.invoke([x]);
-    assert.deepStrictEqual(await y.read(), Float32Array.from([3, -8]));
-    assert.deepStrictEqual(keys, [['y', [3, -8]]]);
-    closeAll(y, x, fn);
-    p.close();
+    for (const uri of DEVICE_URIS) {
+      const keys = [];
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f
+        .input('x', 'f32', [2]).output('y', 'f32', [2])
+        .dispatch('k.add_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [2] }).trace('y', ['y'])),
+      { hal: { debugSink: (key, tensors) => keys.push([key, Array.from(tensors[0].data)]) } });
+      const fn = p.lookup('f');
+      const x = p.device.tensor(Float32Array.from([1.5, -4]), [2]);
+      const [y] = await fn.invoke([x]);
+      assert.deepStrictEqual(await y.read(), Float32Array.from([3, -8]));
+      assert.deepStrictEqual(keys, [['y', [3, -8]]], uri);
+      closeAll(y, x, fn);
+      p.close();
+    }
     assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
   });
 });
@@ -290,7 +299,7 @@ describe('debug sink and process lifetime', function () {
       traceDispatches: true, maxTraceBytes: Number(process.env.HALRT_TEST_MAX), tracePolicy: process.env.HALRT_TEST_POLICY,
       debugSink: (key) => { traces += 1; if (globalThis.onTrace) globalThis.onTrace(key); },
     });
-    const module = new halrt.ModuleBuilder('p').executable('k', { local: { builtin: true } })
+    const module = new halrt.ModuleBuilder('p').executable('k', { local: { builtin: true }, cuda: { builtin: true } })
       .function('f', (f) => f.input('x', 'f32', [4096]).output('y', 'f32', [4096])
         .dispatch('k.relu_f32', { workgroups: [4], bindings: ['x', 'y'], constants: [4096] })
         .trace('a', ['x', 'y']).trace('b', ['y']))
@@ -331,40 +340,42 @@ describe('debug sink and process lifetime', function () {
     }
   }
 
-  it('an idle HalModule with a sink and an unclosed Context do not keep the process alive', () => {
-    const started = Date.now();
-    const result = runChild(`
-      const halrt = require(${LIB});
-      const instance = new halrt.Instance();
-      const device = instance.createDevice('local-task');
-      const hal = new halrt.HalModule(instance, device, { debugSink: () => {} });
-      const never = new halrt.HalModule(instance, instance.createDevice('local-sync'), { debugSink: () => {} });
-      const module = new halrt.ModuleBuilder('i').function('f', (f) => f.output('y', 'u8', [1]).fill('y', 1).trace('y', ['y'])).build(instance);
-      const context = new halrt.Context(instance, [hal, module]);
-      globalThis.keep = [instance, device, hal, never, module, context, context.lookupFunction('i.f')];
-    `);
-    assertExitedZero(result);
-    assert.ok(Date.now() - started < 10000);
-  });
+  for (const uri of DEVICE_URIS) {
+    it(`an idle HalModule with a sink and an unclosed Context do not keep the process alive (${uri})`, () => {
+      const started = Date.now();
+      const result = runChild(`
+        const halrt = require(${LIB});
+        const instance = new halrt.Instance();
+        const device = instance.createDevice(${JSON.stringify(uri)});
+        const hal = new halrt.HalModule(instance, device, { debugSink: () => {} });
+        const never = new halrt.HalModule(instance, instance.createDevice(${JSON.stringify(uri)}), { debugSink: () => {} });
+        const module = new halrt.ModuleBuilder('i').function('f', (f) => f.output('y', 'u8', [1]).fill('y', 1).trace('y', ['y'])).build(instance);
+        const context = new halrt.Context(instance, [hal, module]);
+        globalThis.keep = [instance, device, hal, never, module, context, context.lookupFunction('i.f')];
+      `);
+      assertExitedZero(result);
+      assert.ok(Date.now() - started < 10000);
+    });
 
-  it('a process that awaits a traced invocation prints its results and exits on its own', () => {
-    const result = runProgram(`
-      fn.invoke([x]).then(async ([y]) => {
-        const values = await y.read();
-        console.log('traces', traces, 'y', values[0], values[4095]);
-      });
-    `);
-    assertExitedZero(result);
-    assert.strictEqual(result.stdout.trim(), 'traces 3 y 0 0');
-  });
+    it(`a process that awaits a traced invocation prints its results and exits on its own (${uri})`, () => {
+      const result = runProgram(`
+        fn.invoke([x]).then(async ([y]) => {
+          const values = await y.read();
+          console.log('traces', traces, 'y', values[0], values[4095]);
+        });
+      `, { uri });
+      assertExitedZero(result);
+      assert.strictEqual(result.stdout.trim(), 'traces 3 y 0 0');
+    });
 
-  it('pending traced invocations keep the process alive until they have settled', () => {
-    const result = runProgram(`
-      let settled = 0;
-      for (let i = 0; i < 20; ++i) fn.invoke([x]).then(() => { settled += 1; });
-      process.on('exit', () => console.log('settled', settled, 'traces', traces));
-    `, { uri: 'local-sync', policy: 'wait', max: 16384 });
-    assertExitedZero(result);
-    assert.strictEqual(result.stdout.trim(), 'settled 20 traces 60');
-  });
+    it(`pending traced invocations keep the process alive until they have settled (${uri})`, () => {
+      const result = runProgram(`
+        let settled = 0;
+        for (let i = 0; i < 20; ++i) fn.invoke([x]).then(() => { settled += 1; });
+        process.on('exit', () => console.log('settled', settled, 'traces', traces));
+      `, { uri, policy: 'wait', max: 16384 });
+      assertExitedZero(result);
+      assert.strictEqual(result.stdout.trim(), 'settled 20 traces 60');
+    });
+  }
 });

@@ -2,13 +2,13 @@
 const assert = require('assert');
 const halrt = require('..');
 const {
-  ARRAY_TYPES, sampleData, elementCount, assertThrowsHalrt, assertRejectsHalrt,
+  ARRAY_TYPES, DEVICE_URIS, sampleData, elementCount, assertThrowsHalrt, assertRejectsHalrt,
 } = require('./helpers');
 
 const SHAPES = [[], [5], [2, 3], [2, 1, 3]];
 const BYTES = { f16: 2, bf16: 2, f32: 4, f64: 8, i8: 1, u8: 1, i16: 2, u16: 2, i32: 4, u32: 4, i64: 8, u64: 8, bool: 1 };
 
-for (const uri of ['local-sync', 'local-task']) {
+for (const uri of DEVICE_URIS) {
   describe(`tensors on ${uri}`, () => {
     let instance;
     let device;

@@ -109,16 +109,23 @@ static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
     hrt_js_invocation_free(invocation);
     return;
   }
-  if (invocation->sink != NULL) {
-    hrt_js_sink_report_invocation(
-        env, invocation->sink, invocation->sequence, invocation->name,
-        invocation->start_ns, invocation->end_ns - invocation->start_ns,
-        invocation->status == HRT_OK);
-  }
+  // A trace callback that threw fails the invocation as surely as the
+  // device does, so the sink's invocation event says ok: false for it too.
+  // What the invocation callback itself throws is taken after it ran (and
+  // dropped when a trace callback threw first, so that nothing stays kept).
   napi_value thrown =
       invocation->sink
           ? hrt_js_sink_take_error(env, invocation->sink, invocation->sequence)
           : NULL;
+  if (invocation->sink != NULL) {
+    hrt_js_sink_report_invocation(
+        env, invocation->sink, invocation->sequence, invocation->name,
+        invocation->start_ns, invocation->end_ns - invocation->start_ns,
+        invocation->status == HRT_OK && thrown == NULL);
+    napi_value late =
+        hrt_js_sink_take_error(env, invocation->sink, invocation->sequence);
+    if (thrown == NULL) thrown = late;
+  }
   if (thrown != NULL) {
     napi_reject_deferred(env, invocation->deferred,
                          hrt_js_sink_failure(env, invocation, thrown));

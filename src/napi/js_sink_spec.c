@@ -143,6 +143,47 @@ static bool hrt_js_collect_kind(hrt_js_spec_builder_t* builder,
   return hrt_js_add_native(builder, sink, name);
 }
 
+// An object target must have at least one of the sink methods, and each it
+// has must be a function: an Array of sinks (use halrt.sinks.tee) or an
+// object with a misspelt method would otherwise be accepted and never
+// called.
+static bool hrt_js_check_object_target(hrt_js_spec_builder_t* builder,
+                                       napi_value value, const char* name) {
+  static const char* const methods[] = {"trace", "timing", "invocation"};
+  napi_env env = builder->env;
+  bool is_array = false;
+  HRT_NAPI_CALL_BOOL(env, napi_is_array(env, value, &is_array));
+  if (is_array) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: %s is an Array; combine sinks with "
+                        "halrt.sinks.tee(...sinks)",
+                        builder->method, name);
+  }
+  int found = 0;
+  for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); ++i) {
+    napi_value method = NULL;
+    napi_valuetype type = napi_undefined;
+    HRT_NAPI_CALL_BOOL(
+        env, napi_get_named_property(env, value, methods[i], &method));
+    HRT_NAPI_CALL_BOOL(env, napi_typeof(env, method, &type));
+    if (type == napi_undefined) continue;
+    if (type != napi_function) {
+      char method_name[112];
+      snprintf(method_name, sizeof(method_name), "%s.%s", name, methods[i]);
+      return hrt_js_throw_type(env, method, builder->method, method_name,
+                               "a function");
+    }
+    ++found;
+  }
+  if (found == 0) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: %s has none of the sink methods trace, timing "
+                        "and invocation",
+                        builder->method, name);
+  }
+  return true;
+}
+
 static bool hrt_js_collect(hrt_js_spec_builder_t* builder, napi_value value,
                            const char* name, int depth) {
   napi_env env = builder->env;
@@ -167,7 +208,8 @@ static bool hrt_js_collect(hrt_js_spec_builder_t* builder, napi_value value,
                      napi_get_named_property(env, value, "halrtSinkKind", &kind));
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, kind, &kind_type));
   if (kind_type != napi_string) {
-    return hrt_js_add_target(builder, value, HRT_JS_SINK_TENSORS, name);
+    return hrt_js_check_object_target(builder, value, name) &&
+           hrt_js_add_target(builder, value, HRT_JS_SINK_TENSORS, name);
   }
   char* text = NULL;
   if (!hrt_js_arg_string(env, kind, builder->method, name, NULL, &text)) {

@@ -80,19 +80,24 @@ static void notification_wakes_every_waiter_once_set(void) {
 
 typedef struct {
   hrt_thread_t thread;
+  hrt_notification_t created;  // `thread` has been written
   int is_current;
 } self_check_t;
 
 static void* record_self(void* arg) {
   self_check_t* state = arg;
+  hrt_notification_wait_until(&state->created, HRT_TIME_INFINITE_FUTURE);
   state->is_current = hrt_thread_is_current(&state->thread);
   return NULL;
 }
 
 static void thread_knows_itself(void) {
   self_check_t state = {.is_current = 0};
+  hrt_notification_init(&state.created);
   CHECK_OK(hrt_thread_create("self", record_self, &state, &state.thread));
+  hrt_notification_set(&state.created);
   hrt_thread_join(&state.thread);
+  hrt_notification_deinit(&state.created);
   CHECK_EQ_INT(state.is_current, 1);
   CHECK(!hrt_thread_is_current(&state.thread));
 }

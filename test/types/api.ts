@@ -3,6 +3,7 @@
 import * as halrt from 'halrt';
 import {
   BufferView,
+  ChromeTrace,
   Context,
   DebugSink,
   Device,
@@ -16,14 +17,26 @@ import {
   HalModuleOptions,
   HalrtError,
   Instance,
+  InvocationEvent,
   InvokeOptions,
   LiveObjects,
   Module,
   ModuleBuilder,
   ModuleDescription,
+  NativeSink,
+  NpySink,
+  ObjectSink,
   Op,
+  Sink,
+  Sinks,
+  StatsCallback,
+  StatsSink,
   StatusCode,
+  StdioSink,
+  TeeSink,
   TensorSignature,
+  TensorStats,
+  TimingEvent,
   TraceInfo,
   TraceTensor,
   TypedArrayOf,
@@ -184,6 +197,8 @@ async function programs(): Promise<void> {
     const fn: string = info.function;
     const op: number = info.op;
     const dropped: number = info.dropped;
+    const timeNs: number = info.timeNs;
+    void timeNs;
     for (const tensor of tensors) {
       const name: string = tensor.name;
       const shape: number[] = tensor.shape;
@@ -210,9 +225,13 @@ async function programs(): Promise<void> {
   const withNull = new HalModule(instance, device, { debugSink: null, tracePolicy: 'wait' });
   const halName: 'hal' = hal.name;
   const halDevice: Device = hal.device;
-  const halSink: DebugSink | null = hal.debugSink;
+  const halSink: Sink | null = hal.debugSink;
   const traced: boolean = hal.traceDispatches;
-  void [halName, halDevice, halSink, traced];
+  const profiled: boolean = hal.profile;
+  void [halName, halDevice, halSink, traced, profiled];
+  // @ts-expect-error debugSink is any Sink, not only a function
+  const notOnlyFunction: DebugSink | null = hal.debugSink;
+  void notOnlyFunction;
   // A sink may be written inline; its parameters are inferred.
   const inline = new HalModule(instance, device, {
     debugSink: (key, tensors, info) => {
@@ -298,7 +317,7 @@ async function programs(): Promise<void> {
   // @ts-expect-error tracePolicy is 'wait' or 'drop'
   new HalModule(instance, device, { tracePolicy: 'x' });
   // @ts-expect-error unknown option
-  new HalModule(instance, device, { profile: true });
+  new HalModule(instance, device, { profiling: true });
   // @ts-expect-error maxTraceBytes is a number
   new HalModule(instance, device, { maxTraceBytes: '1MiB' });
   // @ts-expect-error the device comes second
@@ -358,4 +377,102 @@ async function programs(): Promise<void> {
   instance.close();
 }
 
-void [dtypes, counts, main, programs];
+// The debugging toolkit: halrt.sinks, object sinks, profile and nonFinite.
+async function debugging(): Promise<void> {
+  const instance = new Instance();
+  const device = instance.createDevice('local-sync');
+  const api: Sinks = halrt.sinks;
+
+  const stdio: StdioSink = halrt.sinks.stdio();
+  const shortStdio = halrt.sinks.stdio({ maxElements: 8 });
+  const kind: 'stdio' = shortStdio.halrtSinkKind;
+  const maxElements: number = shortStdio.maxElements;
+  const files: NpySink = halrt.sinks.npy('/tmp/traces');
+  const directory: string = files.directory;
+  const callback: StatsCallback = (key, stats, info) => {
+    for (const figures of stats) {
+      const all: TensorStats = figures;
+      const numbers: number[] = [all.count, all.min, all.max, all.mean, all.nanCount, all.infCount];
+      const named: [string, DType, number[]] = [all.name, all.dtype, all.shape];
+      void [numbers, named];
+    }
+    void [key.length, info.timeNs];
+  };
+  const stats: StatsSink = halrt.sinks.stats(callback);
+  const chrome: ChromeTrace = halrt.sinks.chromeTrace('/tmp/trace.json');
+  const chromePath: string = chrome.path;
+  void [kind, maxElements, directory, chromePath, api];
+
+  const timings: TimingEvent[] = [];
+  const invocations: InvocationEvent[] = [];
+  const object: ObjectSink = {
+    timing(event) {
+      const fields: [number, string, number, string, string, number, number] = [
+        event.sequence, event.function, event.op, event.kernel, event.device, event.startNs, event.durationNs,
+      ];
+      void fields;
+      timings.push(event);
+    },
+    invocation(event) {
+      const ok: boolean = event.ok;
+      const times: number[] = [event.sequence, event.startNs, event.durationNs];
+      void [ok, times, event.function];
+      invocations.push(event);
+    },
+  };
+  const traceOnly: ObjectSink = { trace: (key, tensors, info) => void [key, tensors.length, info.op] };
+  const asSink: ObjectSink = chrome;
+
+  // tee: one sink comes back as itself, more make a TeeSink.
+  const same = halrt.sinks.tee(stdio);
+  assertType<Equal<typeof same, StdioSink>>();
+  const combined: TeeSink = halrt.sinks.tee(stdio, files, stats, chrome, object, (key: string) => void key);
+  const members: readonly Sink[] = combined.sinks;
+  const native: NativeSink = halrt.sinks.tee(files, halrt.sinks.tee(stdio, stats));
+  void [members, native, traceOnly, asSink];
+
+  const hal = new HalModule(instance, device, {
+    debugSink: combined, profile: true, nonFinite: 'reject', traceDispatches: true,
+  });
+  const withObject = new HalModule(instance, device, { debugSink: object, nonFinite: 'ignore' });
+  const withChrome = new HalModule(instance, device, { debugSink: chrome, profile: false });
+  const withStats = new HalModule(instance, device, { debugSink: stats });
+
+  // @ts-expect-error nonFinite is 'ignore' or 'reject'
+  new HalModule(instance, device, { nonFinite: 'warn' });
+  // @ts-expect-error profile is a boolean
+  new HalModule(instance, device, { profile: 1 });
+  // @ts-expect-error an object sink needs at least one of trace, timing and invocation
+  new HalModule(instance, device, { debugSink: {} });
+  // @ts-expect-error an Array is not a sink (use halrt.sinks.tee)
+  new HalModule(instance, device, { debugSink: [stdio, files] });
+  // @ts-expect-error timing receives a TimingEvent
+  const badTiming: ObjectSink = { timing: (event: string) => void event };
+  void badTiming;
+  // @ts-expect-error the stats callback receives TensorStats[]
+  halrt.sinks.stats((key: string, stats: TraceTensor[]) => void [key, stats]);
+  // @ts-expect-error npy takes a directory path
+  halrt.sinks.npy();
+  // @ts-expect-error maxElements is a number
+  halrt.sinks.stdio({ maxElements: '8' });
+  // @ts-expect-error tee takes at least one sink
+  halrt.sinks.tee();
+  // @ts-expect-error tee takes sinks
+  halrt.sinks.tee(stdio, 5);
+  // @ts-expect-error a native sink description is read-only
+  stdio.maxElements = 4;
+  // @ts-expect-error halrt.sinks is read-only
+  halrt.sinks.stdio = halrt.sinks.stdio;
+  // @ts-expect-error the ChromeTrace class is not exported
+  void halrt.ChromeTrace;
+  // @ts-expect-error a TensorStats count is a number
+  const badCount: string = ({} as TensorStats).count;
+  void badCount;
+
+  chrome.close();
+  for (const module of [hal, withObject, withChrome, withStats]) module.close();
+  device.close();
+  instance.close();
+}
+
+void [dtypes, counts, main, programs, debugging];

@@ -53,6 +53,7 @@ enum {
   HRT_CUDA_ERROR_INVALID_SOURCE = 300,
   HRT_CUDA_ERROR_INVALID_HANDLE = 400,
   HRT_CUDA_ERROR_NOT_FOUND = 500,
+  HRT_CUDA_ERROR_NOT_READY = 600,
   HRT_CUDA_ERROR_ILLEGAL_ADDRESS = 700,
   HRT_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
   HRT_CUDA_ERROR_LAUNCH_TIMEOUT = 702,
@@ -114,6 +115,8 @@ enum {
   REQUIRED(cuEventRecord, (hrt_cu_event_t event, hrt_cu_stream_t stream))     \
   REQUIRED(cuEventSynchronize, (hrt_cu_event_t event))                        \
   REQUIRED(cuEventDestroy_v2, (hrt_cu_event_t event))                         \
+  REQUIRED(cuEventElapsedTime,                                                \
+           (float* milliseconds, hrt_cu_event_t start, hrt_cu_event_t end))  \
   REQUIRED(cuMemAlloc_v2, (hrt_cu_deviceptr_t * pointer, size_t bytes))       \
   REQUIRED(cuMemFree_v2, (hrt_cu_deviceptr_t pointer))                        \
   REQUIRED(cuMemAllocHost_v2, (void** pointer, size_t bytes))                 \

@@ -21,6 +21,13 @@ typedef struct hrt_cuda_checkpoint_s {
   uint32_t end;
 } hrt_cuda_checkpoint_t;
 
+// The events around one dispatch of a profiled submission.
+typedef struct hrt_cuda_timing_s {
+  uint32_t command;
+  hrt_cu_event_t start;
+  hrt_cu_event_t end;
+} hrt_cuda_timing_t;
+
 typedef struct hrt_cuda_submission_s {
   struct hrt_cuda_submission_s* next;
   hrt_hal_command_buffer_t* command_buffer;  // retained
@@ -40,6 +47,13 @@ typedef struct hrt_cuda_submission_s {
   uint64_t* staging_offsets;  // [command count]; see hrt_cuda_plan_staging
   uint32_t checkpoint_count;
   hrt_cuda_checkpoint_t* checkpoints;  // [trace commands + 1]
+  // Profiling (dispatch_timing != NULL): events around each dispatch issued.
+  hrt_hal_dispatch_timing_fn_t dispatch_timing;
+  uint32_t timing_count;
+  hrt_cuda_timing_t* timings;  // [dispatch commands]
+  // Completion thread only.
+  uint32_t timings_reported;
+  int64_t timing_base_ns;  // host time of timings[0].start; 0: not yet known
 } hrt_cuda_submission_t;
 
 typedef struct hrt_cuda_device_s {
@@ -62,6 +76,9 @@ typedef struct hrt_cuda_device_s {
   bool shutdown;
   bool free_on_exit;  // destroyed from the completion thread itself
   hrt_status_t lost;  // the first fatal failure (DEVICE_LOST); owned
+  // Completion thread only: where the last reported dispatch ended, so that
+  // the reported times of one queue never overlap or go back.
+  int64_t timing_floor_ns;
 } hrt_cuda_device_t;
 
 typedef struct hrt_cuda_buffer_s {
@@ -439,6 +456,36 @@ static hrt_status_t hrt_cuda_record_checkpoint(hrt_cuda_device_t* device,
   return HRT_OK;
 }
 
+// Records a new timing event on the stream into `out_event`.
+static hrt_status_t hrt_cuda_record_timing_event(hrt_cuda_device_t* device,
+                                                 hrt_cu_event_t* out_event) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
+      cu, cuEventCreate, (out_event, HRT_CU_EVENT_BLOCKING_SYNC)));
+  hrt_status_t status =
+      HRT_CUDA_CALL(cu, cuEventRecord, (*out_event, device->stream));
+  if (status != HRT_OK) {
+    (void)cu->cuEventDestroy_v2(*out_event);
+    *out_event = NULL;
+  }
+  return status;
+}
+
+// A dispatch between two timing events (profiled submissions).
+static hrt_status_t hrt_cuda_enqueue_timed_dispatch(hrt_cuda_device_t* device,
+                                                    hrt_cuda_submission_t* sub,
+                                                    uint32_t index) {
+  hrt_cuda_timing_t* timing = &sub->timings[sub->timing_count];
+  timing->command = index;
+  HRT_RETURN_IF_ERROR(hrt_cuda_record_timing_event(device, &timing->start));
+  ++sub->timing_count;  // completion destroys the events recorded
+  const hrt_hal_command_t* command =
+      hrt_hal_command_buffer_at(sub->command_buffer, index);
+  HRT_RETURN_IF_ERROR(
+      hrt_cuda_enqueue_dispatch(device, &command->dispatch, sub));
+  return hrt_cuda_record_timing_event(device, &timing->end);
+}
+
 static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
                                              hrt_cuda_submission_t* sub,
                                              uint32_t index) {
@@ -495,6 +542,9 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
           (staged, hrt_cuda_address(&source), (size_t)source.length, stream));
     }
     case HRT_HAL_COMMAND_DISPATCH:
+      if (sub->dispatch_timing) {
+        return hrt_cuda_enqueue_timed_dispatch(device, sub, index);
+      }
       return hrt_cuda_enqueue_dispatch(device, &command->dispatch, sub);
     case HRT_HAL_COMMAND_TRACE:
       for (uint32_t i = 0; i < command->trace.source_count; ++i) {
@@ -649,6 +699,57 @@ static hrt_status_t hrt_cuda_annotate_range(hrt_status_t status, uint32_t begin,
   return hrt_status_annotate(status, "waiting for the end of the submission");
 }
 
+// Elapsed device time from `start` to `end` in ns, or -1 when unknown.
+static int64_t hrt_cuda_elapsed_ns(const hrt_cuda_symbols_t* cu,
+                                   hrt_cu_event_t start, hrt_cu_event_t end) {
+  float milliseconds = 0;
+  if (!start || !end || cu->cuEventElapsedTime(&milliseconds, start, end)) {
+    return -1;
+  }
+  return (int64_t)((double)milliseconds * 1e6);
+}
+
+// Hands the timed dispatches among commands [0, end) not yet reported to the
+// submission's dispatch_timing; every command before `end` has completed.
+// Device times become host times through the submission's first report: its
+// last dispatch ended about now (the completion thread has just seen the
+// stream pass it). Reported times never go before the end of the queue's
+// previous dispatch, so one queue's dispatches never appear to overlap.
+static void hrt_cuda_report_timings(hrt_cuda_device_t* device,
+                                    hrt_cuda_submission_t* sub, uint32_t end) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  const hrt_cuda_timing_t* first = &sub->timings[0];
+  uint32_t stop = sub->timings_reported;
+  while (stop < sub->timing_count && sub->timings[stop].command < end) ++stop;
+  if (stop == sub->timings_reported) return;
+  if (sub->timing_base_ns == 0) {
+    int64_t span =
+        hrt_cuda_elapsed_ns(cu, first->start, sub->timings[stop - 1].end);
+    sub->timing_base_ns = hrt_time_now_ns() - (span > 0 ? span : 0);
+    if (sub->timing_base_ns < device->timing_floor_ns) {
+      sub->timing_base_ns = device->timing_floor_ns;
+    }
+  }
+  for (; sub->timings_reported < stop; ++sub->timings_reported) {
+    const hrt_cuda_timing_t* timing = &sub->timings[sub->timings_reported];
+    int64_t offset = hrt_cuda_elapsed_ns(cu, first->start, timing->start);
+    int64_t duration = hrt_cuda_elapsed_ns(cu, timing->start, timing->end);
+    if (offset < 0 || duration < 0) continue;
+    int64_t start = sub->timing_base_ns + offset;
+    if (start < device->timing_floor_ns) start = device->timing_floor_ns;
+    device->timing_floor_ns = start + duration;
+    sub->dispatch_timing(sub->host_context, timing->command, start, duration);
+  }
+}
+
+static void hrt_cuda_destroy_timings(const hrt_cuda_symbols_t* cu,
+                                     hrt_cuda_submission_t* sub) {
+  for (uint32_t i = 0; i < sub->timing_count; ++i) {
+    if (sub->timings[i].start) (void)cu->cuEventDestroy_v2(sub->timings[i].start);
+    if (sub->timings[i].end) (void)cu->cuEventDestroy_v2(sub->timings[i].end);
+  }
+}
+
 static void hrt_cuda_submission_free(hrt_cuda_submission_t* sub) {
   hrt_hal_command_buffer_release(sub->command_buffer);
   for (uint32_t i = 0; i < sub->binding_count; ++i) {
@@ -685,6 +786,7 @@ static void hrt_cuda_complete(hrt_cuda_device_t* device,
       hrt_status_free(waited);
     }
     if (status == HRT_OK) {
+      hrt_cuda_report_timings(device, sub, checkpoint->end);
       status = hrt_cuda_finish_range(sub, begin, checkpoint->end);
     }
     (void)cu->cuEventDestroy_v2(checkpoint->event);
@@ -695,6 +797,7 @@ static void hrt_cuda_complete(hrt_cuda_device_t* device,
   } else {
     hrt_status_free(sub->issue_status);
   }
+  hrt_cuda_destroy_timings(cu, sub);
   hrt_cuda_staging_release(&device->staging, sub->staging);
   for (uint32_t i = 0; i < sub->signal_count; ++i) {
     if (status == HRT_OK) {
@@ -779,12 +882,13 @@ static void hrt_cuda_device_destroy(hrt_hal_device_t* base) {
   hrt_cuda_device_free(device);
 }
 
-static uint32_t hrt_cuda_trace_count(const hrt_hal_command_buffer_t* cb) {
-  uint32_t traces = 0;
+static uint32_t hrt_cuda_count_commands(const hrt_hal_command_buffer_t* cb,
+                                        hrt_hal_command_type_t type) {
+  uint32_t count = 0;
   for (uint32_t i = 0; i < hrt_hal_command_buffer_count(cb); ++i) {
-    traces += hrt_hal_command_buffer_at(cb, i)->type == HRT_HAL_COMMAND_TRACE;
+    count += hrt_hal_command_buffer_at(cb, i)->type == type;
   }
-  return traces;
+  return count;
 }
 
 // Copies `count` semaphore points and retains their semaphores.
@@ -809,19 +913,27 @@ static hrt_status_t hrt_cuda_queue_submit(
       (submission->wait_count + submission->signal_count) *
       sizeof(hrt_hal_semaphore_point_t);
   const size_t offsets_size = command_count * sizeof(uint64_t);
-  const size_t checkpoints_size = (hrt_cuda_trace_count(command_buffer) + 1) *
-                                  sizeof(hrt_cuda_checkpoint_t);
+  const size_t checkpoints_size =
+      (hrt_cuda_count_commands(command_buffer, HRT_HAL_COMMAND_TRACE) + 1) *
+      sizeof(hrt_cuda_checkpoint_t);
+  const size_t timings_size =
+      submission->dispatch_timing
+          ? hrt_cuda_count_commands(command_buffer, HRT_HAL_COMMAND_DISPATCH) *
+                sizeof(hrt_cuda_timing_t)
+          : 0;
   hrt_cuda_submission_t* sub = NULL;
-  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(sizeof(*sub) + offsets_size +
-                                              checkpoints_size + bindings_size +
-                                              points_size,
-                                          "submission", (void**)&sub));
+  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
+      sizeof(*sub) + offsets_size + checkpoints_size + timings_size +
+          bindings_size + points_size,
+      "submission", (void**)&sub));
   // 8-byte members first, so that every array is aligned.
   sub->staging_offsets = (uint64_t*)(sub + 1);
   sub->checkpoints =
       (hrt_cuda_checkpoint_t*)((char*)sub->staging_offsets + offsets_size);
+  sub->timings =
+      (hrt_cuda_timing_t*)((char*)sub->checkpoints + checkpoints_size);
   sub->bindings =
-      (hrt_hal_buffer_ref_t*)((char*)sub->checkpoints + checkpoints_size);
+      (hrt_hal_buffer_ref_t*)((char*)sub->timings + timings_size);
   sub->waits =
       (hrt_hal_semaphore_point_t*)((char*)sub->bindings + bindings_size);
   sub->signals = sub->waits + submission->wait_count;
@@ -839,6 +951,7 @@ static hrt_status_t hrt_cuda_queue_submit(
                        submission->signal_count);
   sub->completion = submission->completion;
   sub->host_context = submission->host_context;
+  sub->dispatch_timing = submission->dispatch_timing;
   hrt_live_add(HRT_LIVE_SUBMISSION, 1);
   hrt_hal_device_retain(base);
 

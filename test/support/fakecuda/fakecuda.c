@@ -65,6 +65,8 @@ struct hrt_cu_module_s {
 struct hrt_cu_event_s {
   int pending;            // records queued and not yet reached
   hrt_cu_result_t error;  // the context's error when the last one was reached
+  bool reached;           // a record was reached at least once
+  struct timespec time;   // when the last record was reached
 };
 
 typedef struct fake_launch_s {
@@ -227,6 +229,8 @@ static void* fake_stream_main(void* arg) {
     if (result && !stream->context->lost) stream->context->lost = result;
     if (op->kind == FAKE_OP_RECORD) {
       op->record->error = stream->context->lost;
+      op->record->reached = true;
+      clock_gettime(CLOCK_MONOTONIC, &op->record->time);
       --op->record->pending;
     }
     stream->busy = false;
@@ -808,9 +812,24 @@ static hrt_cu_result_t fake_allocate(void** pointer, size_t bytes,
   return result;
 }
 
-// Frees even on a lost context, so that tests end without leaks.
+// Whether any stream has work queued or running. Lock held.
+static bool fake_streams_busy(void) {
+  for (struct hrt_cu_stream_s* s = fake_streams; s; s = s->next) {
+    if (s->head || s->busy) return true;
+  }
+  return false;
+}
+
+// Frees even on a lost context, so that tests end without leaks. Like the
+// driver's cuMemFree and cuMemFreeHost, it first waits for the work queued
+// on every stream (which may still use the memory: halrt frees a buffer
+// whose zero-fill or upload is still queued), except while streams are
+// held, when waiting would never end.
 static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
   pthread_mutex_lock(&fake_mutex);
+  while (!fake_hold && fake_streams_busy()) {
+    pthread_cond_wait(&fake_changed, &fake_mutex);
+  }
   fake_allocation_t** link = &fake_allocations;
   while (*link && !((*link)->base == pointer && (*link)->pinned == pinned)) {
     link = &(*link)->next;
@@ -1039,6 +1058,24 @@ hrt_cu_result_t cuEventSynchronize(hrt_cu_event_t event) {
   pthread_mutex_lock(&fake_mutex);
   while (event->pending > 0) pthread_cond_wait(&fake_changed, &fake_mutex);
   hrt_cu_result_t result = event->error ? event->error : fake_check_context();
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+// Milliseconds between the points the stream reached the two events.
+hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
+                                   hrt_cu_event_t end) {
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = HRT_CUDA_SUCCESS;
+  if (start->pending > 0 || end->pending > 0) {
+    result = HRT_CUDA_ERROR_NOT_READY;
+  } else if (!start->reached || !end->reached) {
+    result = HRT_CUDA_ERROR_INVALID_HANDLE;
+  } else {
+    double ns = (double)(end->time.tv_sec - start->time.tv_sec) * 1e9 +
+                (double)(end->time.tv_nsec - start->time.tv_nsec);
+    *milliseconds = (float)(ns / 1e6);
+  }
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }

@@ -1,0 +1,224 @@
+'use strict';
+// The command line (bin/halrt.js, lib/cli.js), run as a child process:
+// `halrt devices` and `halrt run` with JSON and .npy inputs, --output,
+// --trace, --profile and --repeat, and the exit codes: 0 ok, 2 bad
+// arguments or files (one line on stderr), 1 a run that failed.
+const assert = require('assert');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { spawnSync } = require('child_process');
+const halrt = require('..');
+const npy = require('../lib/npy');
+const { DEVICE_URIS, assertClose, randomFloats, reference } = require('./helpers');
+
+const ROOT = path.join(__dirname, '..');
+const BIN = path.join(ROOT, 'bin', 'halrt.js');
+const EXAMPLE = path.join(ROOT, 'examples', 'mlp.halrt.json');
+
+function halrtCli(args, options = {}) {
+  const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30000, cwd: options.cwd ?? ROOT });
+  assert.strictEqual(result.error, undefined, String(result.error));
+  assert.strictEqual(result.signal, null, `halrt ${args.join(' ')} was killed: ${result.stderr}`);
+  return result;
+}
+
+/** Asserts exit code 2 and exactly one line on stderr that includes every part. */
+function assertUsageError(result, ...parts) {
+  assert.strictEqual(result.status, 2, `exit code (stderr: ${result.stderr})`);
+  assert.strictEqual(result.stdout, '');
+  const lines = result.stderr.split('\n');
+  assert.strictEqual(lines.length, 2, `one line on stderr: ${JSON.stringify(result.stderr)}`);
+  assert.strictEqual(lines[1], '');
+  for (const part of parts) assert.ok(lines[0].includes(part), `${JSON.stringify(lines[0])} lacks ${JSON.stringify(part)}`);
+}
+
+/** probs = softmax_rows(relu(x·w1)·w2), as examples/mlp.halrt.json computes it. */
+function mlpReference(x, w1, w2) {
+  const hidden = reference.relu(reference.matmul(x, w1, 4, 8, 16));
+  const logits = reference.matmul(hidden, w2, 4, 16, 3);
+  return { hidden, logits, probs: reference.softmaxRows(logits, 4, 3) };
+}
+
+/** "name: f32[4x3] = [a b c ...]" -> {name, dtype, shape, values}. */
+function parseOutputLine(line) {
+  const match = /^(\w+): (\w+)\[([\dx]*)\] = \[([^\]]*)\]$/.exec(line);
+  assert.ok(match, `output line ${JSON.stringify(line)}`);
+  return { name: match[1], dtype: match[2], shape: match[3].split('x').map(Number), values: match[4].split(' ').map(Number) };
+}
+
+describe('halrt CLI', function () {
+  this.timeout(60000);
+  let dir;
+  let files;
+  let x;
+  let w1;
+  let w2;
+  let expected;
+  let module; // examples/mlp.halrt.json with CUDA built-ins too, for every device URI
+
+  before(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-cli-'));
+    x = randomFloats(32, 101, 2);
+    w1 = randomFloats(128, 102, 1);
+    w2 = randomFloats(48, 103, 1);
+    expected = mlpReference(x, w1, w2);
+    files = {};
+    for (const [name, data, shape] of [['x', x, [4, 8]], ['w1', w1, [8, 16]], ['w2', w2, [16, 3]]]) {
+      files[name] = path.join(dir, `${name}.npy`);
+      fs.writeFileSync(files[name], npy.serialize({ dtype: 'f32', shape, data }));
+    }
+    const description = JSON.parse(fs.readFileSync(EXAMPLE, 'utf8'));
+    for (const kinds of Object.values(description.executables)) kinds.cuda ??= { builtin: true };
+    module = path.join(dir, 'mlp.halrt.json');
+    fs.writeFileSync(module, JSON.stringify(description));
+  });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  const inputs = () => [`--input=x=@${files.x}`, `--input=w1=@${files.w1}`, `--input=w2=@${files.w2}`];
+
+  it('`devices` exits 0 and lists every driver with its availability, and the CPU devices\' properties', () => {
+    const result = halrtCli(['devices']);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.strictEqual(result.stderr, '');
+    const lines = result.stdout.trimEnd().split('\n');
+    for (const { name, available } of halrt.drivers()) {
+      const index = lines.findIndex((line) => line.startsWith(`${name}: `));
+      assert.ok(index >= 0, `${name} is listed: ${result.stdout}`);
+      assert.strictEqual(lines[index].startsWith(`${name}: ${available ? 'available' : 'unavailable ('}`), true, lines[index]);
+      if (available) assert.match(lines[index + 1], new RegExp(`^  driver=${name} kind=\\w+ name=.+ uri=${name}`));
+    }
+    assert.match(result.stdout, /^local-sync: available\n  driver=local-sync kind=local name=.* uri=local-sync workerCount=1$/m);
+    assert.match(result.stdout, /^local-task: available\n  driver=local-task kind=local name=.* uri=local-task\?workers=\d+ workerCount=\d+$/m);
+  });
+
+  it('`run examples/mlp.halrt.json` with JSON and @npy inputs prints the output, equal to the JavaScript reference', () => {
+    const json = (data, rows, cols) => JSON.stringify(Array.from({ length: rows }, (_, r) => Array.from(data.subarray(r * cols, (r + 1) * cols))));
+    const result = halrtCli(['run', EXAMPLE, '--function', 'main', '--device', 'local-sync',
+      '--input', `x=${json(x, 4, 8)}`, '--input', `w1=@${files.w1}`, '-i', `w2=${JSON.stringify(Array.from(w2))}`]);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.strictEqual(result.stderr, '');
+    const lines = result.stdout.trimEnd().split('\n');
+    assert.strictEqual(lines.length, 1, result.stdout);
+    const output = parseOutputLine(lines[0]);
+    assert.deepStrictEqual([output.name, output.dtype, output.shape], ['probs', 'f32', [4, 3]]);
+    // Printed to 6 significant digits.
+    assertClose(output.values, expected.probs, { rtol: 1e-5, atol: 1e-6, what: 'probs' });
+  });
+
+  for (const uri of DEVICE_URIS) {
+    it(`--output DIR writes <name>.npy files that parse back to the outputs (${uri})`, () => {
+      const out = path.join(dir, `out-${uri.replace(/\W/g, '_')}`);
+      const result = halrtCli(['run', module, '--device', uri, ...inputs(), '--output', out]);
+      assert.strictEqual(result.status, 0, result.stderr);
+      assert.strictEqual(result.stdout, `wrote ${path.join(out, 'probs.npy')}\n`);
+      assert.deepStrictEqual(fs.readdirSync(out), ['probs.npy']);
+      const probs = npy.parse(fs.readFileSync(path.join(out, 'probs.npy')));
+      assert.deepStrictEqual([probs.dtype, probs.shape], ['f32', [4, 3]]);
+      assertClose(probs.data, expected.probs, { rtol: 1e-5, atol: 1e-7, what: 'probs.npy' });
+    });
+
+    it(`--trace npy:DIR with --repeat 3 writes every traced tensor of every invocation (${uri})`, () => {
+      const traces = path.join(dir, `traces-${uri.replace(/\W/g, '_')}`);
+      const result = halrtCli(['run', module, '--device', uri, ...inputs(), '--trace', `npy:${traces}`, '--repeat', '3']);
+      assert.strictEqual(result.status, 0, result.stderr);
+      assert.match(result.stdout, /^probs: f32\[4x3\] = \[/);
+      const names = fs.readdirSync(traces).sort();
+      assert.strictEqual(names.length, 9, names.join(' '));
+      const sequences = [...new Set(names.map((name) => Number(name.split('_')[0])))].sort((a, b) => a - b);
+      assert.strictEqual(sequences.length, 3);
+      assert.deepStrictEqual(names, sequences.flatMap((s) => [`${s}_layer1_0.npy`, `${s}_logits_0.npy`, `${s}_probs_0.npy`]).sort());
+      for (const s of sequences) {
+        const read = (key) => npy.parse(fs.readFileSync(path.join(traces, `${s}_${key}_0.npy`)));
+        assertClose(read('layer1').data, expected.hidden, { rtol: 1e-5, atol: 1e-5, what: 'layer1' });
+        assertClose(read('logits').data, expected.logits, { rtol: 1e-5, atol: 1e-5, what: 'logits' });
+        assert.deepStrictEqual(read('probs').shape, [4, 3]);
+      }
+    });
+
+    it(`--profile FILE writes a valid Chrome trace of every dispatch and invocation (${uri})`, () => {
+      const file = path.join(dir, `profile-${uri.replace(/\W/g, '_')}.json`);
+      const result = halrtCli(['run', module, '--device', uri, ...inputs(), '--profile', file, '--repeat', '3', '--trace', 'stats']);
+      assert.strictEqual(result.status, 0, result.stderr);
+      const lines = result.stdout.trimEnd().split('\n');
+      assert.strictEqual(lines.length, 3 * 3 + 1, result.stdout);
+      assert.match(lines[0], /^layer1 hidden: min=0 max=[\d.e+-]+ mean=[\d.e+-]+ nan=0 inf=0$/);
+      assert.strictEqual(Number(/max=(\S+)/.exec(lines[0])[1]), Math.fround(Math.max(...expected.hidden)));
+      const events = JSON.parse(fs.readFileSync(file, 'utf8'));
+      for (const event of events) {
+        for (const field of ['name', 'ph', 'pid', 'tid']) assert.ok(field in event, JSON.stringify(event));
+        if (event.ph === 'X') assert.ok(typeof event.ts === 'number' && typeof event.dur === 'number');
+      }
+      const dispatches = events.filter((e) => e.cat === 'dispatch').map((e) => e.name);
+      assert.deepStrictEqual(dispatches, [0, 1, 2].flatMap(() => ['k.matmul_f32', 'k.relu_f32', 'k.matmul_f32', 'k.softmax_rows_f32']));
+      assert.strictEqual(events.filter((e) => e.cat === 'invocation' && e.args.ok === true).length, 3);
+      assert.strictEqual(events.filter((e) => e.cat === 'trace').length, 9);
+    });
+  }
+
+  it('--trace stdio prints each trace before the outputs', () => {
+    const result = halrtCli(['run', EXAMPLE, '--device', 'local-sync', ...inputs(), '--trace', 'stdio']);
+    assert.strictEqual(result.status, 0, result.stderr);
+    const lines = result.stdout.trimEnd().split('\n');
+    assert.deepStrictEqual(lines.filter((line) => line.startsWith('===')), [
+      '=== layer1 (mlp.main op 2, invocation 0) ===',
+      '=== logits (mlp.main op 4, invocation 0) ===',
+      '=== probs (mlp.main op 6, invocation 0) ===',
+    ]);
+    assert.match(lines[1], /^hidden: 4x16xf32=\[.* \.\.\. \(64 elements\) \.\.\. .*\]$/);
+    assert.match(lines[6], /^probs: f32\[4x3\] = \[/);
+  });
+
+  describe('bad arguments and files exit 2 with one line on stderr', () => {
+    const cases = [
+      ['an unknown option', () => ['run', EXAMPLE, '--bogus'], ["unknown option '--bogus'"]],
+      ['an unknown command', () => ['frobnicate'], ["unknown command 'frobnicate'"]],
+      ['a missing module file', () => ['run', path.join(dir, 'missing.halrt.json')], ['missing.halrt.json', 'cannot read']],
+      ['a module that is not valid', () => {
+        const bad = path.join(dir, 'bad.halrt.json');
+        fs.writeFileSync(bad, '{"format": "halrt.module/1"');
+        return ['run', bad];
+      }, ['bad.halrt.json', 'invalid JSON']],
+      ['a missing input file', () => ['run', EXAMPLE, `--input=x=@${path.join(dir, 'nope.npy')}`], ["--input 'x': cannot read", 'nope.npy']],
+      ['an input file that is not .npy', () => ['run', EXAMPLE, `--input=x=@${EXAMPLE}`], ["--input 'x'", 'not a .npy file']],
+      ['an unknown input name', () => ['run', EXAMPLE, '--input', 'q=[1]'], ["--input 'q': function 'main' has no input 'q' (inputs: x, w1, w2)"]],
+      ['a wrong element count', () => ['run', EXAMPLE, ...inputs().slice(0, 2), '--input', 'w2=[1,2,3]'],
+        ["--input 'w2': expected shape [16,3] (48 elements), got 3 elements"]],
+      ['an input of the wrong dtype', () => {
+        const ints = path.join(dir, 'ints.npy');
+        fs.writeFileSync(ints, npy.serialize({ dtype: 'i32', shape: [4, 8], data: new Int32Array(32) }));
+        return ['run', EXAMPLE, `--input=x=@${ints}`];
+      }, ["--input 'x': expected f32, got i32"]],
+      ['bad JSON', () => ['run', EXAMPLE, '--input', 'x=[1,2'], ["--input 'x': '[1,2' is neither @FILE.npy nor JSON"]],
+      ['JSON that is not numbers', () => ['run', EXAMPLE, '--input', 'x=["a"]'], ["--input 'x': JSON values must be numbers"]],
+      ['a missing input', () => ['run', EXAMPLE, ...inputs().slice(0, 1)], ['missing --input for w1, w2']],
+      ['an unknown --trace', () => ['run', EXAMPLE, ...inputs(), '--device', 'local-sync', '--trace', 'bogus'],
+        ["--trace 'bogus': expected stdio, stats or npy:DIR"]],
+      ['a bad --device', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope'], ["--device 'nope'", "unknown driver 'nope'"]],
+      ['an unknown --function', () => ['run', EXAMPLE, '--function', 'nope'], ["--function 'nope': module 'mlp' has main"]],
+      ['a --repeat that is not a positive integer', () => ['run', EXAMPLE, '--repeat', '0'], ['--repeat', "argument '0' is invalid"]],
+    ];
+    for (const [what, args, parts] of cases) {
+      it(what, () => assertUsageError(halrtCli(args()), ...parts));
+    }
+  });
+
+  it('a run that fails on the device exits 1 with the status code and message on one line', () => {
+    // matmul_f32 checks count[2] == 1 when it runs, not when the module is made.
+    const description = JSON.parse(fs.readFileSync(EXAMPLE, 'utf8'));
+    description.functions.main.body[0].workgroups = [1, 1, 2];
+    const file = path.join(dir, 'fails.halrt.json');
+    fs.writeFileSync(file, JSON.stringify(description));
+    const result = halrtCli(['run', file, '--device', 'local-sync', ...inputs()]);
+    assert.strictEqual(result.status, 1, result.stderr);
+    assert.strictEqual(result.stdout, '');
+    assert.match(result.stderr, /^halrt: INVALID_ARGUMENT: mlp\.main: .*matmul_f32.*\n$/);
+    // A module that cannot be linked for the device fails the same way.
+    const cudaOnly = JSON.parse(fs.readFileSync(EXAMPLE, 'utf8'));
+    cudaOnly.executables.k = { cuda: { builtin: true } };
+    fs.writeFileSync(file, JSON.stringify(cudaOnly));
+    const linked = halrtCli(['run', file, '--device', 'local-sync', ...inputs()]);
+    assert.strictEqual(linked.status, 1, linked.stderr);
+    assert.match(linked.stderr, /^halrt: NOT_FOUND: new Context: linking module 'mlp': executables\.k: no executable for device kind 'local'[^\n]*\n$/);
+  });
+});
