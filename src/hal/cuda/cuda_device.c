@@ -5,11 +5,11 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/live.h"
 #include "base/threads.h"
 #include "hal/cuda/builtin_ptx.h"
 #include "hal/cuda/cuda_executable.h"
 #include "hal/cuda/cuda_staging.h"
+#include "hal/pending_submission.h"
 
 // Staged ranges start at multiples of this (DMA-friendly, and aligned for
 // any element type a trace callback reads).
@@ -30,15 +30,7 @@ typedef struct hrt_cuda_timing_s {
 
 typedef struct hrt_cuda_submission_s {
   struct hrt_cuda_submission_s* next;
-  hrt_hal_command_buffer_t* command_buffer;  // retained
-  uint32_t binding_count;
-  uint32_t wait_count;
-  uint32_t signal_count;
-  hrt_hal_completion_t completion;
-  void* host_context;
-  hrt_hal_buffer_ref_t* bindings;      // buffers retained
-  hrt_hal_semaphore_point_t* waits;    // semaphores retained
-  hrt_hal_semaphore_point_t* signals;  // semaphores retained
+  hrt_hal_pending_submission_t pending;
   // Written by the issue thread, read by the completion thread after the
   // hand-off (which goes through the device mutex).
   hrt_status_t issue_status;  // why issuing stopped early; owned
@@ -47,8 +39,8 @@ typedef struct hrt_cuda_submission_s {
   uint64_t* staging_offsets;  // [command count]; see hrt_cuda_plan_staging
   uint32_t checkpoint_count;
   hrt_cuda_checkpoint_t* checkpoints;  // [trace commands + 1]
-  // Profiling (dispatch_timing != NULL): events around each dispatch issued.
-  hrt_hal_dispatch_timing_fn_t dispatch_timing;
+  // Profiling (pending.dispatch_timing != NULL): events around each
+  // dispatch issued.
   uint32_t timing_count;
   hrt_cuda_timing_t* timings;  // [dispatch commands]
   // Completion thread only.
@@ -255,8 +247,9 @@ static hrt_hal_buffer_ref_t hrt_cuda_resolve(const hrt_hal_buffer_ref_t* ref,
                                              const hrt_cuda_submission_t* sub) {
   // Ranges were validated at submit time; resolution cannot fail here.
   hrt_hal_buffer_ref_t resolved = {0};
-  hrt_status_free(hrt_hal_buffer_ref_resolve(
-      ref, sub->bindings, sub->binding_count, "operand", &resolved));
+  hrt_status_free(hrt_hal_buffer_ref_resolve(ref, sub->pending.bindings,
+                                             sub->pending.binding_count,
+                                             "operand", &resolved));
   return resolved;
 }
 
@@ -308,12 +301,12 @@ static uint64_t hrt_cuda_staged_bytes(const hrt_hal_command_t* command,
 // staging_offsets[i] (a trace's sources follow each other from there, each
 // aligned), and returns the total size.
 static uint64_t hrt_cuda_plan_staging(hrt_cuda_submission_t* sub) {
-  uint32_t count = hrt_hal_command_buffer_count(sub->command_buffer);
+  uint32_t count = hrt_hal_command_buffer_count(sub->pending.command_buffer);
   uint64_t total = 0;
   for (uint32_t i = 0; i < count; ++i) {
     sub->staging_offsets[i] = total;
     total += hrt_cuda_align(hrt_cuda_staged_bytes(
-        hrt_hal_command_buffer_at(sub->command_buffer, i), sub));
+        hrt_hal_command_buffer_at(sub->pending.command_buffer, i), sub));
   }
   return total;
 }
@@ -460,8 +453,8 @@ static hrt_status_t hrt_cuda_record_checkpoint(hrt_cuda_device_t* device,
 static hrt_status_t hrt_cuda_record_timing_event(hrt_cuda_device_t* device,
                                                  hrt_cu_event_t* out_event) {
   const hrt_cuda_symbols_t* cu = device->cu;
-  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
-      cu, cuEventCreate, (out_event, HRT_CU_EVENT_BLOCKING_SYNC)));
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuEventCreate,
+                                    (out_event, HRT_CU_EVENT_BLOCKING_SYNC)));
   hrt_status_t status =
       HRT_CUDA_CALL(cu, cuEventRecord, (*out_event, device->stream));
   if (status != HRT_OK) {
@@ -480,7 +473,7 @@ static hrt_status_t hrt_cuda_enqueue_timed_dispatch(hrt_cuda_device_t* device,
   HRT_RETURN_IF_ERROR(hrt_cuda_record_timing_event(device, &timing->start));
   ++sub->timing_count;  // completion destroys the events recorded
   const hrt_hal_command_t* command =
-      hrt_hal_command_buffer_at(sub->command_buffer, index);
+      hrt_hal_command_buffer_at(sub->pending.command_buffer, index);
   HRT_RETURN_IF_ERROR(
       hrt_cuda_enqueue_dispatch(device, &command->dispatch, sub));
   return hrt_cuda_record_timing_event(device, &timing->end);
@@ -492,7 +485,7 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
   const hrt_cuda_symbols_t* cu = device->cu;
   hrt_cu_stream_t stream = device->stream;
   const hrt_hal_command_t* command =
-      hrt_hal_command_buffer_at(sub->command_buffer, index);
+      hrt_hal_command_buffer_at(sub->pending.command_buffer, index);
   char* staged = hrt_cuda_staged(sub, sub->staging_offsets[index]);
   switch (command->type) {
     case HRT_HAL_COMMAND_FILL: {
@@ -542,7 +535,7 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
           (staged, hrt_cuda_address(&source), (size_t)source.length, stream));
     }
     case HRT_HAL_COMMAND_DISPATCH:
-      if (sub->dispatch_timing) {
+      if (sub->pending.dispatch_timing) {
         return hrt_cuda_enqueue_timed_dispatch(device, sub, index);
       }
       return hrt_cuda_enqueue_dispatch(device, &command->dispatch, sub);
@@ -577,7 +570,8 @@ static const char* hrt_cuda_command_name(hrt_hal_command_type_t type) {
 // completion thread never frees staging memory a copy still uses.
 static void hrt_cuda_enqueue_commands(hrt_cuda_device_t* device,
                                       hrt_cuda_submission_t* sub) {
-  const uint32_t count = hrt_hal_command_buffer_count(sub->command_buffer);
+  const uint32_t count =
+      hrt_hal_command_buffer_count(sub->pending.command_buffer);
   hrt_status_t status = hrt_cuda_staging_acquire(
       &device->staging, hrt_cuda_plan_staging(sub), &sub->staging);
   uint32_t index = 0;
@@ -587,7 +581,8 @@ static void hrt_cuda_enqueue_commands(hrt_cuda_device_t* device,
       status = hrt_status_annotate(
           status, "command %u (%s)", index,
           hrt_cuda_command_name(
-              hrt_hal_command_buffer_at(sub->command_buffer, index)->type));
+              hrt_hal_command_buffer_at(sub->pending.command_buffer, index)
+                  ->type));
       break;
     }
   }
@@ -607,9 +602,10 @@ static void hrt_cuda_enqueue_commands(hrt_cuda_device_t* device,
 static void hrt_cuda_issue(hrt_cuda_device_t* device,
                            hrt_cuda_submission_t* sub) {
   hrt_status_t status = HRT_OK;
-  for (uint32_t i = 0; i < sub->wait_count && status == HRT_OK; ++i) {
-    status = hrt_hal_semaphore_wait(
-        sub->waits[i].semaphore, sub->waits[i].value, HRT_TIME_INFINITE_FUTURE);
+  for (uint32_t i = 0; i < sub->pending.wait_count && status == HRT_OK; ++i) {
+    status = hrt_hal_semaphore_wait(sub->pending.waits[i].semaphore,
+                                    sub->pending.waits[i].value,
+                                    HRT_TIME_INFINITE_FUTURE);
   }
   if (status == HRT_OK) status = hrt_cuda_lost_status(device);
   if (status != HRT_OK) {
@@ -660,7 +656,7 @@ static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
                                           uint32_t begin, uint32_t end) {
   for (uint32_t i = begin; i < end && i < sub->issued; ++i) {
     const hrt_hal_command_t* command =
-        hrt_hal_command_buffer_at(sub->command_buffer, i);
+        hrt_hal_command_buffer_at(sub->pending.command_buffer, i);
     const char* staged = hrt_cuda_staged(sub, sub->staging_offsets[i]);
     if (command->type == HRT_HAL_COMMAND_READ) {
       hrt_hal_buffer_ref_t source =
@@ -679,8 +675,9 @@ static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
         data[j] = lengths[j] ? staged : empty;
         if (lengths[j]) staged += hrt_cuda_align(lengths[j]);
       }
-      HRT_RETURN_IF_ERROR(command->trace.fn(
-          command->trace.user_data, sub->host_context, count, data, lengths));
+      HRT_RETURN_IF_ERROR(command->trace.fn(command->trace.user_data,
+                                            sub->pending.host_context, count,
+                                            data, lengths));
     }
   }
   return HRT_OK;
@@ -738,31 +735,18 @@ static void hrt_cuda_report_timings(hrt_cuda_device_t* device,
     int64_t start = sub->timing_base_ns + offset;
     if (start < device->timing_floor_ns) start = device->timing_floor_ns;
     device->timing_floor_ns = start + duration;
-    sub->dispatch_timing(sub->host_context, timing->command, start, duration);
+    sub->pending.dispatch_timing(sub->pending.host_context, timing->command,
+                                 start, duration);
   }
 }
 
 static void hrt_cuda_destroy_timings(const hrt_cuda_symbols_t* cu,
                                      hrt_cuda_submission_t* sub) {
   for (uint32_t i = 0; i < sub->timing_count; ++i) {
-    if (sub->timings[i].start) (void)cu->cuEventDestroy_v2(sub->timings[i].start);
+    if (sub->timings[i].start)
+      (void)cu->cuEventDestroy_v2(sub->timings[i].start);
     if (sub->timings[i].end) (void)cu->cuEventDestroy_v2(sub->timings[i].end);
   }
-}
-
-static void hrt_cuda_submission_free(hrt_cuda_submission_t* sub) {
-  hrt_hal_command_buffer_release(sub->command_buffer);
-  for (uint32_t i = 0; i < sub->binding_count; ++i) {
-    hrt_hal_buffer_release(sub->bindings[i].buffer);
-  }
-  for (uint32_t i = 0; i < sub->wait_count; ++i) {
-    hrt_hal_semaphore_release(sub->waits[i].semaphore);
-  }
-  for (uint32_t i = 0; i < sub->signal_count; ++i) {
-    hrt_hal_semaphore_release(sub->signals[i].semaphore);
-  }
-  free(sub);
-  hrt_live_add(HRT_LIVE_SUBMISSION, -1);
 }
 
 // Waits for the submission's checkpoints in order and runs their host work;
@@ -799,22 +783,7 @@ static void hrt_cuda_complete(hrt_cuda_device_t* device,
   }
   hrt_cuda_destroy_timings(cu, sub);
   hrt_cuda_staging_release(&device->staging, sub->staging);
-  for (uint32_t i = 0; i < sub->signal_count; ++i) {
-    if (status == HRT_OK) {
-      status = hrt_hal_semaphore_signal(sub->signals[i].semaphore,
-                                        sub->signals[i].value);
-    } else {
-      hrt_hal_semaphore_fail(sub->signals[i].semaphore,
-                             hrt_status_clone(status));
-    }
-  }
-  const hrt_hal_completion_t completion = sub->completion;
-  hrt_cuda_submission_free(sub);
-  if (completion.fn) {
-    completion.fn(completion.user_data, status);
-  } else {
-    hrt_status_free(status);
-  }
+  hrt_hal_pending_submission_finish(&sub->pending, status, sub);
   hrt_hal_device_release(&device->base);
 }
 
@@ -891,27 +860,12 @@ static uint32_t hrt_cuda_count_commands(const hrt_hal_command_buffer_t* cb,
   return count;
 }
 
-// Copies `count` semaphore points and retains their semaphores.
-static void hrt_cuda_copy_points(hrt_hal_semaphore_point_t* dst,
-                                 const hrt_hal_semaphore_point_t* src,
-                                 uint32_t count) {
-  for (uint32_t i = 0; i < count; ++i) {
-    dst[i] = src[i];
-    hrt_hal_semaphore_retain(dst[i].semaphore);
-  }
-}
-
 static hrt_status_t hrt_cuda_queue_submit(
     hrt_hal_device_t* base, const hrt_hal_submission_t* submission) {
   hrt_cuda_device_t* device = hrt_cuda_device_cast(base);
   HRT_RETURN_IF_ERROR(hrt_cuda_lost_status(device));
   hrt_hal_command_buffer_t* command_buffer = submission->command_buffer;
   const uint32_t command_count = hrt_hal_command_buffer_count(command_buffer);
-  const size_t bindings_size =
-      submission->binding_count * sizeof(hrt_hal_buffer_ref_t);
-  const size_t points_size =
-      (submission->wait_count + submission->signal_count) *
-      sizeof(hrt_hal_semaphore_point_t);
   const size_t offsets_size = command_count * sizeof(uint64_t);
   const size_t checkpoints_size =
       (hrt_cuda_count_commands(command_buffer, HRT_HAL_COMMAND_TRACE) + 1) *
@@ -924,7 +878,7 @@ static hrt_status_t hrt_cuda_queue_submit(
   hrt_cuda_submission_t* sub = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
       sizeof(*sub) + offsets_size + checkpoints_size + timings_size +
-          bindings_size + points_size,
+          hrt_hal_pending_submission_storage_size(submission),
       "submission", (void**)&sub));
   // 8-byte members first, so that every array is aligned.
   sub->staging_offsets = (uint64_t*)(sub + 1);
@@ -932,27 +886,8 @@ static hrt_status_t hrt_cuda_queue_submit(
       (hrt_cuda_checkpoint_t*)((char*)sub->staging_offsets + offsets_size);
   sub->timings =
       (hrt_cuda_timing_t*)((char*)sub->checkpoints + checkpoints_size);
-  sub->bindings =
-      (hrt_hal_buffer_ref_t*)((char*)sub->timings + timings_size);
-  sub->waits =
-      (hrt_hal_semaphore_point_t*)((char*)sub->bindings + bindings_size);
-  sub->signals = sub->waits + submission->wait_count;
-  sub->command_buffer = command_buffer;
-  hrt_hal_command_buffer_retain(command_buffer);
-  sub->binding_count = submission->binding_count;
-  for (uint32_t i = 0; i < submission->binding_count; ++i) {
-    sub->bindings[i] = submission->bindings[i];
-    hrt_hal_buffer_retain(sub->bindings[i].buffer);
-  }
-  sub->wait_count = submission->wait_count;
-  hrt_cuda_copy_points(sub->waits, submission->waits, submission->wait_count);
-  sub->signal_count = submission->signal_count;
-  hrt_cuda_copy_points(sub->signals, submission->signals,
-                       submission->signal_count);
-  sub->completion = submission->completion;
-  sub->host_context = submission->host_context;
-  sub->dispatch_timing = submission->dispatch_timing;
-  hrt_live_add(HRT_LIVE_SUBMISSION, 1);
+  hrt_hal_pending_submission_init(&sub->pending, submission,
+                                  (char*)sub->timings + timings_size);
   hrt_hal_device_retain(base);
 
   hrt_mutex_lock(&device->mutex);

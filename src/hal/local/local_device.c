@@ -8,23 +8,14 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "base/live.h"
 #include "base/threads.h"
 #include "hal/local/local_executable.h"
 #include "hal/local/worker_pool.h"
+#include "hal/pending_submission.h"
 
 typedef struct hrt_local_submission_s {
   struct hrt_local_submission_s* next;
-  hrt_hal_command_buffer_t* command_buffer;  // retained
-  uint32_t binding_count;
-  uint32_t wait_count;
-  uint32_t signal_count;
-  hrt_hal_completion_t completion;
-  void* host_context;
-  hrt_hal_dispatch_timing_fn_t dispatch_timing;
-  hrt_hal_buffer_ref_t* bindings;      // buffers retained
-  hrt_hal_semaphore_point_t* waits;    // semaphores retained
-  hrt_hal_semaphore_point_t* signals;  // semaphores retained
+  hrt_hal_pending_submission_t pending;  // storage follows the struct
 } hrt_local_submission_t;
 
 typedef struct hrt_local_device_s {
@@ -125,8 +116,9 @@ static hrt_hal_buffer_ref_t hrt_resolve(const hrt_hal_buffer_ref_t* ref,
                                         const hrt_local_submission_t* sub) {
   // Ranges were validated at submit time; resolution cannot fail here.
   hrt_hal_buffer_ref_t resolved = {0};
-  hrt_status_free(hrt_hal_buffer_ref_resolve(
-      ref, sub->bindings, sub->binding_count, "operand", &resolved));
+  hrt_status_free(hrt_hal_buffer_ref_resolve(ref, sub->pending.bindings,
+                                             sub->pending.binding_count,
+                                             "operand", &resolved));
   return resolved;
 }
 
@@ -241,17 +233,18 @@ static hrt_status_t hrt_trace(const hrt_hal_command_t* trace_command,
     lengths[i] = ref.length;
   }
   return trace_command->trace.fn(trace_command->trace.user_data,
-                                 sub->host_context, count, data, lengths);
+                                 sub->pending.host_context, count, data,
+                                 lengths);
 }
 
 static hrt_status_t hrt_execute(hrt_local_device_t* device,
                                 const hrt_local_submission_t* sub) {
-  for (uint32_t i = 0; i < sub->wait_count; ++i) {
-    HRT_RETURN_IF_ERROR(hrt_hal_semaphore_wait(sub->waits[i].semaphore,
-                                               sub->waits[i].value,
+  for (uint32_t i = 0; i < sub->pending.wait_count; ++i) {
+    HRT_RETURN_IF_ERROR(hrt_hal_semaphore_wait(sub->pending.waits[i].semaphore,
+                                               sub->pending.waits[i].value,
                                                HRT_TIME_INFINITE_FUTURE));
   }
-  const hrt_hal_command_buffer_t* command_buffer = sub->command_buffer;
+  const hrt_hal_command_buffer_t* command_buffer = sub->pending.command_buffer;
   uint32_t count = hrt_hal_command_buffer_count(command_buffer);
   for (uint32_t i = 0; i < count; ++i) {
     const hrt_hal_command_t* command =
@@ -284,9 +277,9 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
       case HRT_HAL_COMMAND_DISPATCH: {
         int64_t start = hrt_time_now_ns();
         HRT_RETURN_IF_ERROR(hrt_dispatch(device, &command->dispatch, sub, i));
-        if (sub->dispatch_timing) {
-          sub->dispatch_timing(sub->host_context, i, start,
-                               hrt_time_now_ns() - start);
+        if (sub->pending.dispatch_timing) {
+          sub->pending.dispatch_timing(sub->pending.host_context, i, start,
+                                       hrt_time_now_ns() - start);
         }
         break;
       }
@@ -301,45 +294,12 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
   return HRT_OK;
 }
 
-static void hrt_submission_free(hrt_local_submission_t* sub) {
-  hrt_hal_command_buffer_release(sub->command_buffer);
-  for (uint32_t i = 0; i < sub->binding_count; ++i) {
-    hrt_hal_buffer_release(sub->bindings[i].buffer);
-  }
-  for (uint32_t i = 0; i < sub->wait_count; ++i) {
-    hrt_hal_semaphore_release(sub->waits[i].semaphore);
-  }
-  for (uint32_t i = 0; i < sub->signal_count; ++i) {
-    hrt_hal_semaphore_release(sub->signals[i].semaphore);
-  }
-  free(sub);
-  hrt_live_add(HRT_LIVE_SUBMISSION, -1);
-}
-
-// Runs one submission to completion: execute; signal the semaphores in
-// order (when one cannot be signalled the submission fails with that status
-// and the semaphores after it are failed with it); drop what the submission
-// retained; call the completion; and only then drop the submission's
-// reference to the device (possibly the last one).
+// Runs one submission to completion (see hal/pending_submission.h), then
+// drops the submission's reference to the device (possibly the last one).
 static void hrt_complete(hrt_local_device_t* device,
                          hrt_local_submission_t* sub) {
   hrt_status_t status = hrt_execute(device, sub);
-  for (uint32_t i = 0; i < sub->signal_count; ++i) {
-    if (status == HRT_OK) {
-      status = hrt_hal_semaphore_signal(sub->signals[i].semaphore,
-                                        sub->signals[i].value);
-    } else {
-      hrt_hal_semaphore_fail(sub->signals[i].semaphore,
-                             hrt_status_clone(status));
-    }
-  }
-  hrt_hal_completion_t completion = sub->completion;
-  hrt_submission_free(sub);
-  if (completion.fn) {
-    completion.fn(completion.user_data, status);
-  } else {
-    hrt_status_free(status);
-  }
+  hrt_hal_pending_submission_finish(&sub->pending, status, sub);
   hrt_hal_device_release(&device->base);
 }
 
@@ -400,45 +360,14 @@ static hrt_status_t hrt_local_create_executable(
   return hrt_local_executable_create(device, params, out_executable);
 }
 
-// Copies `count` semaphore points and retains their semaphores.
-static void hrt_copy_points(hrt_hal_semaphore_point_t* dst,
-                            const hrt_hal_semaphore_point_t* src,
-                            uint32_t count) {
-  for (uint32_t i = 0; i < count; ++i) {
-    dst[i] = src[i];
-    hrt_hal_semaphore_retain(dst[i].semaphore);
-  }
-}
-
 static hrt_status_t hrt_local_queue_submit(
     hrt_hal_device_t* base, const hrt_hal_submission_t* submission) {
   hrt_local_device_t* device = (hrt_local_device_t*)base;
-  size_t bindings_size =
-      submission->binding_count * sizeof(hrt_hal_buffer_ref_t);
-  size_t points_size = (submission->wait_count + submission->signal_count) *
-                       sizeof(hrt_hal_semaphore_point_t);
   hrt_local_submission_t* sub = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
-      sizeof(*sub) + bindings_size + points_size, "submission", (void**)&sub));
-  sub->bindings = (hrt_hal_buffer_ref_t*)(sub + 1);
-  sub->waits =
-      (hrt_hal_semaphore_point_t*)((char*)sub->bindings + bindings_size);
-  sub->signals = sub->waits + submission->wait_count;
-  sub->command_buffer = submission->command_buffer;
-  hrt_hal_command_buffer_retain(sub->command_buffer);
-  sub->binding_count = submission->binding_count;
-  for (uint32_t i = 0; i < submission->binding_count; ++i) {
-    sub->bindings[i] = submission->bindings[i];
-    hrt_hal_buffer_retain(sub->bindings[i].buffer);
-  }
-  sub->wait_count = submission->wait_count;
-  hrt_copy_points(sub->waits, submission->waits, submission->wait_count);
-  sub->signal_count = submission->signal_count;
-  hrt_copy_points(sub->signals, submission->signals, submission->signal_count);
-  sub->completion = submission->completion;
-  sub->host_context = submission->host_context;
-  sub->dispatch_timing = submission->dispatch_timing;
-  hrt_live_add(HRT_LIVE_SUBMISSION, 1);
+      sizeof(*sub) + hrt_hal_pending_submission_storage_size(submission),
+      "submission", (void**)&sub));
+  hrt_hal_pending_submission_init(&sub->pending, submission, sub + 1);
   hrt_hal_device_retain(base);
 
   hrt_mutex_lock(&device->mutex);

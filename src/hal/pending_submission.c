@@ -1,0 +1,78 @@
+#include "hal/pending_submission.h"
+
+#include <stdlib.h>
+
+#include "base/live.h"
+
+size_t hrt_hal_pending_submission_storage_size(
+    const hrt_hal_submission_t* submission) {
+  return submission->binding_count * sizeof(hrt_hal_buffer_ref_t) +
+         (submission->wait_count + submission->signal_count) *
+             sizeof(hrt_hal_semaphore_point_t);
+}
+
+// Copies `count` semaphore points and retains their semaphores.
+static void hrt_copy_points(hrt_hal_semaphore_point_t* dst,
+                            const hrt_hal_semaphore_point_t* src,
+                            uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    dst[i] = src[i];
+    hrt_hal_semaphore_retain(dst[i].semaphore);
+  }
+}
+
+void hrt_hal_pending_submission_init(hrt_hal_pending_submission_t* pending,
+                                     const hrt_hal_submission_t* submission,
+                                     void* storage) {
+  pending->bindings = storage;
+  pending->waits = (hrt_hal_semaphore_point_t*)(pending->bindings +
+                                                submission->binding_count);
+  pending->signals = pending->waits + submission->wait_count;
+  pending->command_buffer = submission->command_buffer;
+  hrt_hal_command_buffer_retain(pending->command_buffer);
+  pending->binding_count = submission->binding_count;
+  for (uint32_t i = 0; i < submission->binding_count; ++i) {
+    pending->bindings[i] = submission->bindings[i];
+    hrt_hal_buffer_retain(pending->bindings[i].buffer);
+  }
+  pending->wait_count = submission->wait_count;
+  hrt_copy_points(pending->waits, submission->waits, submission->wait_count);
+  pending->signal_count = submission->signal_count;
+  hrt_copy_points(pending->signals, submission->signals,
+                  submission->signal_count);
+  pending->completion = submission->completion;
+  pending->host_context = submission->host_context;
+  pending->dispatch_timing = submission->dispatch_timing;
+  hrt_live_add(HRT_LIVE_SUBMISSION, 1);
+}
+
+void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
+                                       hrt_status_t status, void* owner) {
+  for (uint32_t i = 0; i < pending->signal_count; ++i) {
+    if (status == HRT_OK) {
+      status = hrt_hal_semaphore_signal(pending->signals[i].semaphore,
+                                        pending->signals[i].value);
+    } else {
+      hrt_hal_semaphore_fail(pending->signals[i].semaphore,
+                             hrt_status_clone(status));
+    }
+  }
+  hrt_hal_completion_t completion = pending->completion;
+  hrt_hal_command_buffer_release(pending->command_buffer);
+  for (uint32_t i = 0; i < pending->binding_count; ++i) {
+    hrt_hal_buffer_release(pending->bindings[i].buffer);
+  }
+  for (uint32_t i = 0; i < pending->wait_count; ++i) {
+    hrt_hal_semaphore_release(pending->waits[i].semaphore);
+  }
+  for (uint32_t i = 0; i < pending->signal_count; ++i) {
+    hrt_hal_semaphore_release(pending->signals[i].semaphore);
+  }
+  free(owner);
+  hrt_live_add(HRT_LIVE_SUBMISSION, -1);
+  if (completion.fn) {
+    completion.fn(completion.user_data, status);
+  } else {
+    hrt_status_free(status);
+  }
+}

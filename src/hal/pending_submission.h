@@ -1,0 +1,46 @@
+// What a device keeps of a submission it has accepted, until it completes:
+// the shared bookkeeping of every driver's queue.
+//
+// init copies the submission's arrays into storage the device provides and
+// retains the command buffer, the bound buffers and the semaphores (the
+// caller's arrays may go as soon as queue_submit returns). finish runs on
+// the device's completion thread: it signals the semaphores in order (one
+// that cannot be signalled fails the submission with that status, and the
+// semaphores after it are failed with it; a failed submission fails them
+// all), drops every reference, frees the device's submission object, and
+// then calls the completion. The device drops its own reference after.
+#ifndef HRT_HAL_PENDING_SUBMISSION_H_
+#define HRT_HAL_PENDING_SUBMISSION_H_
+
+#include <stddef.h>
+
+#include "hal/device.h"
+
+typedef struct hrt_hal_pending_submission_s {
+  hrt_hal_command_buffer_t* command_buffer;  // retained
+  uint32_t binding_count;
+  uint32_t wait_count;
+  uint32_t signal_count;
+  hrt_hal_completion_t completion;
+  void* host_context;
+  hrt_hal_dispatch_timing_fn_t dispatch_timing;
+  hrt_hal_buffer_ref_t* bindings;      // buffers retained
+  hrt_hal_semaphore_point_t* waits;    // semaphores retained
+  hrt_hal_semaphore_point_t* signals;  // semaphores retained
+} hrt_hal_pending_submission_t;
+
+// Bytes of 8-byte-aligned storage init needs for `submission`'s arrays.
+size_t hrt_hal_pending_submission_storage_size(
+    const hrt_hal_submission_t* submission);
+
+// Copies and retains (see above); counts a live submission.
+void hrt_hal_pending_submission_init(hrt_hal_pending_submission_t* pending,
+                                     const hrt_hal_submission_t* submission,
+                                     void* storage);
+
+// Completion thread. Consumes `status` and frees `owner` (the device's
+// submission object holding `pending`) before calling the completion.
+void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
+                                       hrt_status_t status, void* owner);
+
+#endif  // HRT_HAL_PENDING_SUBMISSION_H_
