@@ -13,6 +13,7 @@
 #include "hal/local/builtin_kernels.h"
 #include "halrt/cpu_kernel.h"
 #include "test.h"
+#include "test_submit.h"
 
 static const char* const kDeviceUris[] = {"local-sync", "local-task?workers=4"};
 
@@ -20,54 +21,6 @@ static hrt_status_t make_device(const char* uri, hrt_hal_device_t** out) {
   uint32_t count = 0;
   const hrt_hal_driver_t* const* drivers = hrt_hal_builtin_drivers(&count);
   return hrt_hal_create_device(drivers, count, uri, out);
-}
-
-// Records how a submission completed.
-typedef struct {
-  hrt_notification_t done;
-  hrt_status_t status;
-  pthread_t thread;
-  int order;
-} completion_t;
-
-static atomic_int completion_counter;
-
-static void on_complete(void* user_data, hrt_status_t status) {
-  completion_t* completion = user_data;
-  completion->status = status;
-  completion->thread = pthread_self();
-  completion->order = atomic_fetch_add(&completion_counter, 1);
-  hrt_notification_set(&completion->done);
-}
-
-static void completion_init(completion_t* completion) {
-  memset(completion, 0, sizeof(*completion));
-  hrt_notification_init(&completion->done);
-}
-
-// Waits (10 s at most) and returns the submission's status (owned).
-static hrt_status_t completion_wait(completion_t* completion) {
-  if (!hrt_notification_wait_until(&completion->done,
-                                   hrt_time_now_ns() + 10000000000LL)) {
-    return hrt_status_make(HRT_STATUS_DEADLINE_EXCEEDED,
-                           "submission did not complete in 10 s");
-  }
-  hrt_notification_deinit(&completion->done);
-  return completion->status;
-}
-
-static hrt_status_t submit(hrt_hal_device_t* device,
-                           hrt_hal_command_buffer_t* cb,
-                           const hrt_hal_buffer_ref_t* bindings,
-                           uint32_t binding_count, completion_t* completion) {
-  completion_init(completion);
-  hrt_hal_submission_t submission = {
-      .command_buffer = cb,
-      .bindings = bindings,
-      .binding_count = binding_count,
-      .completion = {on_complete, completion},
-  };
-  return hrt_hal_device_queue_submit(device, &submission);
 }
 
 static hrt_hal_buffer_ref_t whole(hrt_hal_buffer_t* buffer) {
