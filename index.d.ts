@@ -389,6 +389,19 @@ export interface Sinks {
 
 export const sinks: Sinks;
 
+/** Which dispatches traceDispatches covers; every filter given must hold. */
+export interface TraceDispatchesFilter {
+  /**
+   * Keys ("function:op:kernel") to trace. The pattern's source is matched as
+   * a POSIX extended regular expression; of the flags only 'i' is allowed.
+   */
+  keys?: RegExp | undefined;
+  /** Names of the functions (without the module) whose dispatches to trace. */
+  functions?: readonly string[] | undefined;
+  /** Trace only invocations whose sequence is a multiple of this (>= 1). */
+  every?: number | undefined;
+}
+
 export interface HalModuleOptions {
   /**
    * Receives traces (and, for object sinks, timings and invocations): a
@@ -396,8 +409,11 @@ export interface HalModuleOptions {
    * are dropped natively).
    */
   debugSink?: Sink | null | undefined;
-  /** Also trace what every dispatch writes. Default false. */
-  traceDispatches?: boolean | undefined;
+  /**
+   * Also trace what dispatches write, keyed "function:op:kernel": true for
+   * every dispatch, or a filter. Default false.
+   */
+  traceDispatches?: boolean | TraceDispatchesFilter | undefined;
   /** Report every dispatch's timing to the sink's `timing` method. Default false. */
   profile?: boolean | undefined;
   /**
@@ -427,7 +443,8 @@ export class HalModule implements Disposable {
   readonly device: Device;
   /** options.debugSink as given, or null. */
   readonly debugSink: Sink | null;
-  readonly traceDispatches: boolean;
+  /** options.traceDispatches as given (false when not given). */
+  readonly traceDispatches: boolean | TraceDispatchesFilter;
   readonly profile: boolean;
   /** Releases this object's module reference. Idempotent. Contexts keep theirs. */
   close(): void;

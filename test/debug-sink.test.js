@@ -179,6 +179,41 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
+    it('traceDispatches filters pick dispatches by key pattern, function name and every Nth invocation', async () => {
+      const keys = [];
+      const p = makeProgram(uri, (b) => b
+        .function('main', (f) => f.input('x', 'f32', [4]).output('y', 'f32', [4]).local('t', 'f32', [4])
+          .dispatch('k.relu_f32', { workgroups: [1], bindings: ['x', 't'], constants: [4] })
+          .dispatch('k.add_f32', { workgroups: [1], bindings: ['t', 't', 'y'], constants: [4] }))
+        .function('other', (f) => f.input('x', 'f32', [4]).output('y', 'f32', [4])
+          .dispatch('k.relu_f32', { workgroups: [1], bindings: ['x', 'y'], constants: [4] })),
+      { hal: { debugSink: (key, tensors, info) => keys.push(`${info.sequence} ${key}`), traceDispatches: { keys: /RELU|add/i, functions: ['main'], every: 2 } } });
+      const x = p.device.tensor(Float32Array.from([1, -2, 3, -4]), [4]);
+      try {
+        const main = p.lookup('main');
+        const other = p.lookup('other');
+        const sequences = [];
+        for (let i = 0; i < 3; ++i) {
+          const before = keys.length;
+          closeAll(await main.invoke([x]));
+          sequences.push(keys.slice(before).map((k) => Number(k.split(' ')[0])));
+        }
+        closeAll(await other.invoke([x]));
+        // Invocations with an even sequence trace both dispatches of main;
+        // the others and every dispatch of `other` trace nothing. Three
+        // consecutive invocations include both kinds.
+        const traced = keys.map((k) => k.split(' ')[1]);
+        assert.ok(traced.every((k) => k === 'main:0:relu_f32' || k === 'main:1:add_f32'), traced.join());
+        for (const seq of sequences.flat()) assert.strictEqual(seq % 2, 0);
+        assert.ok(sequences.some((s) => s.length === 2) && sequences.some((s) => s.length === 0));
+        assert.strictEqual(keys.length, 2 * sequences.filter((s) => s.length > 0).length);
+        assert.deepStrictEqual(p.hal.traceDispatches.functions, ['main']);
+      } finally {
+        x.close();
+        p.close();
+      }
+    });
+
     it('a HalModule with traceDispatches and no sink runs functions normally', async () => {
       const p = makeProgram(uri, (b) => b.function('f', (f) => f.input('x', 'f32', [3]).output('y', 'f32', [3])
         .dispatch('k.relu_f32', { workgroups: [1], bindings: ['x', 'y'], constants: [3] }).trace('y', ['y'])),

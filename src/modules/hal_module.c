@@ -1,23 +1,76 @@
 #include "modules/hal_module.h"
 
+#include <regex.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/alloc.h"
+#include "base/arena.h"
 #include "modules/tensor_stats.h"
 
 typedef struct hrt_hal_module_s {
   hrt_vm_module_t base;
   hrt_hal_device_t* device;  // retained
   hrt_debug_sink_t sink;     // released exactly once, in destroy
-  hrt_hal_module_options_t options;
+  hrt_hal_module_options_t options;  // strings point into `arena`
+  hrt_arena_t arena;
+  bool has_keys;
+  regex_t keys;  // compiled options.trace_keys
 } hrt_hal_module_t;
+
+static void hrt_hal_module_free(hrt_hal_module_t* module) {
+  if (module->has_keys) regfree(&module->keys);
+  hrt_arena_deinit(&module->arena);
+  free(module);
+}
+
+static hrt_status_t hrt_filters_oom(void) {
+  return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                         "out of host memory copying trace filters");
+}
+
+// Copies the filter strings of `options` into the module and compiles the
+// key pattern.
+static hrt_status_t hrt_hal_module_copy_filters(
+    hrt_hal_module_t* module, const hrt_hal_module_options_t* options) {
+  hrt_hal_module_options_t* copy = &module->options;
+  if (options->trace_keys) {
+    int flags = REG_EXTENDED | REG_NOSUB |
+                (options->trace_keys_ignore_case ? REG_ICASE : 0);
+    int error = regcomp(&module->keys, options->trace_keys, flags);
+    if (error != 0) {
+      char reason[160];
+      regerror(error, &module->keys, reason, sizeof(reason));
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "trace key pattern '%s' does not compile as a "
+                             "POSIX extended regular expression: %s",
+                             options->trace_keys, reason);
+    }
+    module->has_keys = true;
+    copy->trace_keys = hrt_arena_strndup(&module->arena, options->trace_keys,
+                                         strlen(options->trace_keys));
+    if (!copy->trace_keys) return hrt_filters_oom();
+  }
+  if (options->trace_function_count) {
+    const char** names = hrt_arena_alloc(
+        &module->arena, options->trace_function_count * sizeof(char*));
+    if (!names) return hrt_filters_oom();
+    for (uint32_t i = 0; i < options->trace_function_count; ++i) {
+      const char* name = options->trace_functions[i];
+      names[i] = hrt_arena_strndup(&module->arena, name, strlen(name));
+      if (!names[i]) return hrt_filters_oom();
+    }
+    copy->trace_functions = names;
+  }
+  return HRT_OK;
+}
 
 static void hrt_hal_module_destroy(hrt_vm_module_t* base) {
   hrt_hal_module_t* module = (hrt_hal_module_t*)base;
   module->sink.release.fn(module->sink.release.user_data);
   hrt_hal_device_release(module->device);
   hrt_vm_module_deinitialize(base);
-  free(module);
+  hrt_hal_module_free(module);
 }
 
 // The HAL module keeps nothing per context: programs reach the device and
@@ -63,10 +116,19 @@ hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
   hrt_hal_module_t* module = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_allocate_zeroed(sizeof(*module), "hal module", (void**)&module));
+  if (options) {
+    module->options = *options;
+    module->options.trace_keys = NULL;
+    module->options.trace_functions = NULL;
+    hrt_status_t status = hrt_hal_module_copy_filters(module, options);
+    if (status != HRT_OK) {
+      hrt_hal_module_free(module);
+      return status;
+    }
+  }
   module->device = device;
   hrt_hal_device_retain(device);
   module->sink = sink ? *sink : hrt_debug_sink_null();
-  if (options) module->options = *options;
   hrt_vm_module_initialize(&hrt_hal_module_vtable, "hal", 0, NULL,
                            &module->base);
   *out_module = &module->base;
@@ -112,4 +174,19 @@ void hrt_hal_module_dispatch_timing(const hrt_vm_module_t* hal_module,
     module->sink.dispatch_timing.fn(module->sink.dispatch_timing.user_data,
                                     events, count);
   }
+}
+
+bool hrt_hal_module_traces_dispatch(const hrt_vm_module_t* hal_module,
+                                    const char* function, const char* key) {
+  const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
+  const hrt_hal_module_options_t* options = &module->options;
+  if (!options->trace_dispatches) return false;
+  if (options->trace_function_count) {
+    bool listed = false;
+    for (uint32_t i = 0; i < options->trace_function_count && !listed; ++i) {
+      listed = strcmp(options->trace_functions[i], function) == 0;
+    }
+    if (!listed) return false;
+  }
+  return !module->has_keys || regexec(&module->keys, key, 0, NULL, 0) == 0;
 }

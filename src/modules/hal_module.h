@@ -18,6 +18,13 @@ typedef struct hrt_hal_module_options_s {
   // Trace what every dispatch writes (its bindings that are not function
   // inputs), keyed "function:op:kernel", without changing the program.
   bool trace_dispatches;
+  // Which dispatches trace_dispatches covers; each filter is off when unset.
+  // Copied at creation.
+  const char* trace_keys;  // POSIX extended regex a key must match
+  bool trace_keys_ignore_case;
+  const char* const* trace_functions;  // function names (without module)
+  uint32_t trace_function_count;
+  uint32_t trace_every;  // invocations whose sequence % every == 0 (0: all)
   // Fail the invocation (ABORTED, naming the trace key, tensor and first bad
   // index) at the first traced tensor holding NaN or Inf, before the sink
   // sees it.
@@ -26,7 +33,8 @@ typedef struct hrt_hal_module_options_s {
   bool profile;
 } hrt_hal_module_options_t;
 
-// `sink` may be NULL (no sink). On error the sink's release is not called.
+// `sink` may be NULL (no sink). A trace_keys pattern that does not compile
+// is INVALID_ARGUMENT. On error the sink's release is not called.
 hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
                                    const hrt_debug_sink_t* sink,
                                    const hrt_hal_module_options_t* options,
@@ -43,6 +51,11 @@ hrt_status_t hrt_hal_module_trace(
     const hrt_vm_module_t* hal_module, const char* key,
     const hrt_trace_info_t* info, uint32_t count,
     const hrt_trace_tensor_t* tensors) HRT_MUST_USE;
+
+// Whether trace_dispatches covers the dispatch keyed `key` of function
+// `function` (the key and function filters; trace_every applies per call).
+bool hrt_hal_module_traces_dispatch(const hrt_vm_module_t* hal_module,
+                                    const char* function, const char* key);
 
 // Hands dispatch timings to the sink, if it takes them (completion thread).
 void hrt_hal_module_dispatch_timing(const hrt_vm_module_t* hal_module,

@@ -898,6 +898,7 @@ typedef struct hrt_trace_site_s {
   uint32_t op_index;
   const char* key;
   const uint32_t* values;  // [count] value indices
+  uint32_t every;  // trace only invocations whose sequence % every == 0
 } hrt_trace_site_t;
 
 struct hrt_program_state_s {
@@ -928,6 +929,7 @@ static hrt_status_t hrt_program_trace(void* user_data, void* submission_context,
                                       const uint64_t* lengths) {
   const hrt_trace_site_t* site = user_data;
   const hrt_program_call_t* call = submission_context;
+  if (site->every > 1 && call->sequence % site->every != 0) return HRT_OK;
   hrt_trace_tensor_t tensors[HRT_HAL_MAX_TRACE_SOURCES];
   for (uint32_t i = 0; i < count; ++i) {
     const hrt_vm_tensor_type_t* type = &site->function->types[site->values[i]];
@@ -1012,11 +1014,12 @@ static hrt_status_t hrt_add_trace(hrt_program_state_t* state,
                                   hrt_hal_command_buffer_t* command_buffer,
                                   const hrt_function_t* function,
                                   uint32_t op_index, const char* key,
-                                  uint32_t count, const uint32_t* values) {
+                                  uint32_t count, const uint32_t* values,
+                                  uint32_t every) {
   hrt_trace_site_t* site = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_arena_allocate(&state->arena, sizeof(*site), "trace", (void**)&site));
-  *site = (hrt_trace_site_t){state, function, op_index, key, values};
+  *site = (hrt_trace_site_t){state, function, op_index, key, values, every};
   hrt_hal_buffer_ref_t sources[HRT_HAL_MAX_TRACE_SOURCES];
   for (uint32_t i = 0; i < count; ++i) sources[i] = hrt_slot(values[i]);
   return hrt_hal_command_buffer_trace(command_buffer, sources, count,
@@ -1024,7 +1027,8 @@ static hrt_status_t hrt_add_trace(hrt_program_state_t* state,
 }
 
 // Traces what a dispatch writes: the bindings its signature marks written,
-// or (user kernels) every binding that is not a function input.
+// or (user kernels) every binding that is not a function input; only when
+// the HAL module's dispatch-trace filters cover the dispatch.
 static hrt_status_t hrt_add_dispatch_trace(
     hrt_program_state_t* state, hrt_hal_command_buffer_t* command_buffer,
     const hrt_function_t* function, const hrt_vm_function_def_t* def,
@@ -1049,8 +1053,11 @@ static hrt_status_t hrt_add_dispatch_trace(
                            "out of host memory recording a trace");
   }
   snprintf(key, length, "%s:%u:%s", function_name, op_index, op->entry);
+  if (!hrt_hal_module_traces_dispatch(state->hal, function_name, key)) {
+    return HRT_OK;
+  }
   return hrt_add_trace(state, command_buffer, function, op_index, key, count,
-                       written);
+                       written, hrt_hal_module_options(state->hal)->trace_every);
 }
 
 static hrt_status_t hrt_record_op(hrt_program_state_t* state,
@@ -1091,7 +1098,7 @@ static hrt_status_t hrt_record_op(hrt_program_state_t* state,
           command_buffer, hrt_slot(op->operands[0]), hrt_slot(op->operands[1]));
     case HRT_OP_TRACE:
       return hrt_add_trace(state, command_buffer, function, op_index, op->key,
-                           op->operand_count, op->operands);
+                           op->operand_count, op->operands, 1);
     case HRT_OP_BARRIER:
       return hrt_hal_command_buffer_barrier(command_buffer);
   }

@@ -1,5 +1,6 @@
 #include "napi/js_hal_module.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,14 +26,120 @@ const hrt_js_class_t hrt_js_hal_module_class = {
     .release = hrt_js_module_handle_release,
 };
 
+#define HRT_JS_MAX_TRACE_FUNCTIONS 64
+
 typedef struct hrt_js_hal_options_s {
   napi_value debug_sink;  // as given (undefined or null: none)
   bool has_sink;
+  napi_value trace_dispatches_value;  // as given
   bool trace_dispatches;
+  // traceDispatches filters; strings malloc'd, freed by the caller.
+  char* trace_keys;
+  bool trace_keys_ignore_case;
+  uint32_t trace_function_count;
+  char* trace_functions[HRT_JS_MAX_TRACE_FUNCTIONS];
+  uint32_t trace_every;
   bool profile;
   bool reject_nonfinite;
   hrt_js_sink_options_t sink;
 } hrt_js_hal_options_t;
+
+static void hrt_js_hal_options_free(hrt_js_hal_options_t* options) {
+  free(options->trace_keys);
+  for (uint32_t i = 0; i < options->trace_function_count; ++i) {
+    free(options->trace_functions[i]);
+  }
+}
+
+// traceDispatches.keys: a RegExp whose source is matched as a POSIX
+// extended regular expression; of its flags only 'i' is supported.
+static bool hrt_js_trace_keys(napi_env env, napi_value value,
+                              const char* method, hrt_js_hal_options_t* out) {
+  static const char* const name = "options.traceDispatches.keys";
+  napi_value global = NULL, regexp = NULL, source = NULL, flags = NULL;
+  bool is_regexp = false;
+  HRT_NAPI_CALL_BOOL(env, napi_get_global(env, &global));
+  HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, global, "RegExp",
+                                                  &regexp));
+  napi_valuetype type = napi_undefined;
+  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
+  if (type == napi_object) {
+    HRT_NAPI_CALL_BOOL(env, napi_instanceof(env, value, regexp, &is_regexp));
+  }
+  if (!is_regexp) return hrt_js_throw_type(env, value, method, name, "a RegExp");
+  char* flag_text = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, value, "flags", &flags));
+  if (!hrt_js_arg_string(env, flags, method, name, NULL, &flag_text)) {
+    return false;
+  }
+  bool supported = strspn(flag_text, "i") == strlen(flag_text);
+  out->trace_keys_ignore_case = strchr(flag_text, 'i') != NULL;
+  if (!supported) {
+    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                 "%s: %s flags '%s' are not supported (only 'i')", method,
+                 name, flag_text);
+  }
+  free(flag_text);
+  if (!supported) return false;
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_get_named_property(env, value, "source", &source));
+  return hrt_js_arg_string(env, source, method, name, NULL, &out->trace_keys);
+}
+
+// traceDispatches: a boolean, or {keys: RegExp, functions: [names], every: N}
+// (which turns tracing on with those filters).
+static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
+                                    const char* method,
+                                    hrt_js_hal_options_t* out) {
+  static const char* const known[] = {"keys", "functions", "every"};
+  napi_valuetype type = napi_undefined;
+  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
+  if (type != napi_object) {
+    return hrt_js_arg_bool(env, value, method, "options.traceDispatches",
+                           false, &out->trace_dispatches);
+  }
+  out->trace_dispatches = true;
+  napi_value field = NULL;
+  uint64_t every = 0;
+  uint32_t count = 0;
+  if (!hrt_js_arg_options(env, value, method, "options.traceDispatches", known,
+                          3) ||
+      !hrt_js_arg_option(env, value, "every", &field) ||
+      !hrt_js_arg_uint64(env, field, method, "options.traceDispatches.every",
+                         1, 1, UINT32_MAX, &every) ||
+      !hrt_js_arg_option(env, value, "keys", &field)) {
+    return false;
+  }
+  out->trace_every = (uint32_t)every;
+  if (!hrt_js_arg_is_undefined(env, field) &&
+      !hrt_js_trace_keys(env, field, method, out)) {
+    return false;
+  }
+  if (!hrt_js_arg_option(env, value, "functions", &field)) return false;
+  if (hrt_js_arg_is_undefined(env, field)) return true;
+  if (!hrt_js_arg_array(env, field, method, "options.traceDispatches.functions",
+                        &count)) {
+    return false;
+  }
+  if (count > HRT_JS_MAX_TRACE_FUNCTIONS) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: options.traceDispatches.functions names %u "
+                        "functions (at most %d)",
+                        method, count, HRT_JS_MAX_TRACE_FUNCTIONS);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    napi_value name = NULL;
+    char what[64];
+    snprintf(what, sizeof(what), "options.traceDispatches.functions[%u]", i);
+    HRT_NAPI_CALL_BOOL(env, napi_get_element(env, field, i, &name));
+    if (!hrt_js_arg_string(env, name, method, what, NULL,
+                           &out->trace_functions[i])) {
+      return false;
+    }
+    out->trace_function_count = i + 1;
+  }
+  return true;
+}
 
 static bool hrt_js_hal_options(napi_env env, napi_value options,
                                const char* method, hrt_js_hal_options_t* out) {
@@ -46,9 +153,9 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
   int policy = 0, nonfinite_choice = 0;
   if (!hrt_js_arg_options(env, options, method, "options", known, 6) ||
       !hrt_js_arg_option(env, options, "debugSink", &out->debug_sink) ||
-      !hrt_js_arg_option(env, options, "traceDispatches", &value) ||
-      !hrt_js_arg_bool(env, value, method, "options.traceDispatches", false,
-                       &out->trace_dispatches) ||
+      !hrt_js_arg_option(env, options, "traceDispatches",
+                         &out->trace_dispatches_value) ||
+      !hrt_js_trace_dispatches(env, out->trace_dispatches_value, method, out) ||
       !hrt_js_arg_option(env, options, "profile", &value) ||
       !hrt_js_arg_bool(env, value, method, "options.profile", false,
                        &out->profile) ||
@@ -93,10 +200,12 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
       !hrt_js_arg_unwrap(env, argv[1], &hrt_js_device_class, method, "device",
                          false, &device) ||
       !hrt_js_hal_options(env, argv[2], method, &options)) {
+    hrt_js_hal_options_free(&options);
     return NULL;
   }
   hrt_js_module_handle_t* handle = calloc(1, sizeof(*handle));
   if (handle == NULL) {
+    hrt_js_hal_options_free(&options);
     hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED, "%s: out of host memory",
                  method);
     return NULL;
@@ -106,17 +215,24 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
       !hrt_js_sink_spec_build(env, options.debug_sink, method,
                               "options.debugSink", &options.sink,
                               &native_sink, &handle->sink)) {
+    hrt_js_hal_options_free(&options);
     free(handle);
     return NULL;
   }
   hrt_hal_module_options_t module_options = {
       .trace_dispatches = options.trace_dispatches,
+      .trace_keys = options.trace_keys,
+      .trace_keys_ignore_case = options.trace_keys_ignore_case,
+      .trace_functions = (const char* const*)options.trace_functions,
+      .trace_function_count = options.trace_function_count,
+      .trace_every = options.trace_every,
       .reject_nonfinite = options.reject_nonfinite,
       .profile = options.profile,
   };
   hrt_status_t status = hrt_hal_module_create(
       (hrt_hal_device_t*)device->handle, options.has_sink ? &native_sink : NULL,
       &module_options, &handle->module);
+  hrt_js_hal_options_free(&options);  // the module copied the filters
   if (status != HRT_OK) {
     // No module took the sink: release it as the module would have.
     if (options.has_sink) native_sink.release.fn(native_sink.release.user_data);
@@ -129,9 +245,11 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
   hrt_vm_instance_retain(handle->instance);
   // The JS-visible edges: HalModule -> device object and -> the sink as
   // given (which reaches every callback in it).
-  napi_value trace_dispatches = NULL, profile = NULL, sink_value = NULL;
-  HRT_NAPI_CALL(
-      env, napi_get_boolean(env, options.trace_dispatches, &trace_dispatches));
+  napi_value trace_dispatches = options.trace_dispatches_value;
+  napi_value profile = NULL, sink_value = NULL;
+  if (hrt_js_arg_is_undefined(env, trace_dispatches)) {
+    HRT_NAPI_CALL(env, napi_get_boolean(env, false, &trace_dispatches));
+  }
   HRT_NAPI_CALL(env, napi_get_boolean(env, options.profile, &profile));
   sink_value = options.debug_sink;
   if (!options.has_sink) HRT_NAPI_CALL(env, napi_get_null(env, &sink_value));

@@ -333,6 +333,56 @@ static void profiled_dispatches_report_timings(void) {
   CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
 }
 
+static void dispatch_trace_filters_pick_keys_functions_and_invocations(void) {
+  recorder_t recorder;
+  recorder_init(&recorder);
+  hrt_debug_sink_t sink = recorder_sink(&recorder);
+  fixture_t f;
+  memset(&f, 0, sizeof(f));
+  CHECK_OK(hrt_vm_instance_create(&f.instance));
+  CHECK_OK(hrt_vm_instance_create_device(f.instance, "local-sync", &f.device));
+  hrt_hal_module_options_t bad = {.trace_dispatches = true,
+                                  .trace_keys = "relu("};
+  CHECK_STATUS(hrt_hal_module_create(f.device, &sink, &bad, &f.hal),
+               HRT_STATUS_INVALID_ARGUMENT, "trace key pattern 'relu('");
+  const char* functions[2] = {"other", "main"};
+  hrt_hal_module_options_t options = {.trace_dispatches = true,
+                                      .trace_keys = "RELU",
+                                      .trace_keys_ignore_case = true,
+                                      .trace_functions = functions,
+                                      .trace_function_count = 2,
+                                      .trace_every = 2};
+  CHECK_OK(hrt_hal_module_create(f.device, &sink, &options, &f.hal));
+  CHECK_OK(hrt_program_module_create(kMlp, strlen(kMlp), NULL, &f.program));
+  hrt_vm_module_t* modules[2] = {f.hal, f.program};
+  CHECK_OK(hrt_vm_context_create(f.instance, modules, 2, &f.context));
+  hrt_vm_function_t function;
+  CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
+  float x[32] = {0}, w[128] = {0};
+  hrt_hal_buffer_view_t* inputs[2] = {NULL, NULL};
+  CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
+  CHECK_OK(make_tensor(f.device, w, 8, 16, &inputs[1]));
+  for (uint64_t sequence = 0; sequence < 3; ++sequence) {
+    result_t result = {.output_count = 0};
+    hrt_notification_init(&result.done);
+    CHECK_OK(hrt_vm_invoke_async(f.context, &function, inputs, 2, sequence,
+                                 (hrt_vm_invocation_done_t){on_done, &result}));
+    CHECK_OK(wait_result(&result));
+    hrt_hal_buffer_view_release(result.outputs[0]);
+  }
+  hrt_hal_buffer_view_release(inputs[0]);
+  hrt_hal_buffer_view_release(inputs[1]);
+  fixture_release(&f);
+  CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
+  // Per invocation: the program's own two traces; the relu dispatch's trace
+  // only for sequences 0 and 2; never the matmul's (the key filter).
+  const char* expected[8] = {"after_matmul", "main:2:relu_f32", "after_relu",
+                             "after_matmul", "after_relu",      "after_matmul",
+                             "main:2:relu_f32", "after_relu"};
+  CHECK_EQ_INT(recorder.count, 8);
+  for (int i = 0; i < 8; ++i) CHECK(strcmp(recorder.keys[i], expected[i]) == 0);
+}
+
 static void sink_error_fails_only_its_invocation(void) {
   recorder_t recorder;
   recorder_init(&recorder);
@@ -777,4 +827,5 @@ TEST_MAIN(TEST_CASE(program_runs_and_traces_in_order),
           TEST_CASE(fills_store_values_in_each_dtype),
           TEST_CASE(nonfinite_guard_rejects_naming_key_and_index),
           TEST_CASE(profiled_dispatches_report_timings),
+          TEST_CASE(dispatch_trace_filters_pick_keys_functions_and_invocations),
           TEST_CASE(every_object_is_destroyed))

@@ -226,7 +226,7 @@ async function programs(): Promise<void> {
   const halName: 'hal' = hal.name;
   const halDevice: Device = hal.device;
   const halSink: Sink | null = hal.debugSink;
-  const traced: boolean = hal.traceDispatches;
+  const traced: boolean | halrt.TraceDispatchesFilter = hal.traceDispatches;
   const profiled: boolean = hal.profile;
   void [halName, halDevice, halSink, traced, profiled];
   // @ts-expect-error debugSink is any Sink, not only a function
@@ -476,3 +476,18 @@ async function debugging(): Promise<void> {
 }
 
 void [dtypes, counts, main, programs, debugging];
+
+// traceDispatches filters.
+{
+  const instance = new halrt.Instance();
+  const device = instance.createDevice('local-sync');
+  const filtered = new halrt.HalModule(instance, device, {
+    traceDispatches: { keys: /relu/i, functions: ['main'], every: 2 },
+  });
+  const covered: boolean | halrt.TraceDispatchesFilter = filtered.traceDispatches;
+  void covered;
+  // @ts-expect-error keys is a RegExp, not a string
+  new halrt.HalModule(instance, device, { traceDispatches: { keys: 'relu' } });
+  // @ts-expect-error functions is a list of names
+  new halrt.HalModule(instance, device, { traceDispatches: { functions: 'main' } });
+}

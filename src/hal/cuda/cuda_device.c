@@ -45,7 +45,7 @@ typedef struct hrt_cuda_submission_s {
   hrt_cuda_timing_t* timings;  // [dispatch commands]
   // Completion thread only.
   uint32_t timings_reported;
-  int64_t timing_base_ns;  // host time of timings[0].start; 0: not yet known
+  double timeline_ns;  // timings[0].start on the device timeline; < 0: unset
 } hrt_cuda_submission_t;
 
 typedef struct hrt_cuda_device_s {
@@ -68,9 +68,14 @@ typedef struct hrt_cuda_device_s {
   bool shutdown;
   bool free_on_exit;  // destroyed from the completion thread itself
   hrt_status_t lost;  // the first fatal failure (DEVICE_LOST); owned
-  // Completion thread only: where the last reported dispatch ended, so that
-  // the reported times of one queue never overlap or go back.
-  int64_t timing_floor_ns;
+  // Completion thread only: the device timeline of profiled dispatches (see
+  // hrt_cuda_report_timings). `anchor` is the first timing event of the last
+  // profiled submission (owned), at `anchor_ns` on the timeline; the host
+  // time of timeline point t is `host_offset_ns` + t.
+  hrt_cu_event_t anchor;
+  double anchor_ns;
+  int64_t host_offset_ns;
+  int64_t reported_end_ns;  // host end of the last dispatch reported
 } hrt_cuda_device_t;
 
 typedef struct hrt_cuda_buffer_s {
@@ -708,35 +713,60 @@ static int64_t hrt_cuda_elapsed_ns(const hrt_cuda_symbols_t* cu,
 
 // Hands the timed dispatches among commands [0, end) not yet reported to the
 // submission's dispatch_timing; every command before `end` has completed.
-// Device times become host times through the submission's first report: its
-// last dispatch ended about now (the completion thread has just seen the
-// stream pass it). Reported times never go before the end of the queue's
-// previous dispatch, so one queue's dispatches never appear to overlap.
+//
+// Times come from one device timeline: each profiled submission's first
+// event is placed on it relative to the previous one (`anchor`), so times of
+// different submissions are as consistent as the GPU's clock, and one
+// queue's dispatches never overlap. The timeline meets the host clock
+// through observations: when the completion thread sees the stream past an
+// event, the host time is at least that event's; the host offset is the
+// least (now - timeline point) seen, so mapped times are never before the
+// true ones and never after the observation. The offset can only shrink, so
+// a start is also kept at or after the end of the dispatch reported before
+// it, and an end at or before now: one queue's reported dispatches never
+// overlap and each lies within its invocation (a duration is shortened in
+// the rare case where both limits meet).
 static void hrt_cuda_report_timings(hrt_cuda_device_t* device,
                                     hrt_cuda_submission_t* sub, uint32_t end) {
   const hrt_cuda_symbols_t* cu = device->cu;
-  const hrt_cuda_timing_t* first = &sub->timings[0];
+  hrt_cuda_timing_t* first = &sub->timings[0];
   uint32_t stop = sub->timings_reported;
   while (stop < sub->timing_count && sub->timings[stop].command < end) ++stop;
   if (stop == sub->timings_reported) return;
-  if (sub->timing_base_ns == 0) {
-    int64_t span =
-        hrt_cuda_elapsed_ns(cu, first->start, sub->timings[stop - 1].end);
-    sub->timing_base_ns = hrt_time_now_ns() - (span > 0 ? span : 0);
-    if (sub->timing_base_ns < device->timing_floor_ns) {
-      sub->timing_base_ns = device->timing_floor_ns;
-    }
+  int64_t now = hrt_time_now_ns();
+  if (sub->timeline_ns < 0) {
+    int64_t step = device->anchor
+                       ? hrt_cuda_elapsed_ns(cu, device->anchor, first->start)
+                       : 0;
+    sub->timeline_ns = device->anchor_ns + (step > 0 ? step : 0);
+    // The submission's first event becomes the anchor (owned from now on).
+    if (device->anchor) (void)cu->cuEventDestroy_v2(device->anchor);
+    device->anchor = first->start;
+    device->anchor_ns = sub->timeline_ns;
+    first->start = NULL;
+  }
+  const hrt_cuda_timing_t* last = &sub->timings[stop - 1];
+  int64_t last_end = hrt_cuda_elapsed_ns(cu, device->anchor, last->end);
+  if (last_end >= 0) {
+    int64_t offset = now - (int64_t)sub->timeline_ns - last_end;
+    if (offset < device->host_offset_ns) device->host_offset_ns = offset;
   }
   for (; sub->timings_reported < stop; ++sub->timings_reported) {
     const hrt_cuda_timing_t* timing = &sub->timings[sub->timings_reported];
-    int64_t offset = hrt_cuda_elapsed_ns(cu, first->start, timing->start);
-    int64_t duration = hrt_cuda_elapsed_ns(cu, timing->start, timing->end);
+    hrt_cu_event_t start = timing->start ? timing->start : device->anchor;
+    int64_t offset = hrt_cuda_elapsed_ns(cu, device->anchor, start);
+    int64_t duration = hrt_cuda_elapsed_ns(cu, start, timing->end);
     if (offset < 0 || duration < 0) continue;
-    int64_t start = sub->timing_base_ns + offset;
-    if (start < device->timing_floor_ns) start = device->timing_floor_ns;
-    device->timing_floor_ns = start + duration;
+    int64_t host_start =
+        device->host_offset_ns + (int64_t)sub->timeline_ns + offset;
+    if (host_start < device->reported_end_ns) {
+      host_start = device->reported_end_ns;
+    }
+    if (host_start > now) host_start = now;
+    if (host_start + duration > now) duration = now - host_start;
+    device->reported_end_ns = host_start + duration;
     sub->pending.dispatch_timing(sub->pending.host_context, timing->command,
-                                 start, duration);
+                                 host_start, duration);
   }
 }
 
@@ -791,6 +821,7 @@ static void hrt_cuda_complete(hrt_cuda_device_t* device,
 // (or this is the completion thread, about to exit).
 static void hrt_cuda_device_free(hrt_cuda_device_t* device) {
   hrt_status_t entered = hrt_cuda_enter(device);
+  if (device->anchor) (void)device->cu->cuEventDestroy_v2(device->anchor);
   hrt_cuda_staging_pool_deinitialize(&device->staging);
   if (entered == HRT_OK) hrt_cuda_leave(device);
   hrt_status_free(entered);
@@ -886,6 +917,7 @@ static hrt_status_t hrt_cuda_queue_submit(
       (hrt_cuda_checkpoint_t*)((char*)sub->staging_offsets + offsets_size);
   sub->timings =
       (hrt_cuda_timing_t*)((char*)sub->checkpoints + checkpoints_size);
+  sub->timeline_ns = -1;
   hrt_hal_pending_submission_init(&sub->pending, submission,
                                   (char*)sub->timings + timings_size);
   hrt_hal_device_retain(base);
@@ -966,6 +998,8 @@ hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
   HRT_RETURN_IF_ERROR(
       hrt_allocate_zeroed(sizeof(*device), "device", (void**)&device));
   device->cu = symbols;
+  device->host_offset_ns = INT64_MAX;  // no observation yet
+  device->reported_end_ns = INT64_MIN;
   hrt_status_t status =
       HRT_CUDA_CALL(symbols, cuDeviceGet, (&device->cu_device, (int)ordinal));
   if (status == HRT_OK) {
