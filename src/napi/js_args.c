@@ -519,11 +519,27 @@ bool hrt_js_arg_choice(napi_env env, napi_value value, const char* method,
       return true;
     }
     int n = snprintf(expected + used, sizeof(expected) - used, "%s'%s'",
-                     i == 0 ? "" : i + 1 == count ? " or " : ", ", choices[i]);
+                     i == 0           ? ""
+                     : i + 1 == count ? " or "
+                                      : ", ",
+                     choices[i]);
     if (n > 0 && (size_t)n < sizeof(expected) - used) used += (size_t)n;
   }
   hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT, "%s: %s must be %s (got '%s')",
                method, name, expected, text);
   free(text);
   return false;
+}
+
+napi_value hrt_js_internal_constructor(napi_env env, napi_callback_info info,
+                                       const char* message) {
+  napi_value argv[1];
+  napi_value this_arg = NULL;
+  size_t argc = 0;
+  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
+  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
+    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT, "%s", message);
+    return NULL;
+  }
+  return this_arg;
 }

@@ -111,6 +111,13 @@ bool hrt_js_arg_function(napi_env env, napi_value value, const char* method,
 bool hrt_js_arg_array(napi_env env, napi_value value, const char* method,
                       const char* name, uint32_t* out_length);
 
+// The body of the constructor of a class only the binding constructs
+// (hrt_js_new_internal): returns `this` for the binding's own call, and
+// throws INVALID_ARGUMENT with `message` (which says what to use instead)
+// for any other.
+napi_value hrt_js_internal_constructor(napi_env env, napi_callback_info info,
+                                       const char* message);
+
 // The body of every class's close(): drops the receiver's runtime reference
 // (idempotent; a closed receiver is fine). Returns undefined (NULL).
 napi_value hrt_js_close_method(napi_env env, napi_callback_info info,

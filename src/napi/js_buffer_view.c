@@ -18,18 +18,11 @@ const hrt_js_class_t hrt_js_buffer_view_class = {
 
 static napi_value hrt_js_buffer_view_construct(napi_env env,
                                                napi_callback_info info) {
-  napi_value argv[1];
-  napi_value this_arg = NULL;
-  size_t argc = 0;
-  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
-  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
-    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "new BufferView: BufferView cannot be constructed directly; "
-                 "use device.tensor(data, shape) or device.empty(shape, "
-                 "dtype)");
-    return NULL;
-  }
-  return this_arg;
+  return hrt_js_internal_constructor(
+      env, info,
+      "new BufferView: BufferView cannot be constructed directly; "
+      "use device.tensor(data, shape) or device.empty(shape, "
+      "dtype)");
 }
 
 static bool hrt_js_buffer_view_this(napi_env env, napi_callback_info info,

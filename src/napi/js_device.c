@@ -20,17 +20,10 @@ const hrt_js_class_t hrt_js_device_class = {
 
 static napi_value hrt_js_device_construct(napi_env env,
                                           napi_callback_info info) {
-  napi_value argv[1];
-  napi_value this_arg = NULL;
-  size_t argc = 0;
-  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
-  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
-    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "new Device: Device cannot be constructed directly; use "
-                 "instance.createDevice(uri)");
-    return NULL;
-  }
-  return this_arg;
+  return hrt_js_internal_constructor(
+      env, info,
+      "new Device: Device cannot be constructed directly; use "
+      "instance.createDevice(uri)");
 }
 
 static bool hrt_js_device_this(napi_env env, napi_callback_info info,

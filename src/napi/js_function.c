@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/threads.h"
 #include "napi/js_args.h"
 #include "napi/js_buffer_view.h"
-#include "base/threads.h"
 #include "napi/js_channel.h"
 
 typedef struct hrt_js_function_handle_s {
@@ -364,15 +364,8 @@ napi_value hrt_js_function_new(napi_env env, napi_value context_object,
 
 static napi_value hrt_js_function_construct(napi_env env,
                                             napi_callback_info info) {
-  napi_value argv[1], this_arg = NULL;
-  size_t argc = 0;
-  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
-  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
-    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "new Function: use context.lookupFunction(name)");
-    return NULL;
-  }
-  return this_arg;
+  return hrt_js_internal_constructor(
+      env, info, "new Function: use context.lookupFunction(name)");
 }
 
 static napi_value hrt_js_function_close(napi_env env, napi_callback_info info) {

@@ -59,14 +59,15 @@ static bool hrt_js_trace_keys(napi_env env, napi_value value,
   napi_value global = NULL, regexp = NULL, source = NULL, flags = NULL;
   bool is_regexp = false;
   HRT_NAPI_CALL_BOOL(env, napi_get_global(env, &global));
-  HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, global, "RegExp",
-                                                  &regexp));
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_get_named_property(env, global, "RegExp", &regexp));
   napi_valuetype type = napi_undefined;
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
   if (type == napi_object) {
     HRT_NAPI_CALL_BOOL(env, napi_instanceof(env, value, regexp, &is_regexp));
   }
-  if (!is_regexp) return hrt_js_throw_type(env, value, method, name, "a RegExp");
+  if (!is_regexp)
+    return hrt_js_throw_type(env, value, method, name, "a RegExp");
   char* flag_text = NULL;
   HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, value, "flags", &flags));
   if (!hrt_js_arg_string(env, flags, method, name, NULL, &flag_text)) {
@@ -76,8 +77,8 @@ static bool hrt_js_trace_keys(napi_env env, napi_value value,
   out->trace_keys_ignore_case = strchr(flag_text, 'i') != NULL;
   if (!supported) {
     hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "%s: %s flags '%s' are not supported (only 'i')", method,
-                 name, flag_text);
+                 "%s: %s flags '%s' are not supported (only 'i')", method, name,
+                 flag_text);
   }
   free(flag_text);
   if (!supported) return false;
@@ -95,8 +96,8 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
   napi_valuetype type = napi_undefined;
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
   if (type != napi_object) {
-    return hrt_js_arg_bool(env, value, method, "options.traceDispatches",
-                           false, &out->trace_dispatches);
+    return hrt_js_arg_bool(env, value, method, "options.traceDispatches", false,
+                           &out->trace_dispatches);
   }
   out->trace_dispatches = true;
   napi_value field = NULL;
@@ -105,8 +106,8 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
   if (!hrt_js_arg_options(env, value, method, "options.traceDispatches", known,
                           3) ||
       !hrt_js_arg_option(env, value, "every", &field) ||
-      !hrt_js_arg_uint64(env, field, method, "options.traceDispatches.every",
-                         1, 1, UINT32_MAX, &every) ||
+      !hrt_js_arg_uint64(env, field, method, "options.traceDispatches.every", 1,
+                         1, UINT32_MAX, &every) ||
       !hrt_js_arg_option(env, value, "keys", &field)) {
     return false;
   }
@@ -143,9 +144,9 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
 
 static bool hrt_js_hal_options(napi_env env, napi_value options,
                                const char* method, hrt_js_hal_options_t* out) {
-  static const char* const known[] = {"debugSink",   "traceDispatches",
+  static const char* const known[] = {"debugSink",     "traceDispatches",
                                       "maxTraceBytes", "tracePolicy",
-                                      "profile",     "nonFinite"};
+                                      "profile",       "nonFinite"};
   static const char* const policies[] = {"wait", "drop"};
   static const char* const nonfinite[] = {"ignore", "reject"};
   napi_value value = NULL;
@@ -162,11 +163,10 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
       !hrt_js_arg_option(env, options, "maxTraceBytes", &value) ||
       !hrt_js_arg_uint64(env, value, method, "options.maxTraceBytes",
                          HRT_JS_DEFAULT_TRACE_BYTES, 1,
-                         (uint64_t)9007199254740991ull,
-                         &out->sink.max_bytes) ||
+                         (uint64_t)9007199254740991ull, &out->sink.max_bytes) ||
       !hrt_js_arg_option(env, options, "tracePolicy", &value) ||
-      !hrt_js_arg_choice(env, value, method, "options.tracePolicy", policies,
-                         2, &policy) ||
+      !hrt_js_arg_choice(env, value, method, "options.tracePolicy", policies, 2,
+                         &policy) ||
       !hrt_js_arg_option(env, options, "nonFinite", &value) ||
       !hrt_js_arg_choice(env, value, method, "options.nonFinite", nonfinite, 2,
                          &nonfinite_choice)) {
@@ -213,8 +213,8 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
   hrt_debug_sink_t native_sink;
   if (options.has_sink &&
       !hrt_js_sink_spec_build(env, options.debug_sink, method,
-                              "options.debugSink", &options.sink,
-                              &native_sink, &handle->sink)) {
+                              "options.debugSink", &options.sink, &native_sink,
+                              &handle->sink)) {
     hrt_js_hal_options_free(&options);
     free(handle);
     return NULL;

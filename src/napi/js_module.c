@@ -34,16 +34,10 @@ bool hrt_js_arg_module(napi_env env, napi_value value, const char* method,
 
 static napi_value hrt_js_module_construct(napi_env env,
                                           napi_callback_info info) {
-  napi_value argv[1], this_arg = NULL;
-  size_t argc = 0;
-  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
-  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
-    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "new Module: use Module.load(instance, path), "
-                 "Module.fromObject(instance, object) or a ModuleBuilder");
-    return NULL;
-  }
-  return this_arg;
+  return hrt_js_internal_constructor(
+      env, info,
+      "new Module: use Module.load(instance, path), "
+      "Module.fromObject(instance, object) or a ModuleBuilder");
 }
 
 // Module.fromJson(instance, text, baseDir?) -> Module

@@ -74,8 +74,8 @@ typedef struct hrt_js_trace_message_s {
 
 // One dispatch timing on its way to JavaScript (target.timing).
 typedef struct hrt_js_timing_message_s {
-  hrt_js_message_t message;  // first: the channel hands this back
-  hrt_js_sink_t* sink;       // retained
+  hrt_js_message_t message;     // first: the channel hands this back
+  hrt_js_sink_t* sink;          // retained
   hrt_dispatch_timing_t event;  // strings owned
 } hrt_js_timing_message_t;
 
@@ -157,7 +157,8 @@ static bool hrt_js_tensor_object(napi_env env, hrt_js_trace_tensor_t* tensor,
 }
 
 // {name, dtype, shape, count, min, max, mean, nanCount, infCount}
-static bool hrt_js_stats_object(napi_env env, const hrt_js_trace_tensor_t* tensor,
+static bool hrt_js_stats_object(napi_env env,
+                                const hrt_js_trace_tensor_t* tensor,
                                 napi_value* out) {
   napi_value object = NULL, shape = NULL;
   const hrt_tensor_stats_t* stats = &tensor->stats;
@@ -276,14 +277,14 @@ static void hrt_js_sink_call(napi_env env, hrt_js_sink_t* sink,
 }
 
 // (key, tensors or stats, info) for a trace message.
-static bool hrt_js_trace_args(napi_env env, void* data,
-                              hrt_js_sink_mode_t mode, napi_value* argv) {
+static bool hrt_js_trace_args(napi_env env, void* data, hrt_js_sink_mode_t mode,
+                              napi_value* argv) {
   hrt_js_trace_message_t* message = data;
   napi_value list = NULL;
   HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, message->key,
                                                   NAPI_AUTO_LENGTH, &argv[0]));
-  HRT_NAPI_CALL_BOOL(
-      env, napi_create_array_with_length(env, message->count, &list));
+  HRT_NAPI_CALL_BOOL(env,
+                     napi_create_array_with_length(env, message->count, &list));
   for (uint32_t i = 0; i < message->count; ++i) {
     napi_value item = NULL;
     bool made = mode == HRT_JS_SINK_STATS
@@ -308,8 +309,8 @@ static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
   hrt_js_trace_message_t* message = (hrt_js_trace_message_t*)base;
   hrt_js_sink_credit(message->sink, message->bytes);
   if (env != NULL) {
-    hrt_js_sink_call(env, message->sink, "trace", 3, hrt_js_trace_args,
-                     message, message->sequence);
+    hrt_js_sink_call(env, message->sink, "trace", 3, hrt_js_trace_args, message,
+                     message->sequence);
   }
   hrt_js_trace_message_free(message);
 }

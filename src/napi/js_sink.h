@@ -65,8 +65,7 @@ typedef enum hrt_js_sink_mode_e {
 bool hrt_js_sink_create(napi_env env, const napi_value* targets,
                         const hrt_js_sink_mode_t* modes, uint32_t count,
                         uint64_t max_bytes, hrt_js_sink_policy_t policy,
-                        hrt_js_sink_t** out_sink,
-                        hrt_debug_sink_t* out_native);
+                        hrt_js_sink_t** out_sink, hrt_debug_sink_t* out_native);
 
 void hrt_js_sink_retain(hrt_js_sink_t* sink);
 void hrt_js_sink_release(hrt_js_sink_t* sink);

@@ -34,9 +34,8 @@ static void hrt_js_release_sinks(hrt_debug_sink_t* sinks, uint32_t count) {
   }
 }
 
-static bool hrt_js_add_target(hrt_js_spec_builder_t* builder,
-                              napi_value target, hrt_js_sink_mode_t mode,
-                              const char* name) {
+static bool hrt_js_add_target(hrt_js_spec_builder_t* builder, napi_value target,
+                              hrt_js_sink_mode_t mode, const char* name) {
   if (builder->target_count == HRT_JS_SINK_MAX_TARGETS) {
     return hrt_js_throw(builder->env, HRT_STATUS_INVALID_ARGUMENT,
                         "%s: %s is JavaScript sink number %d; at most %d may "
@@ -63,8 +62,8 @@ static bool hrt_js_add_native(hrt_js_spec_builder_t* builder,
   return true;
 }
 
-static bool hrt_js_collect_tee(hrt_js_spec_builder_t* builder,
-                               napi_value spec, const char* name, int depth) {
+static bool hrt_js_collect_tee(hrt_js_spec_builder_t* builder, napi_value spec,
+                               const char* name, int depth) {
   napi_env env = builder->env;
   napi_value list = NULL;
   uint32_t count = 0;
@@ -90,9 +89,8 @@ static bool hrt_js_collect_tee(hrt_js_spec_builder_t* builder,
 }
 
 // A halrt.sinks object of kind `kind`.
-static bool hrt_js_collect_kind(hrt_js_spec_builder_t* builder,
-                                napi_value spec, const char* kind,
-                                const char* name, int depth) {
+static bool hrt_js_collect_kind(hrt_js_spec_builder_t* builder, napi_value spec,
+                                const char* kind, const char* name, int depth) {
   hrt_debug_sink_t sink;
   napi_env env = builder->env;
   napi_value field = NULL;
@@ -136,8 +134,8 @@ static bool hrt_js_collect_kind(hrt_js_spec_builder_t* builder,
                         builder->method, name, kind);
   }
   if (status != HRT_OK) {
-    hrt_js_throw_status(env, hrt_status_annotate(status, "%s: %s",
-                                                 builder->method, name));
+    hrt_js_throw_status(
+        env, hrt_status_annotate(status, "%s: %s", builder->method, name));
     return false;
   }
   return hrt_js_add_native(builder, sink, name);
@@ -204,8 +202,8 @@ static bool hrt_js_collect(hrt_js_spec_builder_t* builder, napi_value value,
   }
   napi_value kind = NULL;
   napi_valuetype kind_type = napi_undefined;
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_get_named_property(env, value, "halrtSinkKind", &kind));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_get_named_property(env, value, "halrtSinkKind", &kind));
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, kind, &kind_type));
   if (kind_type != napi_string) {
     return hrt_js_check_object_target(builder, value, name) &&

@@ -23,7 +23,7 @@
 #include "napi/js_sink.h"
 
 typedef struct hrt_js_sink_options_s {
-  uint64_t max_bytes;            // for the JavaScript sink, if any
+  uint64_t max_bytes;  // for the JavaScript sink, if any
   hrt_js_sink_policy_t policy;
 } hrt_js_sink_options_t;
 

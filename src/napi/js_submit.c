@@ -48,8 +48,8 @@ bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
   }
   if (status == napi_no_external_buffers_allowed) {
     void* copy = NULL;
-    status = napi_create_arraybuffer(env, (size_t)byte_length, &copy,
-                                     &array_buffer);
+    status =
+        napi_create_arraybuffer(env, (size_t)byte_length, &copy, &array_buffer);
     if (status == napi_ok && byte_length) {
       memcpy(copy, data, (size_t)byte_length);
     }
