@@ -150,16 +150,17 @@ typedef struct {
   hrt_vm_context_t* context;
 } fixture_t;
 
+// `options` may be NULL (the defaults).
 static hrt_status_t fixture_create(const char* uri, const char* json,
                                    const hrt_debug_sink_t* sink,
-                                   bool trace_dispatches, fixture_t* out) {
+                                   const hrt_hal_module_options_t* options,
+                                   fixture_t* out) {
   memset(out, 0, sizeof(*out));
   HRT_RETURN_IF_ERROR(hrt_vm_instance_create(&out->instance));
   HRT_RETURN_IF_ERROR(
       hrt_vm_instance_create_device(out->instance, uri, &out->device));
-  hrt_hal_module_options_t options = {.trace_dispatches = trace_dispatches};
   HRT_RETURN_IF_ERROR(
-      hrt_hal_module_create(out->device, sink, &options, &out->hal));
+      hrt_hal_module_create(out->device, sink, options, &out->hal));
   HRT_RETURN_IF_ERROR(
       hrt_program_module_create(json, strlen(json), NULL, &out->program));
   hrt_vm_module_t* modules[2] = {out->hal, out->program};
@@ -204,7 +205,7 @@ static void program_runs_and_traces_in_order(void) {
     recorder_init(&recorder);
     hrt_debug_sink_t sink = recorder_sink(&recorder);
     fixture_t f;
-    CHECK_OK(fixture_create(uris[d], kMlp, &sink, false, &f));
+    CHECK_OK(fixture_create(uris[d], kMlp, &sink, NULL, &f));
     hrt_vm_function_t function;
     CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
     CHECK_EQ_INT(hrt_vm_function_def(&function)->input_count, 2);
@@ -262,7 +263,8 @@ static void trace_dispatches_traces_every_dispatch_output(void) {
   recorder_init(&recorder);
   hrt_debug_sink_t sink = recorder_sink(&recorder);
   fixture_t f;
-  CHECK_OK(fixture_create("local-sync", kMlp, &sink, true, &f));
+  hrt_hal_module_options_t options = {.trace_dispatches = true};
+  CHECK_OK(fixture_create("local-sync", kMlp, &sink, &options, &f));
   hrt_vm_function_t function;
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
   float x[32] = {1}, w[128] = {2};
@@ -292,15 +294,8 @@ static void profiled_dispatches_report_timings(void) {
   recorder_init(&recorder);
   hrt_debug_sink_t sink = recorder_sink(&recorder);
   fixture_t f;
-  memset(&f, 0, sizeof(f));
-  CHECK_OK(hrt_vm_instance_create(&f.instance));
-  CHECK_OK(hrt_vm_instance_create_device(f.instance, "local-task?workers=2",
-                                         &f.device));
   hrt_hal_module_options_t options = {.profile = true};
-  CHECK_OK(hrt_hal_module_create(f.device, &sink, &options, &f.hal));
-  CHECK_OK(hrt_program_module_create(kMlp, strlen(kMlp), NULL, &f.program));
-  hrt_vm_module_t* modules[2] = {f.hal, f.program};
-  CHECK_OK(hrt_vm_context_create(f.instance, modules, 2, &f.context));
+  CHECK_OK(fixture_create("local-task?workers=2", kMlp, &sink, &options, &f));
   hrt_vm_function_t function;
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
   float x[32] = {0}, w[128] = {0};
@@ -389,7 +384,7 @@ static void sink_error_fails_only_its_invocation(void) {
   recorder.fail_on = 0;
   hrt_debug_sink_t sink = recorder_sink(&recorder);
   fixture_t f;
-  CHECK_OK(fixture_create("local-task?workers=2", kMlp, &sink, false, &f));
+  CHECK_OK(fixture_create("local-task?workers=2", kMlp, &sink, NULL, &f));
   hrt_vm_function_t function;
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
   float x[32] = {0}, w[128] = {0};
@@ -443,7 +438,7 @@ static void sink_released_once_from_the_completion_thread(void) {
   recorder_init(&recorder);
   hrt_debug_sink_t sink = recorder_sink(&recorder);
   fixture_t f;
-  CHECK_OK(fixture_create("local-sync", kMlp, &sink, false, &f));
+  CHECK_OK(fixture_create("local-sync", kMlp, &sink, NULL, &f));
   hrt_vm_function_t function;
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
   float x[32] = {0}, w[128] = {0};
@@ -489,7 +484,7 @@ static void failed_hal_module_creation_does_not_release_the_sink(void) {
 
 static void contexts_check_names_and_inputs(void) {
   fixture_t f;
-  CHECK_OK(fixture_create("local-sync", kMlp, NULL, false, &f));
+  CHECK_OK(fixture_create("local-sync", kMlp, NULL, NULL, &f));
   hrt_vm_function_t function;
   CHECK_STATUS(hrt_vm_context_lookup_function(f.context, "mlp.nope", &function),
                HRT_STATUS_NOT_FOUND, "module 'mlp' has no function 'nope'");
@@ -662,7 +657,7 @@ static void bad_modules_name_the_field(void) {
       "   \"workgroups\": [1], \"bindings\": [\"a\", \"a\", \"b\"],"
       "   \"constants\": [4, 2]}]}}}";
   fixture_t f;
-  CHECK_OK(fixture_create("local-sync", axpy, NULL, false, &f));
+  CHECK_OK(fixture_create("local-sync", axpy, NULL, NULL, &f));
   hrt_vm_function_t function;
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "m.f", &function));
   float a[4] = {1, 2, 3, -4};
@@ -739,7 +734,7 @@ static void fills_store_values_in_each_dtype(void) {
       "  {\"op\": \"fill\", \"target\": \"i\", \"value\": -3},"
       "  {\"op\": \"fill\", \"target\": \"q\", \"value\": true}]}}}";
   fixture_t f;
-  CHECK_OK(fixture_create("local-sync", json, NULL, false, &f));
+  CHECK_OK(fixture_create("local-sync", json, NULL, NULL, &f));
   hrt_vm_function_t function;
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "m.f", &function));
   result_t result = {.output_count = 0};
@@ -777,14 +772,8 @@ static void nonfinite_guard_rejects_naming_key_and_index(void) {
   recorder_init(&recorder);
   hrt_debug_sink_t sink = recorder_sink(&recorder);
   fixture_t f;
-  memset(&f, 0, sizeof(f));
-  CHECK_OK(hrt_vm_instance_create(&f.instance));
-  CHECK_OK(hrt_vm_instance_create_device(f.instance, "local-sync", &f.device));
   hrt_hal_module_options_t options = {.reject_nonfinite = true};
-  CHECK_OK(hrt_hal_module_create(f.device, &sink, &options, &f.hal));
-  CHECK_OK(hrt_program_module_create(json, strlen(json), NULL, &f.program));
-  hrt_vm_module_t* modules[2] = {f.hal, f.program};
-  CHECK_OK(hrt_vm_context_create(f.instance, modules, 2, &f.context));
+  CHECK_OK(fixture_create("local-sync", json, &sink, &options, &f));
   hrt_vm_function_t function;
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "m.f", &function));
   for (int run = 0; run < 2; ++run) {
