@@ -188,6 +188,33 @@ static hrt_status_t make_tensor(hrt_hal_device_t* device, const float* data,
   return status;
 }
 
+// Runs mlp.main of `f` once, as invocation `sequence`, on x [4,8] and
+// w [8,16], and waits. Returns the invocation's status (owned); on success
+// the caller owns result->outputs.
+static hrt_status_t run_mlp(const fixture_t* f, const float* x, const float* w,
+                            uint64_t sequence, result_t* result) {
+  hrt_vm_function_t function;
+  HRT_RETURN_IF_ERROR(
+      hrt_vm_context_lookup_function(f->context, "mlp.main", &function));
+  hrt_hal_buffer_view_t* inputs[2] = {NULL, NULL};
+  hrt_status_t status = make_tensor(f->device, x, 4, 8, &inputs[0]);
+  if (status == HRT_OK) status = make_tensor(f->device, w, 8, 16, &inputs[1]);
+  if (status == HRT_OK) {
+    memset(result, 0, sizeof(*result));
+    hrt_notification_init(&result->done);
+    status = hrt_vm_invoke_async(f->context, &function, inputs, 2, sequence,
+                                 (hrt_vm_invocation_done_t){on_done, result});
+    if (status == HRT_OK) {
+      status = wait_result(result);
+    } else {
+      hrt_notification_deinit(&result->done);
+    }
+  }
+  hrt_hal_buffer_view_release(inputs[0]);
+  hrt_hal_buffer_view_release(inputs[1]);
+  return status;
+}
+
 static void mlp_reference(const float* x, const float* w, float* y) {
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 16; ++j) {
@@ -265,20 +292,10 @@ static void trace_dispatches_traces_every_dispatch_output(void) {
   fixture_t f;
   hrt_hal_module_options_t options = {.trace_dispatches = true};
   CHECK_OK(fixture_create("local-sync", kMlp, &sink, &options, &f));
-  hrt_vm_function_t function;
-  CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
   float x[32] = {1}, w[128] = {2};
-  hrt_hal_buffer_view_t* inputs[2] = {NULL, NULL};
-  CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
-  CHECK_OK(make_tensor(f.device, w, 8, 16, &inputs[1]));
-  result_t result = {.output_count = 0};
-  hrt_notification_init(&result.done);
-  CHECK_OK(hrt_vm_invoke_async(f.context, &function, inputs, 2, 7,
-                               (hrt_vm_invocation_done_t){on_done, &result}));
-  CHECK_OK(wait_result(&result));
+  result_t result;
+  CHECK_OK(run_mlp(&f, x, w, 7, &result));
   hrt_hal_buffer_view_release(result.outputs[0]);
-  hrt_hal_buffer_view_release(inputs[0]);
-  hrt_hal_buffer_view_release(inputs[1]);
   fixture_release(&f);
   CHECK_EQ_INT(recorder.count, 4);
   CHECK(strcmp(recorder.keys[0], "main:0:matmul_f32") == 0);
@@ -296,22 +313,12 @@ static void profiled_dispatches_report_timings(void) {
   fixture_t f;
   hrt_hal_module_options_t options = {.profile = true};
   CHECK_OK(fixture_create("local-task?workers=2", kMlp, &sink, &options, &f));
-  hrt_vm_function_t function;
-  CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
   float x[32] = {0}, w[128] = {0};
-  hrt_hal_buffer_view_t* inputs[2] = {NULL, NULL};
-  CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
-  CHECK_OK(make_tensor(f.device, w, 8, 16, &inputs[1]));
   int64_t before = hrt_time_now_ns();
-  result_t result = {.output_count = 0};
-  hrt_notification_init(&result.done);
-  CHECK_OK(hrt_vm_invoke_async(f.context, &function, inputs, 2, 42,
-                               (hrt_vm_invocation_done_t){on_done, &result}));
-  CHECK_OK(wait_result(&result));
+  result_t result;
+  CHECK_OK(run_mlp(&f, x, w, 42, &result));
   int64_t after = hrt_time_now_ns();
   hrt_hal_buffer_view_release(result.outputs[0]);
-  hrt_hal_buffer_view_release(inputs[0]);
-  hrt_hal_buffer_view_release(inputs[1]);
   CHECK_EQ_INT(recorder.timing_count, 2);
   CHECK(strcmp(recorder.timings[0].kernel, "k.matmul_f32") == 0);
   CHECK_EQ_INT(recorder.timings[0].op_index, 0);
@@ -351,22 +358,12 @@ static void dispatch_trace_filters_pick_keys_functions_and_invocations(void) {
   CHECK_OK(hrt_program_module_create(kMlp, strlen(kMlp), NULL, &f.program));
   hrt_vm_module_t* modules[2] = {f.hal, f.program};
   CHECK_OK(hrt_vm_context_create(f.instance, modules, 2, &f.context));
-  hrt_vm_function_t function;
-  CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
   float x[32] = {0}, w[128] = {0};
-  hrt_hal_buffer_view_t* inputs[2] = {NULL, NULL};
-  CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
-  CHECK_OK(make_tensor(f.device, w, 8, 16, &inputs[1]));
   for (uint64_t sequence = 0; sequence < 3; ++sequence) {
-    result_t result = {.output_count = 0};
-    hrt_notification_init(&result.done);
-    CHECK_OK(hrt_vm_invoke_async(f.context, &function, inputs, 2, sequence,
-                                 (hrt_vm_invocation_done_t){on_done, &result}));
-    CHECK_OK(wait_result(&result));
+    result_t result;
+    CHECK_OK(run_mlp(&f, x, w, sequence, &result));
     hrt_hal_buffer_view_release(result.outputs[0]);
   }
-  hrt_hal_buffer_view_release(inputs[0]);
-  hrt_hal_buffer_view_release(inputs[1]);
   fixture_release(&f);
   CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
   // Per invocation: the program's own two traces; the relu dispatch's trace
@@ -385,18 +382,10 @@ static void sink_error_fails_only_its_invocation(void) {
   hrt_debug_sink_t sink = recorder_sink(&recorder);
   fixture_t f;
   CHECK_OK(fixture_create("local-task?workers=2", kMlp, &sink, NULL, &f));
-  hrt_vm_function_t function;
-  CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
   float x[32] = {0}, w[128] = {0};
-  hrt_hal_buffer_view_t* inputs[2] = {NULL, NULL};
-  CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
-  CHECK_OK(make_tensor(f.device, w, 8, 16, &inputs[1]));
   for (int run = 0; run < 2; ++run) {
-    result_t result = {.output_count = 0};
-    hrt_notification_init(&result.done);
-    CHECK_OK(hrt_vm_invoke_async(f.context, &function, inputs, 2, run,
-                                 (hrt_vm_invocation_done_t){on_done, &result}));
-    hrt_status_t status = wait_result(&result);
+    result_t result;
+    hrt_status_t status = run_mlp(&f, x, w, (uint64_t)run, &result);
     if (run == 0) {
       CHECK_STATUS(status, HRT_STATUS_ABORTED, "sink refused trace 0");
       CHECK_EQ_INT(result.output_count, 0);
@@ -408,8 +397,6 @@ static void sink_error_fails_only_its_invocation(void) {
   // The failing trace stopped its invocation: the second trace of run 0
   // never ran, run 1 traced twice.
   CHECK_EQ_INT(recorder.count, 3);
-  hrt_hal_buffer_view_release(inputs[0]);
-  hrt_hal_buffer_view_release(inputs[1]);
   fixture_release(&f);
   CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
 }
