@@ -1,12 +1,14 @@
 'use strict';
 // Public entry point. Validation and behaviour live in the native binding;
-// this file only loads it, wires HalrtError in, and adds [Symbol.dispose].
+// this file only loads it, wires HalrtError and the debug-sink decoder in,
+// and adds [Symbol.dispose].
 
 const path = require('path');
 const { HalrtError } = require('./errors');
 const { installModuleStatics, ModuleBuilder } = require('./module');
 const { installInvoke } = require('./invoke');
 const sinks = require('./sinks');
+const { makeTraceDecoder } = require('./trace_batch');
 
 function loadBinding() {
   const file = path.join(__dirname, '..', 'build', 'Release', 'halrt.node');
@@ -27,6 +29,7 @@ function loadBinding() {
 const binding = loadBinding();
 // Before anything else, so that every error the binding makes is a HalrtError.
 binding.setErrorClass(HalrtError);
+binding.setTraceDecoder(makeTraceDecoder(binding.dtypes));
 
 const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
 const NativeFunction = binding.Function;

@@ -290,6 +290,7 @@ static hrt_status_t hrt_check_dispatch(hrt_hal_command_buffer_t* command_buffer,
                            dispatch->workgroup_size[2]);
   }
   for (uint32_t i = 0; i < dispatch->binding_count; ++i) {
+    if (dispatch->bindings[i].buffer == NULL) continue;  // checked at submit
     char what[96];
     snprintf(what, sizeof(what), "kernel '%s' binding %u", entry->name, i);
     HRT_RETURN_IF_ERROR(
@@ -358,6 +359,7 @@ hrt_status_t hrt_hal_command_buffer_trace(
                            HRT_HAL_MAX_TRACE_SOURCES, count);
   }
   for (uint32_t i = 0; i < count; ++i) {
+    if (sources[i].buffer == NULL) continue;  // checked at submit
     char what[48];
     snprintf(what, sizeof(what), "trace source %u", i);
     HRT_RETURN_IF_ERROR(hrt_check_ref(command_buffer, &sources[i], what, NULL));
@@ -407,16 +409,28 @@ uint32_t hrt_hal_command_buffer_slot_count(
 
 // Resolves `ref` against the table and returns its length, naming the
 // command and operand on failure.
+// `number` >= 0 numbers the operand within its command ("binding 2").
 static hrt_status_t hrt_resolve_operand(const hrt_hal_buffer_ref_t* ref,
                                         const hrt_hal_buffer_ref_t* table,
                                         uint32_t table_count, uint32_t index,
-                                        const char* operand,
+                                        const char* operand, int64_t number,
                                         uint64_t* out_length) {
-  char what[96];
-  snprintf(what, sizeof(what), "command %u %s", index, operand);
   hrt_hal_buffer_ref_t resolved;
-  HRT_RETURN_IF_ERROR(
-      hrt_hal_buffer_ref_resolve(ref, table, table_count, what, &resolved));
+  hrt_status_t status =
+      hrt_hal_buffer_ref_resolve(ref, table, table_count, operand, &resolved);
+  if (status != HRT_OK) {
+    // Resolved again with the operand's full name: submits validate every
+    // operand of every command, so the name is formatted on failure only.
+    hrt_status_free(status);
+    char what[96];
+    if (number >= 0) {
+      snprintf(what, sizeof(what), "command %u %s %u", index, operand,
+               (unsigned)number);
+    } else {
+      snprintf(what, sizeof(what), "command %u %s", index, operand);
+    }
+    return hrt_hal_buffer_ref_resolve(ref, table, table_count, what, &resolved);
+  }
   *out_length = resolved.length;
   return HRT_OK;
 }
@@ -445,8 +459,9 @@ hrt_status_t hrt_hal_command_buffer_validate_bindings(
     uint64_t a = 0, b = 0;
     switch (command->type) {
       case HRT_HAL_COMMAND_FILL:
-        HRT_RETURN_IF_ERROR(hrt_resolve_operand(
-            &command->fill.target, table, table_count, i, "fill target", &a));
+        HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->fill.target, table,
+                                                table_count, i, "fill target",
+                                                -1, &a));
         if (a % command->fill.pattern_length != 0) {
           return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                                  "command %u fill length %llu is not a "
@@ -456,10 +471,12 @@ hrt_status_t hrt_hal_command_buffer_validate_bindings(
         }
         break;
       case HRT_HAL_COMMAND_COPY:
-        HRT_RETURN_IF_ERROR(hrt_resolve_operand(
-            &command->copy.source, table, table_count, i, "copy source", &a));
-        HRT_RETURN_IF_ERROR(hrt_resolve_operand(
-            &command->copy.target, table, table_count, i, "copy target", &b));
+        HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->copy.source, table,
+                                                table_count, i, "copy source",
+                                                -1, &a));
+        HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->copy.target, table,
+                                                table_count, i, "copy target",
+                                                -1, &b));
         if (a != b) {
           return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                                  "command %u copy source has %llu bytes but "
@@ -471,27 +488,25 @@ hrt_status_t hrt_hal_command_buffer_validate_bindings(
       case HRT_HAL_COMMAND_UPDATE:
         HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->update.target, table,
                                                 table_count, i, "update target",
-                                                &a));
+                                                -1, &a));
         break;
       case HRT_HAL_COMMAND_READ:
-        HRT_RETURN_IF_ERROR(hrt_resolve_operand(
-            &command->read.source, table, table_count, i, "read source", &a));
+        HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->read.source, table,
+                                                table_count, i, "read source",
+                                                -1, &a));
         break;
       case HRT_HAL_COMMAND_DISPATCH:
         for (uint32_t j = 0; j < command->dispatch.binding_count; ++j) {
-          char operand[32];
-          snprintf(operand, sizeof(operand), "binding %u", j);
           HRT_RETURN_IF_ERROR(
               hrt_resolve_operand(&command->dispatch.bindings[j], table,
-                                  table_count, i, operand, &a));
+                                  table_count, i, "binding", j, &a));
         }
         break;
       case HRT_HAL_COMMAND_TRACE:
         for (uint32_t j = 0; j < command->trace.source_count; ++j) {
-          char operand[32];
-          snprintf(operand, sizeof(operand), "trace source %u", j);
-          HRT_RETURN_IF_ERROR(hrt_resolve_operand(
-              &command->trace.sources[j], table, table_count, i, operand, &a));
+          HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->trace.sources[j],
+                                                  table, table_count, i,
+                                                  "trace source", j, &a));
         }
         break;
       case HRT_HAL_COMMAND_BARRIER:

@@ -10,8 +10,9 @@
 //   drivers()                      [{name, available, reason}]
 //   dtypes                         frozen Array of dtype names
 //   liveObjects()                  {instance, device, ...}: live runtime
-//   objects setErrorClass(HalrtError)      the class every error is created
-//   from
+//   objects
+//   setErrorClass, setTraceDecoder  hooks lib/index.js installs (see below)
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "base/live.h"
@@ -41,6 +42,7 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
   if (state->channel != NULL) hrt_js_channel_close(state->channel);
   state->channel = NULL;
   hrt_js_delete_ref(env, &state->error_class);
+  hrt_js_delete_ref(env, &state->trace_decoder);
   hrt_js_delete_ref(env, &state->device_class);
   hrt_js_delete_ref(env, &state->buffer_view_class);
   hrt_js_delete_ref(env, &state->module_class);
@@ -49,25 +51,31 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
   free(state);
 }
 
-// setErrorClass(HalrtError): every later error is `new HalrtError(message,
-// code)`.
-static napi_value hrt_js_set_error_class(napi_env env,
-                                         napi_callback_info info) {
+// The hooks lib/ installs: JavaScript functions the binding calls.
+//   setErrorClass(HalrtError)  every later error is `new HalrtError(message,
+//                              code)`
+//   setTraceDecoder(deliver)   debug sinks deliver their event batches
+//                              through it (lib/trace_batch.js)
+// The property's data is the offset of the hook's napi_ref in the env state.
+static napi_value hrt_js_set_hook(napi_env env, napi_callback_info info) {
   napi_value argv[1];
+  void* data = NULL;
   if (!hrt_js_args_get(env, info, 1, argv, NULL, NULL)) return NULL;
+  HRT_NAPI_CALL(env, napi_get_cb_info(env, info, NULL, NULL, NULL, &data));
   napi_valuetype type = napi_undefined;
   HRT_NAPI_CALL(env, napi_typeof(env, argv[0], &type));
   if (type != napi_function) {
     hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "setErrorClass: the error class must be a function");
+                 "the hook must be a function");
     return NULL;
   }
   hrt_js_env_t* state = hrt_js_env_get(env);
   if (state == NULL) return NULL;
+  napi_ref* slot = (napi_ref*)((char*)state + (uintptr_t)data);
   napi_ref ref = NULL;
   HRT_NAPI_CALL(env, napi_create_reference(env, argv[0], 1, &ref));
-  hrt_js_delete_ref(env, &state->error_class);
-  state->error_class = ref;
+  hrt_js_delete_ref(env, slot);
+  *slot = ref;
   return NULL;
 }
 
@@ -204,8 +212,10 @@ NAPI_MODULE_INIT() {
        NULL},
       {"liveObjects", NULL, hrt_js_live_objects, NULL, NULL, NULL,
        napi_enumerable, NULL},
-      {"setErrorClass", NULL, hrt_js_set_error_class, NULL, NULL, NULL,
-       napi_enumerable, NULL},
+      {"setErrorClass", NULL, hrt_js_set_hook, NULL, NULL, NULL,
+       napi_enumerable, (void*)offsetof(hrt_js_env_t, error_class)},
+      {"setTraceDecoder", NULL, hrt_js_set_hook, NULL, NULL, NULL,
+       napi_enumerable, (void*)offsetof(hrt_js_env_t, trace_decoder)},
   };
   HRT_NAPI_CALL(
       env, napi_define_properties(env, exports,

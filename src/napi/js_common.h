@@ -19,6 +19,7 @@ typedef struct hrt_js_channel_s hrt_js_channel_t;
 // its finalizer at env teardown. Never global: each worker thread has its own.
 typedef struct hrt_js_env_s {
   napi_ref error_class;        // HalrtError; NULL until lib/ wires it in
+  napi_ref trace_decoder;      // lib/trace_batch.js; NULL until wired in
   napi_ref device_class;       // Device constructor
   napi_ref buffer_view_class;  // BufferView constructor
   napi_ref module_class;       // Module constructor

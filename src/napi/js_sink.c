@@ -1,14 +1,16 @@
 #include "napi/js_sink.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/threads.h"
-#include "hal/buffer_view.h"
-#include "modules/tensor_stats.h"
+#include "hal/element_type.h"
+#include "napi/js_args.h"
 #include "napi/js_common.h"
 #include "napi/js_submit.h"
+#include "napi/js_trace_batch.h"
 
 // What the callback threw, kept until its invocation settles. The value sits
 // in a holder object under "value": a callback may throw any value (a string,
@@ -23,65 +25,43 @@ typedef struct hrt_js_sink_error_s {
 
 typedef struct hrt_js_sink_target_s {
   napi_ref ref;  // JS thread only; weak while idle, strong while in flight
-  hrt_js_sink_mode_t mode;
 } hrt_js_sink_target_t;
+
+// A records buffer up to this size is kept for the next batch.
+#define HRT_JS_RECORDS_KEEP_BYTES (1u << 20)
 
 struct hrt_js_sink_s {
   atomic_int_fast32_t ref_count;
   hrt_js_channel_t* channel;  // the sink's reference; finished by release
   // Immutable after create.
-  bool wants_data;   // some target takes tensor copies
-  bool wants_stats;  // some target takes statistics
+  hrt_js_trace_contents_t contents;  // what the targets' modes need
+  uint32_t stats_mask;               // bit i: target i is in STATS mode
   uint32_t target_count;
   hrt_js_sink_target_t targets[HRT_JS_SINK_MAX_TARGETS];
   // JS thread only.
   uint32_t in_flight;  // invocations begun and not ended
   hrt_js_sink_error_t* errors;
-  // Backpressure; guarded by mutex.
+  // The ArrayBuffer batches are copied into for lib/trace_batch.js to read
+  // (V8-owned, kept for the next batch while it is small enough).
+  napi_ref records_ref;
+  void* records_data;
+  size_t records_capacity;
+  // Guarded by mutex: the batch being appended to, the empty spare it is
+  // swapped with when the JS thread takes it, whether `batch_message` is
+  // queued on the channel (then the sink holds a reference for it), and the
+  // bound.
   hrt_mutex_t mutex;
   hrt_cond_t drained;
+  hrt_js_trace_batch_t batch;
+  hrt_js_trace_batch_t spare;
+  hrt_js_message_t batch_message;
+  bool posted;
   uint64_t bytes_in_flight;
   uint64_t max_bytes;
   uint64_t dropped;
   hrt_js_sink_policy_t policy;
   bool closed;  // the channel finalized: nothing will drain any more
 };
-
-typedef struct hrt_js_trace_tensor_s {
-  char* name;
-  hrt_hal_element_type_t element_type;
-  uint32_t rank;
-  int64_t shape[HRT_HAL_MAX_RANK];
-  void* data;  // TENSORS: malloc'd copy, handed to an external ArrayBuffer
-  uint64_t byte_length;
-  hrt_tensor_stats_t stats;  // STATS
-} hrt_js_trace_tensor_t;
-
-// One trace on its way to JavaScript. Owns every allocation in it.
-typedef struct hrt_js_trace_message_s {
-  hrt_js_message_t message;  // first: the channel hands this back
-  hrt_js_sink_t* sink;       // retained
-  uint64_t bytes;            // counted against the sink's bound
-  char* key;
-  char* function;
-  uint64_t sequence;
-  uint32_t op_index;
-  int64_t time_ns;
-  uint64_t dropped;  // the sink's drop count when this trace was taken
-  uint32_t count;
-  hrt_js_trace_tensor_t tensors[];
-} hrt_js_trace_message_t;
-
-// One dispatch timing on its way to JavaScript (target.timing).
-typedef struct hrt_js_timing_message_s {
-  hrt_js_message_t message;     // first: the channel hands this back
-  hrt_js_sink_t* sink;          // retained
-  hrt_dispatch_timing_t event;  // strings owned
-} hrt_js_timing_message_t;
-
-// What a timing message counts against the bound: small, but counted, so
-// timings too stay bounded when JavaScript is slow.
-#define HRT_JS_TIMING_BYTES 128
 
 void hrt_js_sink_retain(hrt_js_sink_t* sink) {
   atomic_fetch_add_explicit(&sink->ref_count, 1, memory_order_relaxed);
@@ -92,6 +72,8 @@ void hrt_js_sink_release(hrt_js_sink_t* sink) {
       1) {
     return;
   }
+  hrt_js_trace_batch_deinit(&sink->batch);
+  hrt_js_trace_batch_deinit(&sink->spare);
   hrt_cond_deinit(&sink->drained);
   hrt_mutex_deinit(&sink->mutex);
   free(sink);
@@ -101,112 +83,16 @@ hrt_js_channel_t* hrt_js_sink_channel(const hrt_js_sink_t* sink) {
   return sink->channel;
 }
 
-static void hrt_js_trace_message_free(hrt_js_trace_message_t* message) {
-  for (uint32_t i = 0; i < message->count; ++i) {
-    free(message->tensors[i].name);
-    free(message->tensors[i].data);
-  }
-  free(message->key);
-  free(message->function);
-  hrt_js_sink_release(message->sink);
-  free(message);
-}
-
-// Returns `bytes` to the bound and wakes a waiting producer.
-static void hrt_js_sink_credit(hrt_js_sink_t* sink, uint64_t bytes) {
-  hrt_mutex_lock(&sink->mutex);
+// Under the mutex: returns `bytes` to the bound and wakes a waiting
+// producer.
+static void hrt_js_sink_credit_locked(hrt_js_sink_t* sink, uint64_t bytes) {
   sink->bytes_in_flight -= bytes;
   hrt_cond_broadcast(&sink->drained);
-  hrt_mutex_unlock(&sink->mutex);
-}
-
-static char* hrt_js_strdup(const char* text) {
-  size_t length = strlen(text) + 1;
-  char* copy = malloc(length);
-  if (copy) memcpy(copy, text, length);
-  return copy;
 }
 
 //===----------------------------------------------------------------------===//
 // JS thread: delivering a trace
 //===----------------------------------------------------------------------===//
-
-// {name, dtype, shape, data}; takes the tensor's data.
-static bool hrt_js_tensor_object(napi_env env, hrt_js_trace_tensor_t* tensor,
-                                 napi_value* out) {
-  napi_value object = NULL, shape = NULL, data = NULL;
-  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &object));
-  if (!hrt_js_set_string(env, object, "name", tensor->name) ||
-      !hrt_js_set_string(env, object, "dtype",
-                         hrt_hal_element_type_name(tensor->element_type))) {
-    return false;
-  }
-  if (!hrt_js_shape_array(env, tensor->rank, tensor->shape, &shape)) {
-    return false;
-  }
-  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "shape", shape));
-  void* bytes = tensor->data;
-  tensor->data = NULL;
-  if (!hrt_js_typed_array_from_host(env, tensor->element_type, bytes,
-                                    tensor->byte_length, &data)) {
-    return false;
-  }
-  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "data", data));
-  *out = object;
-  return true;
-}
-
-// {name, dtype, shape, count, min, max, mean, nanCount, infCount}
-static bool hrt_js_stats_object(napi_env env,
-                                const hrt_js_trace_tensor_t* tensor,
-                                napi_value* out) {
-  napi_value object = NULL, shape = NULL;
-  const hrt_tensor_stats_t* stats = &tensor->stats;
-  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &object));
-  if (!hrt_js_set_string(env, object, "name", tensor->name) ||
-      !hrt_js_set_string(env, object, "dtype",
-                         hrt_hal_element_type_name(tensor->element_type)) ||
-      !hrt_js_shape_array(env, tensor->rank, tensor->shape, &shape) ||
-      !hrt_js_set_number(env, object, "count", (double)stats->count) ||
-      !hrt_js_set_number(env, object, "min", stats->min) ||
-      !hrt_js_set_number(env, object, "max", stats->max) ||
-      !hrt_js_set_number(env, object, "mean", stats->mean) ||
-      !hrt_js_set_number(env, object, "nanCount", (double)stats->nan_count) ||
-      !hrt_js_set_number(env, object, "infCount", (double)stats->inf_count)) {
-    return false;
-  }
-  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, object, "shape", shape));
-  *out = object;
-  return true;
-}
-
-// The function to call for `method` and its receiver: the target itself for
-// "trace" when it is a function, else target[method] when that is a
-// function. False (nothing to call) otherwise.
-static bool hrt_js_sink_method(napi_env env, const hrt_js_sink_target_t* entry,
-                               const char* method, napi_value* out_fn,
-                               napi_value* out_this) {
-  napi_value target = NULL, fn = NULL;
-  napi_valuetype type = napi_undefined;
-  if (entry->ref == NULL ||
-      napi_get_reference_value(env, entry->ref, &target) != napi_ok ||
-      target == NULL || napi_typeof(env, target, &type) != napi_ok) {
-    return false;
-  }
-  if (type == napi_function) {
-    if (strcmp(method, "trace") != 0) return false;
-    napi_get_undefined(env, out_this);
-    *out_fn = target;
-    return true;
-  }
-  if (napi_get_named_property(env, target, method, &fn) != napi_ok ||
-      napi_typeof(env, fn, &type) != napi_ok || type != napi_function) {
-    return false;
-  }
-  *out_fn = fn;
-  *out_this = target;
-  return true;
-}
 
 // Keeps the first value thrown for an invocation, for
 // hrt_js_sink_take_error. A callback may throw any value, so it sits in a
@@ -230,169 +116,237 @@ static void hrt_js_sink_keep_error(napi_env env, hrt_js_sink_t* sink,
   sink->errors = entry;
 }
 
-// Makes the arguments of a call for targets of `mode`. False with a pending
-// exception on failure.
-typedef bool (*hrt_js_sink_args_fn)(napi_env env, void* data,
-                                    hrt_js_sink_mode_t mode, napi_value* argv);
-
-// Keeps the pending exception as the error of invocation `sequence`.
+// Keeps the pending exception, if any, as the error of invocation
+// `sequence`.
 static void hrt_js_sink_keep_pending(napi_env env, hrt_js_sink_t* sink,
                                      uint64_t sequence) {
+  bool pending = false;
   napi_value error = NULL;
-  if (napi_get_and_clear_last_exception(env, &error) == napi_ok &&
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending &&
+      napi_get_and_clear_last_exception(env, &error) == napi_ok &&
       error != NULL) {
     hrt_js_sink_keep_error(env, sink, sequence, error);
   }
 }
 
-// Calls `method` on every target that has it, in one handle scope, with the
-// arguments `build` makes for the target's mode (made once per mode and
-// shared). A throw is kept as the error of invocation `sequence`; the other
-// targets still run.
-static void hrt_js_sink_call(napi_env env, hrt_js_sink_t* sink,
-                             const char* method, size_t argc,
-                             hrt_js_sink_args_fn build, void* data,
-                             uint64_t sequence) {
+// The target's value, or NULL once it has been collected.
+static napi_value hrt_js_sink_target(napi_env env,
+                                     const hrt_js_sink_target_t* entry) {
+  napi_value target = NULL;
+  if (entry->ref == NULL ||
+      napi_get_reference_value(env, entry->ref, &target) != napi_ok) {
+    return NULL;
+  }
+  return target;
+}
+
+// The records buffer of at least `size` bytes: the kept one, or a new one
+// (kept in its place when small enough).
+static bool hrt_js_sink_records_buffer(napi_env env, hrt_js_sink_t* sink,
+                                       size_t size, napi_value* out_buffer,
+                                       void** out_data) {
+  if (size <= sink->records_capacity) {
+    HRT_NAPI_CALL_BOOL(
+        env, napi_get_reference_value(env, sink->records_ref, out_buffer));
+    *out_data = sink->records_data;
+    return true;
+  }
+  size_t capacity = 64 * 1024;
+  while (capacity < size) capacity *= 2;
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_arraybuffer(env, capacity, out_data, out_buffer));
+  if (capacity > HRT_JS_RECORDS_KEEP_BYTES) return true;
+  napi_ref ref = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_create_reference(env, *out_buffer, 1, &ref));
+  if (sink->records_ref != NULL) napi_delete_reference(env, sink->records_ref);
+  sink->records_ref = ref;
+  sink->records_data = *out_data;
+  sink->records_capacity = capacity;
+  return true;
+}
+
+// lib/trace_batch.js's arguments for `batch`: (targets, statsMask, records,
+// strings, views, externals). Takes the batch's external blocks.
+static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
+                                   hrt_js_trace_batch_t* batch,
+                                   napi_value* argv) {
+  napi_value buffer = NULL;
+  void* data = NULL;
+  if (!hrt_js_sink_records_buffer(env, sink, batch->size, &buffer, &data)) {
+    return false;
+  }
+  memcpy(data, batch->records, batch->size);
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_array_with_length(env, sink->target_count, &argv[0]));
+  for (uint32_t i = 0; i < sink->target_count; ++i) {
+    napi_value target = hrt_js_sink_target(env, &sink->targets[i]);
+    if (target == NULL) HRT_NAPI_CALL_BOOL(env, napi_get_null(env, &target));
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[0], i, target));
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_create_uint32(env, sink->stats_mask, &argv[1]));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_typedarray(env, napi_float64_array, batch->size / 8,
+                                  buffer, 0, &argv[2]));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_array_with_length(env, batch->string_count, &argv[3]));
+  for (size_t i = 0; i < batch->string_count; ++i) {
+    napi_value text = NULL;
+    HRT_NAPI_CALL_BOOL(
+        env, napi_create_string_utf8(env, hrt_js_trace_batch_string(batch, i),
+                                     NAPI_AUTO_LENGTH, &text));
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[3], (uint32_t)i, text));
+  }
+  HRT_NAPI_CALL_BOOL(env, napi_create_array(env, &argv[4]));
+  for (uint32_t type = 0; type < HRT_HAL_ELEMENT_TYPE_COUNT_; ++type) {
+    if (!(batch->dtype_mask & (1u << type))) continue;
+    napi_value view = NULL;
+    HRT_NAPI_CALL_BOOL(env, napi_create_typedarray(
+                                env, hrt_js_dtype_array_type(type),
+                                batch->size / hrt_hal_element_type_size(type),
+                                buffer, 0, &view));
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[4], type, view));
+  }
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_array_with_length(env, batch->external_count, &argv[5]));
+  for (size_t i = 0; i < batch->external_count; ++i) {
+    const hrt_js_trace_external_t* external = &batch->externals[i];
+    napi_value array = NULL;
+    if (!hrt_js_typed_array_from_host(
+            env, external->element_type,
+            hrt_js_trace_batch_take_external(batch, i), external->byte_length,
+            &array)) {
+      return false;
+    }
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
+  }
+  return true;
+}
+
+// Hands `batch` to lib/trace_batch.js, which calls the targets, and keeps
+// what they threw. When the batch cannot be handed over (out of memory),
+// every invocation it has records of fails with the pending exception.
+static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
+                                      hrt_js_trace_batch_t* batch) {
   napi_handle_scope scope = NULL;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
-  napi_value argv[2][3];
-  bool built[2] = {false, false};
-  for (uint32_t i = 0; i < sink->target_count; ++i) {
-    const hrt_js_sink_target_t* target = &sink->targets[i];
-    napi_value fn = NULL, receiver = NULL, ignored = NULL;
-    if (!hrt_js_sink_method(env, target, method, &fn, &receiver)) continue;
-    if (!built[target->mode]) {
-      if (!build(env, data, target->mode, argv[target->mode])) {
-        hrt_js_sink_keep_pending(env, sink, sequence);
-        continue;
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  napi_value decoder = NULL, global = NULL, result = NULL, argv[6];
+  bool ok =
+      state != NULL &&
+      napi_get_reference_value(env, state->trace_decoder, &decoder) ==
+          napi_ok &&
+      decoder != NULL && napi_get_global(env, &global) == napi_ok &&
+      hrt_js_sink_batch_args(env, sink, batch, argv) &&
+      napi_call_function(env, global, decoder, 6, argv, &result) == napi_ok;
+  bool is_array = false;
+  uint32_t length = 0;
+  if (ok && napi_is_array(env, result, &is_array) == napi_ok && is_array &&
+      napi_get_array_length(env, result, &length) == napi_ok) {
+    // [sequence, thrown, sequence, thrown, ...]
+    for (uint32_t i = 0; i + 1 < length; i += 2) {
+      napi_value sequence = NULL, thrown = NULL;
+      int64_t number = 0;
+      if (napi_get_element(env, result, i, &sequence) == napi_ok &&
+          napi_get_value_int64(env, sequence, &number) == napi_ok &&
+          napi_get_element(env, result, i + 1, &thrown) == napi_ok) {
+        hrt_js_sink_keep_error(env, sink, (uint64_t)number, thrown);
       }
-      built[target->mode] = true;
     }
-    if (napi_call_function(env, receiver, fn, argc, argv[target->mode],
-                           &ignored) != napi_ok) {
+  }
+  if (!ok) {
+    napi_value error = NULL;
+    if (napi_get_and_clear_last_exception(env, &error) != napi_ok ||
+        error == NULL) {
+      napi_get_undefined(env, &error);
+    }
+    for (size_t i = 0; i < batch->sequence_count; ++i) {
+      hrt_js_sink_keep_error(env, sink, batch->sequences[i], error);
+    }
+  }
+  napi_close_handle_scope(env, scope);
+}
+
+// JS thread (env != NULL), or teardown (env == NULL: free only). Takes the
+// batch appended so far (the producer goes on with the spare), delivers it,
+// and returns its bytes to the bound.
+static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
+                                hrt_js_message_t* message) {
+  (void)channel;
+  hrt_js_sink_t* sink =
+      (hrt_js_sink_t*)((char*)message - offsetof(hrt_js_sink_t, batch_message));
+  hrt_mutex_lock(&sink->mutex);
+  hrt_js_trace_batch_t batch = sink->batch;
+  sink->batch = sink->spare;
+  memset(&sink->spare, 0, sizeof(sink->spare));
+  sink->posted = false;
+  hrt_mutex_unlock(&sink->mutex);
+
+  if (env != NULL && !hrt_js_trace_batch_empty(&batch)) {
+    hrt_js_sink_deliver_batch(env, sink, &batch);
+  }
+  uint64_t credit = batch.credit;
+  hrt_js_trace_batch_reset(&batch);
+  hrt_mutex_lock(&sink->mutex);
+  if (sink->spare.capacity == 0 && sink->spare.slot_count == 0) {
+    sink->spare = batch;  // its buffers serve the next swap
+  } else {
+    hrt_js_trace_batch_deinit(&batch);
+  }
+  hrt_js_sink_credit_locked(sink, credit);
+  hrt_mutex_unlock(&sink->mutex);
+  hrt_js_sink_release(sink);  // the posted message's reference
+}
+
+// Calls target.invocation(event) on every object target that has that
+// method, in one handle scope; a throw is kept as the invocation's error.
+void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
+                                   uint64_t sequence, const char* function,
+                                   int64_t start_ns, int64_t duration_ns,
+                                   bool ok) {
+  napi_handle_scope scope = NULL;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return;
+  napi_value event = NULL;
+  for (uint32_t i = 0; i < sink->target_count; ++i) {
+    napi_value target = hrt_js_sink_target(env, &sink->targets[i]);
+    napi_value method = NULL, ok_value = NULL, ignored = NULL;
+    napi_valuetype type = napi_undefined;
+    if (target == NULL || napi_typeof(env, target, &type) != napi_ok ||
+        type != napi_object ||
+        napi_get_named_property(env, target, "invocation", &method) !=
+            napi_ok ||
+        napi_typeof(env, method, &type) != napi_ok || type != napi_function) {
+      hrt_js_sink_keep_pending(env, sink, sequence);  // a throwing getter
+      continue;
+    }
+    // {sequence, function, startNs, durationNs, ok}, shared by the targets.
+    if (event == NULL &&
+        (napi_create_object(env, &event) != napi_ok ||
+         !hrt_js_set_number(env, event, "sequence", (double)sequence) ||
+         !hrt_js_set_string(env, event, "function", function) ||
+         !hrt_js_set_number(env, event, "startNs", (double)start_ns) ||
+         !hrt_js_set_number(env, event, "durationNs", (double)duration_ns) ||
+         napi_get_boolean(env, ok, &ok_value) != napi_ok ||
+         napi_set_named_property(env, event, "ok", ok_value) != napi_ok)) {
+      event = NULL;
+      hrt_js_sink_keep_pending(env, sink, sequence);
+      break;
+    }
+    if (napi_call_function(env, target, method, 1, &event, &ignored) !=
+        napi_ok) {
       hrt_js_sink_keep_pending(env, sink, sequence);
     }
   }
   napi_close_handle_scope(env, scope);
 }
 
-// (key, tensors or stats, info) for a trace message.
-static bool hrt_js_trace_args(napi_env env, void* data, hrt_js_sink_mode_t mode,
-                              napi_value* argv) {
-  hrt_js_trace_message_t* message = data;
-  napi_value list = NULL;
-  HRT_NAPI_CALL_BOOL(env, napi_create_string_utf8(env, message->key,
-                                                  NAPI_AUTO_LENGTH, &argv[0]));
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_create_array_with_length(env, message->count, &list));
-  for (uint32_t i = 0; i < message->count; ++i) {
-    napi_value item = NULL;
-    bool made = mode == HRT_JS_SINK_STATS
-                    ? hrt_js_stats_object(env, &message->tensors[i], &item)
-                    : hrt_js_tensor_object(env, &message->tensors[i], &item);
-    if (!made) return false;
-    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, list, i, item));
-  }
-  argv[1] = list;
-  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &argv[2]));
-  return hrt_js_set_number(env, argv[2], "sequence",
-                           (double)message->sequence) &&
-         hrt_js_set_string(env, argv[2], "function", message->function) &&
-         hrt_js_set_number(env, argv[2], "op", message->op_index) &&
-         hrt_js_set_number(env, argv[2], "timeNs", (double)message->time_ns) &&
-         hrt_js_set_number(env, argv[2], "dropped", (double)message->dropped);
-}
-
-static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
-                                hrt_js_message_t* base) {
-  (void)channel;
-  hrt_js_trace_message_t* message = (hrt_js_trace_message_t*)base;
-  hrt_js_sink_credit(message->sink, message->bytes);
-  if (env != NULL) {
-    hrt_js_sink_call(env, message->sink, "trace", 3, hrt_js_trace_args, message,
-                     message->sequence);
-  }
-  hrt_js_trace_message_free(message);
-}
-
-// {sequence, function, op, kernel, device, startNs, durationNs}
-static bool hrt_js_timing_args(napi_env env, void* data,
-                               hrt_js_sink_mode_t mode, napi_value* argv) {
-  (void)mode;
-  const hrt_dispatch_timing_t* event = data;
-  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &argv[0]));
-  return hrt_js_set_number(env, argv[0], "sequence", (double)event->sequence) &&
-         hrt_js_set_string(env, argv[0], "function", event->function) &&
-         hrt_js_set_number(env, argv[0], "op", event->op_index) &&
-         hrt_js_set_string(env, argv[0], "kernel", event->kernel) &&
-         hrt_js_set_string(env, argv[0], "device", event->device) &&
-         hrt_js_set_number(env, argv[0], "startNs", (double)event->start_ns) &&
-         hrt_js_set_number(env, argv[0], "durationNs",
-                           (double)event->duration_ns);
-}
-
-static void hrt_js_timing_message_free(hrt_js_timing_message_t* message) {
-  free((char*)message->event.function);
-  free((char*)message->event.kernel);
-  free((char*)message->event.device);
-  hrt_js_sink_release(message->sink);
-  free(message);
-}
-
-static void hrt_js_timing_deliver(napi_env env, hrt_js_channel_t* channel,
-                                  hrt_js_message_t* base) {
-  (void)channel;
-  hrt_js_timing_message_t* message = (hrt_js_timing_message_t*)base;
-  hrt_js_sink_credit(message->sink, HRT_JS_TIMING_BYTES);
-  if (env != NULL) {
-    hrt_js_sink_call(env, message->sink, "timing", 1, hrt_js_timing_args,
-                     &message->event, message->event.sequence);
-  }
-  hrt_js_timing_message_free(message);
-}
-
-typedef struct hrt_js_invocation_event_s {
-  uint64_t sequence;
-  const char* function;
-  int64_t start_ns;
-  int64_t duration_ns;
-  bool ok;
-} hrt_js_invocation_event_t;
-
-static bool hrt_js_invocation_args(napi_env env, void* data,
-                                   hrt_js_sink_mode_t mode, napi_value* argv) {
-  (void)mode;
-  const hrt_js_invocation_event_t* event = data;
-  napi_value ok = NULL;
-  HRT_NAPI_CALL_BOOL(env, napi_create_object(env, &argv[0]));
-  HRT_NAPI_CALL_BOOL(env, napi_get_boolean(env, event->ok, &ok));
-  HRT_NAPI_CALL_BOOL(env, napi_set_named_property(env, argv[0], "ok", ok));
-  return hrt_js_set_number(env, argv[0], "sequence", (double)event->sequence) &&
-         hrt_js_set_string(env, argv[0], "function", event->function) &&
-         hrt_js_set_number(env, argv[0], "startNs", (double)event->start_ns) &&
-         hrt_js_set_number(env, argv[0], "durationNs",
-                           (double)event->duration_ns);
-}
-
-void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
-                                   uint64_t sequence, const char* function,
-                                   int64_t start_ns, int64_t duration_ns,
-                                   bool ok) {
-  hrt_js_invocation_event_t event = {sequence, function, start_ns, duration_ns,
-                                     ok};
-  hrt_js_sink_call(env, sink, "invocation", 1, hrt_js_invocation_args, &event,
-                   sequence);
-}
-
 //===----------------------------------------------------------------------===//
 // Completion thread: the native sink
 //===----------------------------------------------------------------------===//
 
-// Waits for room for `bytes` (WAIT) or decides to drop (DROP). Returns false
-// to drop; on true the bytes are counted in flight.
-static bool hrt_js_sink_admit(hrt_js_sink_t* sink, uint64_t bytes,
-                              uint64_t* out_dropped) {
-  hrt_mutex_lock(&sink->mutex);
+// Under the mutex: waits for room for `bytes` (WAIT) or decides to drop
+// (DROP). Returns false to drop; on true the bytes are counted in flight.
+static bool hrt_js_sink_admit_locked(hrt_js_sink_t* sink, uint64_t bytes,
+                                     uint64_t* out_dropped) {
   bool admitted = true;
   while (!sink->closed && sink->bytes_in_flight != 0 &&
          sink->bytes_in_flight + bytes > sink->max_bytes) {
@@ -408,8 +362,23 @@ static bool hrt_js_sink_admit(hrt_js_sink_t* sink, uint64_t bytes,
     ++sink->dropped;
   }
   *out_dropped = sink->dropped;
-  hrt_mutex_unlock(&sink->mutex);
   return admitted;
+}
+
+// Under the mutex, after an append: makes sure the JS thread will take the
+// batch. When the channel takes nothing any more (the env is gone), nobody
+// will: the batch is emptied and its bytes returned.
+static void hrt_js_sink_schedule_locked(hrt_js_sink_t* sink) {
+  if (sink->posted) return;
+  hrt_js_sink_retain(sink);  // the posted message's
+  if (hrt_js_channel_post(sink->channel, &sink->batch_message)) {
+    sink->posted = true;
+    return;
+  }
+  // Not the last reference: the caller runs on behalf of the HAL module.
+  hrt_js_sink_release(sink);
+  hrt_js_sink_credit_locked(sink, sink->batch.credit);
+  hrt_js_trace_batch_reset(&sink->batch);
 }
 
 static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
@@ -417,54 +386,32 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
                                       uint32_t count,
                                       const hrt_trace_tensor_t* tensors) {
   hrt_js_sink_t* sink = user_data;
-  bool copy_data = sink->wants_data;
-  uint64_t bytes = sizeof(hrt_js_trace_message_t);
-  for (uint32_t i = 0; i < count; ++i) {
-    bytes += sizeof(hrt_js_trace_tensor_t) +
-             (copy_data ? tensors[i].byte_length : 0);
-  }
+  uint64_t bytes =
+      hrt_js_trace_bytes(key, info, count, tensors, sink->contents);
   uint64_t dropped = 0;
-  if (!hrt_js_sink_admit(sink, bytes, &dropped)) return HRT_OK;
-  hrt_js_trace_message_t* message =
-      calloc(1, sizeof(*message) + count * sizeof(message->tensors[0]));
-  bool ok = message != NULL;
-  if (ok) {
-    message->message.deliver = hrt_js_sink_deliver;
-    message->sink = sink;
-    hrt_js_sink_retain(sink);
-    message->bytes = bytes;
-    message->sequence = info->sequence;
-    message->op_index = info->op_index;
-    message->time_ns = info->time_ns;
-    message->dropped = dropped;
-    message->key = hrt_js_strdup(key);
-    message->function = hrt_js_strdup(info->function);
-    ok = message->key && message->function;
-    for (uint32_t i = 0; ok && i < count; ++i) {
-      const hrt_trace_tensor_t* source = &tensors[i];
-      hrt_js_trace_tensor_t* tensor = &message->tensors[i];
-      message->count = i + 1;
-      tensor->name = hrt_js_strdup(source->name);
-      tensor->element_type = source->element_type;
-      tensor->rank = source->rank;
-      memcpy(tensor->shape, source->shape, source->rank * sizeof(int64_t));
-      tensor->byte_length = source->byte_length;
-      if (copy_data) {
-        tensor->data = malloc(source->byte_length ? source->byte_length : 1);
-        if (tensor->data) {
-          memcpy(tensor->data, source->data, source->byte_length);
-        }
-      }
-      if (sink->wants_stats) hrt_tensor_stats_compute(source, &tensor->stats);
-      ok = tensor->name && (tensor->data || !copy_data);
-    }
-  }
-  if (ok && hrt_js_channel_post(sink->channel, &message->message)) {
+  hrt_js_trace_extras_t* extras = NULL;
+  bool ok = true;
+  hrt_mutex_lock(&sink->mutex);
+  if (!hrt_js_sink_admit_locked(sink, bytes, &dropped)) {
+    hrt_mutex_unlock(&sink->mutex);
     return HRT_OK;
   }
-  // Not delivered: out of memory, or the env is gone (nobody to tell).
-  if (message) hrt_js_trace_message_free(message);
-  hrt_js_sink_credit(sink, bytes);
+  if (hrt_js_trace_needs_extras(count, tensors, sink->contents)) {
+    // Large copies and statistics are made without the lock, so that the
+    // JS thread never waits for them.
+    hrt_mutex_unlock(&sink->mutex);
+    ok = hrt_js_trace_extras_make(count, tensors, sink->contents, &extras);
+    hrt_mutex_lock(&sink->mutex);
+  }
+  ok = ok &&
+       hrt_js_trace_batch_add_trace(&sink->batch, key, info, dropped, count,
+                                    tensors, sink->contents, extras, bytes);
+  if (ok) {
+    hrt_js_sink_schedule_locked(sink);
+  } else {
+    hrt_js_sink_credit_locked(sink, bytes);
+  }
+  hrt_mutex_unlock(&sink->mutex);
   if (!ok) {
     return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
                            "out of host memory copying trace '%s'", key);
@@ -477,26 +424,20 @@ static void hrt_js_sink_timing(void* user_data,
                                uint32_t count) {
   hrt_js_sink_t* sink = user_data;
   for (uint32_t i = 0; i < count; ++i) {
+    uint64_t bytes = hrt_js_timing_bytes(&events[i]);
     uint64_t dropped = 0;
-    if (!hrt_js_sink_admit(sink, HRT_JS_TIMING_BYTES, &dropped)) continue;
-    hrt_js_timing_message_t* message = calloc(1, sizeof(*message));
-    if (message != NULL) {
-      message->message.deliver = hrt_js_timing_deliver;
-      message->sink = sink;
-      hrt_js_sink_retain(sink);
-      message->event = events[i];
-      message->event.function = hrt_js_strdup(events[i].function);
-      message->event.kernel = hrt_js_strdup(events[i].kernel);
-      message->event.device = hrt_js_strdup(events[i].device);
-      if (message->event.function && message->event.kernel &&
-          message->event.device &&
-          hrt_js_channel_post(sink->channel, &message->message)) {
-        continue;
-      }
-      hrt_js_timing_message_free(message);
+    hrt_mutex_lock(&sink->mutex);
+    if (!hrt_js_sink_admit_locked(sink, bytes, &dropped)) {
+      hrt_mutex_unlock(&sink->mutex);
+      continue;
     }
-    // Out of memory or no env: a timing is not worth failing work over.
-    hrt_js_sink_credit(sink, HRT_JS_TIMING_BYTES);
+    if (hrt_js_trace_batch_add_timing(&sink->batch, &events[i], bytes)) {
+      hrt_js_sink_schedule_locked(sink);
+    } else {
+      // Out of memory: a timing is not worth failing work over.
+      hrt_js_sink_credit_locked(sink, bytes);
+    }
+    hrt_mutex_unlock(&sink->mutex);
   }
 }
 
@@ -516,6 +457,8 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
     }
     sink->targets[i].ref = NULL;
   }
+  if (sink->records_ref != NULL) napi_delete_reference(env, sink->records_ref);
+  sink->records_ref = NULL;
   while (sink->errors) {
     hrt_js_sink_error_t* entry = sink->errors;
     sink->errors = entry->next;
@@ -554,6 +497,14 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
                         "%u)",
                         HRT_JS_SINK_MAX_TARGETS, count);
   }
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  if (state == NULL) return false;
+  if (state->trace_decoder == NULL) {
+    return hrt_js_throw(env, HRT_STATUS_FAILED_PRECONDITION,
+                        "a JavaScript debug sink needs halrt's JavaScript "
+                        "side: load the package with require('halrt'), not "
+                        "its addon file");
+  }
   hrt_js_sink_t* sink = calloc(1, sizeof(*sink));
   if (sink == NULL) {
     return hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED,
@@ -565,6 +516,7 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   hrt_cond_init(&sink->drained);
   sink->max_bytes = max_bytes;
   sink->policy = policy;
+  sink->batch_message.deliver = hrt_js_sink_deliver;
   for (uint32_t i = 0; i < count; ++i) {
     if (napi_create_reference(env, targets[i], 0, &sink->targets[i].ref) !=
         napi_ok) {
@@ -573,10 +525,10 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
       hrt_js_sink_destroy_early(env, sink);
       return false;
     }
-    sink->targets[i].mode = modes[i];
     sink->target_count = i + 1;
-    sink->wants_data |= modes[i] == HRT_JS_SINK_TENSORS;
-    sink->wants_stats |= modes[i] == HRT_JS_SINK_STATS;
+    sink->contents.data |= modes[i] == HRT_JS_SINK_TENSORS;
+    sink->contents.stats |= modes[i] == HRT_JS_SINK_STATS;
+    if (modes[i] == HRT_JS_SINK_STATS) sink->stats_mask |= 1u << i;
   }
   if (hrt_js_channel_create(env, "halrt.debugSink", hrt_js_sink_finalize, sink,
                             &sink->channel) != napi_ok) {

@@ -12,10 +12,15 @@
 // - create, begin_invocation, end_invocation, report_invocation and
 //   take_error run on the JS thread of the env that made the sink.
 // - The native callbacks run where the HAL module calls them:
-//   buffer_view_trace on the device's completion thread, release on whatever
-//   thread drops the HAL module's last reference. Neither calls N-API: a
-//   trace copies the tensors into a message and posts it to the sink's
-//   channel; release finishes the channel (queued messages still drain).
+//   buffer_view_trace and dispatch_timing on the device's completion thread,
+//   release on whatever thread drops the HAL module's last reference. None
+//   calls N-API: an event is appended to the sink's batch
+//   (js_trace_batch.h) under the sink's mutex, and when the batch goes from
+//   empty to non-empty one message is posted to the channel. On the JS
+//   thread that message takes the whole batch (the producer goes on with a
+//   spare) and hands it to lib/trace_batch.js, which makes the objects and
+//   calls the targets: one wake-up per batch, not per event. Release
+//   finishes the channel (a batch still queued drains).
 // - The channel's finalizer (JS thread, after the queue has drained, or at
 //   env teardown) deletes the napi_ref to the callback. So the napi_ref is
 //   released because the native sink was released, without N-API ever being
@@ -28,12 +33,12 @@
 //   the JS-visible edges (Context -> modules -> HalModule.debugSink) keep it
 //   alive. begin_invocation/end_invocation make it strong while work that can
 //   trace is in flight.
-// - Backpressure: the bytes of traces posted but not yet delivered are
-//   bounded by `max_bytes`. When a trace would exceed it, policy WAIT blocks
-//   the completion thread until JavaScript catches up (nothing is lost; a
-//   trace larger than the bound waits for an empty queue), and policy DROP
-//   drops the trace and counts it (reported as info.dropped). A closed sink
-//   (env gone) never blocks.
+// - Backpressure: the bytes of events appended but not yet delivered (their
+//   batch's callbacks have not all returned) are bounded by `max_bytes`. When a
+//   trace would exceed it, policy WAIT blocks the completion thread until
+//   JavaScript catches up (nothing is lost; a trace larger than the bound waits
+//   for an empty queue), and policy DROP drops the trace and counts it
+//   (reported as info.dropped). A closed sink (env gone) never blocks.
 #ifndef HRT_NAPI_JS_SINK_H_
 #define HRT_NAPI_JS_SINK_H_
 

@@ -1,0 +1,130 @@
+'use strict';
+// Delivers a batch of debug-sink events to the JavaScript sink targets.
+//
+// The binding calls the function made here on the JS thread, once per batch
+// (src/napi/js_sink.c): everything the device's completion thread traced or
+// timed since the last batch, encoded as numbers by src/napi/js_trace_batch.h
+// (that header is the format's reference). Making the objects here rather
+// than through N-API property by property is what keeps small traces cheap.
+//
+// Arguments:
+//   targets    the sink's targets in order (null where one was collected)
+//   statsMask  bit i: targets[i] takes statistics instead of tensors
+//   slots      Float64Array over the records
+//   strings    the batch's strings, indexed by the records
+//   views      views[dtype]: a TypedArray of that dtype over the same bytes
+//              as `slots` (only dtypes with inline data)
+//   externals  typed arrays of large data, indexed by the records
+// Returns [sequence, thrown, ...] for the callbacks that threw, or undefined;
+// the binding fails those invocations.
+
+const TRACE = 1;
+const TIMING = 2;
+
+// A fresh Array of the `rank` dimensions at slots[first...].
+function shapeAt(slots, first, rank) {
+  const shape = [];
+  for (let d = 0; d < rank; ++d) shape.push(slots[first + d]);
+  return shape;
+}
+
+function makeTraceDecoder(dtypeNames) {
+  return function deliverBatch(targets, statsMask, slots, strings, views, externals) {
+    const wantsStats = statsMask !== 0;
+    const wantsData = statsMask !== 2 ** targets.length - 1;
+    let errors;
+    const end = slots.length;
+    let p = 0;
+    while (p < end) {
+      const kind = slots[p];
+      const sequence = slots[p + 1];
+      const fn = strings[slots[p + 2]];
+      const op = slots[p + 3];
+      if (kind === TIMING) {
+        const event = {
+          sequence,
+          function: fn,
+          op,
+          kernel: strings[slots[p + 4]],
+          device: strings[slots[p + 5]],
+          startNs: slots[p + 6],
+          durationNs: slots[p + 7],
+        };
+        p += 8;
+        for (const target of targets) {
+          if (typeof target !== 'object' || target === null) continue;
+          try {
+            const method = target.timing;
+            if (typeof method === 'function') method.call(target, event);
+          } catch (error) {
+            (errors ??= []).push(sequence, error);
+          }
+        }
+        continue;
+      }
+      if (kind !== TRACE) throw new Error(`halrt: unknown debug-sink record kind ${kind}`);
+      const info = { sequence, function: fn, op, timeNs: slots[p + 4], dropped: slots[p + 5] };
+      const key = strings[slots[p + 6]];
+      const count = slots[p + 7];
+      p += 8;
+      const tensors = [];
+      const stats = [];
+      for (let i = 0; i < count; ++i) {
+        const name = strings[slots[p]];
+        const dtypeIndex = slots[p + 1];
+        const dtype = dtypeNames[dtypeIndex];
+        const rank = slots[p + 2];
+        p += 3;
+        const first = p;
+        p += rank;
+        if (wantsStats) {
+          stats.push({
+            name,
+            dtype,
+            shape: shapeAt(slots, first, rank),
+            count: slots[p],
+            min: slots[p + 1],
+            max: slots[p + 2],
+            mean: slots[p + 3],
+            nanCount: slots[p + 4],
+            infCount: slots[p + 5],
+          });
+          p += 6;
+        }
+        if (wantsData) {
+          const byteLength = slots[p];
+          const where = slots[p + 1];
+          p += 2;
+          let data;
+          if (where < 0) {
+            const view = views[dtypeIndex];
+            const start = (p * 8) / view.BYTES_PER_ELEMENT;
+            data = view.slice(start, start + byteLength / view.BYTES_PER_ELEMENT);
+            p += Math.ceil(byteLength / 8);
+          } else {
+            data = externals[where];
+          }
+          tensors.push({ name, dtype, shape: shapeAt(slots, first, rank), data });
+        }
+      }
+      for (let i = 0; i < targets.length; ++i) {
+        const target = targets[i];
+        if (target === null) continue;
+        const list = (statsMask >>> i) & 1 ? stats : tensors;
+        try {
+          if (typeof target === 'function') {
+            target(key, list, info);
+          } else {
+            const method = target.trace;
+            if (typeof method === 'function') method.call(target, key, list, info);
+          }
+        } catch (error) {
+          (errors ??= []).push(sequence, error);
+        }
+      }
+    }
+    return errors;
+  };
+}
+
+module.exports = { makeTraceDecoder };

@@ -1,0 +1,399 @@
+#include "napi/js_trace_batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "modules/tensor_stats.h"
+
+// Slots of a trace record's header and of a tensor's fixed part (name,
+// dtype, rank, then per contents), and of a timing record.
+enum {
+  HRT_JS_TRACE_HEADER_SLOTS = 8,
+  HRT_JS_TENSOR_SLOTS = 3,
+  HRT_JS_STATS_SLOTS = 6,
+  HRT_JS_DATA_SLOTS = 2,
+  HRT_JS_TIMING_SLOTS = 8,
+};
+
+// Buffers above this size are given back when a batch is reset, so that one
+// burst does not pin its high-water mark for the sink's lifetime.
+#define HRT_JS_BATCH_KEEP_BYTES (1u << 20)
+
+struct hrt_js_trace_extras_s {
+  uint32_t count;
+  void** copies;              // [count], NULL where data stays inline
+  hrt_tensor_stats_t* stats;  // [count] or NULL
+};
+
+static uint64_t hrt_js_slots_for(uint64_t bytes) { return (bytes + 7) / 8; }
+
+static bool hrt_js_travels_inline(const hrt_trace_tensor_t* tensor) {
+  return tensor->byte_length < HRT_JS_TRACE_INLINE_MAX_BYTES;
+}
+
+uint64_t hrt_js_trace_bytes(const char* key, const hrt_trace_info_t* info,
+                            uint32_t count, const hrt_trace_tensor_t* tensors,
+                            hrt_js_trace_contents_t contents) {
+  uint64_t slots = HRT_JS_TRACE_HEADER_SLOTS;
+  uint64_t bytes = strlen(key) + strlen(info->function) + 2;
+  for (uint32_t i = 0; i < count; ++i) {
+    slots += HRT_JS_TENSOR_SLOTS + tensors[i].rank;
+    bytes += strlen(tensors[i].name) + 1;
+    if (contents.stats) slots += HRT_JS_STATS_SLOTS;
+    if (contents.data) {
+      slots += HRT_JS_DATA_SLOTS;
+      if (hrt_js_travels_inline(&tensors[i])) {
+        slots += hrt_js_slots_for(tensors[i].byte_length);
+      } else {
+        bytes += tensors[i].byte_length + sizeof(hrt_js_trace_external_t);
+      }
+    }
+  }
+  return slots * 8 + bytes;
+}
+
+uint64_t hrt_js_timing_bytes(const hrt_dispatch_timing_t* event) {
+  return HRT_JS_TIMING_SLOTS * 8 + strlen(event->function) +
+         strlen(event->kernel) + strlen(event->device) + 3;
+}
+
+//===----------------------------------------------------------------------===//
+// Extras: made before the lock
+//===----------------------------------------------------------------------===//
+
+bool hrt_js_trace_needs_extras(uint32_t count,
+                               const hrt_trace_tensor_t* tensors,
+                               hrt_js_trace_contents_t contents) {
+  if (contents.stats) return true;
+  for (uint32_t i = 0; contents.data && i < count; ++i) {
+    if (!hrt_js_travels_inline(&tensors[i])) return true;
+  }
+  return false;
+}
+
+void hrt_js_trace_extras_free(hrt_js_trace_extras_t* extras) {
+  if (extras == NULL) return;
+  for (uint32_t i = 0; i < extras->count; ++i) free(extras->copies[i]);
+  free(extras);
+}
+
+bool hrt_js_trace_extras_make(uint32_t count, const hrt_trace_tensor_t* tensors,
+                              hrt_js_trace_contents_t contents,
+                              hrt_js_trace_extras_t** out_extras) {
+  *out_extras = NULL;
+  if (!hrt_js_trace_needs_extras(count, tensors, contents)) return true;
+  hrt_js_trace_extras_t* extras =
+      calloc(1, sizeof(*extras) +
+                    count * (sizeof(void*) + sizeof(hrt_tensor_stats_t)));
+  if (extras == NULL) return false;
+  // Stats first: doubles and 64-bit counts want the struct's alignment.
+  extras->stats = contents.stats ? (hrt_tensor_stats_t*)(extras + 1) : NULL;
+  extras->copies =
+      (void**)((char*)(extras + 1) + count * sizeof(hrt_tensor_stats_t));
+  extras->count = count;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (contents.stats)
+      hrt_tensor_stats_compute(&tensors[i], &extras->stats[i]);
+    if (!contents.data || hrt_js_travels_inline(&tensors[i])) continue;
+    extras->copies[i] = malloc(tensors[i].byte_length);
+    if (extras->copies[i] == NULL) {
+      hrt_js_trace_extras_free(extras);
+      return false;
+    }
+    memcpy(extras->copies[i], tensors[i].data, tensors[i].byte_length);
+  }
+  *out_extras = extras;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Appending
+//===----------------------------------------------------------------------===//
+
+// Grows `*buffer` (of `*capacity` elements of `size` bytes) to hold `needed`.
+static bool hrt_js_reserve(void** buffer, size_t size, size_t* capacity,
+                           size_t needed) {
+  if (needed <= *capacity) return true;
+  size_t grown = *capacity ? *capacity : 64;
+  while (grown < needed) grown *= 2;
+  void* resized = realloc(*buffer, grown * size);
+  if (resized == NULL) return false;
+  *buffer = resized;
+  *capacity = grown;
+  return true;
+}
+
+static void hrt_js_put(hrt_js_trace_batch_t* batch, double value) {
+  memcpy(batch->records + batch->size, &value, sizeof(value));
+  batch->size += sizeof(value);
+}
+
+static void hrt_js_put_bytes(hrt_js_trace_batch_t* batch, const void* data,
+                             uint64_t byte_length) {
+  size_t padded = (size_t)hrt_js_slots_for(byte_length) * 8;
+  if (byte_length) memcpy(batch->records + batch->size, data, byte_length);
+  memset(batch->records + batch->size + byte_length, 0,
+         padded - (size_t)byte_length);
+  batch->size += padded;
+}
+
+static size_t hrt_js_hash(const char* text) {
+  uint32_t hash = 2166136261u;  // FNV-1a
+  for (; *text; ++text) hash = (hash ^ (uint8_t)*text) * 16777619u;
+  return hash;
+}
+
+const char* hrt_js_trace_batch_string(const hrt_js_trace_batch_t* batch,
+                                      size_t index) {
+  return batch->text + batch->offsets[index];
+}
+
+// The slot holding `text`, or the empty slot where it would go.
+static size_t hrt_js_find_slot(const hrt_js_trace_batch_t* batch,
+                               const char* text) {
+  size_t mask = batch->slot_count - 1;
+  size_t slot = hrt_js_hash(text) & mask;
+  while (batch->slots[slot] != 0 &&
+         strcmp(hrt_js_trace_batch_string(batch, batch->slots[slot] - 1),
+                text) != 0) {
+    slot = (slot + 1) & mask;
+  }
+  return slot;
+}
+
+// Rebuilds the hash table (linear probing, at most half full) with
+// `slot_count` slots, inserting the strings in index order.
+static bool hrt_js_rehash(hrt_js_trace_batch_t* batch, size_t slot_count) {
+  size_t* slots = calloc(slot_count, sizeof(*slots));
+  if (slots == NULL) return false;
+  free(batch->slots);
+  batch->slots = slots;
+  batch->slot_count = slot_count;
+  for (size_t i = 0; i < batch->string_count; ++i) {
+    slots[hrt_js_find_slot(batch, hrt_js_trace_batch_string(batch, i))] = i + 1;
+  }
+  return true;
+}
+
+// The index of `text` among the batch's strings, added when new.
+static bool hrt_js_intern(hrt_js_trace_batch_t* batch, const char* text,
+                          size_t* out_index) {
+  if (batch->slot_count == 0 && !hrt_js_rehash(batch, 64)) return false;
+  size_t slot = hrt_js_find_slot(batch, text);
+  if (batch->slots[slot] != 0) {
+    *out_index = batch->slots[slot] - 1;
+    return true;
+  }
+  if ((batch->string_count + 1) * 2 > batch->slot_count) {
+    if (!hrt_js_rehash(batch, batch->slot_count * 2)) return false;
+    slot = hrt_js_find_slot(batch, text);
+  }
+  size_t length = strlen(text);
+  if (!hrt_js_reserve((void**)&batch->text, 1, &batch->text_capacity,
+                      batch->text_size + length + 1) ||
+      !hrt_js_reserve((void**)&batch->offsets, sizeof(size_t),
+                      &batch->string_capacity, batch->string_count + 1)) {
+    return false;
+  }
+  memcpy(batch->text + batch->text_size, text, length + 1);
+  batch->offsets[batch->string_count] = batch->text_size;
+  batch->text_size += length + 1;
+  batch->slots[slot] = ++batch->string_count;
+  *out_index = batch->string_count - 1;
+  return true;
+}
+
+// Strings added after `string_count` are dropped. Linear probing places a
+// string on its first free slot at insertion and later strings never move
+// earlier ones, so clearing the later ones' slots keeps every probe chain.
+static void hrt_js_drop_strings(hrt_js_trace_batch_t* batch,
+                                size_t string_count, size_t text_size) {
+  for (size_t i = 0; i < batch->slot_count; ++i) {
+    if (batch->slots[i] > string_count) batch->slots[i] = 0;
+  }
+  batch->string_count = string_count;
+  batch->text_size = text_size;
+}
+
+// Interns every string a record refers to (the rest of the append then only
+// finds them), and reserves `slots` record slots, `externals` external
+// entries and the record's sequence. On failure the batch is as it was.
+static bool hrt_js_prepare(hrt_js_trace_batch_t* batch, uint64_t sequence,
+                           const char* const* strings, size_t string_count,
+                           size_t slots, size_t externals) {
+  const size_t old_strings = batch->string_count;
+  const size_t old_text = batch->text_size;
+  bool ok =
+      hrt_js_reserve((void**)&batch->records, 1, &batch->capacity,
+                     batch->size + slots * 8) &&
+      hrt_js_reserve((void**)&batch->externals, sizeof(*batch->externals),
+                     &batch->external_capacity,
+                     batch->external_count + externals) &&
+      hrt_js_reserve((void**)&batch->sequences, sizeof(uint64_t),
+                     &batch->sequence_capacity, batch->sequence_count + 1);
+  for (size_t i = 0; ok && i < string_count; ++i) {
+    size_t ignored = 0;
+    ok = hrt_js_intern(batch, strings[i], &ignored);
+  }
+  if (!ok) {
+    hrt_js_drop_strings(batch, old_strings, old_text);
+    return false;
+  }
+  if (batch->sequence_count == 0 ||
+      batch->sequences[batch->sequence_count - 1] != sequence) {
+    batch->sequences[batch->sequence_count++] = sequence;
+  }
+  return true;
+}
+
+// The index of a string hrt_js_prepare interned.
+static double hrt_js_string(hrt_js_trace_batch_t* batch, const char* text) {
+  return (double)(batch->slots[hrt_js_find_slot(batch, text)] - 1);
+}
+
+bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
+                                  const hrt_trace_info_t* info,
+                                  uint64_t dropped, uint32_t count,
+                                  const hrt_trace_tensor_t* tensors,
+                                  hrt_js_trace_contents_t contents,
+                                  hrt_js_trace_extras_t* extras,
+                                  uint64_t credit) {
+  enum { HRT_JS_NAMES_ON_STACK = 16 };
+  const char* names_on_stack[HRT_JS_NAMES_ON_STACK + 2];
+  const char** strings = names_on_stack;
+  if (count > HRT_JS_NAMES_ON_STACK) {
+    strings = malloc((count + 2) * sizeof(*strings));
+    if (strings == NULL) {
+      hrt_js_trace_extras_free(extras);
+      return false;
+    }
+  }
+  strings[0] = key;
+  strings[1] = info->function;
+  size_t slots = HRT_JS_TRACE_HEADER_SLOTS, externals = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    strings[i + 2] = tensors[i].name;
+    slots += HRT_JS_TENSOR_SLOTS + tensors[i].rank;
+    if (contents.stats) slots += HRT_JS_STATS_SLOTS;
+    if (!contents.data) continue;
+    slots += HRT_JS_DATA_SLOTS;
+    if (hrt_js_travels_inline(&tensors[i])) {
+      slots += (size_t)hrt_js_slots_for(tensors[i].byte_length);
+    } else {
+      ++externals;
+    }
+  }
+  bool ok = hrt_js_prepare(batch, info->sequence, strings, count + 2u, slots,
+                           externals);
+  if (strings != names_on_stack) free(strings);
+  if (!ok) {
+    hrt_js_trace_extras_free(extras);
+    return false;
+  }
+  hrt_js_put(batch, HRT_JS_TRACE_RECORD);
+  hrt_js_put(batch, (double)info->sequence);
+  hrt_js_put(batch, hrt_js_string(batch, info->function));
+  hrt_js_put(batch, info->op_index);
+  hrt_js_put(batch, (double)info->time_ns);
+  hrt_js_put(batch, (double)dropped);
+  hrt_js_put(batch, hrt_js_string(batch, key));
+  hrt_js_put(batch, count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const hrt_trace_tensor_t* tensor = &tensors[i];
+    hrt_js_put(batch, hrt_js_string(batch, tensor->name));
+    hrt_js_put(batch, tensor->element_type);
+    hrt_js_put(batch, tensor->rank);
+    for (uint32_t d = 0; d < tensor->rank; ++d) {
+      hrt_js_put(batch, (double)tensor->shape[d]);
+    }
+    if (contents.stats) {
+      const hrt_tensor_stats_t* stats = &extras->stats[i];
+      hrt_js_put(batch, (double)stats->count);
+      hrt_js_put(batch, stats->min);
+      hrt_js_put(batch, stats->max);
+      hrt_js_put(batch, stats->mean);
+      hrt_js_put(batch, (double)stats->nan_count);
+      hrt_js_put(batch, (double)stats->inf_count);
+    }
+    if (!contents.data) continue;
+    hrt_js_put(batch, (double)tensor->byte_length);
+    if (hrt_js_travels_inline(tensor)) {
+      hrt_js_put(batch, -1);
+      hrt_js_put_bytes(batch, tensor->data, tensor->byte_length);
+      batch->dtype_mask |= 1u << tensor->element_type;
+    } else {
+      hrt_js_put(batch, (double)batch->external_count);
+      batch->externals[batch->external_count++] = (hrt_js_trace_external_t){
+          extras->copies[i], tensor->byte_length, tensor->element_type};
+      extras->copies[i] = NULL;
+    }
+  }
+  batch->credit += credit;
+  hrt_js_trace_extras_free(extras);
+  return true;
+}
+
+bool hrt_js_trace_batch_add_timing(hrt_js_trace_batch_t* batch,
+                                   const hrt_dispatch_timing_t* event,
+                                   uint64_t credit) {
+  const char* strings[] = {event->function, event->kernel, event->device};
+  if (!hrt_js_prepare(batch, event->sequence, strings, 3, HRT_JS_TIMING_SLOTS,
+                      0)) {
+    return false;
+  }
+  hrt_js_put(batch, HRT_JS_TIMING_RECORD);
+  hrt_js_put(batch, (double)event->sequence);
+  hrt_js_put(batch, hrt_js_string(batch, event->function));
+  hrt_js_put(batch, event->op_index);
+  hrt_js_put(batch, hrt_js_string(batch, event->kernel));
+  hrt_js_put(batch, hrt_js_string(batch, event->device));
+  hrt_js_put(batch, (double)event->start_ns);
+  hrt_js_put(batch, (double)event->duration_ns);
+  batch->credit += credit;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Consuming
+//===----------------------------------------------------------------------===//
+
+void* hrt_js_trace_batch_take_external(hrt_js_trace_batch_t* batch,
+                                       size_t index) {
+  void* data = batch->externals[index].data;
+  batch->externals[index].data = NULL;
+  return data;
+}
+
+void hrt_js_trace_batch_deinit(hrt_js_trace_batch_t* batch) {
+  for (size_t i = 0; i < batch->external_count; ++i) {
+    free(batch->externals[i].data);
+  }
+  free(batch->records);
+  free(batch->text);
+  free(batch->offsets);
+  free(batch->slots);
+  free(batch->externals);
+  free(batch->sequences);
+  memset(batch, 0, sizeof(*batch));
+}
+
+void hrt_js_trace_batch_reset(hrt_js_trace_batch_t* batch) {
+  if (batch->capacity > HRT_JS_BATCH_KEEP_BYTES ||
+      batch->text_capacity > HRT_JS_BATCH_KEEP_BYTES) {
+    hrt_js_trace_batch_deinit(batch);
+    return;
+  }
+  for (size_t i = 0; i < batch->external_count; ++i) {
+    free(batch->externals[i].data);
+  }
+  if (batch->string_count) {
+    memset(batch->slots, 0, batch->slot_count * sizeof(*batch->slots));
+  }
+  batch->size = 0;
+  batch->text_size = 0;
+  batch->string_count = 0;
+  batch->external_count = 0;
+  batch->sequence_count = 0;
+  batch->dtype_mask = 0;
+  batch->credit = 0;
+}
