@@ -138,6 +138,8 @@ export interface LiveObjects {
   module: number;
   context: number;
   invocation: number;
+  /** Host block pools, alive until released and all their blocks are back. */
+  blockPool: number;
 }
 
 /** The root object: creates devices. */

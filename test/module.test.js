@@ -43,7 +43,7 @@ describe('halrt module', () => {
     const live = halrt.liveObjects();
     const keys = Object.keys(live);
     for (const kind of ['instance', 'device', 'buffer', 'bufferView', 'executable', 'commandBuffer', 'semaphore',
-      'submission', 'module', 'context', 'invocation']) {
+      'submission', 'module', 'context', 'invocation', 'blockPool']) {
       assert.ok(keys.includes(kind), `liveObjects() has ${kind}`);
     }
     for (const value of Object.values(live)) assert.ok(Number.isInteger(value) && value >= 0);

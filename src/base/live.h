@@ -20,6 +20,7 @@ typedef enum hrt_live_kind_e {
   HRT_LIVE_MODULE,
   HRT_LIVE_CONTEXT,
   HRT_LIVE_INVOCATION,
+  HRT_LIVE_BLOCK_POOL,
   HRT_LIVE_KIND_COUNT_,
 } hrt_live_kind_t;
 

@@ -109,7 +109,7 @@ static napi_value hrt_js_buffer_view_read(napi_env env,
     napi_value array = NULL;
     napi_deferred deferred = NULL;
     napi_value promise = NULL;
-    if (!hrt_js_typed_array_from_host(env, dtype, NULL, 0, &array)) {
+    if (!hrt_js_typed_array_from_host(env, dtype, NULL, 0, free, &array)) {
       return hrt_js_rejected_with_pending(env);
     }
     HRT_NAPI_CALL(env, napi_create_promise(env, &deferred, &promise));

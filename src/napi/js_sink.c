@@ -35,6 +35,7 @@ struct hrt_js_sink_s {
   hrt_js_channel_t* channel;  // the sink's reference; finished by release
   // Immutable after create.
   hrt_js_trace_contents_t contents;  // what the targets' modes need
+  hrt_block_pool_t* pool;            // large trace data; the sink's reference
   uint32_t stats_mask;               // bit i: target i is in STATS mode
   uint32_t target_count;
   hrt_js_sink_target_t targets[HRT_JS_SINK_MAX_TARGETS];
@@ -74,6 +75,7 @@ void hrt_js_sink_release(hrt_js_sink_t* sink) {
   }
   hrt_js_trace_batch_deinit(&sink->batch);
   hrt_js_trace_batch_deinit(&sink->spare);
+  hrt_block_pool_release(sink->pool);
   hrt_cond_deinit(&sink->drained);
   hrt_mutex_deinit(&sink->mutex);
   free(sink);
@@ -214,7 +216,7 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
     if (!hrt_js_typed_array_from_host(
             env, external->element_type,
             hrt_js_trace_batch_take_external(batch, i), external->byte_length,
-            &array)) {
+            hrt_block_pool_give_back, &array)) {
       return false;
     }
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
@@ -400,7 +402,8 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     // Large copies and statistics are made without the lock, so that the
     // JS thread never waits for them.
     hrt_mutex_unlock(&sink->mutex);
-    ok = hrt_js_trace_extras_make(count, tensors, sink->contents, &extras);
+    ok = hrt_js_trace_extras_make(sink->pool, count, tensors, sink->contents,
+                                  &extras);
     hrt_mutex_lock(&sink->mutex);
   }
   ok = ok &&
@@ -481,6 +484,7 @@ static void hrt_js_sink_destroy_early(napi_env env, hrt_js_sink_t* sink) {
   for (uint32_t i = 0; i < sink->target_count; ++i) {
     napi_delete_reference(env, sink->targets[i].ref);
   }
+  hrt_block_pool_release(sink->pool);
   hrt_cond_deinit(&sink->drained);
   hrt_mutex_deinit(&sink->mutex);
   free(sink);
@@ -529,6 +533,15 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
     sink->contents.data |= modes[i] == HRT_JS_SINK_TENSORS;
     sink->contents.stats |= modes[i] == HRT_JS_SINK_STATS;
     if (modes[i] == HRT_JS_SINK_STATS) sink->stats_mask |= 1u << i;
+  }
+  // Blocks given back while no trace holds them stay cached up to the
+  // sink's bound: what a WAIT sink could have in flight anyway.
+  hrt_status_t status = hrt_block_pool_create(
+      max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)max_bytes, &sink->pool);
+  if (status != HRT_OK) {
+    hrt_js_throw_status(env, status);
+    hrt_js_sink_destroy_early(env, sink);
+    return false;
   }
   if (hrt_js_channel_create(env, "halrt.debugSink", hrt_js_sink_finalize, sink,
                             &sink->channel) != napi_ok) {

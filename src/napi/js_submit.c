@@ -26,14 +26,16 @@ static void hrt_js_submit_op_free(hrt_js_submit_op_t* op) {
 // Below this many bytes host data is copied into a V8-owned ArrayBuffer.
 #define HRT_JS_EXTERNAL_MIN_BYTES (64u * 1024u)
 
-static void hrt_js_free_external(napi_env env, void* data, void* hint) {
+// The external ArrayBuffer's finalizer: `hint` is the data's release
+// function.
+static void hrt_js_release_external(napi_env env, void* data, void* hint) {
   (void)env;
-  (void)hint;
-  free(data);
+  ((hrt_js_release_fn)hint)(data);
 }
 
 bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
                                   void* data, uint64_t byte_length,
+                                  hrt_js_release_fn release,
                                   napi_value* out_array) {
   napi_value array_buffer = NULL;
   napi_status status = napi_no_external_buffers_allowed;
@@ -42,8 +44,8 @@ bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
   // is everything where the runtime allows no external buffers.
   if (byte_length >= HRT_JS_EXTERNAL_MIN_BYTES) {
     status = napi_create_external_arraybuffer(env, data, (size_t)byte_length,
-                                              hrt_js_free_external, NULL,
-                                              &array_buffer);
+                                              hrt_js_release_external,
+                                              (void*)release, &array_buffer);
     if (status == napi_ok) data = NULL;
   }
   if (status == napi_no_external_buffers_allowed) {
@@ -54,7 +56,7 @@ bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
       memcpy(copy, data, (size_t)byte_length);
     }
   }
-  free(data);
+  if (data != NULL) release(data);
   if (status != napi_ok) {
     hrt_js_throw_napi_failure(env, status, "creating an ArrayBuffer");
     return false;
@@ -88,7 +90,7 @@ static void hrt_js_submit_deliver(napi_env env, hrt_js_channel_t* channel,
       void* data = op->result.host_data;
       op->result.host_data = NULL;
       ok = hrt_js_typed_array_from_host(env, op->result.dtype, data,
-                                        op->result.byte_length, &value);
+                                        op->result.byte_length, free, &value);
     } else {
       ok = napi_get_undefined(env, &value) == napi_ok;
     }

@@ -39,12 +39,18 @@ bool hrt_js_submit(napi_env env, const char* method, hrt_hal_device_t* device,
                    hrt_hal_command_buffer_t* command_buffer,
                    hrt_js_submit_result_t result, napi_value* out_promise);
 
-// Makes a TypedArray of `dtype` holding `data` (malloc'd, `byte_length`
-// bytes), which is consumed in every case: large data becomes an external
-// ArrayBuffer without a copy, small data is copied into a V8-owned one and
-// freed. `data` may be NULL when `byte_length` is 0.
+// Frees host data handed to JavaScript (free, hrt_block_pool_give_back).
+// Runs on the JS thread (or at env teardown).
+typedef void (*hrt_js_release_fn)(void* data);
+
+// Makes a TypedArray of `dtype` holding `data` (`byte_length` bytes), which
+// is consumed in every case: large data becomes an external ArrayBuffer
+// without a copy, released by `release` when collected; small data is copied
+// into a V8-owned one and released at once. `data` may be NULL when
+// `byte_length` is 0.
 bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
                                   void* data, uint64_t byte_length,
+                                  hrt_js_release_fn release,
                                   napi_value* out_array);
 
 #endif  // HRT_NAPI_JS_SUBMIT_H_

@@ -73,11 +73,14 @@ bool hrt_js_trace_needs_extras(uint32_t count,
 
 void hrt_js_trace_extras_free(hrt_js_trace_extras_t* extras) {
   if (extras == NULL) return;
-  for (uint32_t i = 0; i < extras->count; ++i) free(extras->copies[i]);
+  for (uint32_t i = 0; i < extras->count; ++i) {
+    hrt_block_pool_give_back(extras->copies[i]);
+  }
   free(extras);
 }
 
-bool hrt_js_trace_extras_make(uint32_t count, const hrt_trace_tensor_t* tensors,
+bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, uint32_t count,
+                              const hrt_trace_tensor_t* tensors,
                               hrt_js_trace_contents_t contents,
                               hrt_js_trace_extras_t** out_extras) {
   *out_extras = NULL;
@@ -95,7 +98,7 @@ bool hrt_js_trace_extras_make(uint32_t count, const hrt_trace_tensor_t* tensors,
     if (contents.stats)
       hrt_tensor_stats_compute(&tensors[i], &extras->stats[i]);
     if (!contents.data || hrt_js_travels_inline(&tensors[i])) continue;
-    extras->copies[i] = malloc(tensors[i].byte_length);
+    extras->copies[i] = hrt_block_pool_acquire(pool, tensors[i].byte_length);
     if (extras->copies[i] == NULL) {
       hrt_js_trace_extras_free(extras);
       return false;
@@ -366,7 +369,7 @@ void* hrt_js_trace_batch_take_external(hrt_js_trace_batch_t* batch,
 
 void hrt_js_trace_batch_deinit(hrt_js_trace_batch_t* batch) {
   for (size_t i = 0; i < batch->external_count; ++i) {
-    free(batch->externals[i].data);
+    hrt_block_pool_give_back(batch->externals[i].data);
   }
   free(batch->records);
   free(batch->text);
@@ -384,7 +387,7 @@ void hrt_js_trace_batch_reset(hrt_js_trace_batch_t* batch) {
     return;
   }
   for (size_t i = 0; i < batch->external_count; ++i) {
-    free(batch->externals[i].data);
+    hrt_block_pool_give_back(batch->externals[i].data);
   }
   if (batch->string_count) {
     memset(batch->slots, 0, batch->slot_count * sizeof(*batch->slots));

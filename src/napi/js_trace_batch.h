@@ -25,7 +25,7 @@
 // the debug sink (js_sink.c) guards it with its mutex while the producer
 // appends, and owns it. External data blocks are owned by the batch until
 // taken with hrt_js_trace_batch_take_external (they then belong to the
-// taker, freed with free()).
+// taker, who gives them back with hrt_block_pool_give_back()).
 #ifndef HRT_NAPI_JS_TRACE_BATCH_H_
 #define HRT_NAPI_JS_TRACE_BATCH_H_
 
@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/block_pool.h"
 #include "modules/debug_sink.h"
 
 enum {
@@ -52,7 +53,7 @@ typedef struct hrt_js_trace_contents_s {
 } hrt_js_trace_contents_t;
 
 typedef struct hrt_js_trace_external_s {
-  void* data;  // malloc'd; NULL once taken
+  void* data;  // a block of the sink's pool; NULL once taken
   uint64_t byte_length;
   hrt_hal_element_type_t element_type;
 } hrt_js_trace_external_t;
@@ -101,7 +102,10 @@ bool hrt_js_trace_needs_extras(uint32_t count,
 
 // Makes the extras of a trace; *out_extras is NULL when it needs none. False
 // when out of memory (nothing left allocated).
-bool hrt_js_trace_extras_make(uint32_t count, const hrt_trace_tensor_t* tensors,
+// The copies are blocks of `pool` (kept warm for the next trace: a fresh
+// allocation per large trace would fault in every page anew).
+bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, uint32_t count,
+                              const hrt_trace_tensor_t* tensors,
                               hrt_js_trace_contents_t contents,
                               hrt_js_trace_extras_t** out_extras);
 void hrt_js_trace_extras_free(hrt_js_trace_extras_t* extras);
