@@ -435,6 +435,15 @@ export interface HalModuleOptions {
    * in info.dropped).
    */
   tracePolicy?: 'wait' | 'drop' | undefined;
+  /**
+   * Who owns `tensor.data` of a trace: 'owned' (the default: the callback
+   * may keep it as long as it likes) or 'borrowed' (valid only until the
+   * callback returns: arrays of 64 KiB and more are then detached, to length
+   * 0, and their memory is reused at once rather than when V8 collects them;
+   * keep a copy with `data.slice()`). Borrowed data makes large traces
+   * several times cheaper.
+   */
+  traceData?: 'owned' | 'borrowed' | undefined;
 }
 
 /** The module named 'hal': runs programs on `device`, owns the debug sink. */

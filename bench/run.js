@@ -97,6 +97,7 @@ async function cudaRows(context) {
   const names = [
     'trace delivery, 16×f32 (cuda)',
     'trace delivery, 4 MiB f32 (cuda)',
+    "trace delivery, 4 MiB f32, traceData 'borrowed' (cuda)",
     'invoke latency p50 (cuda)',
     'add_f32 64 MiB (cuda)',
     'matmul_f32 512³ (cuda)',

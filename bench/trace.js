@@ -35,8 +35,8 @@ async function invokeMany(fn, inputs, calls, depth) {
 }
 
 // A context whose function `t.burst` traces its one input `traces` times.
-function burstContext(instance, device, shape, traces, sink) {
-  const hal = new halrt.HalModule(instance, device, { debugSink: sink });
+function burstContext(instance, device, shape, traces, sink, options = {}) {
+  const hal = new halrt.HalModule(instance, device, { debugSink: sink, ...options });
   const body = [];
   for (let i = 0; i < traces; ++i) body.push({ op: 'trace', key: 'x', values: ['x'] });
   const module = builtinModule(instance, 't', {
@@ -119,6 +119,13 @@ async function traceSmall({ quick, ref, device, instance }) {
 }
 
 // 2. Large traces: 4 MiB tensors.
+// The HalModule traceData modes rows 2 and 5 measure, side by side.
+const TRACE_DATA = ['owned', 'borrowed'];
+
+function traceDataLabel(traceData) {
+  return traceData === 'owned' ? '' : `, traceData '${traceData}'`;
+}
+
 async function traceLarge({ quick, ref, device, instance }) {
   const elements = 1 << 20; // 4 MiB of f32
   const bytes = elements * 4;
@@ -127,39 +134,47 @@ async function traceLarge({ quick, ref, device, instance }) {
   const rounds = quick ? 3 : 9;
   const items = tracesPerCall * calls;
   let received = 0;
-  const { fn } = burstContext(instance, device, [elements], tracesPerCall, (key, tensors) => {
+  const sink = (key, tensors) => {
     if (tensors[0].data.length === elements) ++received;
-  });
+  };
+  const fns = TRACE_DATA.map(
+    (traceData) => burstContext(instance, device, [elements], tracesPerCall, sink, { traceData }).fn,
+  );
   const x = device.tensor(fillPattern(elements), [elements]);
-  await invokeMany(fn, [x], 1, 1); // warm-up
-  const results = await roundRobin(rounds, {
-    halrt: async () => {
-      received = 0;
-      const elapsed = await invokeMany(fn, [x], calls, 2);
-      if (received !== items) throw new Error(`trace large: ${received} of ${items} traces arrived`);
-      return (items * bytes) / elapsed;
-    },
+  for (const fn of fns) await invokeMany(fn, [x], 1, 1); // warm-up
+  const runs = {
     memcpy: async () => bytes / median(ref.memcpyTimes(bytes, items, 0)),
     memcpyFresh: async () => bytes / median(ref.memcpyTimes(bytes, quick ? 2 : 4, 2)),
+  };
+  TRACE_DATA.forEach((traceData, i) => {
+    runs[traceData] = async () => {
+      received = 0;
+      const elapsed = await invokeMany(fns[i], [x], calls, 2);
+      if (received !== items) throw new Error(`trace large: ${received} of ${items} traces arrived`);
+      return (items * bytes) / elapsed;
+    };
   });
-  const h = median(results.halrt);
+  const results = await roundRobin(rounds, runs);
   const b = median(results.memcpy);
   const f = median(results.memcpyFresh);
-  return [
-    row({
+  return TRACE_DATA.map((traceData) => {
+    const h = median(results[traceData]);
+    return row({
       group: GROUP,
-      name: `trace delivery, 4 MiB f32 (${device.info.driver})`,
+      name: `trace delivery, 4 MiB f32${traceDataLabel(traceData)} (${device.info.driver})`,
       halrt: mbps(h),
       baseline: `${mbps(b)} memcpy`,
       ratio: h / b,
       target: { op: '>=', value: 0.5 },
       note:
-        `traced bytes/s reaching the JS sink (a Float32Array per trace): ${calls} invocations (2 in flight) ` +
+        `traced bytes/s reaching the JS sink (a Float32Array per trace), HalModule traceData '${traceData}'` +
+        (traceData === 'borrowed' ? ' (data lent to the callback, detached when it returns)' : ' (the default)') +
+        `: ${calls} invocations (2 in flight) ` +
         `of a function with ${tracesPerCall} trace ops of one f32[${elements}] input, medians of ${rounds} ` +
         `rounds; baseline: memcpy of 4 MiB between two warm buffers, timed natively in the reference addon ` +
         `(into freshly mmapped pages, every page faulting in: ${mbps(f)})`,
-    }),
-  ];
+    });
+  });
 }
 
 // 5. traceDispatches on vs off, against the bytes-copied floor.
@@ -195,50 +210,52 @@ async function traceOverhead({ quick, ref, device, instance }) {
   const sink = (key, tensors) => {
     for (const tensor of tensors) tracedBytes += tensor.data.byteLength;
   };
-  const make = (traceDispatches) => {
-    const hal = new halrt.HalModule(instance, device, { debugSink: sink, traceDispatches });
+  const make = (options) => {
+    const hal = new halrt.HalModule(instance, device, { debugSink: sink, ...options });
     const context = new halrt.Context(instance, [hal, builtinModule(instance, 'c', functions)]);
     return context.lookupFunction('c.chain');
   };
-  const on = make(true);
-  const off = make(false);
+  const off = make({ traceDispatches: false });
+  const ons = TRACE_DATA.map((traceData) => make({ traceDispatches: true, traceData }));
   const views = inputs.map((_, i) => device.tensor(fillPattern(elements, i + 1), [elements]));
-  await invokeMany(on, views, 2, 1);
-  await invokeMany(off, views, 2, 1);
-  const results = await roundRobin(rounds, {
+  for (const fn of [off, ...ons]) await invokeMany(fn, views, 2, 1);
+  const runs = {
     off: async () => (await invokeMany(off, views, calls, 1)) / calls,
-    on: async () => {
-      tracedBytes = 0;
-      const elapsed = await invokeMany(on, views, calls, 1);
-      if (tracedBytes !== bytesPerCall * calls) throw new Error(`trace overhead: traced ${tracedBytes} bytes`);
-      return elapsed / calls;
-    },
     floor: async () => dispatches * median(ref.memcpyTimes(elements * 4, calls * dispatches, 0)),
     floorFresh: async () => dispatches * median(ref.memcpyTimes(elements * 4, quick ? 2 : 4, 2)),
+  };
+  TRACE_DATA.forEach((traceData, i) => {
+    runs[traceData] = async () => {
+      tracedBytes = 0;
+      const elapsed = await invokeMany(ons[i], views, calls, 1);
+      if (tracedBytes !== bytesPerCall * calls) throw new Error(`trace overhead: traced ${tracedBytes} bytes`);
+      return elapsed / calls;
+    };
   });
-  const tOn = median(results.on);
+  const results = await roundRobin(rounds, runs);
   const tOff = median(results.off);
   const floor = median(results.floor);
   const floorFresh = median(results.floorFresh);
-  const overhead = tOn - tOff;
-  return [
-    row({
+  return TRACE_DATA.map((traceData) => {
+    const tOn = median(results[traceData]);
+    const overhead = tOn - tOff;
+    return row({
       group: GROUP,
-      name: `traceDispatches overhead, 10×1 MiB (${device.info.driver})`,
+      name: `traceDispatches overhead, 10×1 MiB${traceDataLabel(traceData)} (${device.info.driver})`,
       halrt: `+${seconds(overhead)}/call`,
       baseline: `${seconds(floor)} memcpy`,
       ratio: overhead / floor,
       target: { op: '<=', value: 1.2 },
       note:
-        `extra time per invocation with traceDispatches on: median per-call time on minus off ` +
+        `extra time per invocation with traceDispatches on (traceData '${traceData}'): median per-call time on minus off ` +
         `(${seconds(tOn)} − ${seconds(tOff)}), one invocation in flight, a function of ${dispatches} ` +
         `dispatches (relu, then add_f32, 4 workgroups each) each writing f32[${elements}] bound to an ` +
         `input (${(bytesPerCall / 2 ** 20).toFixed(0)} MiB traced per call; the sink sums byteLength), ` +
         `medians of ${rounds} rounds of ${calls} calls; baseline (floor): copying the traced bytes once, ` +
         `${dispatches} memcpys of 1 MiB between warm buffers timed natively (into freshly mmapped pages: ` +
         `${seconds(floorFresh)})`,
-    }),
-  ];
+    });
+  });
 }
 
 module.exports = { traceSmall, traceLarge, traceOverhead, invokeMany };

@@ -753,6 +753,7 @@ describe('bad input', () => {
       assertThrowsHalrt(make({ nonFinite: 'warn' }), 'INVALID_ARGUMENT', "new HalModule: options.nonFinite must be 'ignore' or 'reject' (got 'warn')");
       assertThrowsHalrt(make({ tracePolicy: 'x' }), 'INVALID_ARGUMENT', "new HalModule: options.tracePolicy must be 'wait' or 'drop' (got 'x')");
       assertThrowsHalrt(make({ tracePolicy: 1 }), 'INVALID_ARGUMENT', 'options.tracePolicy must be a string');
+      assertThrowsHalrt(make({ traceData: 'lent' }), 'INVALID_ARGUMENT', "new HalModule: options.traceData must be 'owned' or 'borrowed' (got 'lent')");
       assertThrowsHalrt(make({ maxTraceBytes: 0 }), 'INVALID_ARGUMENT', 'new HalModule: options.maxTraceBytes must be an integer in [1, ');
       assertThrowsHalrt(make({ maxTraceBytes: 1.5 }), 'INVALID_ARGUMENT', 'options.maxTraceBytes');
       assertThrowsHalrt(make({ maxTraceBytes: -1 }), 'INVALID_ARGUMENT', 'options.maxTraceBytes');

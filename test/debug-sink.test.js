@@ -150,6 +150,49 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
+    it("traceData 'borrowed' lends large data for the callback only: detached after it; small data and transferred buffers are kept", async () => {
+      const N = 32768; // 128 KiB of f32: lent; the f32[4] is always a copy
+      const seen = [];
+      const moved = [];
+      const p = makeProgram(uri, (b) => b.function('main', (f) => f
+        .input('x', 'f32', [N]).input('s', 'f32', [4]).output('y', 'f32', [N])
+        .dispatch('k.relu_f32', { workgroups: [2], bindings: ['x', 'y'], constants: [N] })
+        .trace('inputs', ['x', 's']).trace('relu', ['y'])), {
+        hal: {
+          traceData: 'borrowed',
+          debugSink: (key, tensors) => {
+            seen.push({ key, tensors, copies: tensors.map((t) => t.data.slice()) });
+            // A callback that transfers a lent buffer keeps it: that block
+            // is never reused.
+            if (key === 'relu' && moved.length === 0) {
+              moved.push(structuredClone(tensors[0].data, { transfer: [tensors[0].data.buffer] }));
+            }
+          },
+        },
+      });
+      const fn = p.lookup('main');
+      const x = Float32Array.from({ length: N }, (_, i) => (i % 7) - 3 + i / N);
+      const small = Float32Array.from([1, 2, 3, 4]);
+      const relu = x.map((v) => Math.max(v, 0));
+      try {
+        for (let round = 0; round < 4; ++round) {
+          const [y] = await fn.invoke([p.device.tensor(x, [N]), p.device.tensor(small, [4])]);
+          y.close();
+        }
+        assert.deepStrictEqual(seen.map((c) => c.key), ['inputs', 'relu', 'inputs', 'relu', 'inputs', 'relu', 'inputs', 'relu']);
+        for (const { key, tensors, copies } of seen) {
+          assert.deepStrictEqual(copies[0], key === 'inputs' ? x : relu, `${key}: what the callback saw`);
+          assert.strictEqual(tensors[0].data.length, 0, `${key}: lent data is detached after the callback`);
+          assert.strictEqual(tensors[0].data.buffer.byteLength, 0);
+          if (key === 'inputs') assert.deepStrictEqual(tensors[1].data, small, 'small data stays a copy');
+        }
+        assert.deepStrictEqual(moved[0], relu, 'a transferred buffer is left alone');
+      } finally {
+        fn.close();
+        p.close();
+      }
+    });
+
     it('traceDispatches traces what each dispatch writes under "function:op:kernel" keys, in program order', async () => {
       const { calls, sink } = recorder();
       const p = makeProgram(uri, (b) => b.function('main', (f) => f

@@ -144,15 +144,16 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
 
 static bool hrt_js_hal_options(napi_env env, napi_value options,
                                const char* method, hrt_js_hal_options_t* out) {
-  static const char* const known[] = {"debugSink",     "traceDispatches",
-                                      "maxTraceBytes", "tracePolicy",
-                                      "profile",       "nonFinite"};
+  static const char* const known[] = {
+      "debugSink", "traceDispatches", "maxTraceBytes", "tracePolicy",
+      "traceData", "profile",         "nonFinite"};
   static const char* const policies[] = {"wait", "drop"};
   static const char* const nonfinite[] = {"ignore", "reject"};
+  static const char* const trace_data[] = {"owned", "borrowed"};
   napi_value value = NULL;
   napi_valuetype type = napi_undefined;
-  int policy = 0, nonfinite_choice = 0;
-  if (!hrt_js_arg_options(env, options, method, "options", known, 6) ||
+  int policy = 0, nonfinite_choice = 0, trace_data_choice = 0;
+  if (!hrt_js_arg_options(env, options, method, "options", known, 7) ||
       !hrt_js_arg_option(env, options, "debugSink", &out->debug_sink) ||
       !hrt_js_arg_option(env, options, "traceDispatches",
                          &out->trace_dispatches_value) ||
@@ -167,12 +168,16 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
       !hrt_js_arg_option(env, options, "tracePolicy", &value) ||
       !hrt_js_arg_choice(env, value, method, "options.tracePolicy", policies, 2,
                          &policy) ||
+      !hrt_js_arg_option(env, options, "traceData", &value) ||
+      !hrt_js_arg_choice(env, value, method, "options.traceData", trace_data, 2,
+                         &trace_data_choice) ||
       !hrt_js_arg_option(env, options, "nonFinite", &value) ||
       !hrt_js_arg_choice(env, value, method, "options.nonFinite", nonfinite, 2,
                          &nonfinite_choice)) {
     return false;
   }
   out->sink.policy = policy == 1 ? HRT_JS_SINK_DROP : HRT_JS_SINK_WAIT;
+  out->sink.borrowed = trace_data_choice == 1;
   out->reject_nonfinite = nonfinite_choice == 1;
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, out->debug_sink, &type));
   out->has_sink = type != napi_undefined && type != napi_null;
@@ -180,7 +185,7 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
 }
 
 // new HalModule(instance, device, {debugSink, traceDispatches, profile,
-// nonFinite, maxTraceBytes, tracePolicy})
+// nonFinite, maxTraceBytes, tracePolicy, traceData})
 static napi_value hrt_js_hal_module_construct(napi_env env,
                                               napi_callback_info info) {
   static const char* const method = "new HalModule";

@@ -37,6 +37,7 @@ struct hrt_js_sink_s {
   hrt_js_trace_contents_t contents;  // what the targets' modes need
   hrt_block_pool_t* pool;            // large trace data; the sink's reference
   uint32_t stats_mask;               // bit i: target i is in STATS mode
+  bool borrowed;                     // see hrt_js_sink_options_t
   uint32_t target_count;
   hrt_js_sink_target_t targets[HRT_JS_SINK_MAX_TARGETS];
   // JS thread only.
@@ -167,6 +168,46 @@ static bool hrt_js_sink_records_buffer(napi_env env, hrt_js_sink_t* sink,
   return true;
 }
 
+// External `index` of `batch` as a TypedArray that owns its block (given
+// back to the pool when V8 collects it).
+static bool hrt_js_sink_give(napi_env env, hrt_js_trace_batch_t* batch,
+                             size_t index, napi_value* out_array) {
+  const hrt_js_trace_external_t* external = &batch->externals[index];
+  return hrt_js_typed_array_from_host(
+      env, external->element_type,
+      hrt_js_trace_batch_take_external(batch, index), external->byte_length,
+      hrt_block_pool_give_back, out_array);
+}
+
+// External `index` of `batch` as a TypedArray over its block, which stays
+// the batch's (see hrt_js_sink_take_back); a copy where the runtime allows
+// no external buffers.
+static bool hrt_js_sink_lend(napi_env env, hrt_js_trace_batch_t* batch,
+                             size_t index, napi_value* out_array) {
+  hrt_js_trace_external_t* external = &batch->externals[index];
+  napi_value buffer = NULL;
+  napi_status status = napi_create_external_arraybuffer(
+      env, external->data, (size_t)external->byte_length, NULL, NULL, &buffer);
+  if (status == napi_ok) {
+    external->lent = true;
+  } else if (status == napi_no_external_buffers_allowed) {
+    void* copy = NULL;
+    status = napi_create_arraybuffer(env, (size_t)external->byte_length, &copy,
+                                     &buffer);
+    if (status == napi_ok) {
+      memcpy(copy, external->data, (size_t)external->byte_length);
+    }
+  }
+  HRT_NAPI_CALL_BOOL(env, status);
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_typedarray(
+               env, hrt_js_dtype_array_type(external->element_type),
+               (size_t)(external->byte_length /
+                        hrt_hal_element_type_size(external->element_type)),
+               buffer, 0, out_array));
+  return true;
+}
+
 // lib/trace_batch.js's arguments for `batch`: (targets, statsMask, records,
 // strings, views, externals). Takes the batch's external blocks.
 static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
@@ -211,17 +252,35 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
   HRT_NAPI_CALL_BOOL(
       env, napi_create_array_with_length(env, batch->external_count, &argv[5]));
   for (size_t i = 0; i < batch->external_count; ++i) {
-    const hrt_js_trace_external_t* external = &batch->externals[i];
     napi_value array = NULL;
-    if (!hrt_js_typed_array_from_host(
-            env, external->element_type,
-            hrt_js_trace_batch_take_external(batch, i), external->byte_length,
-            hrt_block_pool_give_back, &array)) {
+    if (!(sink->borrowed ? hrt_js_sink_lend(env, batch, i, &array)
+                         : hrt_js_sink_give(env, batch, i, &array))) {
       return false;
     }
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
   }
   return true;
+}
+
+// Borrowed data: detaches what was lent, so that the batch's reset gives the
+// blocks back. A buffer found detached already (transferred elsewhere by a
+// callback) may still be in use there: its block is left, never reused.
+static void hrt_js_sink_take_back(napi_env env, hrt_js_trace_batch_t* batch,
+                                  napi_value externals) {
+  for (size_t i = 0; i < batch->external_count; ++i) {
+    napi_value array = NULL, buffer = NULL;
+    bool detached = true;
+    if (batch->externals[i].data == NULL || !batch->externals[i].lent) {
+      continue;
+    }
+    if (napi_get_element(env, externals, (uint32_t)i, &array) != napi_ok ||
+        napi_get_typedarray_info(env, array, NULL, NULL, NULL, &buffer, NULL) !=
+            napi_ok ||
+        napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok ||
+        detached || napi_detach_arraybuffer(env, buffer) != napi_ok) {
+      hrt_js_trace_batch_take_external(batch, i);  // left to leak
+    }
+  }
 }
 
 // Hands `batch` to lib/trace_batch.js, which calls the targets, and keeps
@@ -232,7 +291,7 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
   napi_handle_scope scope = NULL;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   hrt_js_env_t* state = hrt_js_env_get(env);
-  napi_value decoder = NULL, global = NULL, result = NULL, argv[6];
+  napi_value decoder = NULL, global = NULL, result = NULL, argv[6] = {NULL};
   bool ok =
       state != NULL &&
       napi_get_reference_value(env, state->trace_decoder, &decoder) ==
@@ -240,6 +299,9 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
       decoder != NULL && napi_get_global(env, &global) == napi_ok &&
       hrt_js_sink_batch_args(env, sink, batch, argv) &&
       napi_call_function(env, global, decoder, 6, argv, &result) == napi_ok;
+  if (sink->borrowed && argv[5] != NULL) {
+    hrt_js_sink_take_back(env, batch, argv[5]);
+  }
   bool is_array = false;
   uint32_t length = 0;
   if (ok && napi_is_array(env, result, &is_array) == napi_ok && is_array &&
@@ -492,7 +554,7 @@ static void hrt_js_sink_destroy_early(napi_env env, hrt_js_sink_t* sink) {
 
 bool hrt_js_sink_create(napi_env env, const napi_value* targets,
                         const hrt_js_sink_mode_t* modes, uint32_t count,
-                        uint64_t max_bytes, hrt_js_sink_policy_t policy,
+                        const hrt_js_sink_options_t* options,
                         hrt_js_sink_t** out_sink,
                         hrt_debug_sink_t* out_native) {
   if (count < 1 || count > HRT_JS_SINK_MAX_TARGETS) {
@@ -518,8 +580,9 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   atomic_init(&sink->ref_count, 3);
   hrt_mutex_init(&sink->mutex);
   hrt_cond_init(&sink->drained);
-  sink->max_bytes = max_bytes;
-  sink->policy = policy;
+  sink->max_bytes = options->max_bytes;
+  sink->policy = options->policy;
+  sink->borrowed = options->borrowed;
   sink->batch_message.deliver = hrt_js_sink_deliver;
   for (uint32_t i = 0; i < count; ++i) {
     if (napi_create_reference(env, targets[i], 0, &sink->targets[i].ref) !=
@@ -537,7 +600,8 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   // Blocks given back while no trace holds them stay cached up to the
   // sink's bound: what a WAIT sink could have in flight anyway.
   hrt_status_t status = hrt_block_pool_create(
-      max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)max_bytes, &sink->pool);
+      sink->max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)sink->max_bytes,
+      &sink->pool);
   if (status != HRT_OK) {
     hrt_js_throw_status(env, status);
     hrt_js_sink_destroy_early(env, sink);

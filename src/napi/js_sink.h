@@ -62,6 +62,16 @@ typedef enum hrt_js_sink_mode_e {
 
 #define HRT_JS_SINK_MAX_TARGETS 16
 
+typedef struct hrt_js_sink_options_s {
+  uint64_t max_bytes;  // the backpressure bound
+  hrt_js_sink_policy_t policy;
+  // Large trace data (external ArrayBuffers) is lent to the callbacks and
+  // detached when they return, so that its block is reused at once instead
+  // of when V8 collects the ArrayBuffer (HalModule option traceData:
+  // 'borrowed').
+  bool borrowed;
+} hrt_js_sink_options_t;
+
 // JS thread. Makes a sink for `targets[0..count)` (functions or objects,
 // each with its mode) and fills `out_native` with the callbacks to hand to
 // hrt_hal_module_create. The caller keeps one reference (`out_sink`) and
@@ -69,7 +79,7 @@ typedef enum hrt_js_sink_mode_e {
 // release itself if that fails. Returns false with a pending exception.
 bool hrt_js_sink_create(napi_env env, const napi_value* targets,
                         const hrt_js_sink_mode_t* modes, uint32_t count,
-                        uint64_t max_bytes, hrt_js_sink_policy_t policy,
+                        const hrt_js_sink_options_t* options,
                         hrt_js_sink_t** out_sink, hrt_debug_sink_t* out_native);
 
 void hrt_js_sink_retain(hrt_js_sink_t* sink);

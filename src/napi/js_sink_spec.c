@@ -228,8 +228,7 @@ bool hrt_js_sink_spec_build(napi_env env, napi_value value, const char* method,
   bool ok = hrt_js_collect(&builder, value, name, 0);
   if (ok && builder.target_count > 0) {
     ok = hrt_js_sink_create(env, builder.targets, builder.modes,
-                            builder.target_count, options->max_bytes,
-                            options->policy, &js_sink,
+                            builder.target_count, options, &js_sink,
                             &builder.natives[builder.native_count]);
     if (ok) ++builder.native_count;
   }

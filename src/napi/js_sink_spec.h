@@ -22,14 +22,10 @@
 #include "modules/debug_sink.h"
 #include "napi/js_sink.h"
 
-typedef struct hrt_js_sink_options_s {
-  uint64_t max_bytes;  // for the JavaScript sink, if any
-  hrt_js_sink_policy_t policy;
-} hrt_js_sink_options_t;
-
 // Builds the sink `value` describes into `out_sink` (owned by the caller,
 // for hrt_hal_module_create, whose failure the caller handles by calling
-// out_sink->release). `out_js_sink` receives a reference to the JavaScript
+// out_sink->release). `options` apply to the JavaScript sink, if any.
+// `out_js_sink` receives a reference to the JavaScript
 // sink inside, or NULL. Returns false with a pending exception (a HalrtError
 // naming `name`), having built nothing.
 bool hrt_js_sink_spec_build(napi_env env, napi_value value, const char* method,

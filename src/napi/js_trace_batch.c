@@ -327,7 +327,7 @@ bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
     } else {
       hrt_js_put(batch, (double)batch->external_count);
       batch->externals[batch->external_count++] = (hrt_js_trace_external_t){
-          extras->copies[i], tensor->byte_length, tensor->element_type};
+          extras->copies[i], tensor->byte_length, tensor->element_type, false};
       extras->copies[i] = NULL;
     }
   }

@@ -56,6 +56,7 @@ typedef struct hrt_js_trace_external_s {
   void* data;  // a block of the sink's pool; NULL once taken
   uint64_t byte_length;
   hrt_hal_element_type_t element_type;
+  bool lent;  // handed to JavaScript without giving it up (borrowed data)
 } hrt_js_trace_external_t;
 
 typedef struct hrt_js_trace_batch_s {

@@ -222,7 +222,7 @@ async function programs(): Promise<void> {
   const options: HalModuleOptions = { debugSink: sink, traceDispatches: true, maxTraceBytes: 1 << 20, tracePolicy: 'drop' };
   const hal = new HalModule(instance, device, options);
   const plain = new HalModule(instance, device);
-  const withNull = new HalModule(instance, device, { debugSink: null, tracePolicy: 'wait' });
+  const withNull = new HalModule(instance, device, { debugSink: null, tracePolicy: 'wait', traceData: 'borrowed' });
   const halName: 'hal' = hal.name;
   const halDevice: Device = hal.device;
   const halSink: Sink | null = hal.debugSink;
@@ -316,6 +316,8 @@ async function programs(): Promise<void> {
   new HalModule(instance, device, { debugSink: 5 });
   // @ts-expect-error tracePolicy is 'wait' or 'drop'
   new HalModule(instance, device, { tracePolicy: 'x' });
+  // @ts-expect-error traceData is 'owned' or 'borrowed'
+  new HalModule(instance, device, { traceData: 'lent' });
   // @ts-expect-error unknown option
   new HalModule(instance, device, { profiling: true });
   // @ts-expect-error maxTraceBytes is a number
