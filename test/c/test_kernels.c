@@ -88,17 +88,14 @@ static uint64_t gcd_u64(uint64_t a, uint64_t b) {
   return a;
 }
 
-// Runs kernel `name` over the whole grid as the runtime does: one call per
-// workgroup with a shared dispatch state. Workgroups are visited from the
-// last one backwards in strides coprime with the grid size (so not in
-// order), with varying worker ids. Returns the first non-zero code, or -1
-// if there is no such kernel.
-static int run_kernel(const char* name, const uint32_t grid[3],
-                      void* const* bindings, const size_t* lengths,
-                      uint32_t binding_count, const uint32_t* constants,
-                      uint32_t constant_count) {
-  const halrt_kernel_entry_t* entry = find_kernel(name);
-  if (entry == NULL) return -1;
+// Runs kernel function `fn` over the whole grid as the runtime does: one
+// call per workgroup with a shared dispatch state. Workgroups are visited
+// from the last one backwards in strides coprime with the grid size (so not
+// in order), with varying worker ids. Returns the first non-zero code.
+static int run_kernel_fn(halrt_kernel_fn_t fn, const uint32_t grid[3],
+                         void* const* bindings, const size_t* lengths,
+                         uint32_t binding_count, const uint32_t* constants,
+                         uint32_t constant_count) {
   const halrt_dispatch_state_t dispatch = {
       {grid[0], grid[1], grid[2]}, {1, 1, 1}, constant_count, binding_count,
       constants, bindings, lengths};
@@ -113,10 +110,21 @@ static int run_kernel(const char* name, const uint32_t grid[3],
          (uint32_t)(linear / grid[0] % grid[1]),
          (uint32_t)(linear / grid[0] / grid[1])},
         (uint32_t)(step % 3)};
-    const int code = entry->fn(&dispatch, &workgroup);
+    const int code = fn(&dispatch, &workgroup);
     if (code != 0 && result == 0) result = code;
   }
   return result;
+}
+
+// run_kernel_fn with the library's kernel `name`; -1 if there is none.
+static int run_kernel(const char* name, const uint32_t grid[3],
+                      void* const* bindings, const size_t* lengths,
+                      uint32_t binding_count, const uint32_t* constants,
+                      uint32_t constant_count) {
+  const halrt_kernel_entry_t* entry = find_kernel(name);
+  if (entry == NULL) return -1;
+  return run_kernel_fn(entry->fn, grid, bindings, lengths, binding_count,
+                       constants, constant_count);
 }
 
 // Bytes of slack after every output buffer; they must stay poisoned.
@@ -515,7 +523,34 @@ static const uint32_t kMatmulGrids[][3] = {
     {1, 1, 1}, {3, 2, 1}, {16, 16, 1}, {2, 5, 1}, {40, 1, 1},
 };
 
+// The matmul_f32 code paths this build and CPU run: the library's entry,
+// then each instruction-set variant (hal/local/builtin_kernels.h).
+typedef struct matmul_path_t {
+  const char* name;
+  halrt_kernel_fn_t fn;
+} matmul_path_t;
+enum { MATMUL_PATH_MAX = 4 };
+
+static size_t matmul_paths(matmul_path_t paths[MATMUL_PATH_MAX]) {
+  static const struct {
+    const char* name;
+    hrt_builtin_isa_t isa;
+  } kIsas[] = {{"portable", HRT_BUILTIN_ISA_PORTABLE},
+               {"avx2", HRT_BUILTIN_ISA_AVX2},
+               {"avx512", HRT_BUILTIN_ISA_AVX512}};
+  size_t count = 0;
+  paths[count++] = (matmul_path_t){"entry", find_kernel("matmul_f32")->fn};
+  for (size_t i = 0; i < COUNT_OF(kIsas); ++i) {
+    const halrt_kernel_fn_t fn =
+        hrt_local_builtin_matmul_f32_for_isa(kIsas[i].isa);
+    if (fn != NULL) paths[count++] = (matmul_path_t){kIsas[i].name, fn};
+  }
+  return count;
+}
+
 static void test_matmul_matches_reference_and_is_grid_independent(void) {
+  matmul_path_t paths[MATMUL_PATH_MAX];
+  const size_t path_count = matmul_paths(paths);
   rng_t rng = {0xC0FFEE};
   for (size_t s = 0; s < COUNT_OF(kMatmulShapes); ++s) {
     const size_t M = kMatmulShapes[s][0], K = kMatmulShapes[s][1],
@@ -539,32 +574,99 @@ static void test_matmul_matches_reference_and_is_grid_independent(void) {
         bound[i * N + j] = (double)(K + 2) * FLT_EPSILON * sum_abs;
       }
     }
-    for (size_t g = 0; ok && g < COUNT_OF(kMatmulGrids); ++g) {
-      float* c = alloc_poisoned(M * N * 4);
-      void* bindings[3] = {a, b, c};
-      const size_t lengths[3] = {M * K * 4, K * N * 4, M * N * 4};
-      const uint32_t constants[3] = {(uint32_t)M, (uint32_t)K, (uint32_t)N};
-      ok = c != NULL &&
-           run_kernel("matmul_f32", kMatmulGrids[g], bindings, lengths, 3,
-                      constants, 3) == 0 &&
-           is_poisoned(c + M * N, SLACK);
-      for (size_t i = 0; ok && i < M * N; ++i) {
-        ok = near_f32(c[i], want[i], bound[i]);
+    for (size_t p = 0; ok && p < path_count; ++p) {
+      for (size_t g = 0; ok && g < COUNT_OF(kMatmulGrids); ++g) {
+        float* c = alloc_poisoned(M * N * 4);
+        void* bindings[3] = {a, b, c};
+        const size_t lengths[3] = {M * K * 4, K * N * 4, M * N * 4};
+        const uint32_t constants[3] = {(uint32_t)M, (uint32_t)K, (uint32_t)N};
+        ok = c != NULL &&
+             run_kernel_fn(paths[p].fn, kMatmulGrids[g], bindings, lengths, 3,
+                           constants, 3) == 0 &&
+             is_poisoned(c + M * N, SLACK);
+        for (size_t i = 0; ok && i < M * N; ++i) {
+          ok = near_f32(c[i], want[i], bound[i]);
+        }
+        if (ok && p == 0 && g == 0) memcpy(first, c, M * N * 4);
+        // Each element sums in the same order whatever the grid and
+        // whichever instruction set runs.
+        ok = ok && memcmp(first, c, M * N * 4) == 0;
+        if (!ok) {
+          fprintf(stderr, "matmul %zux%zux%zu grid %ux%u path %s\n", M, K, N,
+                  kMatmulGrids[g][0], kMatmulGrids[g][1], paths[p].name);
+        }
+        free(c);
       }
-      if (ok && g == 0) memcpy(first, c, M * N * 4);
-      // Each element sums in the same order whatever the grid.
-      ok = ok && memcmp(first, c, M * N * 4) == 0;
-      if (!ok) {
-        fprintf(stderr, "matmul %zux%zux%zu grid %ux%u\n", M, K, N,
-                kMatmulGrids[g][0], kMatmulGrids[g][1]);
-      }
-      free(c);
     }
     free(a);
     free(b);
     free(want);
     free(bound);
     free(first);
+    CHECK(ok);
+  }
+}
+
+// Every instruction-set variant against the portable kernel, on shapes
+// around every tile (4×8, 6×16, 8×32) and panel (64 columns, 128 deep) edge
+// and on several grids, with inputs spread over many binades so that any
+// change in how products are rounded or summed changes the bits. Under
+// SANITIZE=1 this also checks that no variant reads past a or b.
+static void test_matmul_instruction_sets_give_identical_bits(void) {
+  static const uint32_t kShapes[][3] = {
+      // M, K, N
+      {1, 1, 1},     {1, 1, 40},    {9, 1, 33},     {2, 3, 1},
+      {6, 16, 16},   {8, 32, 32},   {7, 17, 15},    {13, 129, 45},
+      {73, 128, 65}, {25, 300, 70}, {97, 257, 129}, {145, 385, 200},
+      {3, 1000, 2},
+  };
+  static const uint32_t kGrids[][3] = {
+      {1, 1, 1}, {3, 2, 1}, {7, 5, 1}, {1, 16, 1}, {40, 3, 1},
+  };
+  matmul_path_t paths[MATMUL_PATH_MAX];
+  const size_t path_count = matmul_paths(paths);
+  printf("info: matmul_f32 paths compared:");
+  for (size_t p = 0; p < path_count; ++p) printf(" %s", paths[p].name);
+  printf("\n");
+  rng_t rng = {0xB17B17};
+  for (size_t s = 0; s < COUNT_OF(kShapes); ++s) {
+    const size_t M = kShapes[s][0], K = kShapes[s][1], N = kShapes[s][2];
+    float* a = malloc(M * K * 4);
+    float* b = malloc(K * N * 4);
+    float* want = malloc(M * N * 4);
+    float* c = malloc(M * N * 4);
+    bool ok = a != NULL && b != NULL && want != NULL && c != NULL;
+    for (size_t i = 0; ok && i < M * K; ++i) {
+      a[i] = ldexpf(rng_f32(&rng, -1, 1), (int)(rng_u32(&rng) % 41) - 20);
+    }
+    for (size_t i = 0; ok && i < K * N; ++i) {
+      b[i] = ldexpf(rng_f32(&rng, -1, 1), (int)(rng_u32(&rng) % 41) - 20);
+    }
+    void* bindings[3] = {a, b, c};
+    const size_t lengths[3] = {M * K * 4, K * N * 4, M * N * 4};
+    const uint32_t constants[3] = {(uint32_t)M, (uint32_t)K, (uint32_t)N};
+    const uint32_t whole[3] = {1, 1, 1};
+    bindings[2] = want;
+    ok = ok && run_kernel_fn(hrt_local_builtin_matmul_f32_for_isa(
+                                 HRT_BUILTIN_ISA_PORTABLE),
+                             whole, bindings, lengths, 3, constants, 3) == 0;
+    bindings[2] = c;
+    for (size_t p = 0; ok && p < path_count; ++p) {
+      for (size_t g = 0; ok && g < COUNT_OF(kGrids); ++g) {
+        memset(c, POISON, M * N * 4);
+        ok = run_kernel_fn(paths[p].fn, kGrids[g], bindings, lengths, 3,
+                           constants, 3) == 0 &&
+             memcmp(want, c, M * N * 4) == 0;
+        if (!ok) {
+          fprintf(stderr, "matmul %zux%zux%zu grid %ux%u path %s\n", M, K, N,
+                  kGrids[g][0], kGrids[g][1], paths[p].name);
+        }
+      }
+    }
+    free(a);
+    free(b);
+    free(want);
+    free(c);
     CHECK(ok);
   }
 }
@@ -586,19 +688,25 @@ static void test_matmul_prints_single_thread_gflops(void) {
   const size_t lengths[3] = {elements * 4, elements * 4, elements * 4};
   const uint32_t constants[3] = {SIZE, SIZE, SIZE};
   const uint32_t grid[3] = {1, 1, 1};
-  double best = 1e30;
+  matmul_path_t paths[MATMUL_PATH_MAX];
+  const size_t path_count = matmul_paths(paths);
   int code = 0;
-  for (int r = 0; r < REPEATS; ++r) {
-    struct timespec start, end;
-    timespec_get(&start, TIME_UTC);
-    code |= run_kernel("matmul_f32", grid, bindings, lengths, 3, constants, 3);
-    timespec_get(&end, TIME_UTC);
-    const double seconds = (double)(end.tv_sec - start.tv_sec) +
-                           (double)(end.tv_nsec - start.tv_nsec) * 1e-9;
-    if (seconds < best) best = seconds;
+  printf("info: matmul_f32 %dx%dx%d single thread, GFLOP/s:", SIZE, SIZE, SIZE);
+  for (size_t p = 0; p < path_count; ++p) {
+    double best = 1e30;
+    for (int r = 0; r < REPEATS; ++r) {
+      struct timespec start, end;
+      timespec_get(&start, TIME_UTC);
+      code |=
+          run_kernel_fn(paths[p].fn, grid, bindings, lengths, 3, constants, 3);
+      timespec_get(&end, TIME_UTC);
+      const double seconds = (double)(end.tv_sec - start.tv_sec) +
+                             (double)(end.tv_nsec - start.tv_nsec) * 1e-9;
+      if (seconds < best) best = seconds;
+    }
+    printf(" %s %.1f", paths[p].name, 2.0 * SIZE * SIZE * SIZE / best * 1e-9);
   }
-  printf("info: matmul_f32 %dx%dx%d single thread: %.1f GFLOP/s\n", SIZE,
-         SIZE, SIZE, 2.0 * SIZE * SIZE * SIZE / best * 1e-9);
+  printf("\n");
   free(a);
   free(b);
   free(c);
@@ -912,6 +1020,7 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_zero_elements_is_valid_and_touches_nothing),
           TEST_CASE(test_huge_grids_partition_without_overflow),
           TEST_CASE(test_matmul_matches_reference_and_is_grid_independent),
+          TEST_CASE(test_matmul_instruction_sets_give_identical_bits),
           TEST_CASE(test_matmul_prints_single_thread_gflops),
           TEST_CASE(test_softmax_rows_is_stable_and_matches_reference),
           TEST_CASE(test_softmax_rows_handles_infinities_and_aliasing),

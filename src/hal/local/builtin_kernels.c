@@ -8,8 +8,19 @@
 #include "hal/local/builtin_kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
+
+// x86 micro-kernels for matmul_f32, compiled with target attributes and
+// chosen at run time; other compilers and architectures get portable C.
+#if (defined(__x86_64__) || defined(__i386__)) && \
+    (defined(__GNUC__) || defined(__clang__))
+#define HRT_MATMUL_X86 1
+#include <immintrin.h>
+#else
+#define HRT_MATMUL_X86 0
+#endif
 
 // Elementwise binary kernels: X(name, element type, result of x op y).
 // The i32 add/sub/mul use uint32_t so that they wrap modulo 2^32 on the
@@ -350,25 +361,70 @@ HRT_ROWS_KERNEL(reduce_sum_f32, false)
 // matmul_f32
 //===----------------------------------------------------------------------===//
 //
-// Blocked as in the classic packed GEMM: for each KC-deep slice of K and each
-// MC-row block, the block of `a` is packed into MR-row strips (k-major), and
-// for each NR-column strip of `b` the slice is packed k-major; an MR×NR
-// micro-kernel then keeps its tile of `c` in registers over the whole slice,
-// streaming both packed panels contiguously. Packing buffers live on the
-// stack (about 36 KiB) so that a kernel call allocates nothing.
+// Blocked as in the classic packed GEMM, one driver for every micro-kernel.
+// For each NC-column panel of b and each KC-deep slice of K, the panel's
+// slice is packed once into NR-column strips (k-major, zero-padded); then,
+// for each MR-row strip of a, an MR×NR micro-kernel keeps its tile of c in
+// registers over the whole slice, once per strip of the panel. The x86
+// micro-kernels read a in place, the portable one gets each strip packed
+// k-major. Buffers live on the stack (about 37 KiB: worker threads have the
+// default pthread stack) so that a kernel call allocates nothing.
+//
+// The micro-kernel, and with it MR×NR, is chosen once per process: on x86
+// 8×32 with AVX-512F, else 6×16 with AVX2, both written with intrinsics;
+// else 4×8 in portable C. The library is built for the baseline instruction
+// set, so only the x86 micro-kernels are compiled for more (target
+// attributes), and they run only where __builtin_cpu_supports says that the
+// CPU and the OS allow.
 //
 // Each element of c adds up its K products in the same order whatever the
-// grid (k order within a slice, slices in order), so the result does not
-// depend on the workgroup count.
+// grid and whichever micro-kernel runs (k order within a slice starting from
+// +0, slices in order, each added as out + acc), and every product is
+// rounded before it is added: no fused multiply-add (docs/kernels.md). So
+// the result depends neither on the workgroup count nor on the micro-kernel.
 
 enum {
-  HRT_MATMUL_MR = 4,    // rows of the register tile
-  HRT_MATMUL_NR = 8,    // columns of the register tile, a multiple of 4
-  HRT_MATMUL_KC = 128,  // depth of one packed slice
-  HRT_MATMUL_MC = 64,   // rows of one packed block of a, a multiple of MR
+  HRT_MATMUL_KC = 128,  // depth of one packed slice, the same for every tile
+  HRT_MATMUL_NC = 64,   // columns of one packed panel of b, a multiple of NR
+  // The register tiles, MR rows × NR columns, of the micro-kernels.
+  HRT_MATMUL_PORTABLE_MR = 4,
+  HRT_MATMUL_PORTABLE_NR = 8,
+  HRT_MATMUL_AVX2_MR = 6,
+  HRT_MATMUL_AVX2_NR = 16,
+  HRT_MATMUL_AVX512_MR = 8,
+  HRT_MATMUL_AVX512_NR = 32,
+  HRT_MATMUL_MAX_MR = 8,
+  HRT_MATMUL_MAX_NR = 32,
 };
-_Static_assert(HRT_MATMUL_NR % 4 == 0 && HRT_MATMUL_MC % HRT_MATMUL_MR == 0,
-               "matmul blocking constants");
+
+// Every NR divides NC and is a multiple of 8 (hrt_matmul_pack_b copies in
+// pieces of 8), and no tile exceeds the scratch and edge buffers.
+#define HRT_MATMUL_CHECK_TILE(mr, nr)                                      \
+  _Static_assert((mr) <= HRT_MATMUL_MAX_MR && (nr) <= HRT_MATMUL_MAX_NR && \
+                     HRT_MATMUL_NC % (nr) == 0 && (nr) % 8 == 0,           \
+                 "matmul tile does not fit the blocking")
+HRT_MATMUL_CHECK_TILE(HRT_MATMUL_PORTABLE_MR, HRT_MATMUL_PORTABLE_NR);
+HRT_MATMUL_CHECK_TILE(HRT_MATMUL_AVX2_MR, HRT_MATMUL_AVX2_NR);
+HRT_MATMUL_CHECK_TILE(HRT_MATMUL_AVX512_MR, HRT_MATMUL_AVX512_NR);
+
+// out[MR×NR] (row stride ldo) = or += a[MR×kc] · packed_b over kc steps,
+// packed_b being kc groups of NR. Row i of a holds a[i * lda + k], or
+// a[k * MR + i] for a tile that packs a (lda is then unused).
+typedef void (*hrt_matmul_micro_kernel_t)(const float* a, size_t lda,
+                                          const float* packed_b, size_t kc,
+                                          float* out, size_t ldo,
+                                          bool accumulate);
+
+// A micro-kernel and the shape of the register tile it computes.
+typedef struct hrt_matmul_tile_t {
+  size_t mr;  // rows
+  size_t nr;  // columns
+  // Whether each MR-row strip of a is packed k-major for the micro-kernel,
+  // or read in place. In place saves the packing; packed suits the portable
+  // kernel, which gcc -O3 otherwise vectorises along k with shuffles.
+  bool packs_a;
+  hrt_matmul_micro_kernel_t micro_kernel;
+} hrt_matmul_tile_t;
 
 // One row of the register tile: acc[i][g..g+4) += a[i] * b[g..g+4). The
 // product and the sum are separate statements because C allows fusing them
@@ -381,86 +437,185 @@ _Static_assert(HRT_MATMUL_NR % 4 == 0 && HRT_MATMUL_MC % HRT_MATMUL_MR == 0,
     acc[i][g + j] += product;              \
   }
 
-// out[MR×NR] (row stride ldo) = or += packed_a · packed_b over kc steps.
-// Rows are spelled out and columns go in 4-wide groups of fixed trip count,
-// so that every accumulator index is a constant: the shape that both gcc
-// (-O2 does not unroll a row loop) and clang keep in vector registers.
-static void hrt_matmul_micro_kernel(const float* packed_a,
-                                    const float* packed_b, size_t kc,
-                                    float* out, size_t ldo, bool accumulate) {
-  _Static_assert(HRT_MATMUL_MR == 4, "one HRT_MATMUL_UPDATE_ROW per row");
-  float acc[HRT_MATMUL_MR][HRT_MATMUL_NR] = {{0}};
+// The portable micro-kernel. Rows are spelled out and columns go in 4-wide
+// groups of fixed trip count, so that every accumulator index is a
+// constant: the shape that both gcc (-O2 does not unroll a row loop) and
+// clang keep in vector registers.
+static void hrt_matmul_micro_kernel_portable(const float* packed_a, size_t lda,
+                                             const float* packed_b, size_t kc,
+                                             float* out, size_t ldo,
+                                             bool accumulate) {
+  (void)lda;
+  enum { MR = HRT_MATMUL_PORTABLE_MR, NR = HRT_MATMUL_PORTABLE_NR };
+  _Static_assert(MR == 4 && NR % 4 == 0, "one HRT_MATMUL_UPDATE_ROW per row");
+  float acc[MR][NR] = {{0}};
   for (size_t k = 0; k < kc; ++k) {
-    const float* a = packed_a + k * HRT_MATMUL_MR;
-    const float* b = packed_b + k * HRT_MATMUL_NR;
-    for (size_t g = 0; g < HRT_MATMUL_NR; g += 4) {
+    const float* a = packed_a + k * MR;
+    const float* b = packed_b + k * NR;
+    for (size_t g = 0; g < NR; g += 4) {
       HRT_MATMUL_UPDATE_ROW(0)
       HRT_MATMUL_UPDATE_ROW(1)
       HRT_MATMUL_UPDATE_ROW(2)
       HRT_MATMUL_UPDATE_ROW(3)
     }
   }
-  for (size_t i = 0; i < HRT_MATMUL_MR; ++i) {
-    for (size_t j = 0; j < HRT_MATMUL_NR; ++j) {
+  for (size_t i = 0; i < MR; ++i) {
+    for (size_t j = 0; j < NR; ++j) {
       out[i * ldo + j] = accumulate ? out[i * ldo + j] + acc[i][j] : acc[i][j];
     }
   }
 }
 
-// Packs rows [0, m) × columns [0, kc) of `a` (row stride lda) into MR-row
-// strips, each k-major; rows past m are zero.
+static const hrt_matmul_tile_t hrt_matmul_tile_portable = {
+    HRT_MATMUL_PORTABLE_MR, HRT_MATMUL_PORTABLE_NR, true,
+    hrt_matmul_micro_kernel_portable};
+
+#if HRT_MATMUL_X86
+
+// Defines hrt_matmul_micro_kernel_<isa>, an mr×(vectors·lanes) micro-kernel
+// reading a in place, and its tile hrt_matmul_tile_<isa>, from the
+// intrinsics named <prefix>_*_ps on `vec` (lanes floats), compiled for the
+// target `features` alone. Per k it loads the row of packed_b as `vectors`
+// vectors and broadcasts each a[i][k]; the mr·vectors accumulators stay in
+// registers once the pragmas have unrolled the loops of fixed trip count.
+//
+// The empty asm makes each product opaque, so no compiler can fuse it with
+// the add that follows: AVX-512 implies FMA, and gcc in its GNU modes
+// (-ffp-contract=fast) would otherwise contract the intrinsics, which are
+// plain vector arithmetic, into vfmadd. It emits no instruction.
+#define HRT_MATMUL_X86_MICRO_KERNEL(isa, features, prefix, vec, lanes, mr,     \
+                                    vectors)                                   \
+  __attribute__((target(features))) static void hrt_matmul_micro_kernel_##isa( \
+      const float* a, size_t lda, const float* packed_b, size_t kc,            \
+      float* out, size_t ldo, bool accumulate) {                               \
+    vec acc[mr][vectors];                                                      \
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < (mr); ++i) {                \
+      _Pragma("GCC unroll 2") for (size_t v = 0; v < (vectors); ++v) {         \
+        acc[i][v] = prefix##_setzero_ps();                                     \
+      }                                                                        \
+    }                                                                          \
+    for (size_t k = 0; k < kc; ++k) {                                          \
+      vec b[vectors];                                                          \
+      _Pragma("GCC unroll 2") for (size_t v = 0; v < (vectors); ++v) {         \
+        b[v] = prefix##_loadu_ps(packed_b + (k * (vectors) + v) * (lanes));    \
+      }                                                                        \
+      _Pragma("GCC unroll 8") for (size_t i = 0; i < (mr); ++i) {              \
+        const vec a_ik = prefix##_set1_ps(a[i * lda + k]);                     \
+        _Pragma("GCC unroll 2") for (size_t v = 0; v < (vectors); ++v) {       \
+          vec product = prefix##_mul_ps(a_ik, b[v]);                           \
+          __asm__("" : "+v"(product));                                         \
+          acc[i][v] = prefix##_add_ps(acc[i][v], product);                     \
+        }                                                                      \
+      }                                                                        \
+    }                                                                          \
+    _Pragma("GCC unroll 8") for (size_t i = 0; i < (mr); ++i) {                \
+      _Pragma("GCC unroll 2") for (size_t v = 0; v < (vectors); ++v) {         \
+        float* o = out + i * ldo + v * (lanes);                                \
+        prefix##_storeu_ps(                                                    \
+            o, accumulate ? prefix##_add_ps(prefix##_loadu_ps(o), acc[i][v])   \
+                          : acc[i][v]);                                        \
+      }                                                                        \
+    }                                                                          \
+  }                                                                            \
+  static const hrt_matmul_tile_t hrt_matmul_tile_##isa = {                     \
+      (mr), (vectors) * (lanes), false, hrt_matmul_micro_kernel_##isa};
+
+HRT_MATMUL_X86_MICRO_KERNEL(avx2, "avx2", _mm256, __m256, 8, HRT_MATMUL_AVX2_MR,
+                            HRT_MATMUL_AVX2_NR / 8)
+HRT_MATMUL_X86_MICRO_KERNEL(avx512, "avx512f", _mm512, __m512, 16,
+                            HRT_MATMUL_AVX512_MR, HRT_MATMUL_AVX512_NR / 16)
+#endif  // HRT_MATMUL_X86
+
+// Packs rows [0, m) × columns [0, kc) of `a` (row stride lda), m <= mr,
+// k-major with mr values per k; rows past m are zero.
 static void hrt_matmul_pack_a(const float* a, size_t lda, size_t m, size_t kc,
-                              float* packed) {
-  for (size_t strip = 0; strip < m; strip += HRT_MATMUL_MR) {
-    float* dst = packed + strip * kc;
-    for (size_t i = 0; i < HRT_MATMUL_MR; ++i) {
-      if (strip + i < m) {
-        const float* src = a + (strip + i) * lda;
-        for (size_t k = 0; k < kc; ++k) dst[k * HRT_MATMUL_MR + i] = src[k];
-      } else {
-        for (size_t k = 0; k < kc; ++k) dst[k * HRT_MATMUL_MR + i] = 0.0f;
-      }
+                              size_t mr, float* packed) {
+  for (size_t i = 0; i < mr; ++i) {
+    if (i < m) {
+      for (size_t k = 0; k < kc; ++k) packed[k * mr + i] = a[i * lda + k];
+    } else {
+      for (size_t k = 0; k < kc; ++k) packed[k * mr + i] = 0.0f;
     }
   }
 }
 
-// Packs rows [0, kc) × columns [0, n) of `b` (row stride ldb), n <= NR,
-// k-major with NR columns per row; columns past n are zero.
+// Packs rows [0, kc) × columns [0, n) of `b` (row stride ldb) into nr-column
+// strips, each k-major; columns past n in the last strip are zero. Full
+// strips are copied in fixed 8-float pieces (every NR is a multiple of 8),
+// which compilers turn into plain vector moves; a copy of runtime length
+// would become a memcpy call per row.
 static void hrt_matmul_pack_b(const float* b, size_t ldb, size_t kc, size_t n,
-                              float* packed) {
-  for (size_t k = 0; k < kc; ++k) {
-    for (size_t j = 0; j < HRT_MATMUL_NR; ++j) {
-      packed[k * HRT_MATMUL_NR + j] = j < n ? b[k * ldb + j] : 0.0f;
-    }
-  }
-}
-
-// c[rows × cols] (row stride ldc) = or += a · b over one packed slice.
-// Tiles cut by the block's edge go through a full-size scratch tile.
-static void hrt_matmul_block(const float* packed_a, const float* packed_b,
-                             size_t kc, size_t rows, size_t cols, float* c,
-                             size_t ldc, bool accumulate) {
-  for (size_t i = 0; i < rows; i += HRT_MATMUL_MR) {
-    const float* strip = packed_a + i * kc;
-    float* tile = c + i * ldc;
-    const size_t mr = rows - i < HRT_MATMUL_MR ? rows - i : HRT_MATMUL_MR;
-    if (mr == HRT_MATMUL_MR && cols == HRT_MATMUL_NR) {
-      hrt_matmul_micro_kernel(strip, packed_b, kc, tile, ldc, accumulate);
+                              size_t nr, float* packed) {
+  for (size_t strip = 0; strip < n; strip += nr) {
+    float* dst = packed + strip * kc;
+    const float* src = b + strip;
+    if (n - strip >= nr) {
+      for (size_t k = 0; k < kc; ++k) {
+        for (size_t j = 0; j < nr; j += 8) {
+          memcpy(dst + k * nr + j, src + k * ldb + j, 8 * sizeof(float));
+        }
+      }
       continue;
     }
-    float scratch[HRT_MATMUL_MR * HRT_MATMUL_NR];
-    hrt_matmul_micro_kernel(strip, packed_b, kc, scratch, HRT_MATMUL_NR, false);
-    for (size_t r = 0; r < mr; ++r) {
-      for (size_t j = 0; j < cols; ++j) {
-        const float sum = scratch[r * HRT_MATMUL_NR + j];
-        tile[r * ldc + j] = accumulate ? tile[r * ldc + j] + sum : sum;
+    const size_t cols = n - strip;
+    for (size_t k = 0; k < kc; ++k) {
+      for (size_t j = 0; j < nr; ++j) {
+        dst[k * nr + j] = j < cols ? src[k * ldb + j] : 0.0f;
       }
     }
   }
 }
 
-static int hrt_kernel_matmul_f32(const halrt_dispatch_state_t* dispatch,
-                                 const halrt_workgroup_state_t* workgroup) {
+// c[rows × cols] (row stride ldc) = or += a[rows × kc] (row stride lda) ·
+// packed_b. Each MR-row strip of a is packed for the micro-kernel or read in
+// place, as the tile asks; a last strip with fewer than MR rows read in
+// place is first copied above zero rows, so that the micro-kernel never
+// reads past a. Tiles cut by an edge go through a scratch tile.
+static void hrt_matmul_slice(const hrt_matmul_tile_t* tile, const float* a,
+                             size_t lda, const float* packed_b, size_t kc,
+                             size_t rows, size_t cols, float* c, size_t ldc,
+                             bool accumulate) {
+  const size_t mr = tile->mr, nr = tile->nr;
+  for (size_t i = 0; i < rows; i += mr) {
+    const size_t height = rows - i < mr ? rows - i : mr;
+    const float* strip = a + i * lda;
+    size_t ld_strip = lda;
+    float copy[HRT_MATMUL_MAX_MR * HRT_MATMUL_KC];
+    if (tile->packs_a) {
+      hrt_matmul_pack_a(strip, lda, height, kc, mr, copy);
+      strip = copy;
+    } else if (height < mr) {
+      memset(copy, 0, mr * kc * sizeof(float));
+      for (size_t r = 0; r < height; ++r) {
+        memcpy(copy + r * kc, strip + r * lda, kc * sizeof(float));
+      }
+      strip = copy;
+      ld_strip = kc;
+    }
+    for (size_t j = 0; j < cols; j += nr) {
+      const float* panel = packed_b + j * kc;
+      const size_t width = cols - j < nr ? cols - j : nr;
+      float* out = c + i * ldc + j;
+      if (height == mr && width == nr) {
+        tile->micro_kernel(strip, ld_strip, panel, kc, out, ldc, accumulate);
+        continue;
+      }
+      float scratch[HRT_MATMUL_MAX_MR * HRT_MATMUL_MAX_NR];
+      tile->micro_kernel(strip, ld_strip, panel, kc, scratch, nr, false);
+      for (size_t r = 0; r < height; ++r) {
+        for (size_t s = 0; s < width; ++s) {
+          const float sum = scratch[r * nr + s];
+          out[r * ldc + s] = accumulate ? out[r * ldc + s] + sum : sum;
+        }
+      }
+    }
+  }
+}
+
+// matmul_f32 with the micro-kernel of `tile`.
+static int hrt_matmul_run(const halrt_dispatch_state_t* dispatch,
+                          const halrt_workgroup_state_t* workgroup,
+                          const hrt_matmul_tile_t* tile) {
   if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_matmul_f32) ||
       dispatch->workgroup_count[2] != 1) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
@@ -489,20 +644,68 @@ static int hrt_kernel_matmul_f32(const halrt_dispatch_state_t* dispatch,
     return HALRT_KERNEL_OK;
   }
 
-  float packed_a[HRT_MATMUL_MC * HRT_MATMUL_KC];
-  float packed_b[HRT_MATMUL_KC * HRT_MATMUL_NR];
-  for (size_t p = 0; p < K; p += HRT_MATMUL_KC) {
-    const size_t kc = K - p < HRT_MATMUL_KC ? K - p : HRT_MATMUL_KC;
-    for (size_t i = 0; i < m; i += HRT_MATMUL_MC) {
-      const size_t mc = m - i < HRT_MATMUL_MC ? m - i : HRT_MATMUL_MC;
-      hrt_matmul_pack_a(a + i * K + p, K, mc, kc, packed_a);
-      for (size_t j = 0; j < n; j += HRT_MATMUL_NR) {
-        const size_t nr = n - j < HRT_MATMUL_NR ? n - j : HRT_MATMUL_NR;
-        hrt_matmul_pack_b(b + p * N + j, N, kc, nr, packed_b);
-        hrt_matmul_block(packed_a, packed_b, kc, mc, nr, c + i * N + j, N,
-                         p > 0);
-      }
+  float packed_b[HRT_MATMUL_KC * HRT_MATMUL_NC];
+  for (size_t j = 0; j < n; j += HRT_MATMUL_NC) {
+    const size_t nc = n - j < HRT_MATMUL_NC ? n - j : HRT_MATMUL_NC;
+    for (size_t p = 0; p < K; p += HRT_MATMUL_KC) {
+      const size_t kc = K - p < HRT_MATMUL_KC ? K - p : HRT_MATMUL_KC;
+      hrt_matmul_pack_b(b + p * N + j, N, kc, nc, tile->nr, packed_b);
+      hrt_matmul_slice(tile, a + p, K, packed_b, kc, m, nc, c + j, N, p > 0);
     }
   }
   return HALRT_KERNEL_OK;
+}
+
+// One kernel function per micro-kernel, so that tests can run each.
+#define HRT_MATMUL_ISA_KERNEL(isa)                                      \
+  static int hrt_kernel_matmul_f32_##isa(                               \
+      const halrt_dispatch_state_t* dispatch,                           \
+      const halrt_workgroup_state_t* workgroup) {                       \
+    return hrt_matmul_run(dispatch, workgroup, &hrt_matmul_tile_##isa); \
+  }
+HRT_MATMUL_ISA_KERNEL(portable)
+#if HRT_MATMUL_X86
+HRT_MATMUL_ISA_KERNEL(avx2)
+HRT_MATMUL_ISA_KERNEL(avx512)
+#endif
+
+halrt_kernel_fn_t hrt_local_builtin_matmul_f32_for_isa(hrt_builtin_isa_t isa) {
+  switch (isa) {
+    case HRT_BUILTIN_ISA_PORTABLE:
+      return hrt_kernel_matmul_f32_portable;
+#if HRT_MATMUL_X86
+    // __builtin_cpu_supports checks that the OS saves the wider registers
+    // too, not only that the CPU has the instructions. The compiler's
+    // runtime fills in what it reads from a constructor, before any call.
+    case HRT_BUILTIN_ISA_AVX2:
+      return __builtin_cpu_supports("avx2") ? hrt_kernel_matmul_f32_avx2 : NULL;
+    case HRT_BUILTIN_ISA_AVX512:
+      return __builtin_cpu_supports("avx512f") ? hrt_kernel_matmul_f32_avx512
+                                               : NULL;
+#endif
+    default:
+      return NULL;
+  }
+}
+
+static pthread_once_t hrt_matmul_once = PTHREAD_ONCE_INIT;
+static halrt_kernel_fn_t hrt_matmul_best;
+
+// The widest instruction set the CPU runs; the portable kernel always runs.
+static void hrt_matmul_choose(void) {
+  hrt_matmul_best =
+      hrt_local_builtin_matmul_f32_for_isa(HRT_BUILTIN_ISA_AVX512);
+  if (hrt_matmul_best == NULL) {
+    hrt_matmul_best =
+        hrt_local_builtin_matmul_f32_for_isa(HRT_BUILTIN_ISA_AVX2);
+  }
+  if (hrt_matmul_best == NULL) {
+    hrt_matmul_best = hrt_kernel_matmul_f32_portable;
+  }
+}
+
+static int hrt_kernel_matmul_f32(const halrt_dispatch_state_t* dispatch,
+                                 const halrt_workgroup_state_t* workgroup) {
+  pthread_once(&hrt_matmul_once, hrt_matmul_choose);
+  return hrt_matmul_best(dispatch, workgroup);
 }

@@ -23,4 +23,19 @@
 
 const halrt_kernel_library_t* hrt_local_builtin_kernel_library(void);
 
+// Instruction sets that a built-in kernel has its own code for (today only
+// matmul_f32's micro-kernel). Every variant gives the portable result bit
+// for bit; only the speed differs.
+typedef enum hrt_builtin_isa_e {
+  HRT_BUILTIN_ISA_PORTABLE = 0,  // plain C for the baseline target, any CPU
+  HRT_BUILTIN_ISA_AVX2,          // x86 with AVX2
+  HRT_BUILTIN_ISA_AVX512,        // x86 with AVX-512F
+} hrt_builtin_isa_t;
+
+// matmul_f32 computed with the code for `isa`, or NULL when this build or
+// this CPU cannot run it. The library's entry uses the widest one the CPU
+// runs, chosen once per process; this lets tests run each of them. Same
+// contract as the library's entry; thread-safe.
+halrt_kernel_fn_t hrt_local_builtin_matmul_f32_for_isa(hrt_builtin_isa_t isa);
+
 #endif  // HRT_HAL_LOCAL_BUILTIN_KERNELS_H_
