@@ -441,9 +441,12 @@ export interface HalModuleOptions {
    * callback returns: arrays of 64 KiB and more are then detached, to length
    * 0, and their memory is reused at once rather than when V8 collects them;
    * keep a copy with `data.slice()`). Borrowed data makes large traces
-   * several times cheaper. Transferring a borrowed array's buffer
-   * (postMessage or structuredClone with `transfer`) keeps it valid, but its
-   * memory is then never reused nor freed.
+   * several times cheaper. Never hand a borrowed array to anything that
+   * reads it after the callback returns (an asynchronous native API such as
+   * zlib or fs with a callback): its memory is reused, and Node may abort or
+   * crash. Transferring a borrowed array's buffer (postMessage or
+   * structuredClone with `transfer`) keeps it valid, but its memory is then
+   * never reused nor freed.
    */
   traceData?: 'owned' | 'borrowed' | undefined;
 }

@@ -224,11 +224,42 @@ describe('debug sink in worker_threads', function () {
     });
   }
 
+  it("terminating a worker inside a callback that was lent data (traceData 'borrowed') takes the data back", async () => {
+    const before = await liveBaseline();
+    for (let round = 0; round < 3; ++round) {
+      const worker = new Worker(`
+        const { parentPort } = require('worker_threads');
+        const halrt = require(${LIB});
+        const instance = new halrt.Instance();
+        const device = instance.createDevice('${DEVICE_URIS[round % DEVICE_URIS.length]}');
+        const N = 32768; // 128 KiB: lent, not copied
+        const hal = new halrt.HalModule(instance, device, {
+          traceData: 'borrowed',
+          debugSink: () => { parentPort.postMessage('inside'); const end = Date.now() + 5000; while (Date.now() < end); },
+        });
+        const module = new halrt.ModuleBuilder('t').executable('k', { local: { builtin: true }, cuda: { builtin: true } })
+          .function('f', (f) => f.input('x', 'f32', [N]).output('y', 'f32', [N])
+            .dispatch('k.relu_f32', { workgroups: [4], bindings: ['x', 'y'], constants: [N] }).trace('y', ['y']))
+          .build(instance);
+        const context = new halrt.Context(instance, [hal, module]);
+        context.lookupFunction('t.f').invoke([device.tensor(new Float32Array(N), [N])]);
+      `, { eval: true });
+      await new Promise((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+      });
+      assert.strictEqual(await worker.terminate(), 1);
+    }
+    assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
+  });
+
   it('terminating workers with traced invocations in flight, 20 times, neither crashes nor leaks', async () => {
     const before = await liveBaseline();
     for (let round = 0; round < 20; ++round) {
       const uri = DEVICE_URIS[round % DEVICE_URIS.length];
       const policy = round % 4 < 2 ? 'wait' : 'drop';
+      // 64 KiB tensors travel as external blocks, lent under 'borrowed'.
+      const traceData = round % 2 === 0 ? 'owned' : 'borrowed';
       const worker = new Worker(`
         const { parentPort } = require('worker_threads');
         const halrt = require(${LIB});
@@ -236,17 +267,17 @@ describe('debug sink in worker_threads', function () {
         const device = instance.createDevice('${uri}');
         let seen = 0;
         const hal = new halrt.HalModule(instance, device, {
-          traceDispatches: true, maxTraceBytes: 8192, tracePolicy: '${policy}',
+          traceDispatches: true, maxTraceBytes: 8192, tracePolicy: '${policy}', traceData: '${traceData}',
           debugSink: () => { seen += 1; const end = Date.now() + 1; while (Date.now() < end); },
         });
         const module = new halrt.ModuleBuilder('t').executable('k', { local: { builtin: true }, cuda: { builtin: true } })
-          .function('f', (f) => f.input('x', 'f32', [1024]).output('y', 'f32', [1024])
-            .dispatch('k.relu_f32', { workgroups: [4], bindings: ['x', 'y'], constants: [1024] })
+          .function('f', (f) => f.input('x', 'f32', [16384]).output('y', 'f32', [16384])
+            .dispatch('k.relu_f32', { workgroups: [4], bindings: ['x', 'y'], constants: [16384] })
             .trace('a', ['x', 'y']).trace('b', ['y']))
           .build(instance);
         const context = new halrt.Context(instance, [hal, module]);
         const fn = context.lookupFunction('t.f');
-        const x = device.tensor(new Float32Array(1024).fill(-1), [1024]);
+        const x = device.tensor(new Float32Array(16384).fill(-1), [16384]);
         const pump = () => {
           for (let i = 0; i < 8; ++i) fn.invoke([x]).then(([y]) => y.close());
           setImmediate(pump);

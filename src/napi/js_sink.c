@@ -183,13 +183,15 @@ static bool hrt_js_sink_give(napi_env env, hrt_js_trace_batch_t* batch,
 // the batch's (see hrt_js_sink_take_back); a copy where the runtime allows
 // no external buffers.
 static bool hrt_js_sink_lend(napi_env env, hrt_js_trace_batch_t* batch,
-                             size_t index, napi_value* out_array) {
+                             size_t index, napi_value* out_array,
+                             napi_value* out_lent) {
   hrt_js_trace_external_t* external = &batch->externals[index];
   napi_value buffer = NULL;
   napi_status status = napi_create_external_arraybuffer(
       env, external->data, (size_t)external->byte_length, NULL, NULL, &buffer);
   if (status == napi_ok) {
     external->lent = true;
+    *out_lent = buffer;
   } else if (status == napi_no_external_buffers_allowed) {
     void* copy = NULL;
     status = napi_create_arraybuffer(env, (size_t)external->byte_length, &copy,
@@ -209,10 +211,11 @@ static bool hrt_js_sink_lend(napi_env env, hrt_js_trace_batch_t* batch,
 }
 
 // lib/trace_batch.js's arguments for `batch`: (targets, statsMask, records,
-// strings, views, externals). Takes the batch's external blocks.
+// strings, views, externals). Takes the batch's external blocks, or with
+// borrowed data lends them, keeping their ArrayBuffers in `lent`.
 static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
                                    hrt_js_trace_batch_t* batch,
-                                   napi_value* argv) {
+                                   napi_value* argv, napi_value* lent) {
   napi_value buffer = NULL;
   void* data = NULL;
   if (!hrt_js_sink_records_buffer(env, sink, batch->size, &buffer, &data)) {
@@ -253,7 +256,7 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
       env, napi_create_array_with_length(env, batch->external_count, &argv[5]));
   for (size_t i = 0; i < batch->external_count; ++i) {
     napi_value array = NULL;
-    if (!(sink->borrowed ? hrt_js_sink_lend(env, batch, i, &array)
+    if (!(sink->borrowed ? hrt_js_sink_lend(env, batch, i, &array, &lent[i])
                          : hrt_js_sink_give(env, batch, i, &array))) {
       return false;
     }
@@ -262,22 +265,20 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
   return true;
 }
 
-// Borrowed data: detaches what was lent, so that the batch's reset gives the
-// blocks back. A buffer found detached already (transferred elsewhere by a
-// callback) may still be in use there: its block is left, never reused.
+// Borrowed data: detaches what was lent (`lent[i]`: the ArrayBuffer over
+// external i), so that the batch's reset gives the blocks back. Works with an
+// exception pending (a callback that terminated its worker). A buffer found
+// detached already (transferred elsewhere by a callback) may still be in use
+// there: its block is left, never reused.
 static void hrt_js_sink_take_back(napi_env env, hrt_js_trace_batch_t* batch,
-                                  napi_value externals) {
+                                  const napi_value* lent) {
   for (size_t i = 0; i < batch->external_count; ++i) {
-    napi_value array = NULL, buffer = NULL;
     bool detached = true;
     if (batch->externals[i].data == NULL || !batch->externals[i].lent) {
       continue;
     }
-    if (napi_get_element(env, externals, (uint32_t)i, &array) != napi_ok ||
-        napi_get_typedarray_info(env, array, NULL, NULL, NULL, &buffer, NULL) !=
-            napi_ok ||
-        napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok ||
-        detached || napi_detach_arraybuffer(env, buffer) != napi_ok) {
+    if (napi_is_detached_arraybuffer(env, lent[i], &detached) != napi_ok ||
+        detached || napi_detach_arraybuffer(env, lent[i]) != napi_ok) {
       hrt_js_trace_batch_take_external(batch, i);  // left to leak
     }
   }
@@ -292,15 +293,21 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   hrt_js_env_t* state = hrt_js_env_get(env);
   napi_value decoder = NULL, global = NULL, result = NULL, argv[6] = {NULL};
+  napi_value* lent = NULL;
+  if (sink->borrowed && batch->external_count > 0) {
+    lent = calloc(batch->external_count, sizeof(*lent));
+  }
   bool ok =
       state != NULL &&
+      (lent != NULL || !sink->borrowed || batch->external_count == 0) &&
       napi_get_reference_value(env, state->trace_decoder, &decoder) ==
           napi_ok &&
       decoder != NULL && napi_get_global(env, &global) == napi_ok &&
-      hrt_js_sink_batch_args(env, sink, batch, argv) &&
+      hrt_js_sink_batch_args(env, sink, batch, argv, lent) &&
       napi_call_function(env, global, decoder, 6, argv, &result) == napi_ok;
-  if (sink->borrowed && argv[5] != NULL) {
-    hrt_js_sink_take_back(env, batch, argv[5]);
+  if (lent != NULL) {
+    hrt_js_sink_take_back(env, batch, lent);
+    free(lent);
   }
   bool is_array = false;
   uint32_t length = 0;
