@@ -426,7 +426,9 @@ export interface HalModuleOptions {
   nonFinite?: 'ignore' | 'reject' | undefined;
   /**
    * Bound on the bytes of traces posted to JavaScript but not yet delivered:
-   * an integer >= 1. Default 64 MiB.
+   * an integer >= 1. Default 64 MiB. Also bounds the memory of large traces
+   * (64 KiB and more) the sink keeps warm for reuse while the HalModule
+   * lives.
    */
   maxTraceBytes?: number | undefined;
   /**
