@@ -76,8 +76,9 @@ typedef struct hrt_js_trace_batch_s {
   hrt_js_trace_external_t* externals;
   size_t external_count;
   size_t external_capacity;
-  // Distinct invocation sequences in the batch, in order of first record
-  // (so that an undeliverable batch can fail exactly those invocations).
+  // The invocation sequences of the records, a run of equal ones listed
+  // once (so that an undeliverable batch can fail exactly those
+  // invocations; a sequence may appear more than once).
   uint64_t* sequences;
   size_t sequence_count;
   size_t sequence_capacity;
