@@ -204,12 +204,19 @@ static bool hrt_js_invoke_inputs(napi_env env, napi_value value,
   for (uint32_t i = 0; i < count; ++i) {
     napi_value element = NULL;
     hrt_js_wrap_t* wrap = NULL;
-    char name[32];
-    snprintf(name, sizeof(name), "inputs[%u]", i);
     HRT_NAPI_CALL_BOOL(env, napi_get_element(env, value, i, &element));
-    if (!hrt_js_arg_unwrap(env, element, &hrt_js_buffer_view_class, method,
-                           name, false, &wrap)) {
-      return false;
+    if (hrt_js_wrap_is(env, element, &hrt_js_buffer_view_class)) {
+      wrap = hrt_js_wrap_get(env, element);
+      if (wrap == NULL) return false;
+    }
+    if (wrap == NULL || wrap->handle == NULL) {
+      // Unwrapped again with its name, which only the error needs.
+      char name[32];
+      snprintf(name, sizeof(name), "inputs[%u]", i);
+      if (!hrt_js_arg_unwrap(env, element, &hrt_js_buffer_view_class, method,
+                             name, false, &wrap)) {
+        return false;
+      }
     }
     views[i] = wrap->handle;
   }
