@@ -13,10 +13,10 @@ function installInvoke(NativeFunction) {
   const nativeInvoke = NativeFunction.prototype.invoke;
   Object.defineProperty(NativeFunction.prototype, 'invoke', {
     value: function invoke(inputs, options = {}) {
-      const signal = options === null || typeof options !== 'object' ? undefined : options.signal;
-      if (options !== undefined && (options === null || typeof options !== 'object')) {
+      if (options === null || typeof options !== 'object') {
         return Promise.reject(new HalrtError('function.invoke: options must be an object', 'INVALID_ARGUMENT'));
       }
+      const { signal } = options;
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
       }

@@ -58,22 +58,18 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
 //                              through it (lib/trace_batch.js)
 // The property's data is the offset of the hook's napi_ref in the env state.
 static napi_value hrt_js_set_hook(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
+  napi_value argv[1] = {NULL}, hook = NULL;
+  size_t argc = 1;
   void* data = NULL;
-  if (!hrt_js_args_get(env, info, 1, argv, NULL, NULL)) return NULL;
-  HRT_NAPI_CALL(env, napi_get_cb_info(env, info, NULL, NULL, NULL, &data));
-  napi_valuetype type = napi_undefined;
-  HRT_NAPI_CALL(env, napi_typeof(env, argv[0], &type));
-  if (type != napi_function) {
-    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "the hook must be a function");
+  HRT_NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, &data));
+  if (!hrt_js_arg_function(env, argv[0], "setHook", "hook", false, &hook)) {
     return NULL;
   }
   hrt_js_env_t* state = hrt_js_env_get(env);
   if (state == NULL) return NULL;
   napi_ref* slot = (napi_ref*)((char*)state + (uintptr_t)data);
   napi_ref ref = NULL;
-  HRT_NAPI_CALL(env, napi_create_reference(env, argv[0], 1, &ref));
+  HRT_NAPI_CALL(env, napi_create_reference(env, hook, 1, &ref));
   hrt_js_delete_ref(env, slot);
   *slot = ref;
   return NULL;

@@ -85,14 +85,9 @@ void hrt_js_throw_status(napi_env env, hrt_status_t status) {
 void hrt_js_reject_status(napi_env env, napi_deferred deferred,
                           hrt_status_t status) {
   napi_value error = hrt_js_error_from_status(env, status);
-  if (error == NULL) {
-    // Settle the promise with whatever went wrong rather than leave it
-    // pending forever.
-    if (napi_get_and_clear_last_exception(env, &error) != napi_ok ||
-        error == NULL) {
-      napi_get_undefined(env, &error);
-    }
-  }
+  // Settle the promise with whatever went wrong rather than leave it pending
+  // forever.
+  if (error == NULL) error = hrt_js_take_pending(env);
   napi_reject_deferred(env, deferred, error);
 }
 
@@ -106,9 +101,17 @@ bool hrt_js_throw(napi_env env, hrt_status_code_t code, const char* format,
   return false;
 }
 
-napi_value hrt_js_rejected_with_pending(napi_env env) {
+napi_value hrt_js_take_pending(napi_env env) {
   napi_value error = NULL;
-  HRT_NAPI_CALL(env, napi_get_and_clear_last_exception(env, &error));
+  if (napi_get_and_clear_last_exception(env, &error) != napi_ok ||
+      error == NULL) {
+    napi_get_undefined(env, &error);
+  }
+  return error;
+}
+
+napi_value hrt_js_rejected_with_pending(napi_env env) {
+  napi_value error = hrt_js_take_pending(env);
   napi_deferred deferred = NULL;
   napi_value promise = NULL;
   HRT_NAPI_CALL(env, napi_create_promise(env, &deferred, &promise));

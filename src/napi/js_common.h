@@ -87,6 +87,10 @@ void hrt_js_throw_status(napi_env env, hrt_status_t status);
 void hrt_js_reject_status(napi_env env, napi_deferred deferred,
                           hrt_status_t status);
 
+// Takes the pending exception; `undefined` when none is pending (a failed
+// napi call that threw nothing), so that a promise can still be settled.
+napi_value hrt_js_take_pending(napi_env env);
+
 // Takes the pending exception and returns a promise rejected with it. For
 // Promise-returning methods, which report every failure as a rejection and
 // never throw.

@@ -139,9 +139,7 @@ static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
     if (hrt_js_outputs_array(env, invocation, &outputs)) {
       napi_resolve_deferred(env, invocation->deferred, outputs);
     } else {
-      napi_value error = NULL;
-      napi_get_and_clear_last_exception(env, &error);
-      napi_reject_deferred(env, invocation->deferred, error);
+      napi_reject_deferred(env, invocation->deferred, hrt_js_take_pending(env));
     }
   }
   if (invocation->sink != NULL) {

@@ -7,7 +7,10 @@
 // to a channel: the debug sink's channel when the context's HAL module has a
 // JS sink (so that every trace of the invocation is delivered before its
 // promise settles: one FIFO), the env's completion channel otherwise. The
-// promise settles on the JS thread.
+// promise settles on the JS thread. When the post fails (the channel is
+// closing: env teardown) the completion thread frees the invocation itself,
+// releasing its sink, channel and output views there, all native; the
+// pending-work counts it would have ended die with the env.
 //
 // Ownership: a Function holds its own references to the runtime context and
 // sink, and the Context object as its `context` property; an invocation in

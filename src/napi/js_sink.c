@@ -23,10 +23,6 @@ typedef struct hrt_js_sink_error_s {
   napi_ref holder;
 } hrt_js_sink_error_t;
 
-typedef struct hrt_js_sink_target_s {
-  napi_ref ref;  // JS thread only; weak while idle, strong while in flight
-} hrt_js_sink_target_t;
-
 // A records buffer up to this size is kept for the next batch.
 #define HRT_JS_RECORDS_KEEP_BYTES (1u << 20)
 
@@ -39,7 +35,8 @@ struct hrt_js_sink_s {
   uint32_t stats_mask;               // bit i: target i is in STATS mode
   bool borrowed;                     // see hrt_js_sink_options_t
   uint32_t target_count;
-  hrt_js_sink_target_t targets[HRT_JS_SINK_MAX_TARGETS];
+  // JS thread only; weak while idle, strong while invocations are in flight.
+  napi_ref targets[HRT_JS_SINK_MAX_TARGETS];
   // JS thread only.
   uint32_t in_flight;  // invocations begun and not ended
   hrt_js_sink_error_t* errors;
@@ -133,11 +130,9 @@ static void hrt_js_sink_keep_pending(napi_env env, hrt_js_sink_t* sink,
 }
 
 // The target's value, or NULL once it has been collected.
-static napi_value hrt_js_sink_target(napi_env env,
-                                     const hrt_js_sink_target_t* entry) {
+static napi_value hrt_js_sink_target(napi_env env, napi_ref ref) {
   napi_value target = NULL;
-  if (entry->ref == NULL ||
-      napi_get_reference_value(env, entry->ref, &target) != napi_ok) {
+  if (ref == NULL || napi_get_reference_value(env, ref, &target) != napi_ok) {
     return NULL;
   }
   return target;
@@ -168,45 +163,32 @@ static bool hrt_js_sink_records_buffer(napi_env env, hrt_js_sink_t* sink,
   return true;
 }
 
-// External `index` of `batch` as a TypedArray that owns its block (given
-// back to the pool when V8 collects it).
-static bool hrt_js_sink_give(napi_env env, hrt_js_trace_batch_t* batch,
-                             size_t index, napi_value* out_array) {
+// External `index` of `batch` as a TypedArray. Given away, its block returns
+// to the pool when V8 collects the ArrayBuffer; with borrowed data it is
+// lent, staying the batch's, and `*out_lent` receives the ArrayBuffer for
+// hrt_js_sink_take_back.
+static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
+                                 hrt_js_trace_batch_t* batch, size_t index,
+                                 napi_value* out_array, napi_value* out_lent) {
   const hrt_js_trace_external_t* external = &batch->externals[index];
-  return hrt_js_typed_array_from_host(
-      env, external->element_type,
-      hrt_js_trace_batch_take_external(batch, index), external->byte_length,
-      hrt_block_pool_give_back, out_array);
-}
-
-// External `index` of `batch` as a TypedArray over its block, which stays
-// the batch's (see hrt_js_sink_take_back); a copy where the runtime allows
-// no external buffers.
-static bool hrt_js_sink_lend(napi_env env, hrt_js_trace_batch_t* batch,
-                             size_t index, napi_value* out_array,
-                             napi_value* out_lent) {
-  hrt_js_trace_external_t* external = &batch->externals[index];
-  napi_value buffer = NULL;
-  napi_status status = napi_create_external_arraybuffer(
-      env, external->data, (size_t)external->byte_length, NULL, NULL, &buffer);
-  if (status == napi_ok) {
-    external->lent = true;
-    *out_lent = buffer;
-  } else if (status == napi_no_external_buffers_allowed) {
-    void* copy = NULL;
-    status = napi_create_arraybuffer(env, (size_t)external->byte_length, &copy,
-                                     &buffer);
-    if (status == napi_ok) {
-      memcpy(copy, external->data, (size_t)external->byte_length);
-    }
+  if (!sink->borrowed) {
+    return hrt_js_typed_array_from_host(
+        env, external->element_type,
+        hrt_js_trace_batch_take_external(batch, index), external->byte_length,
+        hrt_block_pool_give_back, out_array);
   }
-  HRT_NAPI_CALL_BOOL(env, status);
-  HRT_NAPI_CALL_BOOL(
-      env, napi_create_typedarray(
-               env, hrt_js_dtype_array_type(external->element_type),
-               (size_t)(external->byte_length /
-                        hrt_hal_element_type_size(external->element_type)),
-               buffer, 0, out_array));
+  if (!hrt_js_typed_array_from_host(env, external->element_type, external->data,
+                                    external->byte_length, NULL, out_array)) {
+    return false;
+  }
+  napi_status status = napi_get_typedarray_info(env, *out_array, NULL, NULL,
+                                                NULL, out_lent, NULL);
+  if (status != napi_ok) {
+    // JavaScript holds the block and it cannot be detached: never reuse it.
+    hrt_js_trace_batch_take_external(batch, index);
+    hrt_js_throw_napi_failure(env, status, "napi_get_typedarray_info");
+    return false;
+  }
   return true;
 }
 
@@ -225,7 +207,7 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
   HRT_NAPI_CALL_BOOL(
       env, napi_create_array_with_length(env, sink->target_count, &argv[0]));
   for (uint32_t i = 0; i < sink->target_count; ++i) {
-    napi_value target = hrt_js_sink_target(env, &sink->targets[i]);
+    napi_value target = hrt_js_sink_target(env, sink->targets[i]);
     if (target == NULL) HRT_NAPI_CALL_BOOL(env, napi_get_null(env, &target));
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[0], i, target));
   }
@@ -256,8 +238,8 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
       env, napi_create_array_with_length(env, batch->external_count, &argv[5]));
   for (size_t i = 0; i < batch->external_count; ++i) {
     napi_value array = NULL;
-    if (!(sink->borrowed ? hrt_js_sink_lend(env, batch, i, &array, &lent[i])
-                         : hrt_js_sink_give(env, batch, i, &array))) {
+    if (!hrt_js_sink_external(env, sink, batch, i, &array,
+                              lent != NULL ? &lent[i] : NULL)) {
       return false;
     }
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
@@ -274,9 +256,7 @@ static void hrt_js_sink_take_back(napi_env env, hrt_js_trace_batch_t* batch,
                                   const napi_value* lent) {
   for (size_t i = 0; i < batch->external_count; ++i) {
     bool detached = true;
-    if (batch->externals[i].data == NULL || !batch->externals[i].lent) {
-      continue;
-    }
+    if (lent[i] == NULL) continue;  // not lent (delivery failed first)
     if (napi_is_detached_arraybuffer(env, lent[i], &detached) != napi_ok ||
         detached || napi_detach_arraybuffer(env, lent[i]) != napi_ok) {
       hrt_js_trace_batch_take_external(batch, i);  // left to leak
@@ -325,11 +305,7 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
     }
   }
   if (!ok) {
-    napi_value error = NULL;
-    if (napi_get_and_clear_last_exception(env, &error) != napi_ok ||
-        error == NULL) {
-      napi_get_undefined(env, &error);
-    }
+    napi_value error = hrt_js_take_pending(env);
     for (size_t i = 0; i < batch->sequence_count; ++i) {
       hrt_js_sink_keep_error(env, sink, batch->sequences[i], error);
     }
@@ -358,11 +334,9 @@ static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
   uint64_t credit = batch.credit;
   hrt_js_trace_batch_reset(&batch);
   hrt_mutex_lock(&sink->mutex);
-  if (sink->spare.capacity == 0 && sink->spare.slot_count == 0) {
-    sink->spare = batch;  // its buffers serve the next swap
-  } else {
-    hrt_js_trace_batch_deinit(&batch);
-  }
+  // The spare is empty: one batch message is queued at a time, so no other
+  // delivery took it meanwhile. Its buffers serve the next swap.
+  sink->spare = batch;
   hrt_js_sink_credit_locked(sink, credit);
   hrt_mutex_unlock(&sink->mutex);
   hrt_js_sink_release(sink);  // the posted message's reference
@@ -378,7 +352,7 @@ void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   napi_value event = NULL;
   for (uint32_t i = 0; i < sink->target_count; ++i) {
-    napi_value target = hrt_js_sink_target(env, &sink->targets[i]);
+    napi_value target = hrt_js_sink_target(env, sink->targets[i]);
     napi_value method = NULL, ok_value = NULL, ignored = NULL;
     napi_valuetype type = napi_undefined;
     if (target == NULL || napi_typeof(env, target, &type) != napi_ok ||
@@ -524,10 +498,10 @@ static void hrt_js_sink_native_release(void* user_data) {
 static void hrt_js_sink_finalize(napi_env env, void* data) {
   hrt_js_sink_t* sink = data;
   for (uint32_t i = 0; i < sink->target_count; ++i) {
-    if (sink->targets[i].ref != NULL) {
-      napi_delete_reference(env, sink->targets[i].ref);
+    if (sink->targets[i] != NULL) {
+      napi_delete_reference(env, sink->targets[i]);
     }
-    sink->targets[i].ref = NULL;
+    sink->targets[i] = NULL;
   }
   if (sink->records_ref != NULL) napi_delete_reference(env, sink->records_ref);
   sink->records_ref = NULL;
@@ -551,7 +525,7 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
 // Undoes the parts of a create that failed midway (JS thread).
 static void hrt_js_sink_destroy_early(napi_env env, hrt_js_sink_t* sink) {
   for (uint32_t i = 0; i < sink->target_count; ++i) {
-    napi_delete_reference(env, sink->targets[i].ref);
+    napi_delete_reference(env, sink->targets[i]);
   }
   hrt_block_pool_release(sink->pool);
   hrt_cond_deinit(&sink->drained);
@@ -592,7 +566,7 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   sink->borrowed = options->borrowed;
   sink->batch_message.deliver = hrt_js_sink_deliver;
   for (uint32_t i = 0; i < count; ++i) {
-    if (napi_create_reference(env, targets[i], 0, &sink->targets[i].ref) !=
+    if (napi_create_reference(env, targets[i], 0, &sink->targets[i]) !=
         napi_ok) {
       hrt_js_throw_napi_failure(env, napi_generic_failure,
                                 "napi_create_reference");
@@ -632,11 +606,11 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
 static void hrt_js_sink_hold_targets(napi_env env, hrt_js_sink_t* sink,
                                      bool strong) {
   for (uint32_t i = 0; i < sink->target_count; ++i) {
-    if (sink->targets[i].ref == NULL) continue;
+    if (sink->targets[i] == NULL) continue;
     if (strong) {
-      napi_reference_ref(env, sink->targets[i].ref, NULL);
+      napi_reference_ref(env, sink->targets[i], NULL);
     } else {
-      napi_reference_unref(env, sink->targets[i].ref, NULL);
+      napi_reference_unref(env, sink->targets[i], NULL);
     }
   }
 }

@@ -82,12 +82,18 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
                         const hrt_js_sink_options_t* options,
                         hrt_js_sink_t** out_sink, hrt_debug_sink_t* out_native);
 
+// Any thread (the JS thread, the completion thread freeing an invocation
+// whose result could not be posted, wherever the HAL module's last
+// reference goes). The last release frees only native memory (batches,
+// pool reference, mutex); the napi_refs are gone by then (channel
+// finalizer).
 void hrt_js_sink_retain(hrt_js_sink_t* sink);
 void hrt_js_sink_release(hrt_js_sink_t* sink);
 
-// The channel traces travel through. Completions of invocations that trace
-// into this sink go through it too, so that every trace of an invocation is
-// delivered before its promise settles. Borrowed.
+// Any thread; fixed for the sink's life. The channel traces travel through.
+// Completions of invocations that trace into this sink go through it too, so
+// that every trace of an invocation is delivered before its promise settles.
+// Borrowed.
 hrt_js_channel_t* hrt_js_sink_channel(const hrt_js_sink_t* sink);
 
 // JS thread. An invocation that may trace into the sink started / ended.

@@ -6,6 +6,7 @@
 #include "napi/js_args.h"
 #include "napi/js_channel.h"
 #include "napi/js_common.h"
+#include "napi/js_trace_batch.h"
 
 typedef struct hrt_js_submit_op_s {
   hrt_js_message_t message;  // first: the channel hands this back
@@ -22,9 +23,6 @@ static void hrt_js_submit_op_free(hrt_js_submit_op_t* op) {
   free(op->result.host_data);
   free(op);
 }
-
-// Below this many bytes host data is copied into a V8-owned ArrayBuffer.
-#define HRT_JS_EXTERNAL_MIN_BYTES (64u * 1024u)
 
 // The external ArrayBuffer's finalizer: `hint` is the data's release
 // function.
@@ -43,9 +41,10 @@ bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
   // is cheaper to copy into one V8 owns (no finalizer to run at GC), and so
   // is everything where the runtime allows no external buffers.
   if (byte_length >= HRT_JS_EXTERNAL_MIN_BYTES) {
-    status = napi_create_external_arraybuffer(env, data, (size_t)byte_length,
-                                              hrt_js_release_external,
-                                              (void*)release, &array_buffer);
+    status = napi_create_external_arraybuffer(
+        env, data, (size_t)byte_length,
+        release ? hrt_js_release_external : NULL, (void*)release,
+        &array_buffer);
     if (status == napi_ok) data = NULL;
   }
   if (status == napi_no_external_buffers_allowed) {
@@ -56,7 +55,7 @@ bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
       memcpy(copy, data, (size_t)byte_length);
     }
   }
-  if (data != NULL) release(data);
+  if (data != NULL && release != NULL) release(data);
   if (status != napi_ok) {
     hrt_js_throw_napi_failure(env, status, "creating an ArrayBuffer");
     return false;
@@ -97,12 +96,7 @@ static void hrt_js_submit_deliver(napi_env env, hrt_js_channel_t* channel,
     if (ok) {
       napi_resolve_deferred(env, op->deferred, value);
     } else {
-      napi_value error = NULL;
-      if (napi_get_and_clear_last_exception(env, &error) != napi_ok ||
-          error == NULL) {
-        napi_get_undefined(env, &error);
-      }
-      napi_reject_deferred(env, op->deferred, error);
+      napi_reject_deferred(env, op->deferred, hrt_js_take_pending(env));
     }
   }
   hrt_js_channel_end_work(env, channel);

@@ -44,9 +44,12 @@ bool hrt_js_submit(napi_env env, const char* method, hrt_hal_device_t* device,
 typedef void (*hrt_js_release_fn)(void* data);
 
 // Makes a TypedArray of `dtype` holding `data` (`byte_length` bytes), which
-// is consumed in every case: large data becomes an external ArrayBuffer
-// without a copy, released by `release` when collected; small data is copied
-// into a V8-owned one and released at once. `data` may be NULL when
+// is consumed in every case: data of HRT_JS_EXTERNAL_MIN_BYTES or more
+// becomes an external ArrayBuffer without a copy, released by `release` when
+// collected; smaller data (and any where the runtime allows no external
+// buffers) is copied into a V8-owned one and released at once. With
+// `release` NULL the data is lent, not consumed: it stays the caller's, who
+// must detach the ArrayBuffer before reusing it. `data` may be NULL when
 // `byte_length` is 0.
 bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
                                   void* data, uint64_t byte_length,

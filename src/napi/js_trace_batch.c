@@ -28,28 +28,46 @@ struct hrt_js_trace_extras_s {
 static uint64_t hrt_js_slots_for(uint64_t bytes) { return (bytes + 7) / 8; }
 
 static bool hrt_js_travels_inline(const hrt_trace_tensor_t* tensor) {
-  return tensor->byte_length < HRT_JS_TRACE_INLINE_MAX_BYTES;
+  return tensor->byte_length < HRT_JS_EXTERNAL_MIN_BYTES;
+}
+
+// The shape of a trace record: its slots, its external blocks and their
+// bytes. The one place that walks a record's layout, for both its bound and
+// its append.
+typedef struct hrt_js_trace_layout_s {
+  size_t slots;
+  size_t externals;
+  uint64_t external_bytes;
+} hrt_js_trace_layout_t;
+
+static hrt_js_trace_layout_t hrt_js_trace_layout(
+    uint32_t count, const hrt_trace_tensor_t* tensors,
+    hrt_js_trace_contents_t contents) {
+  hrt_js_trace_layout_t layout = {HRT_JS_TRACE_HEADER_SLOTS, 0, 0};
+  for (uint32_t i = 0; i < count; ++i) {
+    layout.slots += HRT_JS_TENSOR_SLOTS + tensors[i].rank;
+    if (contents.stats) layout.slots += HRT_JS_STATS_SLOTS;
+    if (!contents.data) continue;
+    layout.slots += HRT_JS_DATA_SLOTS;
+    if (hrt_js_travels_inline(&tensors[i])) {
+      layout.slots += (size_t)hrt_js_slots_for(tensors[i].byte_length);
+    } else {
+      ++layout.externals;
+      layout.external_bytes += tensors[i].byte_length;
+    }
+  }
+  return layout;
 }
 
 uint64_t hrt_js_trace_bytes(const char* key, const hrt_trace_info_t* info,
                             uint32_t count, const hrt_trace_tensor_t* tensors,
                             hrt_js_trace_contents_t contents) {
-  uint64_t slots = HRT_JS_TRACE_HEADER_SLOTS;
-  uint64_t bytes = strlen(key) + strlen(info->function) + 2;
-  for (uint32_t i = 0; i < count; ++i) {
-    slots += HRT_JS_TENSOR_SLOTS + tensors[i].rank;
-    bytes += strlen(tensors[i].name) + 1;
-    if (contents.stats) slots += HRT_JS_STATS_SLOTS;
-    if (contents.data) {
-      slots += HRT_JS_DATA_SLOTS;
-      if (hrt_js_travels_inline(&tensors[i])) {
-        slots += hrt_js_slots_for(tensors[i].byte_length);
-      } else {
-        bytes += tensors[i].byte_length + sizeof(hrt_js_trace_external_t);
-      }
-    }
-  }
-  return slots * 8 + bytes;
+  hrt_js_trace_layout_t layout = hrt_js_trace_layout(count, tensors, contents);
+  uint64_t bytes = layout.slots * 8 + layout.external_bytes +
+                   layout.externals * sizeof(hrt_js_trace_external_t) +
+                   strlen(key) + strlen(info->function) + 2;
+  for (uint32_t i = 0; i < count; ++i) bytes += strlen(tensors[i].name) + 1;
+  return bytes;
 }
 
 uint64_t hrt_js_timing_bytes(const hrt_dispatch_timing_t* event) {
@@ -218,12 +236,12 @@ static void hrt_js_drop_strings(hrt_js_trace_batch_t* batch,
   batch->text_size = text_size;
 }
 
-// Interns every string a record refers to (the rest of the append then only
-// finds them), and reserves `slots` record slots, `externals` external
+// Interns every string a record refers to (`indices[i]` receives the index
+// of `strings[i]`), and reserves `slots` record slots, `externals` external
 // entries and the record's sequence. On failure the batch is as it was.
 static bool hrt_js_prepare(hrt_js_trace_batch_t* batch, uint64_t sequence,
                            const char* const* strings, size_t string_count,
-                           size_t slots, size_t externals) {
+                           size_t slots, size_t externals, size_t* indices) {
   const size_t old_strings = batch->string_count;
   const size_t old_text = batch->text_size;
   bool ok =
@@ -235,8 +253,7 @@ static bool hrt_js_prepare(hrt_js_trace_batch_t* batch, uint64_t sequence,
       hrt_js_reserve((void**)&batch->sequences, sizeof(uint64_t),
                      &batch->sequence_capacity, batch->sequence_count + 1);
   for (size_t i = 0; ok && i < string_count; ++i) {
-    size_t ignored = 0;
-    ok = hrt_js_intern(batch, strings[i], &ignored);
+    ok = hrt_js_intern(batch, strings[i], &indices[i]);
   }
   if (!ok) {
     hrt_js_drop_strings(batch, old_strings, old_text);
@@ -249,11 +266,6 @@ static bool hrt_js_prepare(hrt_js_trace_batch_t* batch, uint64_t sequence,
   return true;
 }
 
-// The index of a string hrt_js_prepare interned.
-static double hrt_js_string(hrt_js_trace_batch_t* batch, const char* text) {
-  return (double)(batch->slots[hrt_js_find_slot(batch, text)] - 1);
-}
-
 bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
                                   const hrt_trace_info_t* info,
                                   uint64_t dropped, uint32_t count,
@@ -261,49 +273,42 @@ bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
                                   hrt_js_trace_contents_t contents,
                                   hrt_js_trace_extras_t* extras,
                                   uint64_t credit) {
-  enum { HRT_JS_NAMES_ON_STACK = 16 };
-  const char* names_on_stack[HRT_JS_NAMES_ON_STACK + 2];
-  const char** strings = names_on_stack;
-  if (count > HRT_JS_NAMES_ON_STACK) {
-    strings = malloc((count + 2) * sizeof(*strings));
+  // The strings (key, function, then the names) and their indices; on the
+  // stack for up to 16 tensors.
+  enum { HRT_JS_STRINGS_ON_STACK = 16 + 2 };
+  const char* strings_on_stack[HRT_JS_STRINGS_ON_STACK];
+  size_t indices_on_stack[HRT_JS_STRINGS_ON_STACK];
+  const char** strings = strings_on_stack;
+  size_t* indices = indices_on_stack;
+  const size_t string_count = count + 2u;
+  if (string_count > HRT_JS_STRINGS_ON_STACK) {
+    strings = malloc(string_count * (sizeof(*strings) + sizeof(*indices)));
     if (strings == NULL) {
       hrt_js_trace_extras_free(extras);
       return false;
     }
+    indices = (size_t*)(strings + string_count);
   }
   strings[0] = key;
   strings[1] = info->function;
-  size_t slots = HRT_JS_TRACE_HEADER_SLOTS, externals = 0;
-  for (uint32_t i = 0; i < count; ++i) {
-    strings[i + 2] = tensors[i].name;
-    slots += HRT_JS_TENSOR_SLOTS + tensors[i].rank;
-    if (contents.stats) slots += HRT_JS_STATS_SLOTS;
-    if (!contents.data) continue;
-    slots += HRT_JS_DATA_SLOTS;
-    if (hrt_js_travels_inline(&tensors[i])) {
-      slots += (size_t)hrt_js_slots_for(tensors[i].byte_length);
-    } else {
-      ++externals;
-    }
+  for (uint32_t i = 0; i < count; ++i) strings[i + 2] = tensors[i].name;
+  const hrt_js_trace_layout_t layout =
+      hrt_js_trace_layout(count, tensors, contents);
+  bool ok = hrt_js_prepare(batch, info->sequence, strings, string_count,
+                           layout.slots, layout.externals, indices);
+  if (ok) {
+    hrt_js_put(batch, HRT_JS_TRACE_RECORD);
+    hrt_js_put(batch, (double)info->sequence);
+    hrt_js_put(batch, (double)indices[1]);
+    hrt_js_put(batch, info->op_index);
+    hrt_js_put(batch, (double)info->time_ns);
+    hrt_js_put(batch, (double)dropped);
+    hrt_js_put(batch, (double)indices[0]);
+    hrt_js_put(batch, count);
   }
-  bool ok = hrt_js_prepare(batch, info->sequence, strings, count + 2u, slots,
-                           externals);
-  if (strings != names_on_stack) free(strings);
-  if (!ok) {
-    hrt_js_trace_extras_free(extras);
-    return false;
-  }
-  hrt_js_put(batch, HRT_JS_TRACE_RECORD);
-  hrt_js_put(batch, (double)info->sequence);
-  hrt_js_put(batch, hrt_js_string(batch, info->function));
-  hrt_js_put(batch, info->op_index);
-  hrt_js_put(batch, (double)info->time_ns);
-  hrt_js_put(batch, (double)dropped);
-  hrt_js_put(batch, hrt_js_string(batch, key));
-  hrt_js_put(batch, count);
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = 0; ok && i < count; ++i) {
     const hrt_trace_tensor_t* tensor = &tensors[i];
-    hrt_js_put(batch, hrt_js_string(batch, tensor->name));
+    hrt_js_put(batch, (double)indices[i + 2]);
     hrt_js_put(batch, tensor->element_type);
     hrt_js_put(batch, tensor->rank);
     for (uint32_t d = 0; d < tensor->rank; ++d) {
@@ -327,29 +332,31 @@ bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
     } else {
       hrt_js_put(batch, (double)batch->external_count);
       batch->externals[batch->external_count++] = (hrt_js_trace_external_t){
-          extras->copies[i], tensor->byte_length, tensor->element_type, false};
+          extras->copies[i], tensor->byte_length, tensor->element_type};
       extras->copies[i] = NULL;
     }
   }
-  batch->credit += credit;
+  if (strings != strings_on_stack) free(strings);
+  if (ok) batch->credit += credit;
   hrt_js_trace_extras_free(extras);
-  return true;
+  return ok;
 }
 
 bool hrt_js_trace_batch_add_timing(hrt_js_trace_batch_t* batch,
                                    const hrt_dispatch_timing_t* event,
                                    uint64_t credit) {
   const char* strings[] = {event->function, event->kernel, event->device};
+  size_t indices[3];
   if (!hrt_js_prepare(batch, event->sequence, strings, 3, HRT_JS_TIMING_SLOTS,
-                      0)) {
+                      0, indices)) {
     return false;
   }
   hrt_js_put(batch, HRT_JS_TIMING_RECORD);
   hrt_js_put(batch, (double)event->sequence);
-  hrt_js_put(batch, hrt_js_string(batch, event->function));
+  hrt_js_put(batch, (double)indices[0]);
   hrt_js_put(batch, event->op_index);
-  hrt_js_put(batch, hrt_js_string(batch, event->kernel));
-  hrt_js_put(batch, hrt_js_string(batch, event->device));
+  hrt_js_put(batch, (double)indices[1]);
+  hrt_js_put(batch, (double)indices[2]);
   hrt_js_put(batch, (double)event->start_ns);
   hrt_js_put(batch, (double)event->duration_ns);
   batch->credit += credit;

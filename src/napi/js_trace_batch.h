@@ -41,10 +41,12 @@ enum {
   HRT_JS_TIMING_RECORD = 2,
 };
 
-// Data of at least this many bytes travels as an external block (a copy the
-// producer makes outside the sink's lock, handed to JavaScript as is);
-// smaller data is copied into the batch.
-#define HRT_JS_TRACE_INLINE_MAX_BYTES (64u * 1024u)
+// Host data of at least this many bytes goes to JavaScript as an external
+// ArrayBuffer, without a copy (trace data: a block the producer copies
+// outside the sink's lock, see hrt_js_trace_extras_t); smaller data is
+// cheaper to copy into a V8-owned ArrayBuffer (trace data: inline in the
+// batch). js_submit.c follows the same rule for reads.
+#define HRT_JS_EXTERNAL_MIN_BYTES (64u * 1024u)
 
 // What a trace record asks for: statistics, data, or both.
 typedef struct hrt_js_trace_contents_s {
@@ -56,7 +58,6 @@ typedef struct hrt_js_trace_external_s {
   void* data;  // a block of the sink's pool; NULL once taken
   uint64_t byte_length;
   hrt_hal_element_type_t element_type;
-  bool lent;  // handed to JavaScript without giving it up (borrowed data)
 } hrt_js_trace_external_t;
 
 typedef struct hrt_js_trace_batch_s {
@@ -94,7 +95,9 @@ uint64_t hrt_js_trace_bytes(const char* key, const hrt_trace_info_t* info,
 uint64_t hrt_js_timing_bytes(const hrt_dispatch_timing_t* event);
 
 // What a trace needs computed before the sink's lock is taken: copies of the
-// data that travels externally, and statistics.
+// data that travels externally, and statistics. Made and freed on the
+// producer's thread, without the lock (freeing may also happen under it:
+// the blocks go back to their pool, which has its own lock).
 typedef struct hrt_js_trace_extras_s hrt_js_trace_extras_t;
 
 // Whether a trace needs extras.

@@ -148,7 +148,7 @@ typedef struct {
   } while (0)
 
 static bool travels_inline(const hrt_trace_tensor_t* tensor) {
-  return tensor->byte_length < HRT_JS_TRACE_INLINE_MAX_BYTES;
+  return tensor->byte_length < HRT_JS_EXTERNAL_MIN_BYTES;
 }
 
 // Checks the trace record at the cursor, every slot, against the append that
@@ -203,7 +203,6 @@ static void expect_trace(cursor_t* cursor, const char* key,
     CHECK(external->data != NULL && external->data != tensor->data);
     CHECK_EQ_INT(external->byte_length, tensor->byte_length);
     CHECK_EQ_INT(external->element_type, tensor->element_type);
-    CHECK(!external->lent);
     CHECK(memcmp(external->data, tensor->data, tensor->byte_length) == 0);
     CHECK(hrt_block_pool_block_capacity(external->data) >= tensor->byte_length);
   }
@@ -466,7 +465,6 @@ static void expect_large_records(const hrt_js_trace_batch_t* batch,
     CHECK(external->data != NULL && external->data != source->data);
     CHECK_EQ_INT(external->byte_length, source->byte_length);
     CHECK_EQ_INT(external->element_type, source->element_type);
-    CHECK(!external->lent);
     CHECK(memcmp(external->data, source->data, source->byte_length) == 0);
     CHECK(hrt_block_pool_block_capacity(external->data) >= source->byte_length);
   }
