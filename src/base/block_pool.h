@@ -52,8 +52,8 @@ typedef struct hrt_block_pool_s hrt_block_pool_t;
 // may be 0 (nothing is kept: every block returned is freed).
 hrt_status_t hrt_block_pool_create(size_t max_cached_bytes,
                                    hrt_block_pool_t** out_pool) HRT_MUST_USE;
+// Both ignore NULL.
 void hrt_block_pool_retain(hrt_block_pool_t* pool);
-// NULL is ignored.
 void hrt_block_pool_release(hrt_block_pool_t* pool);
 
 // A block of at least `size` bytes (uninitialized; a reused block holds its

@@ -29,7 +29,7 @@ void hrt_hal_buffer_release(hrt_hal_buffer_t* buffer) {
 
 hrt_status_t hrt_hal_buffer_ref_resolve(const hrt_hal_buffer_ref_t* ref,
                                         const hrt_hal_buffer_ref_t* table,
-                                        uint32_t table_count, const char* what,
+                                        uint32_t table_count,
                                         hrt_hal_buffer_ref_t* out_resolved) {
   hrt_hal_buffer_ref_t base;
   if (ref->buffer) {
@@ -37,18 +37,18 @@ hrt_status_t hrt_hal_buffer_ref_resolve(const hrt_hal_buffer_ref_t* ref,
   } else {
     if (ref->slot >= table_count || !table[ref->slot].buffer) {
       return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                             "%s uses binding slot %u but the binding table "
-                             "has %u entries",
-                             what, ref->slot, table_count);
+                             "uses binding slot %u but the binding table has "
+                             "%u entries",
+                             ref->slot, table_count);
     }
     HRT_RETURN_IF_ERROR(
-        hrt_hal_buffer_ref_resolve(&table[ref->slot], NULL, 0, what, &base));
+        hrt_hal_buffer_ref_resolve(&table[ref->slot], NULL, 0, &base));
   }
   if (ref->offset > base.length) {
     return hrt_status_make(HRT_STATUS_OUT_OF_RANGE,
-                           "%s: offset %llu is past the end of its %llu-byte "
+                           "offset %llu is past the end of its %llu-byte "
                            "range",
-                           what, (unsigned long long)ref->offset,
+                           (unsigned long long)ref->offset,
                            (unsigned long long)base.length);
   }
   uint64_t available = base.length - ref->offset;
@@ -56,9 +56,9 @@ hrt_status_t hrt_hal_buffer_ref_resolve(const hrt_hal_buffer_ref_t* ref,
       ref->length == HRT_HAL_WHOLE_BUFFER ? available : ref->length;
   if (length > available) {
     return hrt_status_make(HRT_STATUS_OUT_OF_RANGE,
-                           "%s: %llu bytes at offset %llu do not fit in its "
+                           "%llu bytes at offset %llu do not fit in its "
                            "%llu-byte range",
-                           what, (unsigned long long)length,
+                           (unsigned long long)length,
                            (unsigned long long)ref->offset,
                            (unsigned long long)base.length);
   }

@@ -52,11 +52,12 @@ typedef struct hrt_hal_buffer_ref_s {
 } hrt_hal_buffer_ref_t;
 
 // Resolves `ref` against `table` (used when ref->buffer is NULL) into a
-// concrete buffer and an in-bounds range. OUT_OF_RANGE names `what` when the
-// range does not fit, INVALID_ARGUMENT when the slot is not in the table.
+// concrete buffer and an in-bounds range: OUT_OF_RANGE when the range does
+// not fit, INVALID_ARGUMENT when the slot is not in the table. The message
+// does not name the operand; callers prefix it (hrt_status_annotate), so
+// that a resolve that succeeds formats nothing. Any thread.
 hrt_status_t hrt_hal_buffer_ref_resolve(
     const hrt_hal_buffer_ref_t* ref, const hrt_hal_buffer_ref_t* table,
-    uint32_t table_count, const char* what,
-    hrt_hal_buffer_ref_t* out_resolved) HRT_MUST_USE;
+    uint32_t table_count, hrt_hal_buffer_ref_t* out_resolved) HRT_MUST_USE;
 
 #endif  // HRT_HAL_BUFFER_H_

@@ -123,10 +123,6 @@ void hrt_hal_shape_format(uint32_t rank, const int64_t* shape,
   out[used] = 0;
 }
 
-void hrt_hal_buffer_view_retain(hrt_hal_buffer_view_t* view) {
-  if (view) hrt_ref_retain(&view->ref);
-}
-
 void hrt_hal_buffer_view_release(hrt_hal_buffer_view_t* view) {
   if (!view || !hrt_ref_release(&view->ref)) return;
   hrt_hal_buffer_release(view->buffer);
@@ -150,9 +146,6 @@ const int64_t* hrt_hal_buffer_view_shape(const hrt_hal_buffer_view_t* view) {
 }
 uint64_t hrt_hal_buffer_view_element_count(const hrt_hal_buffer_view_t* view) {
   return view->element_count;
-}
-uint64_t hrt_hal_buffer_view_byte_offset(const hrt_hal_buffer_view_t* view) {
-  return view->byte_offset;
 }
 uint64_t hrt_hal_buffer_view_byte_length(const hrt_hal_buffer_view_t* view) {
   return view->byte_length;

@@ -33,7 +33,6 @@ hrt_status_t hrt_hal_shape_byte_length(hrt_hal_element_type_t element_type,
 void hrt_hal_shape_format(uint32_t rank, const int64_t* shape,
                           char out[HRT_HAL_SHAPE_TEXT_MAX]);
 
-void hrt_hal_buffer_view_retain(hrt_hal_buffer_view_t* view);
 void hrt_hal_buffer_view_release(hrt_hal_buffer_view_t* view);
 
 // Borrowed.
@@ -44,7 +43,6 @@ uint32_t hrt_hal_buffer_view_rank(const hrt_hal_buffer_view_t* view);
 // [rank] dims. Borrowed.
 const int64_t* hrt_hal_buffer_view_shape(const hrt_hal_buffer_view_t* view);
 uint64_t hrt_hal_buffer_view_element_count(const hrt_hal_buffer_view_t* view);
-uint64_t hrt_hal_buffer_view_byte_offset(const hrt_hal_buffer_view_t* view);
 uint64_t hrt_hal_buffer_view_byte_length(const hrt_hal_buffer_view_t* view);
 // The view's bytes as a buffer ref (for commands).
 hrt_hal_buffer_ref_t hrt_hal_buffer_view_ref(const hrt_hal_buffer_view_t* view);

@@ -93,8 +93,8 @@ static hrt_status_t hrt_check_ref(hrt_hal_command_buffer_t* command_buffer,
                              "%s belongs to another device", what);
     }
     hrt_hal_buffer_ref_t resolved;
-    HRT_RETURN_IF_ERROR(
-        hrt_hal_buffer_ref_resolve(ref, NULL, 0, what, &resolved));
+    hrt_status_t status = hrt_hal_buffer_ref_resolve(ref, NULL, 0, &resolved);
+    if (status != HRT_OK) return hrt_status_annotate(status, "%s", what);
     if (out_length) *out_length = resolved.length;
   } else if (out_length) {
     *out_length = ref->length;
@@ -409,7 +409,8 @@ uint32_t hrt_hal_command_buffer_slot_count(
 
 // Resolves `ref` against the table and returns its length, naming the
 // command and operand on failure.
-// `number` >= 0 numbers the operand within its command ("binding 2").
+// `number` >= 0 numbers the operand within its command ("binding 2"). The
+// name is formatted only when resolution fails.
 static hrt_status_t hrt_resolve_operand(const hrt_hal_buffer_ref_t* ref,
                                         const hrt_hal_buffer_ref_t* table,
                                         uint32_t table_count, uint32_t index,
@@ -417,19 +418,12 @@ static hrt_status_t hrt_resolve_operand(const hrt_hal_buffer_ref_t* ref,
                                         uint64_t* out_length) {
   hrt_hal_buffer_ref_t resolved;
   hrt_status_t status =
-      hrt_hal_buffer_ref_resolve(ref, table, table_count, operand, &resolved);
+      hrt_hal_buffer_ref_resolve(ref, table, table_count, &resolved);
   if (status != HRT_OK) {
-    // Resolved again with the operand's full name: submits validate every
-    // operand of every command, so the name is formatted on failure only.
-    hrt_status_free(status);
-    char what[96];
-    if (number >= 0) {
-      snprintf(what, sizeof(what), "command %u %s %u", index, operand,
-               (unsigned)number);
-    } else {
-      snprintf(what, sizeof(what), "command %u %s", index, operand);
-    }
-    return hrt_hal_buffer_ref_resolve(ref, table, table_count, what, &resolved);
+    return number >= 0
+               ? hrt_status_annotate(status, "command %u %s %u", index, operand,
+                                     (unsigned)number)
+               : hrt_status_annotate(status, "command %u %s", index, operand);
   }
   *out_length = resolved.length;
   return HRT_OK;

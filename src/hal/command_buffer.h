@@ -128,11 +128,15 @@ hrt_status_t hrt_hal_command_buffer_dispatch(
 hrt_status_t hrt_hal_command_buffer_barrier(
     hrt_hal_command_buffer_t* command_buffer) HRT_MUST_USE;
 // Records a trace of `sources[0..count)` (1 <= count <=
-// HRT_HAL_MAX_TRACE_SOURCES); see hrt_hal_trace_fn_t.
+// HRT_HAL_MAX_TRACE_SOURCES); see hrt_hal_trace_fn_t. `user_data` must stay
+// valid until the last submission of this command buffer has completed.
 hrt_status_t hrt_hal_command_buffer_trace(
     hrt_hal_command_buffer_t* command_buffer,
     const hrt_hal_buffer_ref_t* sources, uint32_t count, hrt_hal_trace_fn_t fn,
     void* user_data) HRT_MUST_USE;
+// Ends recording, on the recording thread. Other threads may submit the
+// command buffer once it has reached them through a synchronizing hand-off
+// (a queue or lock), which publishes the recorded commands with it.
 void hrt_hal_command_buffer_finalize(hrt_hal_command_buffer_t* command_buffer);
 
 // Reading a finalized command buffer (any thread).

@@ -76,3 +76,12 @@ void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
     hrt_status_free(status);
   }
 }
+
+hrt_hal_buffer_ref_t hrt_hal_pending_submission_resolve(
+    const hrt_hal_pending_submission_t* pending,
+    const hrt_hal_buffer_ref_t* ref) {
+  hrt_hal_buffer_ref_t resolved = {0};
+  hrt_status_free(hrt_hal_buffer_ref_resolve(
+      ref, pending->bindings, pending->binding_count, &resolved));
+  return resolved;
+}

@@ -38,6 +38,12 @@ void hrt_hal_pending_submission_init(hrt_hal_pending_submission_t* pending,
                                      const hrt_hal_submission_t* submission,
                                      void* storage);
 
+// The concrete range of `ref`, an operand of the pending command buffer.
+// Submit validated every operand against these bindings, so it cannot fail.
+hrt_hal_buffer_ref_t hrt_hal_pending_submission_resolve(
+    const hrt_hal_pending_submission_t* pending,
+    const hrt_hal_buffer_ref_t* ref);
+
 // Completion thread. Consumes `status` and frees `owner` (the device's
 // submission object holding `pending`) before calling the completion.
 void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,

@@ -898,7 +898,7 @@ typedef struct hrt_trace_site_s {
   uint32_t op_index;
   const char* key;
   const uint32_t* values;  // [count] value indices
-  uint32_t every;  // trace only invocations whose sequence % every == 0
+  uint32_t every;          // trace only invocations whose sequence % every == 0
 } hrt_trace_site_t;
 
 struct hrt_program_state_s {
@@ -1026,6 +1026,10 @@ static hrt_status_t hrt_add_trace(hrt_program_state_t* state,
                                       hrt_program_trace, site);
 }
 
+// A dispatch's written bindings become one trace's sources.
+_Static_assert(HRT_HAL_MAX_DISPATCH_BINDINGS <= HRT_HAL_MAX_TRACE_SOURCES,
+               "every binding a dispatch writes fits in one trace");
+
 // Traces what a dispatch writes: the bindings its signature marks written,
 // or (user kernels) every binding that is not a function input; only when
 // the HAL module's dispatch-trace filters cover the dispatch.
@@ -1047,17 +1051,16 @@ static hrt_status_t hrt_add_dispatch_trace(
   if (count == 0) return HRT_OK;
   const char* function_name = strchr(function->qualified_name, '.') + 1;
   size_t length = strlen(function_name) + strlen(op->entry) + 16;
-  char* key = hrt_arena_alloc(&state->arena, length);
-  if (!key) {
-    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                           "out of host memory recording a trace");
-  }
+  char* key = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_arena_allocate(&state->arena, length, "trace key", (void**)&key));
   snprintf(key, length, "%s:%u:%s", function_name, op_index, op->entry);
   if (!hrt_hal_module_traces_dispatch(state->hal, function_name, key)) {
     return HRT_OK;
   }
   return hrt_add_trace(state, command_buffer, function, op_index, key, count,
-                       written, hrt_hal_module_options(state->hal)->trace_every);
+                       written,
+                       hrt_hal_module_options(state->hal)->trace_every);
 }
 
 static hrt_status_t hrt_record_op(hrt_program_state_t* state,

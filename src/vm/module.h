@@ -62,6 +62,9 @@ typedef struct hrt_vm_module_vtable_s {
   // be NULL.
   hrt_status_t (*create_state)(hrt_vm_module_t* module,
                                hrt_vm_context_t* context, void** out_state);
+  // Contexts free their states in reverse link order, all before any module
+  // is released, so a state may borrow the modules and states it imported
+  // (and use them from its calls' completion threads) for its whole life.
   void (*free_state)(hrt_vm_module_t* module, void* state);
   // Starts a call. On HRT_OK `done` will run exactly once; on error it
   // never runs and nothing was retained.

@@ -248,16 +248,6 @@ static hrt_status_t hrt_cuda_create_executable(
 // Issuing (issue thread)
 //===----------------------------------------------------------------------===//
 
-static hrt_hal_buffer_ref_t hrt_cuda_resolve(const hrt_hal_buffer_ref_t* ref,
-                                             const hrt_cuda_submission_t* sub) {
-  // Ranges were validated at submit time; resolution cannot fail here.
-  hrt_hal_buffer_ref_t resolved = {0};
-  hrt_status_free(hrt_hal_buffer_ref_resolve(ref, sub->pending.bindings,
-                                             sub->pending.binding_count,
-                                             "operand", &resolved));
-  return resolved;
-}
-
 static uint64_t hrt_cuda_align(uint64_t size) {
   return (size + HRT_CUDA_STAGING_ALIGNMENT - 1) &
          ~(uint64_t)(HRT_CUDA_STAGING_ALIGNMENT - 1);
@@ -279,21 +269,26 @@ static uint64_t hrt_cuda_staged_bytes(const hrt_hal_command_t* command,
                                       const hrt_cuda_submission_t* sub) {
   switch (command->type) {
     case HRT_HAL_COMMAND_UPDATE:
-      return hrt_cuda_resolve(&command->update.target, sub).length;
+      return hrt_hal_pending_submission_resolve(&sub->pending,
+                                                &command->update.target)
+          .length;
     case HRT_HAL_COMMAND_READ:
-      return hrt_cuda_resolve(&command->read.source, sub).length;
+      return hrt_hal_pending_submission_resolve(&sub->pending,
+                                                &command->read.source)
+          .length;
     case HRT_HAL_COMMAND_COPY: {
-      hrt_hal_buffer_ref_t source =
-          hrt_cuda_resolve(&command->copy.source, sub);
-      hrt_hal_buffer_ref_t target =
-          hrt_cuda_resolve(&command->copy.target, sub);
+      hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+          &sub->pending, &command->copy.source);
+      hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
+          &sub->pending, &command->copy.target);
       return hrt_cuda_copy_overlaps(&source, &target) ? source.length : 0;
     }
     case HRT_HAL_COMMAND_TRACE: {
       uint64_t total = 0;
       for (uint32_t i = 0; i < command->trace.source_count; ++i) {
-        total += hrt_cuda_align(
-            hrt_cuda_resolve(&command->trace.sources[i], sub).length);
+        total += hrt_cuda_align(hrt_hal_pending_submission_resolve(
+                                    &sub->pending, &command->trace.sources[i])
+                                    .length);
       }
       return total;
     }
@@ -405,7 +400,8 @@ static hrt_status_t hrt_cuda_enqueue_dispatch(
   hrt_cu_deviceptr_t pointers[HRT_HAL_MAX_DISPATCH_BINDINGS];
   void* params[HRT_HAL_MAX_DISPATCH_BINDINGS + HRT_HAL_MAX_DISPATCH_CONSTANTS];
   for (uint32_t i = 0; i < dispatch->binding_count; ++i) {
-    bindings[i] = hrt_cuda_resolve(&dispatch->bindings[i], sub);
+    bindings[i] = hrt_hal_pending_submission_resolve(&sub->pending,
+                                                     &dispatch->bindings[i]);
     pointers[i] = hrt_cuda_address(&bindings[i]);
     params[i] = &pointers[i];
   }
@@ -494,17 +490,17 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
   char* staged = hrt_cuda_staged(sub, sub->staging_offsets[index]);
   switch (command->type) {
     case HRT_HAL_COMMAND_FILL: {
-      hrt_hal_buffer_ref_t target =
-          hrt_cuda_resolve(&command->fill.target, sub);
+      hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
+          &sub->pending, &command->fill.target);
       return hrt_cuda_enqueue_fill(device, hrt_cuda_address(&target),
                                    target.length, command->fill.pattern,
                                    command->fill.pattern_length);
     }
     case HRT_HAL_COMMAND_COPY: {
-      hrt_hal_buffer_ref_t source =
-          hrt_cuda_resolve(&command->copy.source, sub);
-      hrt_hal_buffer_ref_t target =
-          hrt_cuda_resolve(&command->copy.target, sub);
+      hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+          &sub->pending, &command->copy.source);
+      hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
+          &sub->pending, &command->copy.target);
       if (source.length == 0 ||
           (source.buffer == target.buffer && source.offset == target.offset)) {
         return HRT_OK;
@@ -523,8 +519,8 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
            (size_t)source.length, stream));
     }
     case HRT_HAL_COMMAND_UPDATE: {
-      hrt_hal_buffer_ref_t target =
-          hrt_cuda_resolve(&command->update.target, sub);
+      hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
+          &sub->pending, &command->update.target);
       if (target.length == 0) return HRT_OK;
       memcpy(staged, command->update.data, (size_t)target.length);
       return HRT_CUDA_CALL(
@@ -532,8 +528,8 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
           (hrt_cuda_address(&target), staged, (size_t)target.length, stream));
     }
     case HRT_HAL_COMMAND_READ: {
-      hrt_hal_buffer_ref_t source =
-          hrt_cuda_resolve(&command->read.source, sub);
+      hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+          &sub->pending, &command->read.source);
       if (source.length == 0) return HRT_OK;
       return HRT_CUDA_CALL(
           cu, cuMemcpyDtoHAsync_v2,
@@ -546,8 +542,8 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
       return hrt_cuda_enqueue_dispatch(device, &command->dispatch, sub);
     case HRT_HAL_COMMAND_TRACE:
       for (uint32_t i = 0; i < command->trace.source_count; ++i) {
-        hrt_hal_buffer_ref_t source =
-            hrt_cuda_resolve(&command->trace.sources[i], sub);
+        hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+            &sub->pending, &command->trace.sources[i]);
         if (source.length) {
           HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuMemcpyDtoHAsync_v2,
                                             (staged, hrt_cuda_address(&source),
@@ -664,8 +660,8 @@ static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
         hrt_hal_command_buffer_at(sub->pending.command_buffer, i);
     const char* staged = hrt_cuda_staged(sub, sub->staging_offsets[i]);
     if (command->type == HRT_HAL_COMMAND_READ) {
-      hrt_hal_buffer_ref_t source =
-          hrt_cuda_resolve(&command->read.source, sub);
+      hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+          &sub->pending, &command->read.source);
       if (source.length) {
         memcpy(command->read.host_target, staged, (size_t)source.length);
       }
@@ -676,7 +672,9 @@ static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
       // An empty range still gets a valid address.
       static const char empty[1];
       for (uint32_t j = 0; j < count; ++j) {
-        lengths[j] = hrt_cuda_resolve(&command->trace.sources[j], sub).length;
+        lengths[j] = hrt_hal_pending_submission_resolve(
+                         &sub->pending, &command->trace.sources[j])
+                         .length;
         data[j] = lengths[j] ? staged : empty;
         if (lengths[j]) staged += hrt_cuda_align(lengths[j]);
       }

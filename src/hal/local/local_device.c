@@ -112,16 +112,6 @@ static char* hrt_host_address(const hrt_hal_buffer_ref_t* ref) {
   return (char*)ref->buffer->host_ptr + ref->offset;
 }
 
-static hrt_hal_buffer_ref_t hrt_resolve(const hrt_hal_buffer_ref_t* ref,
-                                        const hrt_local_submission_t* sub) {
-  // Ranges were validated at submit time; resolution cannot fail here.
-  hrt_hal_buffer_ref_t resolved = {0};
-  hrt_status_free(hrt_hal_buffer_ref_resolve(ref, sub->pending.bindings,
-                                             sub->pending.binding_count,
-                                             "operand", &resolved));
-  return resolved;
-}
-
 static void hrt_fill(const hrt_hal_buffer_ref_t* target, uint64_t pattern,
                      uint32_t pattern_length) {
   char* dst = hrt_host_address(target);
@@ -167,7 +157,8 @@ static hrt_status_t hrt_dispatch(hrt_local_device_t* device,
   void* pointers[HRT_HAL_MAX_DISPATCH_BINDINGS];
   size_t lengths[HRT_HAL_MAX_DISPATCH_BINDINGS];
   for (uint32_t i = 0; i < dispatch->binding_count; ++i) {
-    hrt_hal_buffer_ref_t ref = hrt_resolve(&dispatch->bindings[i], sub);
+    hrt_hal_buffer_ref_t ref = hrt_hal_pending_submission_resolve(
+        &sub->pending, &dispatch->bindings[i]);
     pointers[i] = hrt_host_address(&ref);
     lengths[i] = (size_t)ref.length;
   }
@@ -227,8 +218,8 @@ static hrt_status_t hrt_trace(const hrt_hal_command_t* trace_command,
   uint64_t lengths[HRT_HAL_MAX_TRACE_SOURCES];
   uint32_t count = trace_command->trace.source_count;
   for (uint32_t i = 0; i < count; ++i) {
-    hrt_hal_buffer_ref_t ref =
-        hrt_resolve(&trace_command->trace.sources[i], sub);
+    hrt_hal_buffer_ref_t ref = hrt_hal_pending_submission_resolve(
+        &sub->pending, &trace_command->trace.sources[i]);
     data[i] = hrt_host_address(&ref);
     lengths[i] = ref.length;
   }
@@ -251,25 +242,30 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
         hrt_hal_command_buffer_at(command_buffer, i);
     switch (command->type) {
       case HRT_HAL_COMMAND_FILL: {
-        hrt_hal_buffer_ref_t target = hrt_resolve(&command->fill.target, sub);
+        hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
+            &sub->pending, &command->fill.target);
         hrt_fill(&target, command->fill.pattern, command->fill.pattern_length);
         break;
       }
       case HRT_HAL_COMMAND_COPY: {
-        hrt_hal_buffer_ref_t source = hrt_resolve(&command->copy.source, sub);
-        hrt_hal_buffer_ref_t target = hrt_resolve(&command->copy.target, sub);
+        hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+            &sub->pending, &command->copy.source);
+        hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
+            &sub->pending, &command->copy.target);
         memmove(hrt_host_address(&target), hrt_host_address(&source),
                 (size_t)source.length);
         break;
       }
       case HRT_HAL_COMMAND_UPDATE: {
-        hrt_hal_buffer_ref_t target = hrt_resolve(&command->update.target, sub);
+        hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
+            &sub->pending, &command->update.target);
         memcpy(hrt_host_address(&target), command->update.data,
                (size_t)target.length);
         break;
       }
       case HRT_HAL_COMMAND_READ: {
-        hrt_hal_buffer_ref_t source = hrt_resolve(&command->read.source, sub);
+        hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+            &sub->pending, &command->read.source);
         memcpy(command->read.host_target, hrt_host_address(&source),
                (size_t)source.length);
         break;
@@ -401,6 +397,9 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   if (worker_count > 0) {
     status = hrt_worker_pool_create(worker_count, &device->pool);
   }
+  // The queue thread starts before the device is initialized below: it
+  // touches only the mutex, the condition and the queue until a submission
+  // arrives, and none can before create returns.
   if (status == HRT_OK) {
     status = hrt_thread_create("halrt-queue", hrt_queue_main, device,
                                &device->thread);

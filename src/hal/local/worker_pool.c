@@ -103,10 +103,6 @@ void hrt_worker_pool_destroy(hrt_worker_pool_t* pool) {
   free(pool);
 }
 
-uint32_t hrt_worker_pool_worker_count(const hrt_worker_pool_t* pool) {
-  return pool->worker_count;
-}
-
 void hrt_worker_pool_run(hrt_worker_pool_t* pool, uint64_t item_count,
                          hrt_worker_pool_fn_t fn, void* context) {
   if (item_count == 0) return;

@@ -21,7 +21,6 @@ typedef void (*hrt_worker_pool_fn_t)(void* context, uint64_t item,
 hrt_status_t hrt_worker_pool_create(uint32_t worker_count,
                                     hrt_worker_pool_t** out_pool) HRT_MUST_USE;
 void hrt_worker_pool_destroy(hrt_worker_pool_t* pool);
-uint32_t hrt_worker_pool_worker_count(const hrt_worker_pool_t* pool);
 void hrt_worker_pool_run(hrt_worker_pool_t* pool, uint64_t item_count,
                          hrt_worker_pool_fn_t fn, void* context);
 
