@@ -29,6 +29,33 @@ function median(values) {
   return percentile(values, 50);
 }
 
+// Calls `call` (async) `count` times in all, one after another: the seconds
+// each call took.
+async function latencies(call, count) {
+  const times = new Float64Array(count);
+  for (let i = 0; i < count; ++i) {
+    const start = now();
+    await call();
+    times[i] = now() - start;
+  }
+  return times;
+}
+
+// Calls `call` (async) `count` times in all with at most `depth` calls in
+// flight: the seconds until the last one settled.
+async function inFlight(call, count, depth) {
+  const start = now();
+  let issued = 0;
+  async function lane() {
+    while (issued < count) {
+      ++issued;
+      await call();
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(depth, count) }, lane));
+  return now() - start;
+}
+
 // Runs each entry of `sides` (name -> async () => value) once per round, in
 // turn, for `rounds` rounds, and returns name -> [values].
 async function roundRobin(rounds, sides) {
@@ -122,6 +149,8 @@ module.exports = {
   now,
   percentile,
   median,
+  latencies,
+  inFlight,
   roundRobin,
   loadReference,
   si,

@@ -3,7 +3,7 @@
 // against plain C loops (reference addon, same compiler flags as halrt) and
 // onnxruntime-node's MatMul.
 
-const { halrt, now, median, roundRobin, builtinModule, value, fillPattern, seconds, row } = require('./common');
+const { halrt, median, latencies, roundRobin, builtinModule, value, fillPattern, seconds, row } = require('./common');
 const { matmulModel } = require('./onnx');
 const { sessionOptions } = require('./ort');
 
@@ -32,13 +32,7 @@ function inPlaceFunction(instance, device, name, shapes, dispatch) {
 
 // Median seconds of `reps` sequential invocations.
 async function timeInvoke({ fn, inputs }, reps) {
-  const times = [];
-  for (let r = 0; r < reps; ++r) {
-    const start = now();
-    await fn.invoke(inputs);
-    times.push(now() - start);
-  }
-  return median(times);
+  return median(await latencies(() => fn.invoke(inputs), reps));
 }
 
 // 4a. add_f32 over 64 MiB tensors.
@@ -118,15 +112,7 @@ async function matmul({ quick, ref, instance, ort, uri }) {
     const single = await ort.ort.InferenceSession.create(matmulModel(size, size, size), sessionOptions(1));
     await session.run(feeds);
     await single.run(feeds);
-    const timeRuns = async (s) => {
-      const times = [];
-      for (let r = 0; r < reps; ++r) {
-        const start = now();
-        await s.run(feeds);
-        times.push(now() - start);
-      }
-      return median(times);
-    };
+    const timeRuns = async (s) => median(await latencies(() => s.run(feeds), reps));
     sides.ort = () => timeRuns(session);
     sides.ort1 = () => timeRuns(single);
   }

@@ -3,8 +3,20 @@
 // tensors, against onnxruntime-node running the same Add through
 // session.run.
 
-const { halrt, now, percentile, roundRobin, builtinModule, value, fillPattern, seconds, si, row, unmeasured } =
-  require('./common');
+const {
+  halrt,
+  percentile,
+  latencies,
+  inFlight,
+  roundRobin,
+  builtinModule,
+  value,
+  fillPattern,
+  seconds,
+  si,
+  row,
+  unmeasured,
+} = require('./common');
 const { addModel } = require('./onnx');
 const { sessionOptions } = require('./ort');
 
@@ -12,29 +24,9 @@ const GROUP = 'invoke';
 const N = 16; // elements per tensor
 const DEPTH = 64; // invocations in flight for the throughput figure
 
-// Sequential calls of `call` for `count` calls: each call's latency, seconds.
-async function latencies(call, count) {
-  const times = new Float64Array(count);
-  for (let i = 0; i < count; ++i) {
-    const start = now();
-    await call();
-    times[i] = now() - start;
-  }
-  return times;
-}
-
 // Calls per second with `depth` calls in flight, `count` calls in all.
 async function throughput(call, count, depth) {
-  const start = now();
-  let issued = 0;
-  async function lane() {
-    while (issued < count) {
-      ++issued;
-      await call();
-    }
-  }
-  await Promise.all(Array.from({ length: depth }, lane));
-  return count / (now() - start);
+  return count / (await inFlight(call, count, depth));
 }
 
 function halrtAdd(instance, device) {
@@ -169,4 +161,4 @@ async function invokeOverhead({ quick, ref, instance, ort, uris }) {
   return rows;
 }
 
-module.exports = { invokeOverhead, latencies, throughput };
+module.exports = { invokeOverhead };

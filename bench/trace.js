@@ -6,6 +6,7 @@ const {
   halrt,
   now,
   median,
+  inFlight,
   roundRobin,
   builtinModule,
   value,
@@ -18,20 +19,15 @@ const {
 
 const GROUP = 'trace';
 
-// Invokes `fn` `calls` times with at most `depth` invocations in flight and
-// returns the seconds taken until the last one settled.
-async function invokeMany(fn, inputs, calls, depth) {
-  const start = now();
-  let issued = 0;
-  async function lane() {
-    while (issued < calls) {
-      ++issued;
-      const outputs = await fn.invoke(inputs);
-      for (const output of outputs) output.close();
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(depth, calls) }, lane));
-  return now() - start;
+// Invokes `fn` `calls` times with at most `depth` invocations in flight,
+// closing the outputs, and returns the seconds taken until the last one
+// settled.
+function invokeMany(fn, inputs, calls, depth) {
+  const invoke = async () => {
+    const outputs = await fn.invoke(inputs);
+    for (const output of outputs) output.close();
+  };
+  return inFlight(invoke, calls, depth);
 }
 
 // A context whose function `t.burst` traces its one input `traces` times.
@@ -258,4 +254,4 @@ async function traceOverhead({ quick, ref, device, instance }) {
   });
 }
 
-module.exports = { traceSmall, traceLarge, traceOverhead, invokeMany };
+module.exports = { traceSmall, traceLarge, traceOverhead };

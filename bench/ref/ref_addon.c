@@ -35,13 +35,17 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define REF_CALL(env, call)                                    \
-  do {                                                         \
-    if ((call) != napi_ok) {                                   \
-      napi_throw_error((env), NULL, "ref addon: " #call);      \
-      return NULL;                                             \
-    }                                                          \
+// Throws an error naming `call` and returns NULL when it fails; the
+// _CLEANUP form runs the statement `cleanup` first.
+#define REF_CALL_CLEANUP(env, call, cleanup)              \
+  do {                                                    \
+    if ((call) != napi_ok) {                              \
+      cleanup;                                            \
+      napi_throw_error((env), NULL, "ref addon: " #call); \
+      return NULL;                                        \
+    }                                                     \
   } while (0)
+#define REF_CALL(env, call) REF_CALL_CLEANUP(env, call, (void)0)
 
 static double ref_now(void) {
   struct timespec ts;
@@ -136,6 +140,17 @@ static void ref_tsfn_finalize(napi_env env, void* data, void* hint) {
   free(run);
 }
 
+// Frees a run that no thread-safe function owns yet, settling its promise
+// (if made) so that the deferred is released too.
+static void ref_tsfn_run_abandon(napi_env env, ref_tsfn_run_t* run) {
+  if (run->deferred != NULL) {
+    napi_value undefined = NULL;
+    napi_get_undefined(env, &undefined);
+    napi_resolve_deferred(env, run->deferred, undefined);
+  }
+  free(run);
+}
+
 static napi_value ref_tsfn_run(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4], name = NULL, promise = NULL;
@@ -159,13 +174,19 @@ static napi_value ref_tsfn_run(napi_env env, napi_callback_info info) {
   run->count = (uint64_t)count;
   run->item_bytes = (size_t)item_bytes;
   run->mode = mode;
-  REF_CALL(env, napi_create_promise(env, &run->deferred, &promise));
-  REF_CALL(env, napi_create_string_utf8(env, "halrt.bench.tsfnRun",
-                                        NAPI_AUTO_LENGTH, &name));
-  REF_CALL(env, napi_create_threadsafe_function(
-                    env, argv[0], NULL, name, /*max_queue_size=*/0,
-                    /*initial_thread_count=*/1, run, ref_tsfn_finalize, run,
-                    ref_tsfn_call_js, &run->tsfn));
+  // Until the thread-safe function exists, `run` is this function's to free.
+  REF_CALL_CLEANUP(env, napi_create_promise(env, &run->deferred, &promise),
+                   ref_tsfn_run_abandon(env, run));
+  REF_CALL_CLEANUP(env,
+                   napi_create_string_utf8(env, "halrt.bench.tsfnRun",
+                                           NAPI_AUTO_LENGTH, &name),
+                   ref_tsfn_run_abandon(env, run));
+  REF_CALL_CLEANUP(env,
+                   napi_create_threadsafe_function(
+                       env, argv[0], NULL, name, /*max_queue_size=*/0,
+                       /*initial_thread_count=*/1, run, ref_tsfn_finalize, run,
+                       ref_tsfn_call_js, &run->tsfn),
+                   ref_tsfn_run_abandon(env, run));
   if (pthread_create(&run->thread, NULL, ref_tsfn_producer, run) != 0) {
     // The finalizer still runs (and resolves the promise); no thread to join.
     napi_release_threadsafe_function(run->tsfn, napi_tsfn_abort);

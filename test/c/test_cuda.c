@@ -103,12 +103,6 @@ static bool cuda_setup(void) {
     }                                                        \
   } while (0)
 
-static hrt_status_t make_device(const char* uri, hrt_hal_device_t** out) {
-  uint32_t count = 0;
-  const hrt_hal_driver_t* const* drivers = hrt_hal_builtin_drivers(&count);
-  return hrt_hal_create_device(drivers, count, uri, out);
-}
-
 // Reads `path` (relative to the repository) into a NUL-terminated buffer.
 static char* read_file(const char* path, size_t* out_length) {
   char full[2048];
@@ -147,38 +141,12 @@ static hrt_status_t load_test_kernels(hrt_hal_device_t* device,
 }
 
 //===----------------------------------------------------------------------===//
-// Submitting and waiting
+// Buffers and random data
 //===----------------------------------------------------------------------===//
-
-
-// Submits `cb` and waits for it.
-static hrt_status_t run(hrt_hal_device_t* device, hrt_hal_command_buffer_t* cb,
-                        const hrt_hal_buffer_ref_t* bindings,
-                        uint32_t binding_count) {
-  completion_t completion;
-  HRT_RETURN_IF_ERROR(submit(device, cb, bindings, binding_count, &completion));
-  return completion_wait(&completion);
-}
-
-static hrt_hal_buffer_ref_t whole(hrt_hal_buffer_t* buffer) {
-  return (hrt_hal_buffer_ref_t){buffer, 0, 0, HRT_HAL_WHOLE_BUFFER};
-}
 
 static hrt_hal_buffer_ref_t range(hrt_hal_buffer_t* buffer, uint64_t offset,
                                   uint64_t length) {
   return (hrt_hal_buffer_ref_t){buffer, 0, offset, length};
-}
-
-// Reads the whole buffer into `out` with a one-command submission.
-static hrt_status_t read_back(hrt_hal_device_t* device,
-                              hrt_hal_buffer_t* buffer, void* out) {
-  hrt_hal_command_buffer_t* cb = NULL;
-  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
-  hrt_status_t status = hrt_hal_command_buffer_read(cb, whole(buffer), out);
-  hrt_hal_command_buffer_finalize(cb);
-  if (status == HRT_OK) status = run(device, cb, NULL, 0);
-  hrt_hal_command_buffer_release(cb);
-  return status;
 }
 
 static uint32_t g_random = 12345;
@@ -725,13 +693,8 @@ static void builtin_dispatches_are_checked_before_launch(void) {
       "command 0 (dispatch): kernel 'matmul_f32' of executable 'builtin' "
       "needs workgroup count[2] == 1, not 2"};
   for (int i = 0; i < 2; ++i) {
-    hrt_hal_command_buffer_t* cb = NULL;
-    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-    CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatches[i]));
-    hrt_hal_command_buffer_finalize(cb);
-    CHECK_STATUS(run(device, cb, NULL, 0), HRT_STATUS_INVALID_ARGUMENT,
-                 expected[i]);
-    hrt_hal_command_buffer_release(cb);
+    CHECK_STATUS(run_dispatch(device, &dispatches[i]),
+                 HRT_STATUS_INVALID_ARGUMENT, expected[i]);
   }
   // The device still works.
   uint32_t out[16];
@@ -770,12 +733,7 @@ static void dispatch_spans_many_workgroups(void) {
   uint32_t n = N;
   hrt_hal_dispatch_t dispatch = {executable, write_index, {7, 3, 2}, {32, 2, 2},
                                  1,          &n,          1,         &binding};
-  hrt_hal_command_buffer_t* cb = NULL;
-  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
-  hrt_hal_command_buffer_finalize(cb);
-  CHECK_OK(run(device, cb, NULL, 0));
-  hrt_hal_command_buffer_release(cb);
+  CHECK_OK(run_dispatch(device, &dispatch));
   uint32_t* out = malloc(N * 4);
   CHECK(out != NULL);
   CHECK_OK(read_back(device, indices, out));
@@ -799,11 +757,7 @@ static void dispatch_spans_many_workgroups(void) {
   const uint32_t blocks = N / 128;  // covers blocks * 128 < N elements
   hrt_hal_dispatch_t add = {
       executable, vector_add, {blocks, 1, 1}, {128, 1, 1}, 1, &n, 3, refs};
-  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &add));
-  hrt_hal_command_buffer_finalize(cb);
-  CHECK_OK(run(device, cb, NULL, 0));
-  hrt_hal_command_buffer_release(cb);
+  CHECK_OK(run_dispatch(device, &add));
   float* sum = (float*)out;
   CHECK_OK(read_back(device, bo, sum));
   wrong = 0;
@@ -823,31 +777,6 @@ static void dispatch_spans_many_workgroups(void) {
   hrt_hal_device_release(device);
 }
 
-// Records `add_f32` over three binding slots (a, b, out) of n elements.
-static hrt_status_t record_add(hrt_hal_device_t* device,
-                               hrt_hal_executable_t* executable,
-                               const uint32_t* n,
-                               hrt_hal_command_buffer_t** out_cb) {
-  uint32_t ordinal = 0;
-  HRT_RETURN_IF_ERROR(
-      hrt_hal_executable_lookup(executable, "add_f32", &ordinal));
-  hrt_hal_buffer_ref_t slots[3] = {{NULL, 0, 0, HRT_HAL_WHOLE_BUFFER},
-                                   {NULL, 1, 0, HRT_HAL_WHOLE_BUFFER},
-                                   {NULL, 2, 0, HRT_HAL_WHOLE_BUFFER}};
-  hrt_hal_dispatch_t dispatch = {executable, ordinal, {37, 1, 1}, {64, 1, 1},
-                                 1,          n,       3,          slots};
-  hrt_hal_command_buffer_t* cb = NULL;
-  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
-  hrt_status_t status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
-  if (status != HRT_OK) {
-    hrt_hal_command_buffer_release(cb);
-    return status;
-  }
-  hrt_hal_command_buffer_finalize(cb);
-  *out_cb = cb;
-  return HRT_OK;
-}
-
 static void reused_command_buffer_runs_on_new_bindings(void) {
   CUDA_SETUP();
   enum { N = 10007, SETS = 3 };
@@ -857,9 +786,8 @@ static void reused_command_buffer_runs_on_new_bindings(void) {
                                             HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
   hrt_hal_executable_t* executable = NULL;
   CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
-  const uint32_t n = N;
   hrt_hal_command_buffer_t* cb = NULL;
-  CHECK_OK(record_add(device, executable, &n, &cb));
+  CHECK_OK(record_add(device, executable, N, 37, &cb));
   hrt_hal_buffer_t* buffers[SETS][3];
   completion_t completions[SETS];
   float* a = malloc(N * sizeof(float));
@@ -1198,15 +1126,10 @@ static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
     uint32_t n = 1000;
     hrt_hal_dispatch_t dispatch = {executable, ordinal, {2, 1, 1}, {64, 1, 1},
                                    1,          &n,      1,         &binding};
-    hrt_hal_command_buffer_t* cb = NULL;
-    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-    CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
-    hrt_hal_command_buffer_finalize(cb);
-    CHECK_OK(run(device, cb, NULL, 0));
+    CHECK_OK(run_dispatch(device, &dispatch));
     uint32_t out[1000];
     CHECK_OK(read_back(device, buffer, out));
     CHECK_EQ_INT(out[999], 999);
-    hrt_hal_command_buffer_release(cb);
     hrt_hal_buffer_release(buffer);
     hrt_hal_executable_release(executable);
   }
@@ -1254,82 +1177,10 @@ static void builtin_ptx_is_current(void) {
 // Semaphores, failures, lifetime
 //===----------------------------------------------------------------------===//
 
-typedef struct {
-  hrt_hal_semaphore_t* semaphore;
-  int fail;
-} late_signal_t;
-
-static void* signal_later(void* arg) {
-  late_signal_t* late = arg;
-  struct timespec pause = {0, 20000000};
-  nanosleep(&pause, NULL);
-  if (late->fail) {
-    // 2: the loss of another device, which must not lose this one.
-    hrt_hal_semaphore_fail(
-        late->semaphore,
-        hrt_status_make(
-            late->fail == 2 ? HRT_STATUS_DEVICE_LOST : HRT_STATUS_CANCELLED,
-            "upstream"));
-  } else {
-    hrt_status_free(hrt_hal_semaphore_signal(late->semaphore, 1));
-  }
-  return NULL;
-}
-
 static void submissions_wait_for_semaphores(void) {
   CUDA_SETUP();
-  for (int fail = 0; fail < 3; ++fail) {
-    hrt_hal_device_t* device = NULL;
-    CHECK_OK(make_device("cuda", &device));
-    hrt_hal_semaphore_t* wait = NULL;
-    hrt_hal_semaphore_t* signal = NULL;
-    CHECK_OK(hrt_hal_semaphore_create(0, &wait));
-    CHECK_OK(hrt_hal_semaphore_create(10, &signal));
-    hrt_hal_buffer_t* buffer = NULL;
-    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &buffer));
-    hrt_hal_command_buffer_t* cb = NULL;
-    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 9, 4));
-    hrt_hal_command_buffer_finalize(cb);
-    hrt_hal_semaphore_point_t wait_point = {wait, 1};
-    hrt_hal_semaphore_point_t signal_point = {signal, 11};
-    completion_t completion;
-    completion_init(&completion);
-    hrt_hal_submission_t submission = {
-        .command_buffer = cb,
-        .waits = &wait_point,
-        .wait_count = 1,
-        .signals = &signal_point,
-        .signal_count = 1,
-        .completion = {on_complete, &completion},
-    };
-    CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
-    late_signal_t late = {wait, fail};
-    hrt_thread_t thread;
-    CHECK_OK(hrt_thread_create("late", signal_later, &late, &thread));
-    hrt_status_t status = completion_wait(&completion);
-    hrt_thread_join(&thread);
-    uint32_t value32 = 0;
-    CHECK_OK(read_back(device, buffer, &value32));
-    uint64_t value = 0;
-    if (fail) {
-      const hrt_status_code_t code =
-          fail == 2 ? HRT_STATUS_DEVICE_LOST : HRT_STATUS_CANCELLED;
-      CHECK_STATUS(status, code, "upstream");
-      CHECK_STATUS(hrt_hal_semaphore_query(signal, &value), code, "upstream");
-      CHECK_EQ_INT(value32, 0);  // read after the failure: the device works
-    } else {
-      CHECK_OK(status);
-      CHECK_OK(hrt_hal_semaphore_query(signal, &value));
-      CHECK_EQ_INT(value, 11);
-      CHECK_EQ_INT(value32, 9);
-    }
-    hrt_hal_command_buffer_release(cb);
-    hrt_hal_buffer_release(buffer);
-    hrt_hal_semaphore_release(wait);
-    hrt_hal_semaphore_release(signal);
-    hrt_hal_device_release(device);
-  }
+  check_submissions_wait_for_semaphores("cuda", /*foreign_device_loss=*/true,
+                                        /*host_visible=*/false);
 }
 
 static void out_of_memory_is_recoverable(void) {
@@ -1342,15 +1193,10 @@ static void out_of_memory_is_recoverable(void) {
                HRT_STATUS_RESOURCE_EXHAUSTED, "CUDA_ERROR_OUT_OF_MEMORY");
   hrt_hal_buffer_t* buffer = NULL;
   CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, NULL, &buffer));
-  hrt_hal_command_buffer_t* cb = NULL;
-  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-  CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 0x11223344, 4));
-  hrt_hal_command_buffer_finalize(cb);
-  CHECK_OK(run(device, cb, NULL, 0));
+  CHECK_OK(run_fill(device, whole(buffer), 0x11223344, 4));
   uint32_t out[2] = {0, 0};
   CHECK_OK(read_back(device, buffer, out));
   CHECK_EQ_INT(out[1], 0x11223344);
-  hrt_hal_command_buffer_release(cb);
   hrt_hal_buffer_release(buffer);
   hrt_hal_device_release(device);
 }
@@ -1390,49 +1236,9 @@ static void failed_launch_fails_only_its_submission(void) {
   hrt_hal_device_release(device);
 }
 
-// The completion drops the last reference to everything, device included,
-// so the device is destroyed on its own completion thread.
-typedef struct {
-  hrt_hal_device_t* device;
-  hrt_hal_command_buffer_t* cb;
-  hrt_hal_buffer_t* buffer;
-  hrt_notification_t* done;
-} last_ref_t;
-
-static void release_everything(void* user_data, hrt_status_t status) {
-  last_ref_t* refs = user_data;
-  hrt_status_free(status);
-  hrt_hal_command_buffer_release(refs->cb);
-  hrt_hal_buffer_release(refs->buffer);
-  hrt_hal_device_release(refs->device);
-  hrt_notification_set(refs->done);
-}
-
 static void device_released_on_its_completion_thread_is_destroyed(void) {
   CUDA_SETUP();
-  int64_t devices_before = hrt_live_count(HRT_LIVE_DEVICE);
-  hrt_notification_t done;
-  hrt_notification_init(&done);
-  last_ref_t refs = {NULL, NULL, NULL, &done};
-  CHECK_OK(make_device("cuda", &refs.device));
-  CHECK_OK(hrt_hal_device_allocate_buffer(refs.device, 64, NULL, &refs.buffer));
-  CHECK_OK(hrt_hal_command_buffer_create(refs.device, &refs.cb));
-  CHECK_OK(hrt_hal_command_buffer_fill(refs.cb, whole(refs.buffer), 1, 1));
-  hrt_hal_command_buffer_finalize(refs.cb);
-  hrt_hal_submission_t submission = {
-      .command_buffer = refs.cb,
-      .completion = {release_everything, &refs},
-  };
-  CHECK_OK(hrt_hal_device_queue_submit(refs.device, &submission));
-  CHECK(hrt_notification_wait_until(&done, hrt_time_now_ns() + 10000000000LL));
-  hrt_notification_deinit(&done);
-  int64_t deadline = hrt_time_now_ns() + 10000000000LL;
-  while (hrt_live_count(HRT_LIVE_DEVICE) != devices_before &&
-         hrt_time_now_ns() < deadline) {
-    struct timespec pause = {0, 1000000};
-    nanosleep(&pause, NULL);
-  }
-  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), devices_before);
+  check_device_released_by_its_completion_is_destroyed("cuda");
 }
 
 // Records the fault kernel or, for `fault` == false, a harmless fill.

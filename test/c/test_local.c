@@ -17,16 +17,6 @@
 
 static const char* const kDeviceUris[] = {"local-sync", "local-task?workers=4"};
 
-static hrt_status_t make_device(const char* uri, hrt_hal_device_t** out) {
-  uint32_t count = 0;
-  const hrt_hal_driver_t* const* drivers = hrt_hal_builtin_drivers(&count);
-  return hrt_hal_create_device(drivers, count, uri, out);
-}
-
-static hrt_hal_buffer_ref_t whole(hrt_hal_buffer_t* buffer) {
-  return (hrt_hal_buffer_ref_t){buffer, 0, 0, HRT_HAL_WHOLE_BUFFER};
-}
-
 static void completions_run_off_the_submitting_thread(void) {
   for (int d = 0; d < 2; ++d) {
     hrt_hal_device_t* device = NULL;
@@ -83,31 +73,6 @@ static void fill_copy_update_read_move_bytes(void) {
     hrt_hal_buffer_release(b);
     hrt_hal_device_release(device);
   }
-}
-
-// Records `add_f32` over three binding slots (a, b, out) of n elements.
-static hrt_status_t record_add(hrt_hal_device_t* device,
-                               hrt_hal_executable_t* executable, uint32_t n,
-                               uint32_t workgroups,
-                               hrt_hal_command_buffer_t** out_cb) {
-  uint32_t ordinal = 0;
-  HRT_RETURN_IF_ERROR(hrt_hal_executable_lookup(executable, "add_f32", &ordinal));
-  hrt_hal_buffer_ref_t slots[3] = {{NULL, 0, 0, HRT_HAL_WHOLE_BUFFER},
-                                   {NULL, 1, 0, HRT_HAL_WHOLE_BUFFER},
-                                   {NULL, 2, 0, HRT_HAL_WHOLE_BUFFER}};
-  hrt_hal_dispatch_t dispatch = {executable, ordinal,   {workgroups, 1, 1},
-                                 {64, 1, 1}, 1,         &n,
-                                 3,          slots};
-  hrt_hal_command_buffer_t* cb = NULL;
-  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
-  hrt_status_t status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
-  if (status != HRT_OK) {
-    hrt_hal_command_buffer_release(cb);
-    return status;
-  }
-  hrt_hal_command_buffer_finalize(cb);
-  *out_cb = cb;
-  return HRT_OK;
 }
 
 static void reused_command_buffer_runs_on_new_bindings(void) {
@@ -194,16 +159,9 @@ static void user_kernel_libraries_load_and_run(void) {
   hrt_hal_buffer_ref_t bindings[2] = {whole(in), whole(out)};
   hrt_hal_dispatch_t dispatch = {executable, ordinal, {7, 1, 1}, {1, 1, 1},
                                  2,          constants, 2,       bindings};
-  hrt_hal_command_buffer_t* cb = NULL;
-  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
-  hrt_hal_command_buffer_finalize(cb);
-  completion_t completion;
-  CHECK_OK(submit(device, cb, NULL, 0, &completion));
-  CHECK_OK(completion_wait(&completion));
+  CHECK_OK(run_dispatch(device, &dispatch));
   const uint32_t* result = out->host_ptr;
   for (int i = 0; i < 100; ++i) CHECK_EQ_INT(result[i], 3 * i);
-  hrt_hal_command_buffer_release(cb);
   hrt_hal_buffer_release(in);
   hrt_hal_buffer_release(out);
   hrt_hal_executable_release(executable);
@@ -234,13 +192,7 @@ static void workgroups_spread_over_the_workers(void) {
   hrt_hal_buffer_ref_t binding = whole(out);
   hrt_hal_dispatch_t dispatch = {executable, ordinal, {4, 4, 4}, {1, 1, 1},
                                  0,          NULL,    1,         &binding};
-  hrt_hal_command_buffer_t* cb = NULL;
-  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
-  hrt_hal_command_buffer_finalize(cb);
-  completion_t completion;
-  CHECK_OK(submit(device, cb, NULL, 0, &completion));
-  CHECK_OK(completion_wait(&completion));
+  CHECK_OK(run_dispatch(device, &dispatch));
   const uint32_t* ids = out->host_ptr;
   int used[WORKERS + 1] = {0};
   int bad = 0;
@@ -252,7 +204,6 @@ static void workgroups_spread_over_the_workers(void) {
     }
   }
   int distinct = used[1] + used[2] + used[3] + used[4];
-  hrt_hal_command_buffer_release(cb);
   hrt_hal_buffer_release(out);
   hrt_hal_executable_release(executable);
   hrt_hal_device_release(device);
@@ -302,94 +253,18 @@ static void failing_kernel_fails_the_submission_naming_it(void) {
     // The device still works after a failed submission.
     hrt_hal_buffer_t* buffer = NULL;
     CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &buffer));
-    hrt_hal_command_buffer_t* cb = NULL;
-    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 5, 4));
-    hrt_hal_command_buffer_finalize(cb);
-    completion_t completion;
-    CHECK_OK(submit(device, cb, NULL, 0, &completion));
-    CHECK_OK(completion_wait(&completion));
+    CHECK_OK(run_fill(device, whole(buffer), 5, 4));
     CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 5);
-    hrt_hal_command_buffer_release(cb);
     hrt_hal_buffer_release(buffer);
     hrt_hal_executable_release(executable);
     hrt_hal_device_release(device);
   }
 }
 
-typedef struct {
-  hrt_hal_semaphore_t* semaphore;
-  int fail;
-} late_signal_t;
-
-static void* signal_later(void* arg) {
-  late_signal_t* late = arg;
-  struct timespec pause = {0, 20000000};
-  nanosleep(&pause, NULL);
-  if (late->fail) {
-    hrt_hal_semaphore_fail(late->semaphore,
-                           hrt_status_make(HRT_STATUS_CANCELLED, "upstream"));
-  } else {
-    hrt_status_free(hrt_hal_semaphore_signal(late->semaphore, 1));
-  }
-  return NULL;
-}
-
 static void submissions_wait_for_semaphores(void) {
-  for (int fail = 0; fail < 2; ++fail) {
-    hrt_hal_device_t* device = NULL;
-    CHECK_OK(make_device("local-task?workers=2", &device));
-    hrt_hal_semaphore_t* wait = NULL;
-    hrt_hal_semaphore_t* signal = NULL;
-    CHECK_OK(hrt_hal_semaphore_create(0, &wait));
-    CHECK_OK(hrt_hal_semaphore_create(10, &signal));
-    hrt_hal_buffer_t* buffer = NULL;
-    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &buffer));
-    hrt_hal_command_buffer_t* cb = NULL;
-    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 9, 4));
-    hrt_hal_command_buffer_finalize(cb);
-    hrt_hal_semaphore_point_t wait_point = {wait, 1};
-    hrt_hal_semaphore_point_t signal_point = {signal, 11};
-    completion_t completion;
-    completion_init(&completion);
-    hrt_hal_submission_t submission = {
-        .command_buffer = cb,
-        .waits = &wait_point,
-        .wait_count = 1,
-        .signals = &signal_point,
-        .signal_count = 1,
-        .completion = {on_complete, &completion},
-    };
-    CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
-    // Nothing runs before the wait is satisfied (checked before anything
-    // could satisfy it).
-    struct timespec pause = {0, 5000000};
-    nanosleep(&pause, NULL);
-    CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 0);
-    late_signal_t late = {wait, fail};
-    hrt_thread_t thread;
-    CHECK_OK(hrt_thread_create("late", signal_later, &late, &thread));
-    hrt_status_t status = completion_wait(&completion);
-    hrt_thread_join(&thread);
-    uint64_t value = 0;
-    if (fail) {
-      CHECK_STATUS(status, HRT_STATUS_CANCELLED, "upstream");
-      CHECK_STATUS(hrt_hal_semaphore_query(signal, &value),
-                   HRT_STATUS_CANCELLED, "upstream");
-      CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 0);
-    } else {
-      CHECK_OK(status);
-      CHECK_OK(hrt_hal_semaphore_query(signal, &value));
-      CHECK_EQ_INT(value, 11);
-      CHECK_EQ_INT(*(uint32_t*)buffer->host_ptr, 9);
-    }
-    hrt_hal_command_buffer_release(cb);
-    hrt_hal_buffer_release(buffer);
-    hrt_hal_semaphore_release(wait);
-    hrt_hal_semaphore_release(signal);
-    hrt_hal_device_release(device);
-  }
+  check_submissions_wait_for_semaphores("local-task?workers=2",
+                                        /*foreign_device_loss=*/false,
+                                        /*host_visible=*/true);
 }
 
 static void bad_submissions_are_rejected_without_side_effects(void) {
@@ -421,51 +296,9 @@ static void bad_submissions_are_rejected_without_side_effects(void) {
   hrt_hal_device_release(other);
 }
 
-// The completion drops the last reference to everything, device included,
-// so the device is destroyed on its own queue thread.
-typedef struct {
-  hrt_hal_device_t* device;
-  hrt_hal_command_buffer_t* cb;
-  hrt_hal_buffer_t* buffer;
-  hrt_notification_t* done;
-} last_ref_t;
-
-static void release_everything(void* user_data, hrt_status_t status) {
-  last_ref_t* refs = user_data;
-  hrt_status_free(status);
-  hrt_hal_command_buffer_release(refs->cb);
-  hrt_hal_buffer_release(refs->buffer);
-  hrt_hal_device_release(refs->device);
-  hrt_notification_set(refs->done);
-}
-
 static void device_released_on_its_own_thread_is_destroyed(void) {
   for (int d = 0; d < 2; ++d) {
-    int64_t devices_before = hrt_live_count(HRT_LIVE_DEVICE);
-    hrt_notification_t done;
-    hrt_notification_init(&done);
-    last_ref_t refs = {NULL, NULL, NULL, &done};
-    CHECK_OK(make_device(kDeviceUris[d], &refs.device));
-    CHECK_OK(hrt_hal_device_allocate_buffer(refs.device, 64, NULL,
-                                            &refs.buffer));
-    CHECK_OK(hrt_hal_command_buffer_create(refs.device, &refs.cb));
-    CHECK_OK(hrt_hal_command_buffer_fill(refs.cb, whole(refs.buffer), 1, 1));
-    hrt_hal_command_buffer_finalize(refs.cb);
-    hrt_hal_submission_t submission = {
-        .command_buffer = refs.cb,
-        .completion = {release_everything, &refs},
-    };
-    CHECK_OK(hrt_hal_device_queue_submit(refs.device, &submission));
-    CHECK(hrt_notification_wait_until(&done, hrt_time_now_ns() + 5000000000LL));
-    hrt_notification_deinit(&done);
-    // The detached queue thread frees the device as it exits.
-    int64_t deadline = hrt_time_now_ns() + 5000000000LL;
-    while (hrt_live_count(HRT_LIVE_DEVICE) != devices_before &&
-           hrt_time_now_ns() < deadline) {
-      struct timespec pause = {0, 1000000};
-      nanosleep(&pause, NULL);
-    }
-    CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), devices_before);
+    check_device_released_by_its_completion_is_destroyed(kDeviceUris[d]);
   }
 }
 

@@ -11,7 +11,20 @@
 #include "test.h"
 #include "vm/context.h"
 
-// A sink that records every trace (keys, info, first float of each tensor).
+// A dispatch timing as the recorder keeps it: the strings copied, because
+// the event's pointers are valid only during the sink's call.
+typedef struct {
+  uint64_t sequence;
+  char function[64];
+  uint32_t op_index;
+  char kernel[64];
+  char device[64];
+  int64_t start_ns;
+  int64_t duration_ns;
+} timing_record_t;
+
+// A sink that records every trace (keys, info, first float of each tensor)
+// and the first 8 dispatch timings.
 typedef struct {
   hrt_mutex_t mutex;
   int count;
@@ -25,7 +38,7 @@ typedef struct {
   atomic_int releases;
   int fail_on;  // fail the trace with this index (or -1)
   int timing_count;
-  hrt_dispatch_timing_t timings[8];
+  timing_record_t timings[8];
 } recorder_t;
 
 static hrt_status_t record(void* user_data, const char* key,
@@ -58,7 +71,15 @@ static void record_timing(void* user_data, const hrt_dispatch_timing_t* events,
   recorder_t* recorder = user_data;
   hrt_mutex_lock(&recorder->mutex);
   for (uint32_t i = 0; i < count && recorder->timing_count < 8; ++i) {
-    recorder->timings[recorder->timing_count++] = events[i];
+    const hrt_dispatch_timing_t* event = &events[i];
+    timing_record_t* timing = &recorder->timings[recorder->timing_count++];
+    timing->sequence = event->sequence;
+    snprintf(timing->function, sizeof(timing->function), "%s", event->function);
+    timing->op_index = event->op_index;
+    snprintf(timing->kernel, sizeof(timing->kernel), "%s", event->kernel);
+    snprintf(timing->device, sizeof(timing->device), "%s", event->device);
+    timing->start_ns = event->start_ns;
+    timing->duration_ns = event->duration_ns;
   }
   hrt_mutex_unlock(&recorder->mutex);
 }
@@ -299,7 +320,7 @@ static void trace_dispatches_traces_every_dispatch_output(void) {
   fixture_release(&f);
   CHECK_EQ_INT(recorder.count, 4);
   CHECK(strcmp(recorder.keys[0], "main:0:matmul_f32") == 0);
-  CHECK_EQ_INT(recorder.first[0], 2.0f);  // x[0][0] * w[0][0]
+  CHECK(recorder.first[0] == 2.0f);  // x[0][0] * w[0][0]
   CHECK(strcmp(recorder.keys[1], "after_matmul") == 0);
   CHECK(strcmp(recorder.keys[2], "main:2:relu_f32") == 0);
   CHECK(strcmp(recorder.keys[3], "after_relu") == 0);

@@ -184,8 +184,9 @@ static void stats_skip_and_count_nonfinite_values(void) {
                             sizeof(half)};
   CHECK(hrt_tensor_find_nonfinite(&f16, &index) && index == 1);
   int32_t ints[3] = {-5, 7, 1};
-  hrt_trace_tensor_t i32 = {"i", HRT_HAL_ELEMENT_TYPE_I32, 1, shape, ints,
-                            sizeof(ints)};
+  int64_t ints_shape[1] = {3};
+  hrt_trace_tensor_t i32 = {
+      "i", HRT_HAL_ELEMENT_TYPE_I32, 1, ints_shape, ints, sizeof(ints)};
   hrt_tensor_stats_compute(&i32, &stats);
   CHECK(stats.min == -5 && stats.max == 7 && stats.mean == 1);
   CHECK(!hrt_tensor_find_nonfinite(&i32, &index));
