@@ -21,9 +21,9 @@ function installInvoke(NativeFunction) {
         return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
       }
       if (signal?.aborted) return Promise.reject(cancelled(this.name, signal));
-      // The native invoke reports its own failures as rejections, but V8
-      // throws before it runs when `this` is not a Function ('Illegal
-      // invocation'); that too must be a rejection.
+      // The native invoke reports its failures (a wrong receiver included) as
+      // rejections; only failing to make the promise itself throws, and that
+      // too must be a rejection.
       let result;
       try {
         result = nativeInvoke.call(this, inputs);

@@ -2,7 +2,7 @@
 const assert = require('assert');
 const os = require('os');
 const halrt = require('..');
-const { assertThrowsHalrt } = require('./helpers');
+const { assertThrowsHalrt, assertRejectsHalrt } = require('./helpers');
 
 describe('Instance.createDevice', () => {
   let instance;
@@ -134,17 +134,18 @@ describe('construction rules', () => {
     assertThrowsHalrt(() => halrt.Instance(), 'INVALID_ARGUMENT', 'Instance: the constructor must be called with `new`');
   });
 
-  it('methods and accessors called on the wrong receiver throw', () => {
-    // V8 checks the receiver of class methods before the binding runs (as for
-    // built-in platform objects): 'Illegal invocation'. Accessors are checked
-    // by the binding itself.
+  it('methods and accessors called on the wrong receiver throw a HalrtError naming the method', () => {
     const instance = new halrt.Instance();
     const device = instance.createDevice('local-sync');
     try {
-      assert.throws(() => halrt.Device.prototype.tensor.call({}, new Float32Array(1), [1]), TypeError);
-      assert.throws(() => halrt.Instance.prototype.createDevice.call(device, 'local-sync'), TypeError);
-      assert.throws(() => halrt.Device.prototype.close.call(instance), TypeError);
-      assert.throws(() => Object.create(halrt.Device.prototype).empty([1], 'f32'), TypeError);
+      assertThrowsHalrt(() => halrt.Device.prototype.tensor.call({}, new Float32Array(1), [1]), 'INVALID_ARGUMENT',
+        'device.tensor: `this` is not a Device');
+      assertThrowsHalrt(() => halrt.Instance.prototype.createDevice.call(device, 'local-sync'), 'INVALID_ARGUMENT',
+        'instance.createDevice: `this` is not an Instance');
+      assertThrowsHalrt(() => halrt.Device.prototype.close.call(instance), 'INVALID_ARGUMENT',
+        'device.close: `this` is not a Device');
+      assertThrowsHalrt(() => Object.create(halrt.Device.prototype).empty([1], 'f32'), 'INVALID_ARGUMENT',
+        'device.empty: `this` is not a Device');
       const shapeGetter = Object.getOwnPropertyDescriptor(halrt.BufferView.prototype, 'shape').get;
       assertThrowsHalrt(() => shapeGetter.call(device), 'INVALID_ARGUMENT',
         'bufferView.shape: `this` is not a BufferView');
@@ -153,4 +154,31 @@ describe('construction rules', () => {
       instance.close();
     }
   });
+
+  it('promise-returning methods on the wrong receiver reject with a HalrtError, never throw', async () => {
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('local-sync');
+    const view = device.tensor(new Float32Array(2), [2]);
+    try {
+      const { read } = view;
+      const calls = [
+        [() => read(), 'bufferView.read: `this` is not a BufferView'],
+        [() => halrt.BufferView.prototype.read.call({}), 'bufferView.read: `this` is not a BufferView'],
+        [() => halrt.BufferView.prototype.read.call(device), 'bufferView.read: `this` is not a BufferView'],
+        [() => halrt.Device.prototype.copy.call(view, view, view), 'device.copy: `this` is not a Device'],
+        [() => halrt.Function.prototype.invoke.call(view, []), 'function.invoke: `this` is not a Function'],
+      ];
+      for (const [call, message] of calls) {
+        let result;
+        assert.doesNotThrow(() => { result = call(); });
+        assert.ok(result instanceof Promise);
+        await assertRejectsHalrt(result, 'INVALID_ARGUMENT', message);
+      }
+    } finally {
+      view.close();
+      device.close();
+      instance.close();
+    }
+  });
+
 });

@@ -28,6 +28,7 @@
 #include "napi/js_hal_module.h"
 #include "napi/js_instance.h"
 #include "napi/js_module.h"
+#include "napi/js_wrap.h"
 
 static void hrt_js_delete_ref(napi_env env, napi_ref* ref) {
   if (*ref != NULL) napi_delete_reference(env, *ref);
@@ -48,6 +49,7 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
   hrt_js_delete_ref(env, &state->module_class);
   hrt_js_delete_ref(env, &state->function_class);
   hrt_js_delete_ref(env, &state->construct_token);
+  hrt_js_wrap_pins_free(state);
   free(state);
 }
 

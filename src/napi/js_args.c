@@ -374,11 +374,12 @@ bool hrt_js_arg_unwrap(napi_env env, napi_value value,
   }
   hrt_js_wrap_t* wrap = hrt_js_wrap_get(env, value);
   if (wrap == NULL) return false;
-  if (wrap->handle == NULL && !allow_closed) {
+  if (wrap->closed && !allow_closed) {
     return hrt_js_throw(env, HRT_STATUS_FAILED_PRECONDITION,
                         "%s: %s%s%s is closed", method, name ? name : "",
                         name ? " " : "", cls->name);
   }
+  if (!hrt_js_wrap_pin(env, wrap)) return false;
   *out_wrap = wrap;
   return true;
 }

@@ -70,10 +70,13 @@ const char* hrt_js_article(const char* noun);
 bool hrt_js_typed_array_accepts(hrt_hal_element_type_t dtype,
                                 napi_typedarray_type array_type);
 
-// Unwraps an object tagged as `cls`. `name` is the argument ("target"), or
-// NULL for the receiver (`this`). Fails with INVALID_ARGUMENT "<name> is not a
+// Unwraps an object tagged as `cls` and pins it for the rest of the binding
+// call (js_wrap.h), so that its handle stays valid even if user code run by a
+// later argument closes it. `name` is the argument ("target"), or NULL for
+// the receiver (`this`). Fails with INVALID_ARGUMENT "<name> is not a
 // <Class>" for anything else, and with FAILED_PRECONDITION "<Class> is closed"
-// when the wrap no longer holds its runtime reference, unless `allow_closed`.
+// when close() was called on it, unless `allow_closed` (then `handle` may be
+// NULL).
 bool hrt_js_arg_unwrap(napi_env env, napi_value value,
                        const hrt_js_class_t* cls, const char* method,
                        const char* name, bool allow_closed,

@@ -1,7 +1,10 @@
 #include "napi/js_common.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include "napi/js_wrap.h"
 
 hrt_js_env_t* hrt_js_env_get(napi_env env) {
   void* data = NULL;
@@ -179,13 +182,49 @@ bool hrt_js_shape_array(napi_env env, uint32_t rank, const int64_t* shape,
   return true;
 }
 
+// `callback` behind hrt_js_wrap_call (js_wrap.h), as the property's data.
+static void* hrt_js_call_data(napi_callback callback) {
+  return (void*)(intptr_t)callback;
+}
+
 napi_value hrt_js_define_class(napi_env env, const char* name,
                                napi_callback constructor,
                                const napi_property_descriptor* properties,
                                size_t count, napi_ref* out_ref) {
-  napi_value result = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(env, name, NAPI_AUTO_LENGTH, constructor,
-                                       NULL, count, properties, &result));
+  // Static properties go on the class; the others are defined on its
+  // prototype afterwards. napi_define_class would give prototype methods a
+  // receiver check of V8's own, which throws a TypeError ("Illegal
+  // invocation") before the binding runs; defined plainly, a wrong receiver
+  // reaches the method, which reports it as a HalrtError (a rejection for
+  // methods returning a promise).
+  napi_property_descriptor statics[count ? count : 1];
+  napi_property_descriptor members[count ? count : 1];
+  size_t static_count = 0, member_count = 0;
+  for (size_t i = 0; i < count; ++i) {
+    napi_property_descriptor property = properties[i];
+    // Setters would share `data` with the getter; none exist.
+    if (property.method != NULL) {
+      property.data = hrt_js_call_data(property.method);
+      property.method = hrt_js_wrap_call;
+    } else if (property.getter != NULL) {
+      property.data = hrt_js_call_data(property.getter);
+      property.getter = hrt_js_wrap_call;
+    }
+    if (property.attributes & napi_static) {
+      statics[static_count++] = property;
+    } else {
+      members[member_count++] = property;
+    }
+  }
+  napi_value result = NULL, prototype = NULL;
+  HRT_NAPI_CALL(env, napi_define_class(env, name, NAPI_AUTO_LENGTH,
+                                       hrt_js_wrap_call,
+                                       hrt_js_call_data(constructor),
+                                       static_count, statics, &result));
+  HRT_NAPI_CALL(env,
+                napi_get_named_property(env, result, "prototype", &prototype));
+  HRT_NAPI_CALL(env, napi_define_properties(env, prototype, member_count,
+                                            members));
   if (out_ref != NULL) {
     HRT_NAPI_CALL(env, napi_create_reference(env, result, 1, out_ref));
   }

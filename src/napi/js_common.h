@@ -14,6 +14,7 @@
 #include "base/status.h"
 
 typedef struct hrt_js_channel_s hrt_js_channel_t;
+typedef struct hrt_js_wrap_s hrt_js_wrap_t;
 
 // Per-env state, owned by the env through napi_set_instance_data and freed by
 // its finalizer at env teardown. Never global: each worker thread has its own.
@@ -33,6 +34,11 @@ typedef struct hrt_js_env_s {
   hrt_js_channel_t* channel;
   // The number of the next invocation (info.sequence of its traces).
   uint64_t next_sequence;
+  // Wraps pinned by the binding calls now running on this env's thread,
+  // innermost call last (js_wrap.h). Empty whenever no call is running.
+  hrt_js_wrap_t** pins;
+  size_t pin_count;
+  size_t pin_capacity;
 } hrt_js_env_t;
 
 // The state of `env`, or NULL (with a pending exception) if it is missing.

@@ -187,7 +187,8 @@ static bool hrt_js_function_this(napi_env env, napi_value this_arg,
   return true;
 }
 
-// Collects the input views (borrowed from their objects for this call).
+// Collects the input views (pinned for this call: an element getter may
+// close an earlier input).
 static bool hrt_js_invoke_inputs(napi_env env, napi_value value,
                                  const char* method,
                                  hrt_hal_buffer_view_t** views,
@@ -207,7 +208,9 @@ static bool hrt_js_invoke_inputs(napi_env env, napi_value value,
       wrap = hrt_js_wrap_get(env, element);
       if (wrap == NULL) return false;
     }
-    if (wrap == NULL || wrap->handle == NULL) {
+    if (wrap != NULL && !wrap->closed) {
+      if (!hrt_js_wrap_pin(env, wrap)) return false;
+    } else {
       // Unwrapped again with its name, which only the error needs.
       char name[32];
       snprintf(name, sizeof(name), "inputs[%u]", i);

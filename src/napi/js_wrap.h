@@ -7,12 +7,26 @@
 // comes first; the hrt_js_wrap_t itself is freed by the finalizer. Releasing a
 // runtime object never calls N-API, so the finalizer is safe at env teardown.
 //
+// Re-entrancy: reading a JavaScript argument can run user code (a getter, a
+// Proxy trap) that calls close() on an object the method already unwrapped.
+// So every wrap a binding method unwraps is *pinned* until that method
+// returns: close() during the call marks the wrap closed at once (later
+// unwraps fail with FAILED_PRECONDITION) but the runtime reference is dropped
+// only when the last call pinning it returns. `handle` therefore stays valid
+// for the whole call of every method that unwrapped it. Pins are kept on a
+// per-env stack and released by hrt_js_wrap_call, the entry point that
+// hrt_js_define_class installs in front of every method, getter and
+// constructor; unwrapping is only allowed inside such a call.
+//
 // Threads: JS thread of the owning env only.
 #ifndef HRT_NAPI_JS_WRAP_H_
 #define HRT_NAPI_JS_WRAP_H_
 
 #include <node_api.h>
 #include <stdbool.h>
+#include <stdint.h>
+
+typedef struct hrt_js_env_s hrt_js_env_t;
 
 typedef struct hrt_js_class_s {
   const char* name;  // "Device": used in messages
@@ -22,7 +36,11 @@ typedef struct hrt_js_class_s {
 
 typedef struct hrt_js_wrap_s {
   const hrt_js_class_t* cls;
-  void* handle;  // owned runtime reference; NULL once closed
+  // Owned runtime reference; NULL once released (closed and not pinned).
+  void* handle;
+  uint32_t pins;   // binding calls now running that unwrapped this wrap
+  bool closed;     // close() was called (the reference may still be pinned)
+  bool finalized;  // the JS object is gone; freed when the last pin goes
 } hrt_js_wrap_t;
 
 // Tags `object` as `cls` and attaches `handle` (an owned reference, consumed
@@ -46,7 +64,20 @@ bool hrt_js_wrap_is(napi_env env, napi_value value, const hrt_js_class_t* cls);
 // pending exception.
 hrt_js_wrap_t* hrt_js_wrap_get(napi_env env, napi_value object);
 
-// Drops the runtime reference if still held. Idempotent.
+// Pins `wrap` (not closed) until the binding call now running returns.
+// Returns false with a pending exception when out of memory.
+bool hrt_js_wrap_pin(napi_env env, hrt_js_wrap_t* wrap);
+
+// Marks the wrap closed and drops the runtime reference, at once when no call
+// pins it, otherwise when the last pinning call returns. Idempotent.
 void hrt_js_wrap_close(hrt_js_wrap_t* wrap);
+
+// The napi_callback installed for every method, getter and constructor of a
+// binding class: `data` is the real napi_callback (as an intptr); calls it
+// and then unpins every wrap pinned during the call.
+napi_value hrt_js_wrap_call(napi_env env, napi_callback_info info);
+
+// Frees the env's pin stack (env teardown; no call is running then).
+void hrt_js_wrap_pins_free(hrt_js_env_t* state);
 
 #endif  // HRT_NAPI_JS_WRAP_H_
