@@ -62,3 +62,20 @@ void hrt_dynlib_close(hrt_dynlib_t* library) {
   dlclose(library->handle);
   free(library);
 }
+
+hrt_status_t hrt_dynlib_pin_containing(const void* address) {
+  Dl_info info;
+  if (dladdr(address, &info) == 0 || info.dli_fname == NULL) {
+    return hrt_status_make(HRT_STATUS_INTERNAL,
+                           "cannot find the shared object containing %p",
+                           address);
+  }
+  // RTLD_NOLOAD: only flags the object already loaded; the reference this
+  // takes is never dropped, which is the point.
+  if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == NULL) {
+    const char* reason = dlerror();
+    return hrt_status_make(HRT_STATUS_INTERNAL, "cannot pin '%s': %s",
+                           info.dli_fname, reason ? reason : "dlopen failed");
+  }
+  return HRT_OK;
+}

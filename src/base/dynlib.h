@@ -20,4 +20,11 @@ hrt_status_t hrt_dynlib_symbol(hrt_dynlib_t* library, const char* name,
 const char* hrt_dynlib_path(const hrt_dynlib_t* library);
 void hrt_dynlib_close(hrt_dynlib_t* library);
 
+// Keeps the shared object that contains `address` mapped until the process
+// exits, whatever dlclose calls follow (RTLD_NODELETE). Threads of a library
+// may outlive the last user that would otherwise unload it (Node unloads an
+// addon with its last environment); pinned, their code stays mapped. Any
+// thread; idempotent. INTERNAL when the object cannot be found or pinned.
+hrt_status_t hrt_dynlib_pin_containing(const void* address) HRT_MUST_USE;
+
 #endif  // HRT_BASE_DYNLIB_H_

@@ -6,7 +6,12 @@
 //   does every submission until its completion has run, so a device lives
 //   while work is in flight. The last release may happen on the device's own
 //   completion thread; implementations handle that (they cannot join
-//   themselves).
+//   themselves): destroy on any other thread joins the device's threads;
+//   destroy on the device's own thread detaches it, and that thread frees the
+//   device and exits without touching anything else (detach-and-forget). Such
+//   a thread can outlive every user of the device, so whoever loads the
+//   runtime as a shared library must keep it mapped until the process exits
+//   (the Node addon pins itself: src/napi/addon.c).
 // - Each device has its own completion thread. A submission's completion
 //   callback runs there exactly once, never on the submitting thread, after
 //   the device has dropped what the submission retained (command buffer,

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "base/dynlib.h"
 #include "base/live.h"
 #include "hal/driver.h"
 #include "hal/element_type.h"
@@ -151,6 +152,16 @@ static napi_value hrt_js_dtypes(napi_env env) {
 }
 
 NAPI_MODULE_INIT() {
+  // Node unloads the addon with the last env that loaded it, but a device
+  // released last by in-flight work is destroyed later on its own thread
+  // (hal/device.h), and a worker's env can end while device threads still run
+  // halrt code. Pinned, that code stays mapped until the process exits.
+  hrt_status_t pinned = hrt_dynlib_pin_containing((const void*)&hrt_js_drivers);
+  if (pinned != HRT_OK) {
+    napi_throw_error(env, "INTERNAL", hrt_status_message(pinned));
+    hrt_status_free(pinned);
+    return NULL;
+  }
   hrt_js_env_t* state = calloc(1, sizeof(*state));
   if (state == NULL) {
     napi_throw_error(env, "RESOURCE_EXHAUSTED",

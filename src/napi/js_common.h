@@ -18,6 +18,16 @@ typedef struct hrt_js_wrap_s hrt_js_wrap_t;
 
 // Per-env state, owned by the env through napi_set_instance_data and freed by
 // its finalizer at env teardown. Never global: each worker thread has its own.
+//
+// Env teardown (a worker ending in any way, or process exit) quiesces what
+// belongs to the env without waiting for device work: channels close (no
+// JavaScript runs again; messages still queued or posted later are freed
+// natively), debug sinks stop holding back producers, and the finalizers of
+// wrapped objects drop their runtime references. A device that still has work
+// in flight is not joined: its threads finish that work, find the channels
+// closed, and the device is freed on its own thread (hal/device.h). None of
+// this touches N-API or the env, and the addon is pinned (addon.c) so that
+// code stays mapped after Node unloads the addon with its last env.
 typedef struct hrt_js_env_s {
   napi_ref error_class;        // HalrtError; NULL until lib/ wires it in
   napi_ref trace_decoder;      // lib/trace_batch.js; NULL until wired in
