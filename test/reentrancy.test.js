@@ -119,6 +119,17 @@ describe('re-entrancy: argument reading that closes objects', () => {
     });
   }
 
+  it('device.tensor: a shape getter that detaches the data\'s ArrayBuffer is INVALID_ARGUMENT, nothing read', () => {
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('local-sync');
+    const data = Float32Array.from([1, 2, 3, 4]);
+    const shape = [4];
+    Object.defineProperty(shape, 0, { get() { structuredClone(data.buffer, { transfer: [data.buffer] }); return 4; } });
+    assertThrowsHalrt(() => device.tensor(data, shape), 'INVALID_ARGUMENT',
+      'device.tensor: data has 0 elements but shape [4] needs 4');
+    closeAll(device, instance);
+  });
+
   it('device.copy: a Proxy argument is no BufferView, whatever its traps close', async () => {
     const instance = new halrt.Instance();
     const device = instance.createDevice('local-sync');
