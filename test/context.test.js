@@ -9,7 +9,7 @@ const path = require('path');
 const halrt = require('..');
 const {
   BUILTIN, DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, assertClose, closeAll, makeProgram, randomFloats,
-  liveBaseline, reference, settleLiveObjects, waitFor,
+  inChild, liveBaseline, reference, settleLiveObjects, unreadableFiles, waitFor,
 } = require('./helpers');
 
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose');
@@ -593,6 +593,34 @@ describe('bad input', () => {
         }
       });
     }
+
+    it('a kernel library that is not a regular file of at most 1 GiB fails at Context creation, naming it', () => {
+      // dlopen of a FIFO waits for a writer: checked before the loader runs.
+      const files = unreadableFiles('k.so', 2 ** 30 + 1);
+      try {
+        const got = inChild(`
+          const instance = new halrt.Instance();
+          const device = instance.createDevice('local-sync');
+          const hal = new halrt.HalModule(instance, device);
+          const out = args.map((library) => settle(() => {
+            const module = new halrt.ModuleBuilder('m').executable('k', { local: { library } })
+              .function('f', (f) => f.output('y', 'u8', [1]).fill('y', 1)).build(instance);
+            try { new halrt.Context(instance, [hal, module]).close(); } finally { module.close(); }
+          }));
+          for (const o of [hal, device, instance]) o.close();
+          console.log(JSON.stringify(out));`, [files.zero, files.fifo, files.dir, files.big]);
+        const prefix = "new Context: linking module 'm': executables.k: ";
+        assert.deepStrictEqual(got, [
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'/dev/zero' is a character device, not a regular file` },
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'${files.fifo}' is a FIFO, not a regular file` },
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'${files.dir}' is a directory, not a regular file` },
+          { code: 'RESOURCE_EXHAUSTED',
+            message: `${prefix}'${files.big}' is 1073741825 bytes, over the limit of 1073741824 bytes for a kernel file` },
+        ]);
+      } finally {
+        files.cleanup();
+      }
+    });
 
     it('non-module entries are INVALID_ARGUMENT naming the index', () => {
       assertThrowsHalrt(() => new halrt.Context(instance, [hal, {}]), 'INVALID_ARGUMENT',
