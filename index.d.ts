@@ -575,7 +575,13 @@ export interface ModuleOptions {
 export class Module implements Disposable {
   /** Not callable: use Module.load, Module.fromObject, Module.fromJson or a ModuleBuilder. */
   private constructor();
-  /** Loads a *.halrt.json file; paths in it resolve against its folder. */
+  /**
+   * Loads a *.halrt.json file; paths in it resolve against its folder. Only
+   * a regular file of at most 64 MiB is read: a device, FIFO or directory
+   * throws INVALID_ARGUMENT, a larger file RESOURCE_EXHAUSTED (naming its
+   * size and the cap), a missing one NOT_FOUND; each names the path. Kernel
+   * files the module names are held to 1 GiB when a Context links it.
+   */
   static load(instance: Instance, file: string): Module;
   static fromObject(instance: Instance, object: ModuleDescription, options?: ModuleOptions): Module;
   /** `baseDir`: where relative paths resolve (none: they are an error). */

@@ -562,6 +562,26 @@ describe('bad input', () => {
       assertThrowsHalrt(() => halrt.Module.load(instance, 5), 'INVALID_ARGUMENT', 'Module.load: path must be a string');
     });
 
+    it('Module.load reads only a regular file of at most 64 MiB, naming the path (and size and cap)', () => {
+      const files = unreadableFiles('m.halrt.json', 64 * 2 ** 20 + 1);
+      try {
+        const got = inChild(`
+          const instance = new halrt.Instance();
+          const out = args.map((file) => settle(() => halrt.Module.load(instance, file).close()));
+          instance.close();
+          console.log(JSON.stringify(out));`, [files.zero, files.fifo, files.dir, files.big]);
+        assert.deepStrictEqual(got, [
+          { code: 'INVALID_ARGUMENT', message: "Module.load: '/dev/zero' is a character device, not a regular file" },
+          { code: 'INVALID_ARGUMENT', message: `Module.load: '${files.fifo}' is a FIFO, not a regular file` },
+          { code: 'INVALID_ARGUMENT', message: `Module.load: '${files.dir}' is a directory, not a regular file` },
+          { code: 'RESOURCE_EXHAUSTED',
+            message: `Module.load: '${files.big}' is 67108865 bytes, over the limit of 67108864 bytes for a module file` },
+        ]);
+      } finally {
+        files.cleanup();
+      }
+    });
+
     it('modules need an Instance and cannot be constructed directly', () => {
       assertThrowsHalrt(() => halrt.Module.fromJson({}, '{}'), 'INVALID_ARGUMENT', 'Module.fromJson: instance is not an Instance');
       assertThrowsHalrt(() => new halrt.Module(), 'INVALID_ARGUMENT', 'new Module: use Module.load');
