@@ -414,6 +414,27 @@ describe('Context and Function', () => {
         other.close();
         p.close();
       });
+
+      it('a Context keeps working once its HalModule and Module are closed; once it is closed, its functions stay readable but refuse invoke', async () => {
+        const traces = [];
+        const p = makeProgram(uri, (b) => b.function('f', (f) => f.output('y', 'u8', [1]).fill('y', 9).trace('t', ['y'])),
+          { hal: { debugSink: (key, tensors) => traces.push([key, tensors[0].data[0]]) } });
+        p.hal.close();
+        p.module.close();
+        const fn = p.lookup('f');
+        const [y] = await fn.invoke([]);
+        assert.deepStrictEqual(await y.read(), Uint8Array.of(9));
+        assert.deepStrictEqual(traces, [['t', 9]]);
+        y.close();
+        p.context.close();
+        assert.strictEqual(fn.name, 'm.f');
+        assert.strictEqual(fn.context, p.context);
+        assert.deepStrictEqual(fn.outputs, [{ name: 'y', dtype: 'u8', shape: [1] }]);
+        await assertRejectsHalrt(fn.invoke([]), 'FAILED_PRECONDITION', 'function.invoke: its context Context is closed');
+        assert.deepStrictEqual(traces, [['t', 9]]);
+        fn.close();
+        p.close();
+      });
     });
   }
 });
