@@ -464,7 +464,12 @@ export class HalModule implements Disposable {
   /** options.traceDispatches as given (false when not given). */
   readonly traceDispatches: boolean | TraceDispatchesFilter;
   readonly profile: boolean;
-  /** Releases this object's module reference. Idempotent. Contexts keep theirs. */
+  /**
+   * Releases this object's module reference. Idempotent. Contexts already
+   * linked with it keep their own reference and keep working (lookupFunction,
+   * invoke, traces to its debug sink); a new Context refuses it with
+   * FAILED_PRECONDITION.
+   */
   close(): void;
   [Symbol.dispose](): void;
 }
@@ -575,7 +580,13 @@ export interface ModuleOptions {
 export class Module implements Disposable {
   /** Not callable: use Module.load, Module.fromObject, Module.fromJson or a ModuleBuilder. */
   private constructor();
-  /** Loads a *.halrt.json file; paths in it resolve against its folder. */
+  /**
+   * Loads a *.halrt.json file; paths in it resolve against its folder. Only
+   * a regular file of at most 64 MiB is read: a device, FIFO or directory
+   * throws INVALID_ARGUMENT, a larger file RESOURCE_EXHAUSTED (naming its
+   * size and the cap), a missing one NOT_FOUND; each names the path. Kernel
+   * files the module names are held to 1 GiB when a Context links it.
+   */
   static load(instance: Instance, file: string): Module;
   static fromObject(instance: Instance, object: ModuleDescription, options?: ModuleOptions): Module;
   /** `baseDir`: where relative paths resolve (none: they are an error). */
@@ -583,7 +594,12 @@ export class Module implements Disposable {
   readonly name: string;
   /** A fresh array of the exported functions' signatures. */
   readonly functions: FunctionSignature[];
-  /** Releases this object's module reference. Idempotent. Contexts keep theirs. */
+  /**
+   * Releases this object's module reference. Idempotent. Afterwards `name`
+   * and `functions` throw FAILED_PRECONDITION and a new Context refuses it;
+   * contexts already linked with it keep their own reference and keep
+   * working (lookupFunction, invoke).
+   */
   close(): void;
   [Symbol.dispose](): void;
 }
@@ -626,7 +642,14 @@ export class Context implements Disposable {
   readonly modules: readonly (HalModule | Module)[];
   /** A function by its qualified name, 'module.function'. */
   lookupFunction(name: string): HalrtFunction;
-  /** Releases this object's context reference. Idempotent. Functions and invocations keep theirs. */
+  /**
+   * Closes the context. Idempotent. Afterwards lookupFunction throws, and
+   * invoke() of any of its functions, including those looked up before,
+   * rejects with FAILED_PRECONDITION; those functions' properties stay
+   * readable, and each holds the native context until it is closed or
+   * collected. Invocations already started are not affected: they complete
+   * with their outputs and traces.
+   */
   close(): void;
   [Symbol.dispose](): void;
 }

@@ -12,6 +12,7 @@ const fs = require('fs');
 const path = require('path');
 const { Command, CommanderError, InvalidArgumentError } = require('commander');
 const halrt = require('./index');
+const { LIMITS, readRegularFile } = require('./files');
 const npy = require('./npy');
 
 // A usage problem: one line on stderr, exit code 2.
@@ -63,9 +64,9 @@ function parseInput(spec, signature) {
     const file = value.slice(1);
     let bytes;
     try {
-      bytes = fs.readFileSync(file);
+      bytes = readRegularFile(file, { caller: `--input '${name}'`, maxBytes: LIMITS.npyInput, what: 'an .npy input' });
     } catch (error) {
-      throw new UsageError(`--input '${name}': cannot read '${file}': ${error.message}`);
+      throw new UsageError(error.message);
     }
     try {
       return { declared, tensor: npy.parse(bytes, file) };

@@ -4,9 +4,9 @@
 // same "halrt.module/1" description (docs/module-format.md), validated
 // natively with errors that name the offending field.
 
-const fs = require('fs');
 const path = require('path');
 const { HalrtError } = require('./errors');
+const { LIMITS, readRegularFile } = require('./files');
 
 const FORMAT = 'halrt.module/1';
 
@@ -16,13 +16,8 @@ function installModuleStatics(Module) {
     if (typeof file !== 'string') {
       throw new HalrtError(`Module.load: path must be a string (got ${typeof file})`, 'INVALID_ARGUMENT');
     }
-    let text;
-    try {
-      text = fs.readFileSync(file, 'utf8');
-    } catch (error) {
-      throw new HalrtError(`Module.load: cannot read '${file}': ${error.message}`, 'NOT_FOUND', { cause: error });
-    }
-    return Module.fromJson(instance, text, path.dirname(path.resolve(file)));
+    const bytes = readRegularFile(file, { caller: 'Module.load', maxBytes: LIMITS.moduleFile, what: 'a module file' });
+    return Module.fromJson(instance, bytes.toString('utf8'), path.dirname(path.resolve(file)));
   };
 
   // Module.fromObject(instance, object, {baseDir}): relative paths resolve

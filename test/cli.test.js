@@ -181,6 +181,19 @@ describe('halrt CLI', function () {
       }, ['bad.halrt.json', 'invalid JSON']],
       ['a missing input file', () => ['run', EXAMPLE, `--input=x=@${path.join(dir, 'nope.npy')}`], ["--input 'x': cannot read", 'nope.npy']],
       ['an input file that is not .npy', () => ['run', EXAMPLE, `--input=x=@${EXAMPLE}`], ["--input 'x'", 'not a .npy file']],
+      ['a module file that is a device', () => ['run', '/dev/zero'],
+        ["halrt: /dev/zero: Module.load: '/dev/zero' is a character device, not a regular file"]],
+      ['an input file that is a FIFO', () => {
+        const fifo = path.join(dir, 'fifo.npy');
+        if (!fs.existsSync(fifo)) assert.strictEqual(spawnSync('mkfifo', [fifo]).status, 0);
+        return ['run', EXAMPLE, `--input=x=@${fifo}`];
+      }, ["halrt: --input 'x': '", "fifo.npy' is a FIFO, not a regular file"]],
+      ['an input file over 4 GiB', () => {
+        const big = path.join(dir, 'big.npy');
+        fs.writeFileSync(big, '');
+        fs.truncateSync(big, 2 ** 32 + 1);  // sparse: no disk used
+        return ['run', EXAMPLE, `--input=x=@${big}`];
+      }, ["big.npy' is 4294967297 bytes, over the limit of 4294967296 bytes for an .npy input"]],
       ['an unknown input name', () => ['run', EXAMPLE, '--input', 'q=[1]'], ["--input 'q': function 'main' has no input 'q' (inputs: x, w1, w2)"]],
       ['a wrong element count', () => ['run', EXAMPLE, ...inputs().slice(0, 2), '--input', 'w2=[1,2,3]'],
         ["--input 'w2': expected shape [16,3] (48 elements), got 3 elements"]],

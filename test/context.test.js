@@ -9,7 +9,7 @@ const path = require('path');
 const halrt = require('..');
 const {
   BUILTIN, DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, assertClose, closeAll, makeProgram, randomFloats,
-  liveBaseline, reference, settleLiveObjects, waitFor,
+  inChild, liveBaseline, reference, settleLiveObjects, unreadableFiles, waitFor,
 } = require('./helpers');
 
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose');
@@ -414,6 +414,27 @@ describe('Context and Function', () => {
         other.close();
         p.close();
       });
+
+      it('a Context keeps working once its HalModule and Module are closed; once it is closed, its functions stay readable but refuse invoke', async () => {
+        const traces = [];
+        const p = makeProgram(uri, (b) => b.function('f', (f) => f.output('y', 'u8', [1]).fill('y', 9).trace('t', ['y'])),
+          { hal: { debugSink: (key, tensors) => traces.push([key, tensors[0].data[0]]) } });
+        p.hal.close();
+        p.module.close();
+        const fn = p.lookup('f');
+        const [y] = await fn.invoke([]);
+        assert.deepStrictEqual(await y.read(), Uint8Array.of(9));
+        assert.deepStrictEqual(traces, [['t', 9]]);
+        y.close();
+        p.context.close();
+        assert.strictEqual(fn.name, 'm.f');
+        assert.strictEqual(fn.context, p.context);
+        assert.deepStrictEqual(fn.outputs, [{ name: 'y', dtype: 'u8', shape: [1] }]);
+        await assertRejectsHalrt(fn.invoke([]), 'FAILED_PRECONDITION', 'function.invoke: its context Context is closed');
+        assert.deepStrictEqual(traces, [['t', 9]]);
+        fn.close();
+        p.close();
+      });
     });
   }
 });
@@ -562,6 +583,26 @@ describe('bad input', () => {
       assertThrowsHalrt(() => halrt.Module.load(instance, 5), 'INVALID_ARGUMENT', 'Module.load: path must be a string');
     });
 
+    it('Module.load reads only a regular file of at most 64 MiB, naming the path (and size and cap)', () => {
+      const files = unreadableFiles('m.halrt.json', 64 * 2 ** 20 + 1);
+      try {
+        const got = inChild(`
+          const instance = new halrt.Instance();
+          const out = args.map((file) => settle(() => halrt.Module.load(instance, file).close()));
+          instance.close();
+          console.log(JSON.stringify(out));`, [files.zero, files.fifo, files.dir, files.big]);
+        assert.deepStrictEqual(got, [
+          { code: 'INVALID_ARGUMENT', message: "Module.load: '/dev/zero' is a character device, not a regular file" },
+          { code: 'INVALID_ARGUMENT', message: `Module.load: '${files.fifo}' is a FIFO, not a regular file` },
+          { code: 'INVALID_ARGUMENT', message: `Module.load: '${files.dir}' is a directory, not a regular file` },
+          { code: 'RESOURCE_EXHAUSTED',
+            message: `Module.load: '${files.big}' is 67108865 bytes, over the limit of 67108864 bytes for a module file` },
+        ]);
+      } finally {
+        files.cleanup();
+      }
+    });
+
     it('modules need an Instance and cannot be constructed directly', () => {
       assertThrowsHalrt(() => halrt.Module.fromJson({}, '{}'), 'INVALID_ARGUMENT', 'Module.fromJson: instance is not an Instance');
       assertThrowsHalrt(() => new halrt.Module(), 'INVALID_ARGUMENT', 'new Module: use Module.load');
@@ -593,6 +634,34 @@ describe('bad input', () => {
         }
       });
     }
+
+    it('a kernel library that is not a regular file of at most 1 GiB fails at Context creation, naming it', () => {
+      // dlopen of a FIFO waits for a writer: checked before the loader runs.
+      const files = unreadableFiles('k.so', 2 ** 30 + 1);
+      try {
+        const got = inChild(`
+          const instance = new halrt.Instance();
+          const device = instance.createDevice('local-sync');
+          const hal = new halrt.HalModule(instance, device);
+          const out = args.map((library) => settle(() => {
+            const module = new halrt.ModuleBuilder('m').executable('k', { local: { library } })
+              .function('f', (f) => f.output('y', 'u8', [1]).fill('y', 1)).build(instance);
+            try { new halrt.Context(instance, [hal, module]).close(); } finally { module.close(); }
+          }));
+          for (const o of [hal, device, instance]) o.close();
+          console.log(JSON.stringify(out));`, [files.zero, files.fifo, files.dir, files.big]);
+        const prefix = "new Context: linking module 'm': executables.k: ";
+        assert.deepStrictEqual(got, [
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'/dev/zero' is a character device, not a regular file` },
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'${files.fifo}' is a FIFO, not a regular file` },
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'${files.dir}' is a directory, not a regular file` },
+          { code: 'RESOURCE_EXHAUSTED',
+            message: `${prefix}'${files.big}' is 1073741825 bytes, over the limit of 1073741824 bytes for a kernel file` },
+        ]);
+      } finally {
+        files.cleanup();
+      }
+    });
 
     it('non-module entries are INVALID_ARGUMENT naming the index', () => {
       assertThrowsHalrt(() => new halrt.Context(instance, [hal, {}]), 'INVALID_ARGUMENT',

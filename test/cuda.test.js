@@ -12,7 +12,8 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
 const {
-  BUILTIN, assertClose, assertThrowsHalrt, closeAll, cudaDriver, makeProgram, randomFloats, reference,
+  BUILTIN, assertClose, assertThrowsHalrt, closeAll, cudaDriver, inChild, makeProgram, randomFloats, reference,
+  unreadableFiles,
 } = require('./helpers');
 
 const cuda = cudaDriver();
@@ -341,6 +342,36 @@ describe(title, function () {
           "new Context: linking module 'g'", 'functions.f.body[0]', 'no_such_entry');
       } finally {
         closeAll(modules, hal, device, instance);
+      }
+    });
+
+    it('a PTX, cubin or fatbin path that is not a regular file of at most 1 GiB fails at Context creation, naming it', () => {
+      const files = unreadableFiles('k.ptx', 2 ** 30 + 1);
+      try {
+        const cases = ['ptx', 'cubin', 'fatbin'].flatMap((kind) =>
+          [files.zero, files.fifo, files.dir, files.big].map((file) => ({ kind, file })));
+        const got = inChild(`
+          const instance = new halrt.Instance();
+          const device = instance.createDevice('cuda');
+          const hal = new halrt.HalModule(instance, device);
+          const out = args.map(({ kind, file }) => settle(() => {
+            const module = new halrt.ModuleBuilder('m').executable('t', { cuda: { [kind]: file } })
+              .function('f', (f) => f.output('y', 'u8', [1]).fill('y', 1)).build(instance);
+            try { new halrt.Context(instance, [hal, module]).close(); } finally { module.close(); }
+          }));
+          for (const o of [hal, device, instance]) o.close();
+          console.log(JSON.stringify(out));`, cases);
+        const prefix = "new Context: linking module 'm': executables.t: ";
+        const expected = [
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'/dev/zero' is a character device, not a regular file` },
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'${files.fifo}' is a FIFO, not a regular file` },
+          { code: 'INVALID_ARGUMENT', message: `${prefix}'${files.dir}' is a directory, not a regular file` },
+          { code: 'RESOURCE_EXHAUSTED',
+            message: `${prefix}'${files.big}' is 1073741825 bytes, over the limit of 1073741824 bytes for a kernel file` },
+        ];
+        assert.deepStrictEqual(got, [...expected, ...expected, ...expected]);
+      } finally {
+        files.cleanup();
       }
     });
 

@@ -2,6 +2,10 @@
 // Shared test utilities (not a spec file: mocha runs test/*.test.js).
 
 const assert = require('assert');
+const { spawnSync } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
 const halrt = require('..');
 
 /** The TypedArray class read() returns for each dtype. */
@@ -255,6 +259,42 @@ function randomFloats(count, seed, range = 4) {
   return out;
 }
 
+/**
+ * Runs `script` in a child Node with `halrt`, `args` (given as JSON) and
+ * `settle(fn)` ('ok', or {code, message} of what fn threw) in scope; returns
+ * what it printed, parsed as JSON. For reads that hang or exhaust memory
+ * should the rule refusing them regress: the child is killed, not mocha.
+ */
+function inChild(script, args) {
+  const source = `const halrt = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const args = JSON.parse(process.argv[1]);
+    const settle = (fn) => { try { fn(); return 'ok'; } catch (error) { return { code: error.code, message: error.message }; } };
+    ${script}`;
+  const result = spawnSync(process.execPath, ['-e', source, JSON.stringify(args)], { encoding: 'utf8', timeout: 20000 });
+  assert.strictEqual(result.signal, null, `the child was killed (${result.signal}): ${result.stderr}`);
+  assert.strictEqual(result.status, 0, result.stderr);
+  return JSON.parse(result.stdout);
+}
+
+/**
+ * Files that lib/files.js and src/base/file.h refuse: {zero: '/dev/zero',
+ * dir, fifo, big}, `dir` a new folder holding a FIFO and a sparse file of
+ * `bigBytes` bytes, both named after `name`; `cleanup()` removes the folder.
+ */
+function unreadableFiles(name, bigBytes) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-files-'));
+  const fifo = path.join(dir, `fifo-${name}`);
+  const mkfifo = spawnSync('mkfifo', [fifo]);
+  assert.strictEqual(mkfifo.status, 0, String(mkfifo.stderr));
+  const big = path.join(dir, `big-${name}`);
+  fs.writeFileSync(big, '');
+  fs.truncateSync(big, bigBytes);
+  return {
+    dir, fifo, big, zero: '/dev/zero',
+    cleanup: () => fs.rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
 module.exports = {
   ARRAY_TYPES,
   BUILTIN,
@@ -276,4 +316,6 @@ module.exports = {
   makeProgram,
   randomFloats,
   reference,
+  inChild,
+  unreadableFiles,
 };

@@ -18,6 +18,13 @@
 // per workgroup, possibly concurrently from several worker threads and in any
 // order; a kernel loops over its workgroup's invocations itself.
 //
+// Failure: a kernel reports a bad call by returning a code (below), which
+// fails only that submission. A kernel runs in the calling process, with no
+// isolation: a crash in it (a segfault, an abort, a stack overflow) ends the
+// whole process, Node included, and a stray write corrupts it. Unlike a CUDA
+// fault, it cannot be caught and turned into DEVICE_LOST. A kernel must stay
+// within `binding_lengths` and never trap.
+//
 // Layout choices: only fixed-width fields and pointers, naturally aligned, no
 // bitfields and no enums in structs, so that the layout is the same for every
 // C compiler on one platform; sizes are asserted below for 64-bit targets.

@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/arena.h"
+#include "base/file.h"
 #include "base/half.h"
 #include "base/json.h"
 #include "base/threads.h"
@@ -18,6 +19,10 @@
 #define HRT_PROGRAM_FORMAT "halrt.module/1"
 #define HRT_PROGRAM_MAX_VALUES 1024
 #define HRT_PROGRAM_MAX_OPS 65536
+// The largest kernel file (PTX, cubin, fatbin, CPU library) an executable may
+// name, 1 GiB: far above any real kernel image, far below what reading a
+// device file "whole" would try (docs/module-format.md).
+#define HRT_PROGRAM_MAX_KERNEL_FILE_BYTES (UINT64_C(1) << 30)
 
 //===----------------------------------------------------------------------===//
 // The parsed module
@@ -943,37 +948,6 @@ static hrt_status_t hrt_program_trace(void* user_data, void* submission_context,
                               tensors);
 }
 
-static hrt_status_t hrt_read_file(const char* path, char** out_data,
-                                  size_t* out_length) {
-  FILE* file = fopen(path, "rb");
-  if (!file) {
-    return hrt_status_make(HRT_STATUS_NOT_FOUND, "cannot open '%s'", path);
-  }
-  hrt_status_t status = HRT_OK;
-  char* data = NULL;
-  long length = -1;
-  if (fseek(file, 0, SEEK_END) == 0) length = ftell(file);
-  if (length < 0 || fseek(file, 0, SEEK_SET) != 0) {
-    status = hrt_status_make(HRT_STATUS_DATA_LOSS, "cannot size '%s'", path);
-  }
-  if (status == HRT_OK) {
-    status = hrt_allocate((size_t)length + 1, path, (void**)&data);
-  }
-  if (status == HRT_OK &&
-      fread(data, 1, (size_t)length, file) != (size_t)length) {
-    status = hrt_status_make(HRT_STATUS_DATA_LOSS, "cannot read '%s'", path);
-  }
-  fclose(file);
-  if (status != HRT_OK) {
-    free(data);
-    return status;
-  }
-  data[length] = 0;
-  *out_data = data;
-  *out_length = (size_t)length;
-  return HRT_OK;
-}
-
 static hrt_status_t hrt_load_executable(hrt_hal_device_t* device,
                                         const hrt_executable_spec_t* spec,
                                         hrt_hal_executable_t** out) {
@@ -989,19 +963,27 @@ static hrt_status_t hrt_load_executable(hrt_hal_device_t* device,
   }
   hrt_hal_executable_params_t params = {.format = kind_spec->format};
   char* file_data = NULL;
+  hrt_status_t status = HRT_OK;
   if (kind_spec->format == HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY) {
+    // dlopen would block on a FIFO: the library gets the same check as the
+    // images read below, by path since the loader opens it itself.
     params.path = kind_spec->path;
+    status = hrt_file_check(kind_spec->path, HRT_PROGRAM_MAX_KERNEL_FILE_BYTES,
+                            "a kernel file");
   } else if (kind_spec->data) {
     params.data = kind_spec->data;
     params.data_length = strlen(kind_spec->data) + 1;
   } else if (kind_spec->path) {
     size_t length = 0;
-    HRT_RETURN_IF_ERROR(hrt_read_file(kind_spec->path, &file_data, &length));
+    status = hrt_file_read(kind_spec->path, HRT_PROGRAM_MAX_KERNEL_FILE_BYTES,
+                           "a kernel file", &file_data, &length);
     params.data = file_data;
     params.data_length =
         length + (kind_spec->format == HRT_HAL_EXECUTABLE_FORMAT_PTX);
   }
-  hrt_status_t status = hrt_hal_device_create_executable(device, &params, out);
+  if (status == HRT_OK) {
+    status = hrt_hal_device_create_executable(device, &params, out);
+  }
   free(file_data);
   return hrt_status_annotate(status, "executables.%s", spec->name);
 }

@@ -1,10 +1,13 @@
-// src/base: statuses, notifications, threads and dynamic libraries.
+// src/base: statuses, notifications, threads, dynamic libraries and files.
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/dynlib.h"
+#include "base/file.h"
 #include "base/half.h"
 #include "base/status.h"
 #include "base/threads.h"
@@ -174,6 +177,91 @@ static void half_floats_round_trip_and_round_to_even(void) {
   CHECK_EQ_INT(mismatches, 0);
 }
 
+static void file_read_returns_exactly_the_bytes_and_a_nul(void) {
+  char dir[] = "/tmp/halrt-file-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[64];
+  snprintf(path, sizeof(path), "%s/image", dir);
+  static const char kBytes[7] = {'a', 'b', 0, 'c', 'd', 'e', 'f'};
+  FILE* file = fopen(path, "wb");
+  CHECK(file != NULL);
+  CHECK(fwrite(kBytes, 1, sizeof(kBytes), file) == sizeof(kBytes));
+  CHECK(fclose(file) == 0);
+
+  char* data = NULL;
+  size_t length = 0;
+  hrt_status_t status = hrt_file_read(path, 7, "a test file", &data, &length);
+  const bool exact = status == HRT_OK && length == 7 &&
+                     memcmp(data, kBytes, 7) == 0 && data[7] == 0;
+  hrt_status_free(status);
+  free(data);
+  // One byte over the cap: refused before anything is read, naming the
+  // path, the size and the cap.
+  data = NULL;
+  char message[160];
+  snprintf(message, sizeof(message),
+           "'%s' is 7 bytes, over the limit of 6 bytes for a test file", path);
+  status = hrt_file_read(path, 6, "a test file", &data, &length);
+  const bool refused =
+      hrt_status_code(status) == HRT_STATUS_RESOURCE_EXHAUSTED &&
+      strcmp(hrt_status_message(status), message) == 0 && data == NULL;
+  hrt_status_free(status);
+  remove(path);
+  rmdir(dir);
+  CHECK(exact);
+  CHECK(refused);
+}
+
+// /dev/zero never ends and opening a FIFO waits for a writer: both, and a
+// directory, are refused by name without blocking (this test would hang on
+// the FIFO otherwise).
+static void file_read_refuses_devices_fifos_and_directories(void) {
+  char dir[] = "/tmp/halrt-file-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char fifo[64];
+  snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+  CHECK(mkfifo(fifo, 0600) == 0);
+  const struct {
+    const char* path;
+    const char* kind;
+  } kCases[] = {
+      {"/dev/zero", "a character device"},
+      {fifo, "a FIFO"},
+      {dir, "a directory"},
+  };
+  int wrong = 0;
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+    char message[160];
+    snprintf(message, sizeof(message), "'%s' is %s, not a regular file",
+             kCases[i].path, kCases[i].kind);
+    char* data = NULL;
+    size_t length = 0;
+    hrt_status_t read =
+        hrt_file_read(kCases[i].path, 1u << 30, "a test file", &data, &length);
+    hrt_status_t check = hrt_file_check(kCases[i].path, 1u << 30, "a file");
+    if (hrt_status_code(read) != HRT_STATUS_INVALID_ARGUMENT ||
+        strcmp(hrt_status_message(read), message) != 0 ||
+        hrt_status_code(check) != HRT_STATUS_INVALID_ARGUMENT ||
+        strcmp(hrt_status_message(check), message) != 0 || data != NULL) {
+      fprintf(stderr, "%s: got %s / %s\n", kCases[i].path,
+              hrt_status_message(read), hrt_status_message(check));
+      ++wrong;
+    }
+    hrt_status_free(read);
+    hrt_status_free(check);
+  }
+  char missing[64];
+  snprintf(missing, sizeof(missing), "%s/missing", dir);
+  hrt_status_t status = hrt_file_check(missing, 1, "a file");
+  const bool not_found = hrt_status_code(status) == HRT_STATUS_NOT_FOUND &&
+                         strstr(hrt_status_message(status), missing) != NULL;
+  hrt_status_free(status);
+  remove(fifo);
+  rmdir(dir);
+  CHECK_EQ_INT(wrong, 0);
+  CHECK(not_found);
+}
+
 TEST_MAIN(TEST_CASE(status_carries_code_and_formatted_message),
           TEST_CASE(status_made_with_ok_code_is_internal),
           TEST_CASE(long_messages_are_truncated_not_overrun),
@@ -183,4 +271,6 @@ TEST_MAIN(TEST_CASE(status_carries_code_and_formatted_message),
           TEST_CASE(dynlib_missing_library_is_unavailable),
           TEST_CASE(dynlib_opens_first_loadable_and_finds_symbols),
           TEST_CASE(allocation_failure_is_resource_exhausted),
+          TEST_CASE(file_read_returns_exactly_the_bytes_and_a_nul),
+          TEST_CASE(file_read_refuses_devices_fifos_and_directories),
           TEST_CASE(half_floats_round_trip_and_round_to_even))

@@ -484,6 +484,44 @@ static void test_zero_elements_is_valid_and_touches_nothing(void) {
   }
 }
 
+static double thread_cpu_seconds(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+// A size of 0 means no output, whatever the other sizes say: the kernel must
+// not walk ~2^32 empty rows (softmax_rows_f32 with cols == 0 used to, about
+// 40 s at -O2 and minutes under ASan). No memory is read or written, so the
+// only evidence is time: the bound is generous both ways, as the whole table
+// now takes microseconds.
+static void test_empty_work_returns_without_walking_other_sizes(void) {
+  static const struct {
+    const char* name;
+    uint32_t binding_count;
+    uint32_t constants[3];
+  } kCases[] = {
+      {"softmax_rows_f32", 2, {0xFFFFFFF0u, 0}},
+      {"reduce_sum_f32", 2, {0, 0xFFFFFFF0u}},
+      {"matmul_f32", 3, {0xFFFFFFF0u, 0, 0}},
+      {"matmul_f32", 3, {0, 0, 0xFFFFFFF0u}},
+      {"matmul_f32", 3, {0, 0xFFFFFFF0u, 0}},
+  };
+  const uint32_t grid[3] = {1, 1, 1};
+  const size_t lengths[3] = {0, 0, 0};
+  void* bindings[3] = {NULL, NULL, NULL};
+  const double start = thread_cpu_seconds();
+  for (size_t i = 0; i < COUNT_OF(kCases); ++i) {
+    CHECK_EQ_INT(run_kernel(kCases[i].name, grid, bindings, lengths,
+                            kCases[i].binding_count, kCases[i].constants,
+                            find_kernel(kCases[i].name)->constant_count),
+                 HALRT_KERNEL_OK);
+  }
+  const double seconds = thread_cpu_seconds() - start;
+  if (seconds >= 1.0) fprintf(stderr, "empty kernels took %.1f s\n", seconds);
+  CHECK(seconds < 1.0);
+}
+
 // Grids whose linear size overflows 64 bits still split n items into
 // chunks of one: workgroup x = i owns item i, all others own nothing.
 static void test_huge_grids_partition_without_overflow(void) {
@@ -1018,6 +1056,7 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_axpy_and_relu_match_reference_for_any_grid),
           TEST_CASE(test_elementwise_outputs_may_alias_inputs),
           TEST_CASE(test_zero_elements_is_valid_and_touches_nothing),
+          TEST_CASE(test_empty_work_returns_without_walking_other_sizes),
           TEST_CASE(test_huge_grids_partition_without_overflow),
           TEST_CASE(test_matmul_matches_reference_and_is_grid_independent),
           TEST_CASE(test_matmul_instruction_sets_give_identical_bits),

@@ -296,6 +296,9 @@ static int hrt_run_rows(const halrt_dispatch_state_t* dispatch,
       !hrt_binding_holds(dispatch, 1, rows, out_cols, sizeof(float))) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
   }
+  // No output elements (softmax with no columns): nothing to walk, however
+  // many rows there are.
+  if (hrt_mul_saturate(rows, out_cols) == 0) return HALRT_KERNEL_OK;
   const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, rows);
   if (range.begin < range.end) body(dispatch, range);
   return HALRT_KERNEL_OK;

@@ -114,10 +114,17 @@ extern "C" __global__ void matmul_f32(const float* a, const float* b, float* c,
                                       uint32_t M, uint32_t K, uint32_t N) {
   __shared__ float a_tile[HRT_MATMUL_TILE][HRT_MATMUL_TILE];
   __shared__ float b_tile[HRT_MATMUL_TILE][HRT_MATMUL_TILE];
+  // An empty c has nothing to compute: return before walking tile rows.
+  // The condition is the same in every thread, so no barrier is skipped by
+  // some threads only.
+  if (M == 0 || N == 0) return;
   const uint32_t tx = threadIdx.x % HRT_MATMUL_TILE;
   const uint32_t ty = threadIdx.x / HRT_MATMUL_TILE;
-  const uint32_t tile_rows = (M + HRT_MATMUL_TILE - 1) / HRT_MATMUL_TILE;
-  const uint32_t tile_cols = (N + HRT_MATMUL_TILE - 1) / HRT_MATMUL_TILE;
+  // In 64 bits: M + 15 wraps in 32 for M near 2^32.
+  const uint32_t tile_rows =
+      (uint32_t)(((uint64_t)M + HRT_MATMUL_TILE - 1) / HRT_MATMUL_TILE);
+  const uint32_t tile_cols =
+      (uint32_t)(((uint64_t)N + HRT_MATMUL_TILE - 1) / HRT_MATMUL_TILE);
   for (uint32_t tr = blockIdx.y; tr < tile_rows; tr += gridDim.y) {
     for (uint32_t tc = blockIdx.x; tc < tile_cols; tc += gridDim.x) {
       const uint64_t row = (uint64_t)tr * HRT_MATMUL_TILE + ty;
@@ -171,6 +178,9 @@ struct hrt_add_op {
 extern "C" __global__ void softmax_rows_f32(const float* x, float* out,
                                             uint32_t rows, uint32_t cols) {
   __shared__ float scratch[HRT_BUILTIN_BLOCK];
+  // No columns, no output: return before walking up to 2^32 rows (the whole
+  // grid takes this branch, so no barrier is skipped by some threads only).
+  if (cols == 0) return;
   for (uint64_t r = hrt_block_index(); r < rows; r += hrt_block_count()) {
     const float* in_row = x + r * cols;
     float* out_row = out + r * cols;
