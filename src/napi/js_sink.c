@@ -34,6 +34,7 @@ struct hrt_js_sink_s {
   hrt_block_pool_t* pool;            // large trace data; the sink's reference
   uint32_t stats_mask;               // bit i: target i is in STATS mode
   bool borrowed;                     // see hrt_js_sink_options_t
+  uint64_t max_array_bytes;          // hrt_js_max_array_bytes at create
   uint32_t target_count;
   // JS thread only; weak while idle, strong while invocations are in flight.
   napi_ref targets[HRT_JS_SINK_MAX_TARGETS];
@@ -148,6 +149,14 @@ static bool hrt_js_sink_records_buffer(napi_env env, hrt_js_sink_t* sink,
         env, napi_get_reference_value(env, sink->records_ref, out_buffer));
     *out_data = sink->records_data;
     return true;
+  }
+  if (size > sink->max_array_bytes) {
+    // Not reached while the bound is at most that (see create).
+    hrt_js_throw_status(env,
+                        hrt_status_annotate(hrt_js_array_too_large(
+                                                size, sink->max_array_bytes),
+                                            "a batch of trace records"));
+    return false;
   }
   size_t capacity = 64 * 1024;
   while (capacity < size) capacity *= 2;
@@ -431,6 +440,15 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
                                       uint32_t count,
                                       const hrt_trace_tensor_t* tensors) {
   hrt_js_sink_t* sink = user_data;
+  // Data JavaScript cannot hold fails the invocation here, before any copy.
+  for (uint32_t i = 0; sink->contents.data && i < count; ++i) {
+    if (tensors[i].byte_length > sink->max_array_bytes) {
+      return hrt_status_annotate(
+          hrt_js_array_too_large(tensors[i].byte_length,
+                                 sink->max_array_bytes),
+          "trace '%s': tensor '%s'", key, tensors[i].name);
+    }
+  }
   uint64_t bytes =
       hrt_js_trace_bytes(key, info, count, tensors, sink->contents);
   uint64_t dropped = 0;
@@ -561,7 +579,13 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   atomic_init(&sink->ref_count, 3);
   hrt_mutex_init(&sink->mutex);
   hrt_cond_init(&sink->drained);
-  sink->max_bytes = options->max_bytes;
+  // A batch's records reach JavaScript in one ArrayBuffer, and a batch never
+  // holds more than the bytes in flight (or one trace): so no more in flight
+  // than such a buffer can hold.
+  sink->max_array_bytes = hrt_js_max_array_bytes(env);
+  sink->max_bytes = options->max_bytes < sink->max_array_bytes
+                        ? options->max_bytes
+                        : sink->max_array_bytes;
   sink->policy = options->policy;
   sink->borrowed = options->borrowed;
   sink->batch_message.deliver = hrt_js_sink_deliver;

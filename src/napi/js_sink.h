@@ -38,7 +38,11 @@
 //   trace would exceed it, policy WAIT blocks the completion thread until
 //   JavaScript catches up (nothing is lost; a trace larger than the bound waits
 //   for an empty queue), and policy DROP drops the trace and counts it
-//   (reported as info.dropped). A closed sink (env gone) never blocks.
+//   (reported as info.dropped). A closed sink (env gone) never blocks. The
+//   bound is at most what one JavaScript ArrayBuffer holds
+//   (hrt_js_max_array_bytes): a batch's records reach JavaScript in one.
+// - A traced tensor too large for one ArrayBuffer fails its invocation
+//   (RESOURCE_EXHAUSTED from buffer_view_trace) when a target wants data.
 #ifndef HRT_NAPI_JS_SINK_H_
 #define HRT_NAPI_JS_SINK_H_
 
