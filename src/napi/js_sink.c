@@ -26,6 +26,13 @@ typedef struct hrt_js_sink_error_s {
 // A records buffer up to this size is kept for the next batch.
 #define HRT_JS_RECORDS_KEEP_BYTES (1u << 20)
 
+// Borrowed data of the batch being delivered: `lent[i]` is the ArrayBuffer
+// over external i, NULL once taken back (or never lent).
+typedef struct hrt_js_sink_lending_s {
+  hrt_js_trace_batch_t* batch;
+  napi_value* lent;
+} hrt_js_sink_lending_t;
+
 struct hrt_js_sink_s {
   atomic_int_fast32_t ref_count;
   hrt_js_channel_t* channel;  // the sink's reference; finished by release
@@ -46,6 +53,10 @@ struct hrt_js_sink_s {
   napi_ref records_ref;
   void* records_data;
   size_t records_capacity;
+  // Borrowed data: lib/trace_batch.js's takeBack (made on first use) and
+  // what it takes back from (NULL outside a delivery).
+  napi_ref take_back_ref;
+  hrt_js_sink_lending_t* lending;
   // Guarded by mutex: the batch being appended to, the empty spare it is
   // swapped with when the JS thread takes it, whether `batch_message` is
   // queued on the channel (then the sink holds a reference for it), and the
@@ -201,9 +212,69 @@ static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
   return true;
 }
 
+// Borrowed data: detaches what was lent of externals [from, to) and forgets
+// it, so that the batch's reset gives their blocks back. Works with an
+// exception pending (a callback that terminated its worker). A buffer found
+// detached already (transferred elsewhere by a callback) may still be in use
+// there: its block is left, never reused.
+static void hrt_js_sink_take_back(napi_env env,
+                                  const hrt_js_sink_lending_t* lending,
+                                  size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    napi_value buffer = lending->lent[i];
+    bool detached = true;
+    if (buffer == NULL) continue;  // taken back, or delivery failed first
+    lending->lent[i] = NULL;
+    if (napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok ||
+        detached || napi_detach_arraybuffer(env, buffer) != napi_ok) {
+      hrt_js_trace_batch_take_external(lending->batch, i);  // left to leak
+    }
+  }
+}
+
+// takeBack(from, to) of lib/trace_batch.js, called when the callbacks of a
+// record have returned: takes back the data lent for the record, so that a
+// callback sees the arrays of earlier records detached. Does nothing outside
+// a delivery.
+static napi_value hrt_js_sink_take_back_js(napi_env env,
+                                           napi_callback_info info) {
+  napi_value argv[2] = {NULL, NULL};
+  size_t argc = 2;
+  void* data = NULL;
+  uint32_t from = 0, to = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, &data) != napi_ok) {
+    return NULL;
+  }
+  const hrt_js_sink_lending_t* lending = ((hrt_js_sink_t*)data)->lending;
+  if (lending != NULL && argc == 2 &&
+      napi_get_value_uint32(env, argv[0], &from) == napi_ok &&
+      napi_get_value_uint32(env, argv[1], &to) == napi_ok) {
+    size_t count = lending->batch->external_count;
+    hrt_js_sink_take_back(env, lending, from, to < count ? to : count);
+  }
+  return NULL;
+}
+
+// The sink's takeBack function, made on first use and kept.
+static bool hrt_js_sink_take_back_function(napi_env env, hrt_js_sink_t* sink,
+                                           napi_value* out_function) {
+  if (sink->take_back_ref != NULL) {
+    HRT_NAPI_CALL_BOOL(env, napi_get_reference_value(env, sink->take_back_ref,
+                                                     out_function));
+    return true;
+  }
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_function(env, "takeBack", NAPI_AUTO_LENGTH,
+                                hrt_js_sink_take_back_js, sink, out_function));
+  HRT_NAPI_CALL_BOOL(env, napi_create_reference(env, *out_function, 1,
+                                                &sink->take_back_ref));
+  return true;
+}
+
 // lib/trace_batch.js's arguments for `batch`: (targets, statsMask, records,
-// strings, views, externals). Takes the batch's external blocks, or with
-// borrowed data lends them, keeping their ArrayBuffers in `lent`.
+// strings, views, externals), and takeBack when `lent` is given. Takes the
+// batch's external blocks, or with borrowed data lends them, keeping their
+// ArrayBuffers in `lent`.
 static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
                                    hrt_js_trace_batch_t* batch,
                                    napi_value* argv, napi_value* lent) {
@@ -253,24 +324,7 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
     }
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
   }
-  return true;
-}
-
-// Borrowed data: detaches what was lent (`lent[i]`: the ArrayBuffer over
-// external i), so that the batch's reset gives the blocks back. Works with an
-// exception pending (a callback that terminated its worker). A buffer found
-// detached already (transferred elsewhere by a callback) may still be in use
-// there: its block is left, never reused.
-static void hrt_js_sink_take_back(napi_env env, hrt_js_trace_batch_t* batch,
-                                  const napi_value* lent) {
-  for (size_t i = 0; i < batch->external_count; ++i) {
-    bool detached = true;
-    if (lent[i] == NULL) continue;  // not lent (delivery failed first)
-    if (napi_is_detached_arraybuffer(env, lent[i], &detached) != napi_ok ||
-        detached || napi_detach_arraybuffer(env, lent[i]) != napi_ok) {
-      hrt_js_trace_batch_take_external(batch, i);  // left to leak
-    }
-  }
+  return lent == NULL || hrt_js_sink_take_back_function(env, sink, &argv[6]);
 }
 
 // Hands `batch` to lib/trace_batch.js, which calls the targets, and keeps
@@ -281,22 +335,29 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
   napi_handle_scope scope = NULL;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   hrt_js_env_t* state = hrt_js_env_get(env);
-  napi_value decoder = NULL, global = NULL, result = NULL, argv[6] = {NULL};
-  napi_value* lent = NULL;
+  napi_value decoder = NULL, global = NULL, result = NULL, argv[7] = {NULL};
+  hrt_js_sink_lending_t lending = {batch, NULL};
   if (sink->borrowed && batch->external_count > 0) {
-    lent = calloc(batch->external_count, sizeof(*lent));
+    lending.lent = calloc(batch->external_count, sizeof(*lending.lent));
   }
+  hrt_js_sink_lending_t* outer = sink->lending;
+  if (lending.lent != NULL) sink->lending = &lending;
   bool ok =
       state != NULL &&
-      (lent != NULL || !sink->borrowed || batch->external_count == 0) &&
+      (lending.lent != NULL || !sink->borrowed ||
+       batch->external_count == 0) &&
       napi_get_reference_value(env, state->trace_decoder, &decoder) ==
           napi_ok &&
       decoder != NULL && napi_get_global(env, &global) == napi_ok &&
-      hrt_js_sink_batch_args(env, sink, batch, argv, lent) &&
-      napi_call_function(env, global, decoder, 6, argv, &result) == napi_ok;
-  if (lent != NULL) {
-    hrt_js_sink_take_back(env, batch, lent);
-    free(lent);
+      hrt_js_sink_batch_args(env, sink, batch, argv, lending.lent) &&
+      napi_call_function(env, global, decoder, lending.lent != NULL ? 7 : 6,
+                         argv, &result) == napi_ok;
+  sink->lending = outer;
+  if (lending.lent != NULL) {
+    // What the records' takeBack calls left: all of it when the decoder
+    // stopped early (a worker terminated in a callback).
+    hrt_js_sink_take_back(env, &lending, 0, batch->external_count);
+    free(lending.lent);
   }
   bool is_array = false;
   uint32_t length = 0;
@@ -523,6 +584,10 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
   }
   if (sink->records_ref != NULL) napi_delete_reference(env, sink->records_ref);
   sink->records_ref = NULL;
+  if (sink->take_back_ref != NULL) {
+    napi_delete_reference(env, sink->take_back_ref);
+  }
+  sink->take_back_ref = NULL;
   while (sink->errors) {
     hrt_js_sink_error_t* entry = sink->errors;
     sink->errors = entry->next;

@@ -69,10 +69,10 @@ typedef enum hrt_js_sink_mode_e {
 typedef struct hrt_js_sink_options_s {
   uint64_t max_bytes;  // the backpressure bound
   hrt_js_sink_policy_t policy;
-  // Large trace data (external ArrayBuffers) is lent to the callbacks and
-  // detached when they return, so that its block is reused at once instead
-  // of when V8 collects the ArrayBuffer (HalModule option traceData:
-  // 'borrowed').
+  // Large trace data (external ArrayBuffers) is lent to the callbacks of its
+  // trace and detached as soon as they return, before the next trace is
+  // delivered, so that its block is reused at once instead of when V8
+  // collects the ArrayBuffer (HalModule option traceData: 'borrowed').
   bool borrowed;
 } hrt_js_sink_options_t;
 
