@@ -190,7 +190,11 @@ export class BufferView<D extends DType = DType> implements Disposable {
   readonly dtype: D;
   readonly byteLength: number;
   readonly rank: number;
-  /** A copy of the contents, after all work submitted before it. */
+  /**
+   * A copy of the contents, after all work submitted before it. Rejects with
+   * RESOURCE_EXHAUSTED, before copying, when the view has more bytes than
+   * one ArrayBuffer may (buffer.constants.MAX_LENGTH: 4 GiB up to Node 21).
+   */
   read(): Promise<TypedArrayOf<D>>;
   /** Releases the view. Idempotent. */
   close(): void;
@@ -426,9 +430,10 @@ export interface HalModuleOptions {
   nonFinite?: 'ignore' | 'reject' | undefined;
   /**
    * Bound on the bytes of traces posted to JavaScript but not yet delivered:
-   * an integer >= 1. Default 64 MiB. Also bounds the memory of large traces
-   * (64 KiB and more) the sink keeps warm for reuse while the HalModule
-   * lives.
+   * an integer >= 1 (taken as at most buffer.constants.MAX_LENGTH, as a
+   * batch of traces reaches JavaScript in one ArrayBuffer). Default 64 MiB.
+   * Also bounds the memory of large traces (64 KiB and more) the sink keeps
+   * warm for reuse while the HalModule lives.
    */
   maxTraceBytes?: number | undefined;
   /**

@@ -14,7 +14,11 @@
 //   strings    the batch's strings, indexed by the records
 //   views      views[dtype]: a TypedArray of that dtype over the same bytes
 //              as `slots` (only dtypes with inline data)
-//   externals  typed arrays of large data, indexed by the records
+//   externals  typed arrays of large data, indexed by the records (in record
+//              order)
+//   takeBack   with borrowed data: takeBack(from, to) detaches externals
+//              [from, to), called as soon as the callbacks of the record that
+//              lent them have returned; undefined otherwise
 // Returns [sequence, thrown, ...] for the callbacks that threw, or undefined;
 // the binding fails those invocations.
 
@@ -29,10 +33,11 @@ function shapeAt(slots, first, rank) {
 }
 
 function makeTraceDecoder(dtypeNames) {
-  return function deliverBatch(targets, statsMask, slots, strings, views, externals) {
+  return function deliverBatch(targets, statsMask, slots, strings, views, externals, takeBack) {
     const wantsStats = statsMask !== 0;
     const wantsData = statsMask !== 2 ** targets.length - 1;
     let errors;
+    let lentEnd = 0; // externals before this one are taken back
     const end = slots.length;
     let p = 0;
     while (p < end) {
@@ -69,6 +74,7 @@ function makeTraceDecoder(dtypeNames) {
       p += 8;
       const tensors = [];
       const stats = [];
+      let externalEnd = lentEnd;
       for (let i = 0; i < count; ++i) {
         const name = strings[slots[p]];
         const dtypeIndex = slots[p + 1];
@@ -103,6 +109,7 @@ function makeTraceDecoder(dtypeNames) {
             p += Math.ceil(byteLength / 8);
           } else {
             data = externals[where];
+            externalEnd = where + 1;
           }
           tensors.push({ name, dtype, shape: shapeAt(slots, first, rank), data });
         }
@@ -121,6 +128,10 @@ function makeTraceDecoder(dtypeNames) {
         } catch (error) {
           (errors ??= []).push(sequence, error);
         }
+      }
+      if (takeBack !== undefined && externalEnd > lentEnd) {
+        takeBack(lentEnd, externalEnd);
+        lentEnd = externalEnd;
       }
     }
     return errors;

@@ -193,6 +193,59 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
+    it("traceData 'borrowed' detaches each trace's large data when its callback returns, before the next trace of the same batch", async () => {
+      const N = 32768; // 128 KiB of f32 per trace: lent
+      const keys = ['t0', 't1', 't2', 't3'];
+      const seen = []; // per callback: its key, its array, what it saw
+      let moved;
+      const p = makeProgram(uri, (b) => b.function('main', (f) => {
+        f.input('x', 'f32', [N]).output('y', 'f32', [N])
+          .dispatch('k.relu_f32', { workgroups: [2], bindings: ['x', 'y'], constants: [N] });
+        for (const key of keys) f.trace(key, ['x']);
+        return f;
+      }), {
+        hal: {
+          traceData: 'borrowed',
+          debugSink: (key, tensors) => {
+            const data = tensors[0].data;
+            seen.push({
+              key,
+              data,
+              previousLength: seen.length ? seen[seen.length - 1].data.byteLength : null,
+              ownLength: data.length,
+              ownSum: data.reduce((a, v) => a + v, 0),
+            });
+            if (key === 't1') throw new Error('t1 fails');
+            if (key === 't2') moved = structuredClone(data, { transfer: [data.buffer] });
+          },
+        },
+      });
+      const fn = p.lookup('main');
+      const x = Float32Array.from({ length: N }, (_, i) => (i % 5) - 2);
+      const sum = x.reduce((a, v) => a + v, 0);
+      const input = p.device.tensor(x, [N]);
+      try {
+        // Holding the JS thread while the device traces puts the four
+        // traces in one batch.
+        const pending = fn.invoke([input]);
+        busyWait(100);
+        await assert.rejects(pending, (error) => error.code === 'ABORTED' && error.cause.message === 't1 fails');
+        assert.deepStrictEqual(seen.map((c) => c.key), keys);
+        for (const c of seen) {
+          assert.strictEqual(c.ownLength, N, `${c.key}: intact during its callback`);
+          assert.strictEqual(c.ownSum, sum, `${c.key}: the traced values`);
+          assert.strictEqual(c.data.byteLength, 0, `${c.key}: detached afterwards`);
+        }
+        // Detached before the next callback ran, also after a throw (t1) and
+        // a transfer (t2), which leaves the moved copy intact.
+        assert.deepStrictEqual(seen.map((c) => c.previousLength), [null, 0, 0, 0]);
+        assert.deepStrictEqual(moved, x);
+      } finally {
+        closeAll(input, fn);
+        p.close();
+      }
+    });
+
     it('traceDispatches traces what each dispatch writes under "function:op:kernel" keys, in program order', async () => {
       const { calls, sink } = recorder();
       const p = makeProgram(uri, (b) => b.function('main', (f) => f

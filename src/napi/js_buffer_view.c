@@ -117,6 +117,14 @@ static napi_value hrt_js_buffer_view_read(napi_env env,
     return promise;
   }
 
+  // Refused before the copy is made: the promise could never hold it.
+  uint64_t limit = hrt_js_max_array_bytes(env);
+  if (byte_length > limit) {
+    hrt_js_throw_status(
+        env, hrt_status_annotate(hrt_js_array_too_large(byte_length, limit),
+                                 "%s", method));
+    return hrt_js_rejected_with_pending(env);
+  }
   void* host_data =
       byte_length <= SIZE_MAX ? malloc((size_t)byte_length) : NULL;
   if (host_data == NULL) {

@@ -26,6 +26,13 @@ typedef struct hrt_js_sink_error_s {
 // A records buffer up to this size is kept for the next batch.
 #define HRT_JS_RECORDS_KEEP_BYTES (1u << 20)
 
+// Borrowed data of the batch being delivered: `lent[i]` is the ArrayBuffer
+// over external i, NULL once taken back (or never lent).
+typedef struct hrt_js_sink_lending_s {
+  hrt_js_trace_batch_t* batch;
+  napi_value* lent;
+} hrt_js_sink_lending_t;
+
 struct hrt_js_sink_s {
   atomic_int_fast32_t ref_count;
   hrt_js_channel_t* channel;  // the sink's reference; finished by release
@@ -34,6 +41,7 @@ struct hrt_js_sink_s {
   hrt_block_pool_t* pool;            // large trace data; the sink's reference
   uint32_t stats_mask;               // bit i: target i is in STATS mode
   bool borrowed;                     // see hrt_js_sink_options_t
+  uint64_t max_array_bytes;          // hrt_js_max_array_bytes at create
   uint32_t target_count;
   // JS thread only; weak while idle, strong while invocations are in flight.
   napi_ref targets[HRT_JS_SINK_MAX_TARGETS];
@@ -45,6 +53,10 @@ struct hrt_js_sink_s {
   napi_ref records_ref;
   void* records_data;
   size_t records_capacity;
+  // Borrowed data: lib/trace_batch.js's takeBack (made on first use) and
+  // what it takes back from (NULL outside a delivery).
+  napi_ref take_back_ref;
+  hrt_js_sink_lending_t* lending;
   // Guarded by mutex: the batch being appended to, the empty spare it is
   // swapped with when the JS thread takes it, whether `batch_message` is
   // queued on the channel (then the sink holds a reference for it), and the
@@ -149,6 +161,14 @@ static bool hrt_js_sink_records_buffer(napi_env env, hrt_js_sink_t* sink,
     *out_data = sink->records_data;
     return true;
   }
+  if (size > sink->max_array_bytes) {
+    // Not reached while the bound is at most that (see create).
+    hrt_js_throw_status(env,
+                        hrt_status_annotate(hrt_js_array_too_large(
+                                                size, sink->max_array_bytes),
+                                            "a batch of trace records"));
+    return false;
+  }
   size_t capacity = 64 * 1024;
   while (capacity < size) capacity *= 2;
   HRT_NAPI_CALL_BOOL(
@@ -192,9 +212,69 @@ static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
   return true;
 }
 
+// Borrowed data: detaches what was lent of externals [from, to) and forgets
+// it, so that the batch's reset gives their blocks back. Works with an
+// exception pending (a callback that terminated its worker). A buffer found
+// detached already (transferred elsewhere by a callback) may still be in use
+// there: its block is left, never reused.
+static void hrt_js_sink_take_back(napi_env env,
+                                  const hrt_js_sink_lending_t* lending,
+                                  size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    napi_value buffer = lending->lent[i];
+    bool detached = true;
+    if (buffer == NULL) continue;  // taken back, or delivery failed first
+    lending->lent[i] = NULL;
+    if (napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok ||
+        detached || napi_detach_arraybuffer(env, buffer) != napi_ok) {
+      hrt_js_trace_batch_take_external(lending->batch, i);  // left to leak
+    }
+  }
+}
+
+// takeBack(from, to) of lib/trace_batch.js, called when the callbacks of a
+// record have returned: takes back the data lent for the record, so that a
+// callback sees the arrays of earlier records detached. Does nothing outside
+// a delivery.
+static napi_value hrt_js_sink_take_back_js(napi_env env,
+                                           napi_callback_info info) {
+  napi_value argv[2] = {NULL, NULL};
+  size_t argc = 2;
+  void* data = NULL;
+  uint32_t from = 0, to = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, &data) != napi_ok) {
+    return NULL;
+  }
+  const hrt_js_sink_lending_t* lending = ((hrt_js_sink_t*)data)->lending;
+  if (lending != NULL && argc == 2 &&
+      napi_get_value_uint32(env, argv[0], &from) == napi_ok &&
+      napi_get_value_uint32(env, argv[1], &to) == napi_ok) {
+    size_t count = lending->batch->external_count;
+    hrt_js_sink_take_back(env, lending, from, to < count ? to : count);
+  }
+  return NULL;
+}
+
+// The sink's takeBack function, made on first use and kept.
+static bool hrt_js_sink_take_back_function(napi_env env, hrt_js_sink_t* sink,
+                                           napi_value* out_function) {
+  if (sink->take_back_ref != NULL) {
+    HRT_NAPI_CALL_BOOL(env, napi_get_reference_value(env, sink->take_back_ref,
+                                                     out_function));
+    return true;
+  }
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_function(env, "takeBack", NAPI_AUTO_LENGTH,
+                                hrt_js_sink_take_back_js, sink, out_function));
+  HRT_NAPI_CALL_BOOL(env, napi_create_reference(env, *out_function, 1,
+                                                &sink->take_back_ref));
+  return true;
+}
+
 // lib/trace_batch.js's arguments for `batch`: (targets, statsMask, records,
-// strings, views, externals). Takes the batch's external blocks, or with
-// borrowed data lends them, keeping their ArrayBuffers in `lent`.
+// strings, views, externals), and takeBack when `lent` is given. Takes the
+// batch's external blocks, or with borrowed data lends them, keeping their
+// ArrayBuffers in `lent`.
 static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
                                    hrt_js_trace_batch_t* batch,
                                    napi_value* argv, napi_value* lent) {
@@ -244,24 +324,7 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
     }
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
   }
-  return true;
-}
-
-// Borrowed data: detaches what was lent (`lent[i]`: the ArrayBuffer over
-// external i), so that the batch's reset gives the blocks back. Works with an
-// exception pending (a callback that terminated its worker). A buffer found
-// detached already (transferred elsewhere by a callback) may still be in use
-// there: its block is left, never reused.
-static void hrt_js_sink_take_back(napi_env env, hrt_js_trace_batch_t* batch,
-                                  const napi_value* lent) {
-  for (size_t i = 0; i < batch->external_count; ++i) {
-    bool detached = true;
-    if (lent[i] == NULL) continue;  // not lent (delivery failed first)
-    if (napi_is_detached_arraybuffer(env, lent[i], &detached) != napi_ok ||
-        detached || napi_detach_arraybuffer(env, lent[i]) != napi_ok) {
-      hrt_js_trace_batch_take_external(batch, i);  // left to leak
-    }
-  }
+  return lent == NULL || hrt_js_sink_take_back_function(env, sink, &argv[6]);
 }
 
 // Hands `batch` to lib/trace_batch.js, which calls the targets, and keeps
@@ -272,22 +335,29 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
   napi_handle_scope scope = NULL;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   hrt_js_env_t* state = hrt_js_env_get(env);
-  napi_value decoder = NULL, global = NULL, result = NULL, argv[6] = {NULL};
-  napi_value* lent = NULL;
+  napi_value decoder = NULL, global = NULL, result = NULL, argv[7] = {NULL};
+  hrt_js_sink_lending_t lending = {batch, NULL};
   if (sink->borrowed && batch->external_count > 0) {
-    lent = calloc(batch->external_count, sizeof(*lent));
+    lending.lent = calloc(batch->external_count, sizeof(*lending.lent));
   }
+  hrt_js_sink_lending_t* outer = sink->lending;
+  if (lending.lent != NULL) sink->lending = &lending;
   bool ok =
       state != NULL &&
-      (lent != NULL || !sink->borrowed || batch->external_count == 0) &&
+      (lending.lent != NULL || !sink->borrowed ||
+       batch->external_count == 0) &&
       napi_get_reference_value(env, state->trace_decoder, &decoder) ==
           napi_ok &&
       decoder != NULL && napi_get_global(env, &global) == napi_ok &&
-      hrt_js_sink_batch_args(env, sink, batch, argv, lent) &&
-      napi_call_function(env, global, decoder, 6, argv, &result) == napi_ok;
-  if (lent != NULL) {
-    hrt_js_sink_take_back(env, batch, lent);
-    free(lent);
+      hrt_js_sink_batch_args(env, sink, batch, argv, lending.lent) &&
+      napi_call_function(env, global, decoder, lending.lent != NULL ? 7 : 6,
+                         argv, &result) == napi_ok;
+  sink->lending = outer;
+  if (lending.lent != NULL) {
+    // What the records' takeBack calls left: all of it when the decoder
+    // stopped early (a worker terminated in a callback).
+    hrt_js_sink_take_back(env, &lending, 0, batch->external_count);
+    free(lending.lent);
   }
   bool is_array = false;
   uint32_t length = 0;
@@ -431,6 +501,15 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
                                       uint32_t count,
                                       const hrt_trace_tensor_t* tensors) {
   hrt_js_sink_t* sink = user_data;
+  // Data JavaScript cannot hold fails the invocation here, before any copy.
+  for (uint32_t i = 0; sink->contents.data && i < count; ++i) {
+    if (tensors[i].byte_length > sink->max_array_bytes) {
+      return hrt_status_annotate(
+          hrt_js_array_too_large(tensors[i].byte_length,
+                                 sink->max_array_bytes),
+          "trace '%s': tensor '%s'", key, tensors[i].name);
+    }
+  }
   uint64_t bytes =
       hrt_js_trace_bytes(key, info, count, tensors, sink->contents);
   uint64_t dropped = 0;
@@ -505,6 +584,10 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
   }
   if (sink->records_ref != NULL) napi_delete_reference(env, sink->records_ref);
   sink->records_ref = NULL;
+  if (sink->take_back_ref != NULL) {
+    napi_delete_reference(env, sink->take_back_ref);
+  }
+  sink->take_back_ref = NULL;
   while (sink->errors) {
     hrt_js_sink_error_t* entry = sink->errors;
     sink->errors = entry->next;
@@ -561,7 +644,13 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   atomic_init(&sink->ref_count, 3);
   hrt_mutex_init(&sink->mutex);
   hrt_cond_init(&sink->drained);
-  sink->max_bytes = options->max_bytes;
+  // A batch's records reach JavaScript in one ArrayBuffer, and a batch never
+  // holds more than the bytes in flight (or one trace): so no more in flight
+  // than such a buffer can hold.
+  sink->max_array_bytes = hrt_js_max_array_bytes(env);
+  sink->max_bytes = options->max_bytes < sink->max_array_bytes
+                        ? options->max_bytes
+                        : sink->max_array_bytes;
   sink->policy = options->policy;
   sink->borrowed = options->borrowed;
   sink->batch_message.deliver = hrt_js_sink_deliver;

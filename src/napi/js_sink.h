@@ -38,7 +38,11 @@
 //   trace would exceed it, policy WAIT blocks the completion thread until
 //   JavaScript catches up (nothing is lost; a trace larger than the bound waits
 //   for an empty queue), and policy DROP drops the trace and counts it
-//   (reported as info.dropped). A closed sink (env gone) never blocks.
+//   (reported as info.dropped). A closed sink (env gone) never blocks. The
+//   bound is at most what one JavaScript ArrayBuffer holds
+//   (hrt_js_max_array_bytes): a batch's records reach JavaScript in one.
+// - A traced tensor too large for one ArrayBuffer fails its invocation
+//   (RESOURCE_EXHAUSTED from buffer_view_trace) when a target wants data.
 #ifndef HRT_NAPI_JS_SINK_H_
 #define HRT_NAPI_JS_SINK_H_
 
@@ -65,10 +69,10 @@ typedef enum hrt_js_sink_mode_e {
 typedef struct hrt_js_sink_options_s {
   uint64_t max_bytes;  // the backpressure bound
   hrt_js_sink_policy_t policy;
-  // Large trace data (external ArrayBuffers) is lent to the callbacks and
-  // detached when they return, so that its block is reused at once instead
-  // of when V8 collects the ArrayBuffer (HalModule option traceData:
-  // 'borrowed').
+  // Large trace data (external ArrayBuffers) is lent to the callbacks of its
+  // trace and detached as soon as they return, before the next trace is
+  // delivered, so that its block is reused at once instead of when V8
+  // collects the ArrayBuffer (HalModule option traceData: 'borrowed').
   bool borrowed;
 } hrt_js_sink_options_t;
 

@@ -31,15 +31,49 @@ static void hrt_js_release_external(napi_env env, void* data, void* hint) {
   ((hrt_js_release_fn)hint)(data);
 }
 
+uint64_t hrt_js_max_array_bytes(napi_env env) {
+  // Node's limit is no Node-API value: it follows Node's version (Node 22
+  // raised it from v8::TypedArray::kMaxLength to Number.MAX_SAFE_INTEGER).
+  const napi_node_version* version = NULL;
+  bool raised =
+      napi_get_node_version(env, &version) == napi_ok && version->major >= 22;
+  uint64_t limit = sizeof(void*) == 4 ? (raised ? 0x7fffffffu : 0x3fffffffu)
+                   : raised           ? 9007199254740991ull
+                                      : 1ull << 32;
+  const char* lowered = getenv("HALRT_MAX_ARRAY_BYTES");
+  if (lowered != NULL && *lowered != '\0') {
+    char* end = NULL;
+    unsigned long long value = strtoull(lowered, &end, 10);
+    if (*end == '\0' && value < limit) limit = value;
+  }
+  return limit;
+}
+
+hrt_status_t hrt_js_array_too_large(uint64_t byte_length, uint64_t limit) {
+  return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                         "%llu bytes do not fit in one JavaScript ArrayBuffer "
+                         "(at most %llu bytes here)",
+                         (unsigned long long)byte_length,
+                         (unsigned long long)limit);
+}
+
 bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
                                   void* data, uint64_t byte_length,
                                   hrt_js_release_fn release,
                                   napi_value* out_array) {
+  uint64_t limit = hrt_js_max_array_bytes(env);
+  if (byte_length > limit) {
+    if (release != NULL) release(data);
+    hrt_js_throw_status(env, hrt_js_array_too_large(byte_length, limit));
+    return false;
+  }
   napi_value array_buffer = NULL;
   napi_status status = napi_no_external_buffers_allowed;
   // Large data moves into an external ArrayBuffer without a copy; small data
   // is cheaper to copy into one V8 owns (no finalizer to run at GC), and so
-  // is everything where the runtime allows no external buffers.
+  // is everything where the runtime allows no external buffers. Node frees
+  // the data of an external ArrayBuffer it refuses only for its size, checked
+  // above: any other refusal leaves `data` to us.
   if (byte_length >= HRT_JS_EXTERNAL_MIN_BYTES) {
     status = napi_create_external_arraybuffer(
         env, data, (size_t)byte_length,

@@ -43,7 +43,20 @@ bool hrt_js_submit(napi_env env, const char* method, hrt_hal_device_t* device,
 // Runs on the JS thread (or at env teardown).
 typedef void (*hrt_js_release_fn)(void* data);
 
-// Makes a TypedArray of `dtype` holding `data` (`byte_length` bytes), which
+// The most bytes halrt hands to JavaScript in one ArrayBuffer (JS thread):
+// Node's buffer.constants.MAX_LENGTH, 2^32 on 64-bit hosts up to Node 21 and
+// 2^53 - 1 from Node 22 (2^30 - 1 and 2^31 - 1 on 32-bit hosts). Node
+// refuses a larger external ArrayBuffer and frees the data as it refuses, so
+// sizes are checked against this before the data is made. Tests lower it
+// with the environment variable HALRT_MAX_ARRAY_BYTES; nothing raises it.
+uint64_t hrt_js_max_array_bytes(napi_env env);
+
+// RESOURCE_EXHAUSTED for data of `byte_length` bytes, over `limit` (from
+// hrt_js_max_array_bytes). Any thread.
+hrt_status_t hrt_js_array_too_large(uint64_t byte_length, uint64_t limit);
+
+// Makes a TypedArray of `dtype` holding `data` (`byte_length` bytes, at most
+// hrt_js_max_array_bytes: RESOURCE_EXHAUSTED otherwise), which
 // is consumed in every case: data of HRT_JS_EXTERNAL_MIN_BYTES or more
 // becomes an external ArrayBuffer without a copy, released by `release` when
 // collected; smaller data (and any where the runtime allows no external
