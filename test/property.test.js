@@ -424,4 +424,390 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
       await checkProperty(property, 100);
     });
   });
+
+  //===--------------------------------------------------------------------===//
+  // device.copy() and read()
+  //===--------------------------------------------------------------------===//
+
+  const smallShapeArb = fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 3 });
+  const rarely = (arbitrary, otherwise, weight = 5) =>
+    fc.oneof({ weight, arbitrary: fc.constant(otherwise) }, { weight: 1, arbitrary });
+
+  /** A tensor of `dtype` and `shape` on `device` holding data from `seed`. */
+  function makeView(device, dtype, shape, seed, fill = 'bits') {
+    const count = shape.reduce((a, b) => a * b, 1);
+    let data;
+    if (fill === 'floats' && dtype === 'f32') {
+      data = randomFloats(count, seed);
+    } else {
+      data = makeTypedArray(ARRAY_TYPES[dtype].name, count, 0, dtype === 'bool' ? 'bool' : fill === 'floats' ? 'bits' : fill, seed);
+    }
+    return device.tensor(data, shape, dtype);
+  }
+
+  describe('device.copy(source, target) and bufferView.read()', () => {
+    const viewArb = fc.record({
+      kind: fc.constant('view'),
+      dtype: fc.constantFrom(...DTYPES),
+      shape: smallShapeArb,
+      device: rarely(fc.constant('B'), 'A', 4),
+      closed: rarely(fc.constant(true), false),
+      seed: fc.nat(),
+    });
+    // A target of the source's byte length (when the dtype's size divides it).
+    const reshapeArb = fc.record({
+      kind: fc.constant('reshape'),
+      dtype: fc.constantFrom(...DTYPES),
+      device: rarely(fc.constant('B'), 'A', 4),
+      closed: rarely(fc.constant(true), false),
+      seed: fc.nat(),
+    });
+    const copyArb = fc.record({
+      uri: uriArb,
+      source: fc.oneof({ weight: 8, arbitrary: viewArb }, { weight: 1, arbitrary: junkArb }),
+      target: fc.oneof(
+        { weight: 4, arbitrary: viewArb },
+        { weight: 5, arbitrary: reshapeArb },
+        { weight: 1, arbitrary: fc.constant({ kind: 'same' }) },
+        { weight: 1, arbitrary: junkArb },
+      ),
+      closeDevice: rarely(fc.constant(true), false, 8),
+    });
+
+    it('copy() resolves and the target then reads the source\'s bytes, or rejects with the documented code naming the argument', async () => {
+      const property = fc.asyncProperty(copyArb, async (spec) => {
+        logCase('copy', spec);
+        const made = [];
+        try {
+          const a = instance.createDevice(spec.uri);
+          const b = instance.createDevice('local-sync');
+          made.push(a, b);
+          const scope = { instance, device: a, closedDevice };
+          const onDevice = (which) => (which === 'A' ? a : b);
+          const views = {};
+          const make = (role, viewSpec) => {
+            if (viewSpec.junk) return { value: makeJunk(viewSpec, scope), junk: true };
+            if (viewSpec.kind === 'same') return views.source;
+            let dtype = viewSpec.dtype;
+            let shape = viewSpec.shape;
+            if (viewSpec.kind === 'reshape') {
+              const bytes = views.source && !views.source.junk ? views.source.bytes : 4;
+              shape = bytes % ELEMENT_SIZE[dtype] === 0 ? [bytes / ELEMENT_SIZE[dtype]] : [1];
+            }
+            const view = makeView(onDevice(viewSpec.device), dtype, shape, viewSpec.seed);
+            made.push(view);
+            const entry = { value: view, view: true, bytes: view.byteLength, device: viewSpec.device, closed: viewSpec.closed };
+            return entry;
+          };
+          views.source = make('source', spec.source);
+          views.target = make('target', spec.target);
+          // Snapshots before anything is closed.
+          const snapshot = {};
+          for (const role of ['source', 'target']) {
+            if (views[role].view) {
+              const read = await settle(views[role].value.read(), 'bufferView.read()');
+              if (!read.ok) assert.fail(`read() of a fresh view rejected: ${read.error && read.error.message}`);
+              snapshot[role] = Buffer.from(bytesOf(read.value));
+            }
+          }
+          for (const role of ['source', 'target']) if (views[role].closed) views[role].value.close();
+          if (spec.closeDevice) a.close();
+
+          let expected = { ok: true };
+          if (spec.closeDevice) {
+            expected = { codes: ['FAILED_PRECONDITION'], parts: ['closed'] };
+          } else {
+            for (const role of ['source', 'target']) {
+              const entry = views[role];
+              if (entry.junk) expected = { codes: ['INVALID_ARGUMENT'], parts: [role] };
+              else if (entry.closed) expected = { codes: ['FAILED_PRECONDITION'], parts: [role] };
+              else if (entry.device !== 'A') expected = { codes: ['INVALID_ARGUMENT'], parts: [role] };
+              if (!expected.ok) break;
+            }
+            if (expected.ok && views.source.bytes !== views.target.bytes) {
+              expected = { codes: ['INVALID_ARGUMENT'], parts: ['bytes'] };
+            }
+          }
+
+          const call = attempt(() => a.copy(views.source.value, views.target.value));
+          if (!call.ok) assert.fail(`device.copy() threw instead of rejecting: ${call.error && call.error.stack}`);
+          // A read submitted after the copy sees the copy (reads are ordered on the queue).
+          const early = expected.ok ? views.target.value.read() : null;
+          const copied = await settle(call.value, 'device.copy()');
+          if (!expected.ok) {
+            assert.ok(!copied.ok, `expected ${expected.codes} (${expected.parts}), but copy() resolved`);
+            assertHalrtError(copied.error, { codes: expected.codes, methods: ['device.copy'], parts: expected.parts });
+          } else {
+            if (!copied.ok) assert.fail(`expected copy() to resolve, got ${copied.error && copied.error.stack}`);
+            assert.strictEqual(copied.value, undefined);
+            const target = await settle(early, 'bufferView.read()');
+            if (!target.ok) assert.fail(`read() rejected: ${target.error && target.error.message}`);
+            assert.ok(bytesOf(target.value).equals(snapshot.source), 'the target holds the source\'s bytes');
+          }
+          // Every view reads back (closed ones reject), the source unchanged,
+          // the target unchanged unless the copy happened.
+          for (const role of ['source', 'target']) {
+            const entry = views[role];
+            if (!entry.view) continue;
+            const read = await settle(entry.value.read(), 'bufferView.read()');
+            if (entry.closed) {
+              assert.ok(!read.ok, 'read() of a closed view rejects');
+              assertHalrtError(read.error, { codes: ['FAILED_PRECONDITION'], methods: ['bufferView.read'], parts: ['closed'] });
+              continue;
+            }
+            if (!read.ok) assert.fail(`read() rejected: ${read.error && read.error.stack}`);
+            assert.ok(read.value instanceof ARRAY_TYPES[entry.value.dtype]);
+            const want = role === 'target' && expected.ok ? snapshot.source : snapshot[role];
+            assert.ok(bytesOf(read.value).equals(want), `${role} reads ${role === 'target' && expected.ok ? 'the copy' : 'unchanged'}`);
+          }
+        } finally {
+          closeEverything(made);
+          await assertNoLeak(baseline);
+        }
+      });
+      await checkProperty(property, 200);
+    });
+  });
+
+  //===--------------------------------------------------------------------===//
+  // function.invoke()
+  //===--------------------------------------------------------------------===//
+
+  describe('function.invoke(inputs, options)', () => {
+    // The functions, their reference computations (inputs: arrays read back).
+    const FUNCTIONS = {
+      add: {
+        define: (f) => f.input('a', 'f32', [5]).input('b', 'f32', [5]).output('out', 'f32', [5])
+          .dispatch('k.add_f32', { workgroups: [2], bindings: ['a', 'b', 'out'], constants: [5] }),
+        reference: ([a, b]) => [Float32Array.from(a, (v, i) => v + b[i])],
+      },
+      relu: {
+        define: (f) => f.input('x', 'f32', [2, 3]).output('y', 'f32', [2, 3])
+          .dispatch('k.relu_f32', { workgroups: [1], bindings: ['x', 'y'], constants: [6] }),
+        reference: ([x]) => [Float32Array.from(x, (v) => (v > 0 ? v : 0))],
+      },
+      addi: {
+        define: (f) => f.input('a', 'i32', [4]).input('b', 'i32', [4]).output('c', 'i32', [4])
+          .dispatch('k.add_i32', { workgroups: [3], bindings: ['a', 'b', 'c'], constants: [4] }),
+        reference: ([a, b]) => [Int32Array.from(a, (v, i) => (v + b[i]) | 0)],
+      },
+      none: {
+        define: (f) => f.output('o', 'u8', [3]).output('s', 'bool', []).fill('o', 7).fill('s', true),
+        reference: () => [Uint8Array.of(7, 7, 7), Uint8Array.of(1)],
+      },
+    };
+    const programs = {};
+    let other; // a device no context runs on
+    let module;
+
+    before(async () => {
+      const builder = new halrt.ModuleBuilder('p').executable('k', BUILTIN);
+      for (const [name, { define }] of Object.entries(FUNCTIONS)) builder.function(name, define);
+      module = builder.build(instance);
+      other = instance.createDevice('local-sync');
+      for (const uri of DEVICE_URIS) {
+        const hal = new halrt.HalModule(instance, devices[uri]);
+        programs[uri] = { hal, context: new halrt.Context(instance, [hal, module]) };
+      }
+      baseline = await liveBaseline();
+    });
+    after(async () => {
+      for (const { hal, context } of Object.values(programs)) context.close(), hal.close();
+      module.close();
+      other.close();
+      baseline = await liveBaseline();
+    });
+
+    const itemArb = fc.oneof(
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          kind: fc.constant('view'),
+          dtype: rarely(fc.constantFrom(...DTYPES), 'declared', 4),
+          shape: rarely(smallShapeArb, 'declared', 4),
+          device: rarely(fc.constant('other'), 'same', 6),
+          closed: rarely(fc.constant(true), false, 8),
+          seed: fc.nat(),
+        }),
+      },
+      { weight: 1, arbitrary: junkArb },
+    );
+    const inputsArb = fc.oneof(
+      {
+        weight: 8,
+        arbitrary: fc.record({
+          declared: fc.constant(true),
+          seed: fc.nat(),
+          fill: fc.constantFrom('bits', 'floats'),
+          alias: rarely(fc.constant(true), false),
+          mutate: fc.option(fc.record({ at: fc.nat(3), item: itemArb }), { freq: 3 }),
+        }),
+      },
+      { weight: 2, arbitrary: fc.record({ items: fc.array(itemArb, { maxLength: 4 }) }) },
+      { weight: 1, arbitrary: junkArb },
+    );
+    const optionsArb = fc.oneof(
+      { weight: 8, arbitrary: fc.constantFrom('omit', 'empty', 'signal') },
+      { weight: 1, arbitrary: fc.constantFrom('aborted', 'badSignal') },
+      { weight: 1, arbitrary: junkArb },
+    );
+    const invokeArb = fc.record({
+      uri: uriArb,
+      fn: fc.constantFrom(...Object.keys(FUNCTIONS)),
+      inputs: inputsArb,
+      options: optionsArb,
+      closeFunction: rarely(fc.constant(true), false, 15),
+      closeContext: rarely(fc.constant(true), false, 15),
+      twice: rarely(fc.constant(true), false, 4),
+    });
+
+    const sameValue = (actual, expected) => (Number.isNaN(expected) ? Number.isNaN(actual) : Object.is(actual, expected));
+
+    it('invoke() resolves with outputs equal to the JavaScript reference, or rejects with the documented code', async () => {
+      const property = fc.asyncProperty(invokeArb, async (spec) => {
+        logCase('invoke', spec);
+        const made = [];
+        try {
+          const device = devices[spec.uri];
+          const scope = { instance, device, closedDevice };
+          let context = programs[spec.uri].context;
+          if (spec.closeContext) {
+            context = new halrt.Context(instance, [programs[spec.uri].hal, module]);
+            made.push(context);
+          }
+          const fn = context.lookupFunction(`p.${spec.fn}`);
+          made.push(fn);
+          const declared = fn.inputs;
+
+          // The inputs argument, and what the model knows of each entry.
+          let inputs;
+          let entries = null;
+          if (spec.inputs.junk) {
+            inputs = makeJunk(spec.inputs, scope);
+          } else {
+            let items;
+            if (spec.inputs.declared) {
+              items = declared.map((_, i) => ({
+                kind: 'view', dtype: 'declared', shape: 'declared', device: 'same', closed: false,
+                seed: spec.inputs.seed + i, fill: spec.inputs.fill,
+              }));
+              if (spec.inputs.mutate) {
+                const at = spec.inputs.mutate.at % (items.length + 1);
+                items[at] = spec.inputs.mutate.item;
+              }
+            } else {
+              items = spec.inputs.items;
+            }
+            entries = items.map((item, i) => {
+              if (item.junk) return { junk: true, value: makeJunk(item, scope) };
+              const dtype = item.dtype === 'declared' ? (declared[i] ? declared[i].dtype : 'f32') : item.dtype;
+              const shape = item.shape === 'declared' ? (declared[i] ? declared[i].shape : [1]) : item.shape;
+              const view = makeView(item.device === 'same' ? device : other, dtype, shape, item.seed, item.fill || 'bits');
+              made.push(view);
+              return { view: true, value: view, dtype, shape, device: item.device, closed: item.closed };
+            });
+            if (spec.inputs.declared && spec.inputs.alias && entries.length === 2 && !entries[0].junk) {
+              entries[1] = entries[0];
+            }
+            inputs = entries.map((entry) => entry.value);
+          }
+          // The input data, before anything is closed.
+          const data = [];
+          for (const entry of entries || []) {
+            if (!entry.view) continue;
+            const read = await settle(entry.value.read(), 'bufferView.read()');
+            if (!read.ok) assert.fail(`read() of a fresh view rejected: ${read.error && read.error.message}`);
+            data.push(read.value);
+          }
+          for (const entry of entries || []) if (entry.closed) entry.value.close();
+          if (spec.closeFunction) fn.close();
+          if (spec.closeContext) context.close();
+
+          let options;
+          let signal;
+          switch (spec.options) {
+            case 'omit': break;
+            case 'empty': options = {}; break;
+            case 'signal': signal = new AbortController().signal; options = { signal }; break;
+            case 'aborted': options = { signal: AbortSignal.abort() }; break;
+            case 'badSignal': options = { signal: { aborted: false } }; break;
+            default: options = makeJunk(spec.options, scope);
+          }
+
+          // The model, in the order the checks run.
+          let expected = null;
+          const fail = (codes, parts = []) => {
+            expected = expected || { codes, parts };
+          };
+          if (options !== undefined && (options === null || typeof options !== 'object')) fail(['INVALID_ARGUMENT'], ['options']);
+          else if (options !== undefined && options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+            fail(['INVALID_ARGUMENT'], ['signal']);
+          } else if (options !== undefined && options.signal && options.signal.aborted) fail(['CANCELLED'], ['aborted']);
+          if (spec.closeFunction) fail(['FAILED_PRECONDITION'], ['closed']);
+          if (spec.closeContext) fail(['FAILED_PRECONDITION'], ['closed']);
+          if (!Array.isArray(inputs) || util.types.isProxy(inputs)) fail(['INVALID_ARGUMENT'], ['inputs']);
+          (entries || []).forEach((entry, i) => {
+            if (entry.junk) fail(['INVALID_ARGUMENT'], [`inputs[${i}]`]);
+            else if (entry.closed) fail(['FAILED_PRECONDITION'], [`inputs[${i}]`, 'closed']);
+          });
+          if (entries && entries.length !== declared.length) fail(['INVALID_ARGUMENT']);
+          (entries || []).forEach((entry, i) => {
+            if (!declared[i]) return;
+            if (entry.dtype !== declared[i].dtype || JSON.stringify(entry.shape) !== JSON.stringify(declared[i].shape)) {
+              fail(['INVALID_ARGUMENT']);
+            }
+            if (entry.device !== 'same') fail(['INVALID_ARGUMENT'], ['another device']);
+          });
+
+          const invoke = () => {
+            const call = attempt(() => (spec.options === 'omit' ? fn.invoke(inputs) : fn.invoke(inputs, options)));
+            if (!call.ok) assert.fail(`invoke() threw instead of rejecting: ${call.error && call.error.stack}`);
+            return call.value;
+          };
+          const promises = spec.twice ? [invoke(), invoke()] : [invoke()];
+          for (const promise of promises) {
+            const result = await settle(promise, 'function.invoke()');
+            if (result.ok) made.push(...result.value);
+            if (expected) {
+              assert.ok(!result.ok, `expected ${expected.codes} (${expected.parts}), but invoke() resolved`);
+              assertHalrtError(result.error, { codes: expected.codes, methods: ['function.invoke', `p.${spec.fn}`], parts: expected.parts });
+              continue;
+            }
+            if (!result.ok) assert.fail(`expected invoke() to resolve, got ${result.error && result.error.stack}`);
+            const outputs = result.value;
+            assert.ok(Array.isArray(outputs));
+            assert.strictEqual(outputs.length, fn.outputs.length);
+            const want = FUNCTIONS[spec.fn].reference(data);
+            for (let i = 0; i < outputs.length; ++i) {
+              assert.ok(outputs[i] instanceof halrt.BufferView);
+              assert.deepStrictEqual([outputs[i].dtype, outputs[i].shape], [fn.outputs[i].dtype, fn.outputs[i].shape]);
+              const read = await settle(outputs[i].read(), 'bufferView.read()');
+              if (!read.ok) assert.fail(`read() of an output rejected: ${read.error && read.error.message}`);
+              assert.ok(read.value instanceof ARRAY_TYPES[fn.outputs[i].dtype]);
+              assert.strictEqual(read.value.length, want[i].length);
+              for (let j = 0; j < want[i].length; ++j) {
+                assert.ok(sameValue(read.value[j], want[i][j]),
+                  `${fn.outputs[i].name}[${j}]: got ${read.value[j]}, expected ${want[i][j]} (inputs ${data.map((d) => d[j])})`);
+              }
+            }
+          }
+          if (signal) assert.strictEqual(signal.aborted, false);
+          // The function does not write its inputs.
+          let k = 0;
+          for (const entry of entries || []) {
+            if (!entry.view) continue;
+            const before = data[k++];
+            if (entry.closed) continue;
+            const read = await settle(entry.value.read(), 'bufferView.read()');
+            if (!read.ok) assert.fail(`read() of an input rejected: ${read.error && read.error.message}`);
+            assert.ok(bytesOf(read.value).equals(bytesOf(before)), 'inputs are unchanged');
+          }
+        } finally {
+          closeEverything(made);
+          await assertNoLeak(baseline);
+        }
+      });
+      await checkProperty(property, 250);
+    });
+  });
 });
