@@ -33,10 +33,12 @@ function runs(numRuns) {
   return Math.max(1, Math.round(numRuns * RUNS));
 }
 
+const SUITE = 'npx mocha --no-config -n expose-gc test/property.test.js';
+
 /** How to rerun: prefixed to every failure. */
-function rerunHint(file = 'test/property.test.js') {
+function rerunHint(command = SUITE) {
   return `HALRT_PROPERTY_SEED=${SEED} HALRT_PROPERTY_RUNS=${RUNS} (rerun: HALRT_PROPERTY_SEED=${SEED} ` +
-    `HALRT_PROPERTY_RUNS=${RUNS} npx mocha --no-config -n expose-gc ${file})`;
+    `HALRT_PROPERTY_RUNS=${RUNS} ${command})`;
 }
 
 /**
@@ -44,11 +46,11 @@ function rerunHint(file = 'test/property.test.js') {
  * starts with the seed (fast-check adds the counterexample and, verbose,
  * the failures met while shrinking).
  */
-async function checkProperty(property, numRuns, file) {
+async function checkProperty(property, numRuns, command) {
   try {
     await fc.assert(property, { seed: SEED, numRuns: runs(numRuns), verbose: 1 });
   } catch (error) {
-    error.message = `${rerunHint(file)}\n${error.message}`;
+    error.message = `${rerunHint(command)}\n${error.message}`;
     throw error;
   }
 }
@@ -77,7 +79,8 @@ function describeError(error) {
  */
 function assertHalrtError(error, { codes, methods, parts = [] } = {}) {
   if (!(error instanceof halrt.HalrtError)) {
-    assert.fail(`expected a HalrtError, got ${describeError(error)}${error && error.stack ? `\n${error.stack}` : ''}`);
+    const stack = error && typeof error.stack === 'string' ? `\n${error.stack.split('\n').slice(1, 5).join('\n')}` : '';
+    assert.fail(`expected a HalrtError, got ${describeError(error)}${stack}`);
   }
   assert.ok(CODES.includes(error.code), `undocumented code ${JSON.stringify(error.code)}: ${error.message}`);
   if (codes) {
