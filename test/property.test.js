@@ -253,8 +253,10 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
           const shape = makeShape(shapeSpec, scope);
           const shapeInfo = shapeModel(makeShape(shapeSpec, scope));
           let data;
+          let type = dataSpec.type;
           if (dataSpec.junk) {
             data = makeJunk(dataSpec, scope);
+            if (util.types.isTypedArray(data)) type = data.constructor.name;
           } else {
             const matched = shapeInfo.ok && shapeInfo.count <= 4096n ? Number(shapeInfo.count) : 3;
             const length = dataSpec.length === 'match' ? matched : dataSpec.length;
@@ -262,11 +264,11 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
           }
           const dtype = makeDtype(dtypeSpec, dataSpec, scope);
           const explicit = passDtype || dtype !== undefined;
-          const snapshot = dataSpec.junk ? null : Buffer.from(bytesOf(data));
+          const snapshot = type ? Buffer.from(bytesOf(data)) : null;
 
           // The model, in the binding's order: data, shape, dtype, data type, length, bool values.
           let expected;
-          if (dataSpec.junk) {
+          if (!type) {
             expected = { error: 'data' };
           } else if (shapeInfo.throws) {
             expected = { sentinel: true };
@@ -275,8 +277,8 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
           } else if (dtype !== undefined && (typeof dtype !== 'string' || !DTYPES.includes(dtype))) {
             expected = { error: 'dtype' };
           } else {
-            const effective = dtype === undefined ? INFERRED_DTYPE[dataSpec.type] : dtype;
-            if (!arrayAccepts(effective, dataSpec.type)) {
+            const effective = dtype === undefined ? INFERRED_DTYPE[type] : dtype;
+            if (!arrayAccepts(effective, type)) {
               expected = { error: 'dtype' };
             } else if (BigInt(data.length) !== shapeInfo.count) {
               expected = { error: shapeInfo.ambiguous ? 'shape' : 'data' };
@@ -295,9 +297,11 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
                 assert.ok(result.error instanceof GetterError, `the getter's own error, got ${result.error}`);
                 return;
               }
-              assert.ok(!expected.ok || expected.ambiguous, `expected success, got ${result.error && result.error.message}`);
+              assert.ok(!expected.ok || shapeInfo.ambiguous, `expected success, got ${result.error && result.error.message}`);
+              // An ambiguous shape may be rejected first, naming the shape.
+              const part = shapeInfo.ambiguous && /shape/.test(String(result.error && result.error.message)) ? 'shape' : expected.error;
               assertHalrtError(result.error, {
-                codes: ['INVALID_ARGUMENT'], methods: ['device.tensor'], parts: expected.ok ? [] : [expected.error],
+                codes: ['INVALID_ARGUMENT'], methods: ['device.tensor'], parts: part ? [part] : [],
               });
               return;
             }
@@ -360,7 +364,11 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
                 return;
               }
               assert.ok(!expected.ok, `expected success, got ${result.error && result.error.message}`);
-              assertHalrtError(result.error, { codes: expected.codes, methods: ['device.empty'], parts: [expected.error] });
+              if (shapeInfo.ambiguous && /shape/.test(String(result.error && result.error.message))) {
+                assertHalrtError(result.error, { codes: ['INVALID_ARGUMENT'], methods: ['device.empty'] });
+              } else {
+                assertHalrtError(result.error, { codes: expected.codes, methods: ['device.empty'], parts: [expected.error] });
+              }
               return;
             }
             const view = result.value;
@@ -684,6 +692,8 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
           let entries = null;
           if (spec.inputs.junk) {
             inputs = makeJunk(spec.inputs, scope);
+            // A junk Array is an inputs array of things that are not views.
+            if (Array.isArray(inputs) && !util.types.isProxy(inputs)) entries = inputs.map((value) => ({ junk: true, value }));
           } else {
             let items;
             if (spec.inputs.declared) {
@@ -751,13 +761,14 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
             else if (entry.closed) fail(['FAILED_PRECONDITION'], [`inputs[${i}]`, 'closed']);
           });
           if (entries && entries.length !== declared.length) fail(['INVALID_ARGUMENT']);
+          // Every input's signature is checked before any device (when the call is prepared).
           (entries || []).forEach((entry, i) => {
             if (!declared[i]) return;
             if (entry.dtype !== declared[i].dtype || JSON.stringify(entry.shape) !== JSON.stringify(declared[i].shape)) {
               fail(['INVALID_ARGUMENT']);
             }
-            if (entry.device !== 'same') fail(['INVALID_ARGUMENT'], ['another device']);
           });
+          (entries || []).forEach((entry) => entry.device !== 'same' && fail(['INVALID_ARGUMENT'], ['another device']));
 
           const invoke = () => {
             const call = attempt(() => (spec.options === 'omit' ? fn.invoke(inputs) : fn.invoke(inputs, options)));
@@ -950,7 +961,9 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
           await assertNoLeak(baseline);
         }
       });
-      await checkProperty(property, 200);
+      // A case random runs meet rarely, then random ones.
+      const examples = [[{ uri: DEVICE_URIS[0], base: 0, mutations: [], instance: 'ok', options: { junk: 'null' }, traceDispatches: false }]];
+      await checkProperty(property, 200, { examples });
     });
 
     it('fromJson() of edited module text is a HalrtError (INVALID_ARGUMENT for text JSON.parse rejects) or a module that describes itself and runs', async () => {
@@ -1199,7 +1212,12 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
         assert.match(result.stderr, /^[^\n]+\n$/, `exactly one line on stderr: ${shown}`);
         assert.doesNotMatch(result.stderr, /\bat .*:\d+:\d+|node:internal|\b(TypeError|RangeError|ReferenceError)\b/, `no stack trace or JavaScript error: ${shown}`);
       });
-      await checkProperty(property, 10);
+      // Cases that once slipped through, then random ones.
+      const examples = [
+        [{ module: 'm64', fault: { fault: 'inputValue', value: '[1.5,2,3]' }, seed: 0 }],
+        [{ module: 'mlp', fault: { fault: 'inputFile', which: 'wideHeader' }, seed: 1 }],
+      ];
+      await checkProperty(property, 10, { examples });
     });
   });
 
@@ -1216,7 +1234,7 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
       ['Function', 'invoke', 'promise'], ['Function', 'close', 'sync'],
       ['Context', 'lookupFunction', 'sync'], ['Context', 'close', 'sync'],
       ['Module', 'name', 'getter'], ['Module', 'functions', 'getter'], ['Module', 'close', 'sync'],
-      ['HalModule', 'name', 'getter'], ['HalModule', 'close', 'sync'],
+      ['HalModule', 'close', 'sync'], // HalModule.prototype.name is the constant 'hal' whatever the receiver
     ];
     const ARGUMENTS = {
       read: () => [], close: () => [], copy: (o) => [o.view, o.view], tensor: () => [new Float32Array(1), [1]],

@@ -126,10 +126,10 @@ async function main() {
             call = () => new halrt.Context(instance, gettered([hal, module]));
             break;
           case 'halModule.debugSink':
-            call = () => new halrt.HalModule(instance, device, { get debugSink() { close(); return () => {}; } });
+            call = () => new halrt.HalModule(instance, receiver, { get debugSink() { close(); return () => {}; } });
             break;
           case 'halModule.traceDispatches':
-            call = () => new halrt.HalModule(instance, device, { get traceDispatches() { close(); return true; } });
+            call = () => new halrt.HalModule(instance, receiver, { get traceDispatches() { close(); return true; } });
             break;
           case 'fromObject.toJSON':
             call = () => halrt.Module.fromObject(instance, { toJSON: () => (close(), description) });
@@ -164,7 +164,7 @@ async function main() {
       }
     },
   );
-  await checkProperty(property, 100, 'node --expose-gc test/support/property-reentrancy.js');
+  await checkProperty(property, 100, { command: 'node --expose-gc test/support/property-reentrancy.js' });
 }
 
 main().then(

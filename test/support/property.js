@@ -44,11 +44,12 @@ function rerunHint(command = SUITE) {
 /**
  * fc.assert with the suite's seed and a scaled numRuns; the failure message
  * starts with the seed (fast-check adds the counterexample and, verbose,
- * the failures met while shrinking).
+ * the failures met while shrinking). `examples` (tuples of the property's
+ * arguments) run first, whatever the seed.
  */
-async function checkProperty(property, numRuns, command) {
+async function checkProperty(property, numRuns, { command, examples = [] } = {}) {
   try {
-    await fc.assert(property, { seed: SEED, numRuns: runs(numRuns), verbose: 1 });
+    await fc.assert(property, { seed: SEED, numRuns: runs(numRuns), verbose: 1, examples });
   } catch (error) {
     error.message = `${rerunHint(command)}\n${error.message}`;
     throw error;
