@@ -23,18 +23,29 @@ function installModuleStatics(Module) {
   // Module.fromObject(instance, object, {baseDir}): relative paths resolve
   // against baseDir (default: the current directory).
   Module.fromObject = function fromObject(instance, object, options = {}) {
-    if (object === null || typeof object !== 'object' || Array.isArray(object)) {
+    if (!isPlainObject(object)) {
       throw new HalrtError('Module.fromObject: object must be a module description object', 'INVALID_ARGUMENT');
     }
-    const baseDir = options.baseDir === undefined ? process.cwd() : options.baseDir;
-    let text;
-    try {
-      text = JSON.stringify(object);
-    } catch (error) {
-      throw new HalrtError(`Module.fromObject: object is not JSON-serialisable: ${error.message}`, 'INVALID_ARGUMENT', { cause: error });
+    if (!isPlainObject(options)) {
+      throw new HalrtError('Module.fromObject: options must be an object', 'INVALID_ARGUMENT');
     }
-    return Module.fromJson(instance, text, baseDir);
+    const baseDir = options.baseDir === undefined ? process.cwd() : options.baseDir;
+    return Module.fromJson(instance, serialize(object, 'Module.fromObject: object'), baseDir);
   };
+}
+
+function isPlainObject(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+// JSON text of a module description; what JSON cannot hold (a BigInt, a
+// cycle) is INVALID_ARGUMENT naming `what`.
+function serialize(object, what) {
+  try {
+    return JSON.stringify(object);
+  } catch (error) {
+    throw new HalrtError(`${what} is not JSON-serialisable: ${error.message}`, 'INVALID_ARGUMENT', { cause: error });
+  }
 }
 
 // Builds the body of one function; every method returns `this`.
@@ -59,7 +70,11 @@ class FunctionBuilder {
   }
 
   // dispatch('k.matmul_f32', {workgroups, bindings, constants, workgroupSize})
-  dispatch(kernel, { workgroups, bindings, constants, workgroupSize } = {}) {
+  dispatch(kernel, options = {}) {
+    if (!isPlainObject(options)) {
+      throw new HalrtError('FunctionBuilder.dispatch: options must be an object', 'INVALID_ARGUMENT');
+    }
+    const { workgroups, bindings, constants, workgroupSize } = options;
     const op = { op: 'dispatch', kernel, workgroups, bindings };
     if (constants !== undefined) op.constants = constants;
     if (workgroupSize !== undefined) op.workgroupSize = workgroupSize;
@@ -103,6 +118,9 @@ class ModuleBuilder {
 
   // `define` receives a FunctionBuilder.
   function(name, define) {
+    if (typeof define !== 'function') {
+      throw new HalrtError(`ModuleBuilder.function: define must be a function (got ${typeof define})`, 'INVALID_ARGUMENT');
+    }
     const description = { inputs: [], outputs: [], locals: [], body: [] };
     this._object.functions[name] = description;
     define(new FunctionBuilder(description));
@@ -111,7 +129,7 @@ class ModuleBuilder {
 
   // The module description, a plain object (deep copy).
   toObject() {
-    return JSON.parse(JSON.stringify(this._object));
+    return JSON.parse(serialize(this._object, 'ModuleBuilder.toObject: the module'));
   }
 
   build(instance, options) {
