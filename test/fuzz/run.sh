@@ -17,7 +17,7 @@ seconds=${HALRT_FUZZ_SECONDS:-30}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(json program trace_batch)
 
-make -s -C test/fuzz || exit 1
+make -s -j"$(nproc)" -C test/fuzz || exit 1
 
 # UBSan stops at the first error (the targets are built with
 # -fno-sanitize-recover) and prints a stack; allocations the runtime asks
