@@ -49,6 +49,20 @@ function describeDevices(out) {
   }
 }
 
+// What a JSON number may be for each integer dtype: exact, never wrapped.
+// 64-bit values are limited to the integers a JSON number holds exactly.
+const INTEGER_RANGES = {
+  bool: [0, 1],
+  i8: [-(2 ** 7), 2 ** 7 - 1],
+  u8: [0, 2 ** 8 - 1],
+  i16: [-(2 ** 15), 2 ** 15 - 1],
+  u16: [0, 2 ** 16 - 1],
+  i32: [-(2 ** 31), 2 ** 31 - 1],
+  u32: [0, 2 ** 32 - 1],
+  i64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+  u64: [0, Number.MAX_SAFE_INTEGER],
+};
+
 // name=@file.npy or name=<JSON number or nested array>
 function parseInput(spec, signature) {
   const equals = spec.indexOf('=');
@@ -84,9 +98,18 @@ function parseInput(spec, signature) {
   if (values.some((v) => typeof v !== 'number' && typeof v !== 'boolean')) {
     throw new UsageError(`--input '${name}': JSON values must be numbers`);
   }
+  const range = INTEGER_RANGES[declared.dtype];
+  if (range !== undefined) {
+    const bad = values.findIndex((v) => !Number.isInteger(Number(v)) || Number(v) < range[0] || Number(v) > range[1]);
+    if (bad >= 0) {
+      throw new UsageError(
+        `--input '${name}': value ${bad} (${values[bad]}) is not a ${declared.dtype} integer in [${range[0]}, ${range[1]}]`,
+      );
+    }
+  }
   const ArrayType = npy.ARRAYS[declared.dtype];
   const big = ArrayType === BigInt64Array || ArrayType === BigUint64Array;
-  const data = ArrayType.from(values, (v) => (big ? BigInt(v) : Number(v)));
+  const data = ArrayType.from(values, (v) => (big ? BigInt(Number(v)) : Number(v)));
   return { declared, tensor: { dtype: declared.dtype, shape: declared.shape, data } };
 }
 

@@ -170,6 +170,22 @@ describe('halrt CLI', function () {
   });
 
   describe('bad arguments and files exit 2 with one line on stderr', () => {
+    // A module with integer inputs: i64 a, u8 b, copied to the outputs.
+    const integers = () => {
+      const file = path.join(dir, 'integers.halrt.json');
+      fs.writeFileSync(file, JSON.stringify({
+        format: 'halrt.module/1',
+        name: 'ints',
+        functions: {
+          main: {
+            inputs: [{ name: 'a', dtype: 'i64', shape: [2] }, { name: 'b', dtype: 'u8', shape: [2] }],
+            outputs: [{ name: 'c', dtype: 'i64', shape: [2] }, { name: 'd', dtype: 'u8', shape: [2] }],
+            body: [{ op: 'copy', source: 'a', target: 'c' }, { op: 'copy', source: 'b', target: 'd' }],
+          },
+        },
+      }));
+      return file;
+    };
     const cases = [
       ['an unknown option', () => ['run', EXAMPLE, '--bogus'], ["unknown option '--bogus'"]],
       ['an unknown command', () => ['frobnicate'], ["unknown command 'frobnicate'"]],
@@ -204,6 +220,12 @@ describe('halrt CLI', function () {
       }, ["--input 'x': expected f32, got i32"]],
       ['bad JSON', () => ['run', EXAMPLE, '--input', 'x=[1,2'], ["--input 'x': '[1,2' is neither @FILE.npy nor JSON"]],
       ['JSON that is not numbers', () => ['run', EXAMPLE, '--input', 'x=["a"]'], ["--input 'x': JSON values must be numbers"]],
+      ['an i64 input that is not an integer', () => ['run', integers(), '--input', 'a=[1.5,2]', '--input', 'b=[1,2]'],
+        ["--input 'a': value 0 (1.5) is not a i64 integer in [-9007199254740991, 9007199254740991]"]],
+      ['an i64 input beyond what JSON holds exactly', () => ['run', integers(), '--input', 'a=[1,1e999]', '--input', 'b=[1,2]'],
+        ["--input 'a': value 1 (Infinity) is not a i64 integer"]],
+      ['a u8 input out of range', () => ['run', integers(), '--input', 'a=[1,2]', '--input', 'b=[1,300]'],
+        ["--input 'b': value 1 (300) is not a u8 integer in [0, 255]"]],
       ['a missing input', () => ['run', EXAMPLE, ...inputs().slice(0, 1)], ['missing --input for w1, w2']],
       ['an unknown --trace', () => ['run', EXAMPLE, ...inputs(), '--device', 'local-sync', '--trace', 'bogus'],
         ["--trace 'bogus': expected stdio, stats or npy:DIR"]],
