@@ -115,7 +115,7 @@ export interface DeviceInfo {
   readonly ordinal: number;
   /** CPU threads that run workgroups. */
   readonly workerCount: number;
-  /** Bytes; 0 when unknown. */
+  /** Bytes of memory the device can allocate: the GPU's, or for local devices the host's physical memory; 0 when unknown. */
   readonly totalMemory: number;
   /** [major, minor] on CUDA devices; null otherwise. */
   readonly computeCapability: readonly [number, number] | null;

@@ -840,3 +840,29 @@ describe('bad input', () => {
     });
   });
 });
+
+describe('memory a call allocates', () => {
+  it('a function whose outputs and locals together exceed the device memory rejects with RESOURCE_EXHAUSTED, nothing allocated', async () => {
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('local-sync');
+    const memory = device.info.totalMemory;
+    assert.ok(memory > 0, 'local devices report the host memory');
+    // Each 1 GiB local fits alone; 1023 of them (about 1 TiB) do not.
+    const locals = Array.from({ length: 1023 }, (_, i) => ({ name: `l${i}`, dtype: 'u8', shape: [2 ** 30] }));
+    const module = halrt.Module.fromObject(instance, {
+      format: 'halrt.module/1',
+      name: 'big',
+      functions: { main: { inputs: [], outputs: [{ name: 'y', dtype: 'u8', shape: [1] }], locals, body: [] } },
+    });
+    const hal = new halrt.HalModule(instance, device);
+    const context = new halrt.Context(instance, [hal, module]);
+    const main = context.lookupFunction('big.main');
+    try {
+      await assertRejectsHalrt(main.invoke([]), 'RESOURCE_EXHAUSTED',
+        `function.invoke: big.main: one call allocates ${1023 * 2 ** 30 + 1} bytes of outputs and locals, more than the ${memory} bytes of local-sync`);
+      assert.strictEqual(halrt.liveObjects().buffer, 0);
+    } finally {
+      closeAll(main, context, hal, module, device, instance);
+    }
+  });
+});

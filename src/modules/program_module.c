@@ -77,6 +77,8 @@ typedef struct hrt_function_s {
   uint32_t value_count;        // inputs, then outputs, then locals
   hrt_vm_tensor_type_t* types;
   uint64_t* byte_lengths;
+  // What one call allocates: the outputs' and locals' bytes (saturating).
+  uint64_t call_bytes;
   uint32_t op_count;
   hrt_op_t* ops;
 } hrt_function_t;
@@ -403,6 +405,12 @@ static hrt_status_t hrt_parse_values(hrt_parser_t* parser,
       HRT_RETURN_IF_ERROR(hrt_parse_value(&lists[g]->items[i], value_path,
                                           &out->types[index],
                                           &out->byte_lengths[index]));
+      if (g > 0) {
+        uint64_t bytes = out->byte_lengths[index];
+        out->call_bytes = bytes > UINT64_MAX - out->call_bytes
+                              ? UINT64_MAX
+                              : out->call_bytes + bytes;
+      }
       for (uint32_t j = 0; j < index; ++j) {
         if (strcmp(out->types[j].name, out->types[index].name) == 0) {
           return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, value_path,
@@ -1244,6 +1252,19 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
                              hrt_hal_device_info(device)->uri);
     }
     call->bindings[i] = hrt_hal_buffer_view_ref(vm_call->inputs[i]);
+  }
+  // Each buffer is checked alone by the device; together they must fit too,
+  // or zeroing them would exhaust the host (the process killed, not an
+  // error).
+  uint64_t memory = hrt_hal_device_info(device)->total_memory;
+  if (memory != 0 && function->call_bytes > memory) {
+    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                           "%s: one call allocates %llu bytes of outputs and "
+                           "locals, more than the %llu bytes of %s",
+                           function->qualified_name,
+                           (unsigned long long)function->call_bytes,
+                           (unsigned long long)memory,
+                           hrt_hal_device_info(device)->uri);
   }
   for (uint32_t v = def->input_count; v < function->value_count; ++v) {
     const hrt_vm_tensor_type_t* type = &function->types[v];

@@ -417,6 +417,8 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   snprintf(info->kind, sizeof(info->kind), "local");
   snprintf(info->uri, sizeof(info->uri), "%s", uri);
   info->worker_count = worker_count ? worker_count : 1;
+  uint64_t memory = hrt_physical_memory();
+  info->total_memory = memory == UINT64_MAX ? 0 : memory;
   if (worker_count) {
     snprintf(info->name, sizeof(info->name), "CPU (%s, %u workers)",
              driver_name, worker_count);
