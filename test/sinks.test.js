@@ -240,10 +240,11 @@ describe('lib/npy.js', () => {
     versioned[6] = 4;
     const cases = [
       [Buffer.from('not numpy at all'), 'x.npy: not a .npy file'],
-      [good.subarray(0, 8), 'x.npy: not a .npy file'],
+      [good.subarray(0, 7), 'x.npy: not a .npy file'],
+      [good.subarray(0, 8), 'x.npy: truncated header: 8 bytes, the preamble needs 10'],
       [versioned, 'x.npy: unsupported .npy version 4'],
       [good.subarray(0, 20), 'x.npy: truncated header'],
-      [withHeader("{'descr': '<f4', 'shape': (2,), }"), 'x.npy: malformed .npy header'],
+      [withHeader("{'descr': '<f4', 'shape': (2,), }"), 'x.npy: .npy header has keys [descr, shape]; it must have exactly descr, fortran_order and shape'],
       [withHeader("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }"), 'x.npy: Fortran-ordered arrays are not supported'],
       [withHeader("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }"), "x.npy: unsupported dtype '>f4'"],
       [withHeader("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }"), "x.npy: unsupported dtype '<c8'"],
@@ -257,6 +258,97 @@ describe('lib/npy.js', () => {
     assertThrowsHalrt(() => npy.parse(Buffer.from('nope')), 'INVALID_ARGUMENT', '.npy data: not a .npy file');
     assertThrowsHalrt(() => npy.serialize({ dtype: 'c64', shape: [1], data: new Float32Array(2) }), 'INVALID_ARGUMENT',
       "npy: unknown dtype 'c64'");
+  });
+
+  /** A .npy file of version major.minor whose header is `header` (encoded as that version says) followed by `data`. */
+  function npyBytes(header, { major = 1, minor = 0, data = Buffer.alloc(0), headerBytes } = {}) {
+    const text = headerBytes ?? Buffer.from(header, major === 3 ? 'utf8' : 'latin1');
+    const preamble = Buffer.alloc(major === 1 ? 10 : 12);
+    Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, major, minor]).copy(preamble);
+    if (major === 1) preamble.writeUInt16LE(text.length, 8);
+    else preamble.writeUInt32LE(text.length, 8);
+    return Buffer.concat([preamble, text, data]);
+  }
+
+  it('truncated version 2.0 and 3.0 files are INVALID_ARGUMENT, never a RangeError', () => {
+    for (const major of [2, 3]) {
+      const whole = npyBytes("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }\n", { major, data: bytesOf(Int16Array.of(1, 2)) });
+      for (const length of [11, 10, 9, 8]) {
+        assertThrowsHalrt(() => npy.parse(whole.subarray(0, length), `v${major}.npy`), 'INVALID_ARGUMENT',
+          `v${major}.npy: truncated header: ${length} bytes, the preamble needs 12`);
+      }
+      assertThrowsHalrt(() => npy.parse(whole.subarray(0, 40), `v${major}.npy`), 'INVALID_ARGUMENT', `v${major}.npy: truncated header: 40 bytes, the header ends at byte 70`);
+      assertThrowsHalrt(() => npy.parse(whole.subarray(0, whole.length - 1), `v${major}.npy`), 'INVALID_ARGUMENT',
+        `v${major}.npy: holds 3 data bytes but shape [2] of i16 needs 4`);
+      assert.deepStrictEqual(npy.parse(whole), { dtype: 'i16', shape: [2], data: Int16Array.of(1, 2) });
+    }
+  });
+
+  it('parse reads the header as the Python dict literal NumPy reads: either quotes, any spacing, line breaks, 1_0, a repeated key keeps its last value', () => {
+    const accepted = [
+      ['{"descr": "<i2", "fortran_order": False, "shape": (2,)}', 'i16', [2]],
+      ["{'shape':(1_0,),'fortran_order':False,'descr':'|u1'}", 'u8', [10]],
+      ["{'descr': '<f4',\n 'fortran_order': False,\n 'shape': ( 2 , 00 ) }\t\f\r\n  ", 'f32', [2, 0]],
+      ["  {'descr': '<f4', 'descr': '<i4', 'fortran_order': False, 'shape': (3,)}", 'i32', [3]],
+      ["{'shape': 'not yet', 'descr': [('x', '<f4')], 'fortran_order': None, 'shape': (), 'descr': '|b1', 'fortran_order': False}", 'bool', []],
+    ];
+    for (const [header, dtype, shape] of accepted) {
+      const count = shape.reduce((a, b) => a * b, 1);
+      const data = sampleData(dtype, count, 3);
+      for (const major of [1, 2, 3]) {
+        assert.deepStrictEqual(npy.parse(npyBytes(header, { major, data: bytesOf(data) })), { dtype, shape, data }, `${JSON.stringify(header)} (version ${major}.0)`);
+      }
+    }
+  });
+
+  it('parse rejects every header NumPy rejects, with INVALID_ARGUMENT naming the file and the field', () => {
+    const withShape = (shape) => `{'descr': '<f4', 'fortran_order': False, 'shape': ${shape}, }`;
+    const cases = [
+      [withShape('(1e1,)'), 'x.npy: bad shape (1e1,)'],
+      [withShape('(2.0,)'), 'x.npy: bad shape (2.0,)'],
+      [withShape('(-1,)'), 'x.npy: bad shape (-1,)'],
+      [withShape('(True,)'), 'x.npy: bad shape (True,)'],
+      [withShape("('2',)"), "x.npy: bad shape ('2',)"],
+      [withShape('(2)'), 'x.npy: bad shape (2)'],
+      [withShape('[2]'), 'x.npy: bad shape [2]'],
+      [withShape('((2,),)'), 'x.npy: bad shape ((2,),)'],
+      [withShape('(02,)'), 'x.npy: malformed .npy header: expected a string, number'],
+      [withShape('(0x10,)'), 'x.npy: malformed .npy header: expected a string, number'],
+      [withShape('(2L,)'), 'x.npy: malformed .npy header: expected a string, number'],
+      [withShape('(,)'), 'x.npy: malformed .npy header'],
+      [withShape('(2,),'), 'x.npy: malformed .npy header'],
+      [withShape('(2 3)'), "x.npy: malformed .npy header: expected ',' or ')'"],
+      [`${withShape('(2,)')} x`, 'x.npy: malformed .npy header: expected the end of the header'],
+      [`${withShape('(2,)')}\x00`, 'x.npy: malformed .npy header: expected the end of the header'],
+      [`${withShape('(2,)')} # comment`, 'x.npy: malformed .npy header'],
+      [`(${withShape('(2,)')})`, "x.npy: malformed .npy header: expected '{'"],
+      ["{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': 'x'}", "x.npy: bad shape 'x'"],
+      ["{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}",
+        'x.npy: .npy header has keys [descr, extra, fortran_order, shape]; it must have exactly descr, fortran_order and shape'],
+      ["{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 1: 1}", "x.npy: .npy header key 1 is not one of 'descr', 'fortran_order', 'shape'"],
+      ["{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", "x.npy: .npy header field 'fortran_order' must be True or False, not 0"],
+      ["{'descr': '<f4', 'fortran_order': false, 'shape': (2,)}", 'x.npy: malformed .npy header'],
+      ["{'descr': b'<f4', 'fortran_order': False, 'shape': (2,)}", 'x.npy: malformed .npy header'],
+      ["{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,)}", 'x.npy: malformed .npy header: expected a string without escapes'],
+      ["{'descr': ['<f4'], 'fortran_order': False, 'shape': (2,)}", "x.npy: unsupported dtype ['<f4'] in .npy header field 'descr'"],
+      [withShape(`${'('.repeat(40)}2,${')'.repeat(40)}`), 'x.npy: .npy header nests brackets more than 32 deep'],
+      [withShape('(2,)') + ' '.repeat(10000), "x.npy: .npy header of 10057 characters is longer than NumPy's limit of 10000"],
+      [withShape('(2,)') + ' '.repeat(40000), "x.npy: .npy header of 40057 bytes is longer than NumPy's limit of 10000 characters"],
+    ];
+    const data = bytesOf(Float32Array.of(1, 2));
+    for (const [header, message] of cases) {
+      for (const major of [1, 2, 3]) {
+        if (major === 1 && header.length > 65535) continue;
+        assertThrowsHalrt(() => npy.parse(npyBytes(header, { major, data }), 'x.npy'), 'INVALID_ARGUMENT', message);
+      }
+    }
+    const good = withShape('(2,)');
+    assertThrowsHalrt(() => npy.parse(npyBytes(good, { minor: 1, data }), 'x.npy'), 'INVALID_ARGUMENT',
+      'x.npy: unsupported .npy version 1.1 (NumPy reads 1.0, 2.0 and 3.0)');
+    assertThrowsHalrt(() => npy.parse(npyBytes(good, { major: 3, data, headerBytes: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(good)]) }), 'x.npy'),
+      'INVALID_ARGUMENT', "x.npy: malformed .npy header: expected '{' at character 0");
+    assertThrowsHalrt(() => npy.parse(npyBytes(good, { major: 3, data, headerBytes: Buffer.from(good.replace('<f4', '<f\xff'), 'latin1') }), 'x.npy'),
+      'INVALID_ARGUMENT', 'x.npy: .npy version 3.0 header is not valid UTF-8');
   });
 });
 
