@@ -2,6 +2,8 @@
 // Shared test utilities (not a spec file: mocha runs test/*.test.js).
 
 const assert = require('assert');
+const fs = require('fs');
+const path = require('path');
 const halrt = require('..');
 
 /** The TypedArray class read() returns for each dtype. */
@@ -255,6 +257,24 @@ function randomFloats(count, seed, range = 4) {
   return out;
 }
 
+/**
+ * The name the native npy sink gives tensor `index` of a trace of `key` in
+ * invocation `sequence`, computed here from its documented rule
+ * (src/modules/npy_sink.h): "<sequence>_<prefix>-<FNV-1a of the key>_<index>.npy".
+ */
+function npyFileName(sequence, key, index) {
+  const bytes = Buffer.from(key, 'utf8');
+  let hash = 2166136261;
+  for (const byte of bytes) hash = Math.imul(hash ^ byte, 16777619) >>> 0;
+  const prefix = [...bytes.subarray(0, 64)].map((b) => (/[A-Za-z0-9_.-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : '_')).join('');
+  return `${sequence}_${prefix}-${hash.toString(16).padStart(8, '0')}_${index}.npy`;
+}
+
+/** The lines of the npy sink's index.jsonl in `dir`, parsed. */
+function readNpyIndex(dir) {
+  return fs.readFileSync(path.join(dir, 'index.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
+}
+
 module.exports = {
   ARRAY_TYPES,
   BUILTIN,
@@ -275,5 +295,7 @@ module.exports = {
   closeAll,
   makeProgram,
   randomFloats,
+  npyFileName,
+  readNpyIndex,
   reference,
 };

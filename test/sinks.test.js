@@ -10,7 +10,7 @@ const { spawnSync } = require('child_process');
 const halrt = require('..');
 const npy = require('../lib/npy');
 const {
-  DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, closeAll, makeProgram, randomFloats, sampleData,
+  DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, closeAll, makeProgram, npyFileName, randomFloats, readNpyIndex, sampleData,
 } = require('./helpers');
 
 const LIB = JSON.stringify(path.join(__dirname, '..'));
@@ -84,7 +84,7 @@ for (const uri of DEVICE_URIS) {
     });
     afterEach(() => fs.rmSync(path.dirname(path.dirname(dir)), { recursive: true, force: true }));
 
-    it('writes <sequence>_<key>_<index>.npy per traced tensor (format 1.0) whose header and data are the tensor, for every dtype', async () => {
+    it('writes <sequence>_<key prefix>-<key hash>_<index>.npy per traced tensor (format 1.0) whose header and data are the tensor, for every dtype, listed in index.jsonl', async () => {
       const shapes = { f32: [2, 3], f64: [4], f16: [7], bf16: [3, 2], i8: [5], u8: [1, 1, 5], i16: [], u16: [5], i32: [0, 2], u32: [5], i64: [5], u64: [2, 5], bool: [5] };
       const p = makeProgram(uri, (b) => b.function('f', (f) => {
         DTYPES.forEach((dtype) => f.input(dtype, dtype, shapes[dtype]));
@@ -101,10 +101,14 @@ for (const uri of DEVICE_URIS) {
         const names = fs.readdirSync(dir).sort();
         const sequence = Number(names[0].split('_')[0]);
         const expected = [
-          ...['f32', 'f64', 'f16', 'bf16'].map((dtype, i) => [`${sequence}_floats_${i}.npy`, dtype]),
-          ...DTYPES.slice(4).map((dtype, i) => [`${sequence}_ints_and_or_bools__${i}.npy`, dtype]),
+          ...['f32', 'f64', 'f16', 'bf16'].map((dtype, i) => [npyFileName(sequence, 'floats', i), dtype, 'floats', i]),
+          ...DTYPES.slice(4).map((dtype, i) => [npyFileName(sequence, 'ints and/or bools!', i), dtype, 'ints and/or bools!', i]),
         ];
-        assert.deepStrictEqual(names, expected.map(([name]) => name).sort(), 'characters outside [A-Za-z0-9_.-] become _');
+        assert.strictEqual(expected[4][0], `${sequence}_ints_and_or_bools_-9dc354f6_0.npy`, 'characters outside [A-Za-z0-9_.-] become _');
+        assert.deepStrictEqual(names, [...expected.map(([name]) => name), 'index.jsonl'].sort());
+        assert.deepStrictEqual(readNpyIndex(dir), expected.map(([file, dtype, key, tensor]) => ({
+          file, key, sequence, function: 'm.f', op: key === 'floats' ? 1 : 2, tensor, name: dtype, dtype, shape: shapes[dtype],
+        })), 'index.jsonl: one line per file, in order');
         for (const [name, dtype] of expected) {
           const file = readNpyFile(path.join(dir, name));
           assert.deepStrictEqual(file.version, [1, 0], name);
@@ -135,14 +139,15 @@ for (const uri of DEVICE_URIS) {
         const sequences = [];
         for (const x of xs) {
           closeAll(await fn.invoke([x]));
-          const fresh = fs.readdirSync(dir).map((name) => Number(name.split('_')[0])).filter((s) => !sequences.includes(s));
+          const fresh = fs.readdirSync(dir).filter((name) => name.endsWith('.npy'))
+            .map((name) => Number(name.split('_')[0])).filter((s) => !sequences.includes(s));
           assert.strictEqual(fresh.length, 1);
           sequences.push(fresh[0]);
         }
         assert.deepStrictEqual(sequences, [sequences[0], sequences[0] + 1, sequences[0] + 2]);
-        assert.deepStrictEqual(fs.readdirSync(dir).sort(), sequences.map((s) => `${s}_y_0.npy`).sort());
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), [...sequences.map((s) => npyFileName(s, 'y', 0)), 'index.jsonl'].sort());
         sequences.forEach((s, i) => {
-          assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, `${s}_y_0.npy`))).data, Int32Array.of(2 * (i + 1), -2 * (i + 1), 200 * (i + 1)));
+          assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, npyFileName(s, 'y', 0)))).data, Int32Array.of(2 * (i + 1), -2 * (i + 1), 200 * (i + 1)));
         });
         const file = path.join(dir, 'a-file');
         fs.writeFileSync(file, '');
@@ -154,22 +159,65 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
-    it('a file that cannot be written rejects the invocation with DATA_LOSS naming the path', async () => {
+    it('writes into the folder it opened: once that is removed, invocations reject with DATA_LOSS naming the path, and a folder put in its place gets nothing', async () => {
       const p = makeProgram(uri, (b) => b.function('f', (f) => f
         .output('y', 'f32', [2]).fill('y', 1).trace('y', ['y'])), { hal: { debugSink: halrt.sinks.npy(dir) } });
       const fn = p.lookup('f');
       try {
-        // The directory made when the sink was created is now a file.
         fs.rmSync(dir, { recursive: true });
-        fs.writeFileSync(dir, 'not a directory');
-        await assertRejectsHalrt(fn.invoke([]), 'DATA_LOSS', 'm.f', dir);
-        // A writable directory again: the next invocation works.
-        fs.rmSync(dir);
+        await assertRejectsHalrt(fn.invoke([]), 'DATA_LOSS', 'm.f', "trace 'y': cannot write tensor 0 to", dir);
         fs.mkdirSync(dir);
+        await assertRejectsHalrt(fn.invoke([]), 'DATA_LOSS', 'm.f', dir);
+        assert.deepStrictEqual(fs.readdirSync(dir), []);
+      } finally {
+        fn.close();
+        p.close();
+      }
+    });
+
+    it('gives every traced tensor its own file: keys that differ only in replaced characters, the same key twice, a 250-character key; index.jsonl maps files back to keys', async () => {
+      const keys = ['a/b', 'a_b', 'a?b', '\u00e9', '\u00fc', 'a/b', 'k'.repeat(250)];
+      const p = makeProgram(uri, (b) => b.function('f', (f) => {
+        f.output('y', 'f32', [1]);
+        keys.forEach((key, i) => f.fill('y', i).trace(key, ['y']));
+      }), { hal: { debugSink: halrt.sinks.npy(dir) } });
+      const fn = p.lookup('f');
+      try {
         const [y] = await fn.invoke([]);
-        assert.deepStrictEqual(await y.read(), Float32Array.of(1, 1));
         y.close();
-        assert.strictEqual(fs.readdirSync(dir).length, 1);
+        const index = readNpyIndex(dir);
+        const sequence = index[0].sequence;
+        const files = keys.map((key) => npyFileName(sequence, key, 0));
+        files[5] = files[0].replace(/\.npy$/, '.1.npy');  // the second 'a/b' finds its name taken
+        assert.deepStrictEqual(index.map(({ file, key }) => [file, key]), files.map((file, i) => [file, keys[i]]));
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), [...files, 'index.jsonl'].sort());
+        files.forEach((file, i) => {
+          assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, file)), file).data, Float32Array.of(i), file);
+        });
+        assert.ok(files.every((file) => Buffer.byteLength(file) <= 120), 'names are capped');
+      } finally {
+        fn.close();
+        p.close();
+      }
+    });
+
+    it('never follows a symlink planted in the folder (at <file>.npy.tmp or the file name) nor replaces what is there', async () => {
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f
+        .output('y', 'f32', [2]).fill('y', 3).trace('y', ['y'])), { hal: { debugSink: halrt.sinks.npy(dir) } });
+      const fn = p.lookup('f');
+      const outside = path.join(path.dirname(dir), 'outside.txt');
+      try {
+        closeAll(await fn.invoke([]));
+        const next = readNpyIndex(dir)[0].sequence + 1;
+        fs.writeFileSync(outside, 'precious');
+        const planted = [`${next}_y_0.npy.tmp`, `${next}_y_0.npy`, npyFileName(next, 'y', 0)];
+        for (const name of planted) fs.symlinkSync(outside, path.join(dir, name));
+        closeAll(await fn.invoke([]));
+        assert.strictEqual(fs.readFileSync(outside, 'utf8'), 'precious');
+        for (const name of planted) assert.ok(fs.lstatSync(path.join(dir, name)).isSymbolicLink(), name);
+        const written = npyFileName(next, 'y', 0).replace(/\.npy$/, '.1.npy');
+        assert.deepStrictEqual(readNpyIndex(dir).map(({ file }) => file), [npyFileName(next - 1, 'y', 0), written]);
+        assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, written))).data, Float32Array.of(3, 3));
       } finally {
         fn.close();
         p.close();
@@ -581,7 +629,8 @@ for (const uri of DEVICE_URIS) {
       const a = p.device.tensor(Float32Array.of(1, 0), [2]);
       try {
         await assertRejectsHalrt(fn.invoke([a]), 'ABORTED', "m.f: trace 'bfloat': tensor 'z' holds a non-finite value at index 0");
-        assert.deepStrictEqual(fs.readdirSync(dir).map((name) => name.replace(/^\d+_/, '')), ['half_0.npy']);
+        const [{ sequence }] = readNpyIndex(dir);
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), [npyFileName(sequence, 'half', 0), 'index.jsonl']);
         const hp = makeProgram(uri, (b) => b.function('g', (f) => f
           .input('a', 'f32', [2]).output('y', 'f32', [2])
           .dispatch('k.div_f32', { workgroups: [1], bindings: ['a', 'a', 'y'], constants: [2] })), { hal: { nonFinite: 'reject', traceDispatches: true, debugSink: () => {} } });
@@ -794,8 +843,9 @@ for (const uri of DEVICE_URIS) {
         closeAll(await fn.invoke([x]));
         assert.deepStrictEqual(keys, [['in', [1, -2, 3]], ['out', [2, -4, 6]]]);
         assert.deepStrictEqual(stats, [['in', 3], ['out', 6]]);
-        const files = fs.readdirSync(dir).sort();
-        assert.deepStrictEqual(files.map((name) => name.replace(/^\d+_/, '')), ['in_0.npy', 'out_0.npy']);
+        const index = readNpyIndex(dir);
+        const files = ['in', 'out'].map((key) => npyFileName(index[0].sequence, key, 0));
+        assert.deepStrictEqual(index.map(({ file }) => file), files);
         assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, files[1]))).data, Float32Array.of(2, -4, 6));
       } finally {
         closeAll(x, fn);
