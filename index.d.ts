@@ -379,7 +379,12 @@ export interface Sinks {
   readonly stdio: (options?: StdioSinkOptions) => StdioSink;
   /**
    * One .npy file (format 1.0) per traced tensor in `directory` (created if
-   * missing), named `<sequence>_<key>_<index>.npy`; bf16 as '<u2' bits.
+   * missing), named `<sequence>_<key prefix>-<key hash>_<index>.npy` (the
+   * key's first 64 bytes, each byte outside [A-Za-z0-9_.-] replaced by '_',
+   * then the 32-bit FNV-1a hash of the whole key in 8 hex digits); a name taken
+   * gets `.1`, `.2`, ... before `.npy`, so no file is ever overwritten.
+   * `index.jsonl` in the folder gets one JSON line per file: {file, key,
+   * sequence, function, op, tensor, name, dtype, shape}. bf16 as '<u2' bits.
    */
   readonly npy: (directory: string) => NpySink;
   /** min, max, mean, NaN and Inf counts of each traced tensor, computed natively. */

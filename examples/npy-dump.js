@@ -28,9 +28,11 @@ async function main() {
     device.tensor(fill(48, 0.5), [16, 3]),
   ];
   const [probs] = await main.invoke(inputs);
-  for (const file of fs.readdirSync(dir).sort()) {
+  // index.jsonl maps each file back to its trace key (one JSON line per file).
+  const index = fs.readFileSync(path.join(dir, 'index.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
+  for (const { file, key } of index) {
     const { dtype, shape } = npy.parse(fs.readFileSync(path.join(dir, file)), file);
-    console.log(`${path.join(dir, file)}: ${dtype} [${shape}]`);
+    console.log(`${path.join(dir, file)}: ${key} ${dtype} [${shape}]`);
   }
   for (const object of [probs, ...inputs, main, context, mlp, hal, device, instance]) object.close();
 }

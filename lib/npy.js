@@ -25,31 +25,198 @@ function fail(what, message) {
   throw new HalrtError(`${what}: ${message}`, 'INVALID_ARGUMENT');
 }
 
-// Parses the header dict NumPy writes: {'descr': ..., 'fortran_order': ..., 'shape': (...), }
+// The header is a Python dict literal that NumPy reads with ast.literal_eval
+// and then checks (numpy/lib/format.py, _read_array_header): exactly the keys
+// descr, fortran_order and shape; shape a tuple of ints; fortran_order a
+// bool. This reader accepts the part of that language a header can sensibly
+// hold, and rejects everything NumPy rejects:
+// - strings in '' or "" without backslashes or line breaks;
+// - True, False, None; decimal ints as Python writes them ("0", "12",
+//   "1_000"; no leading zeros); floats only so that a bad shape is named;
+// - tuples, lists and dicts of those, with optional trailing commas;
+// - space, tab, form feed and line breaks between tokens; spaces and tabs
+//   before the dict, nothing but whitespace after it.
+// A key given twice keeps its last value, as in a Python dict literal.
+// Stricter than NumPy (rejected here, accepted there): comments, escapes,
+// string prefixes, hex/octal/binary ints, unary plus, parentheses around the
+// dict and Python 2 "2L" ints. NumPy also refuses headers longer than 10000
+// characters unless the file is trusted; so does this reader. Python refuses
+// more than 200 nested brackets; this reader more than 32.
+const MAX_HEADER_CHARACTERS = 10000;
+const MAX_DEPTH = 32;
+const WHITESPACE = ' \t\f\r\n';
+const DECIMAL_INT = /-?(?:[1-9](?:_?[0-9])*|0(?:_?0)*)(?![\w.])/y;
+const FLOAT = /-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)(?![\w.])/y;
+
+class HeaderParser {
+  constructor(text, what) {
+    this.text = text;
+    this.what = what;
+    this.at = 0;
+    this.depth = 0;
+  }
+
+  malformed(expected) {
+    const near = JSON.stringify(this.text.slice(this.at, this.at + 16));
+    fail(this.what, `malformed .npy header: expected ${expected} at character ${this.at} (${near})`);
+  }
+
+  skipWhitespace() {
+    while (this.at < this.text.length && WHITESPACE.includes(this.text[this.at])) this.at += 1;
+  }
+
+  // A value as {kind, value, raw}: raw is its source text, for messages.
+  value() {
+    this.skipWhitespace();
+    const start = this.at;
+    const c = this.text[this.at];
+    let node;
+    if (c === "'" || c === '"') {
+      node = { kind: 'string', value: this.string() };
+    } else if (c === '(' || c === '[' || c === '{') {
+      if (++this.depth > MAX_DEPTH) fail(this.what, `.npy header nests brackets more than ${MAX_DEPTH} deep`);
+      node = c === '{' ? { kind: 'dict', value: this.dict() } : this.sequence(c);
+      this.depth -= 1;
+    } else {
+      node = this.word();
+    }
+    return { ...node, raw: node.raw ?? this.text.slice(start, this.at) };
+  }
+
+  string() {
+    const quote = this.text[this.at];
+    const end = this.text.indexOf(quote, this.at + 1);
+    const body = end < 0 ? '' : this.text.slice(this.at + 1, end);
+    if (end < 0 || /[\\\x00-\x1f\x7f]/.test(body)) this.malformed('a string without escapes or control characters');
+    this.at = end + 1;
+    return body;
+  }
+
+  // (a, b), (a,), () are tuples; (a) is a; [..] is always a list.
+  sequence(open) {
+    const close = open === '(' ? ')' : ']';
+    const start = this.at;
+    const items = [];
+    let trailingComma = false;
+    this.at += 1;
+    for (;;) {
+      this.skipWhitespace();
+      if (this.text[this.at] === close) break;
+      items.push(this.value());
+      this.skipWhitespace();
+      trailingComma = this.text[this.at] === ',';
+      if (trailingComma) this.at += 1;
+      else if (this.text[this.at] !== close) this.malformed(`',' or '${close}'`);
+    }
+    this.at += 1;
+    if (open === '(' && items.length === 1 && !trailingComma) {
+      return { ...items[0], raw: this.text.slice(start, this.at) };
+    }
+    return { kind: open === '(' ? 'tuple' : 'list', value: items };
+  }
+
+  // A Map of string keys; a repeated key keeps its last value.
+  dict() {
+    const entries = new Map();
+    this.at += 1;
+    for (;;) {
+      this.skipWhitespace();
+      if (this.text[this.at] === '}') break;
+      const key = this.value();
+      if (key.kind !== 'string') fail(this.what, `.npy header key ${key.raw} is not one of 'descr', 'fortran_order', 'shape'`);
+      this.skipWhitespace();
+      if (this.text[this.at] !== ':') this.malformed("':'");
+      this.at += 1;
+      entries.set(key.value, this.value());
+      this.skipWhitespace();
+      if (this.text[this.at] === ',') this.at += 1;
+      else if (this.text[this.at] !== '}') this.malformed("',' or '}'");
+    }
+    this.at += 1;
+    return entries;
+  }
+
+  word() {
+    for (const [name, value] of [['True', true], ['False', false], ['None', null]]) {
+      if (this.text.startsWith(name, this.at) && !/[\w.]/.test(this.text[this.at + name.length] ?? '')) {
+        this.at += name.length;
+        return { kind: value === null ? 'none' : 'bool', value };
+      }
+    }
+    for (const [pattern, kind] of [[DECIMAL_INT, 'int'], [FLOAT, 'float']]) {
+      pattern.lastIndex = this.at;
+      const match = pattern.exec(this.text);
+      if (match) {
+        this.at = pattern.lastIndex;
+        return { kind, value: kind === 'int' ? BigInt(match[0].replaceAll('_', '')) : Number(match[0]) };
+      }
+    }
+    return this.malformed('a string, number, True, False, None, tuple, list or dict');
+  }
+
+  // The whole header: one dict, then only whitespace.
+  header() {
+    while (this.text[this.at] === ' ' || this.text[this.at] === '\t') this.at += 1;
+    if (this.text[this.at] !== '{') this.malformed("'{'");
+    const entries = this.dict();
+    this.skipWhitespace();
+    if (this.at < this.text.length) this.malformed('the end of the header');
+    return entries;
+  }
+}
+
+// {dtype, shape} from the header text, checked as NumPy checks it.
 function parseHeader(text, what) {
-  const descr = /'descr':\s*'([^']+)'/.exec(text);
-  const order = /'fortran_order':\s*(True|False)/.exec(text);
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(text);
-  if (!descr || !order || !shape) fail(what, 'malformed .npy header');
-  if (order[1] === 'True') fail(what, 'Fortran-ordered arrays are not supported');
-  const dims = shape[1].split(',').map((s) => s.trim()).filter((s) => s.length > 0).map(Number);
-  if (dims.some((d) => !Number.isSafeInteger(d) || d < 0)) fail(what, `bad shape (${shape[1]})`);
-  const dtype = DTYPE_OF_DESCR[descr[1]];
-  if (!dtype) fail(what, `unsupported dtype '${descr[1]}' (little-endian numeric and bool only)`);
+  const entries = new HeaderParser(text, what).header();
+  const keys = [...entries.keys()].sort();
+  if (keys.join() !== 'descr,fortran_order,shape') {
+    fail(what, `.npy header has keys [${keys.join(', ')}]; it must have exactly descr, fortran_order and shape`);
+  }
+  const descr = entries.get('descr');
+  const order = entries.get('fortran_order');
+  const shape = entries.get('shape');
+  if (order.kind !== 'bool') fail(what, `.npy header field 'fortran_order' must be True or False, not ${order.raw}`);
+  const dims = shape.kind === 'tuple' && shape.value.every((d) => d.kind === 'int' && d.value >= 0n && d.value <= BigInt(Number.MAX_SAFE_INTEGER))
+    ? shape.value.map((d) => Number(d.value)) : null;
+  if (!dims) fail(what, `bad shape ${shape.raw}: .npy header field 'shape' must be a tuple of non-negative integers`);
+  if (order.value) fail(what, 'Fortran-ordered arrays are not supported');
+  const dtype = descr.kind === 'string' ? DTYPE_OF_DESCR[descr.value] : undefined;
+  if (!dtype) fail(what, `unsupported dtype ${descr.raw} in .npy header field 'descr' (little-endian numeric and bool only)`);
   return { dtype, shape: dims };
+}
+
+const PREAMBLES = { 1: { length: 10, encoding: 'latin1' }, 2: { length: 12, encoding: 'latin1' }, 3: { length: 12, encoding: 'utf-8' } };
+
+// The header text: latin1 in versions 1.0 and 2.0, UTF-8 in 3.0 (invalid
+// UTF-8 and a byte order mark are errors, as in Python).
+function decodeHeader(bytes, encoding, what) {
+  // Every character takes at least one byte and at most four.
+  if (bytes.length > 4 * MAX_HEADER_CHARACTERS) fail(what, `.npy header of ${bytes.length} bytes is longer than NumPy's limit of ${MAX_HEADER_CHARACTERS} characters`);
+  let text = bytes.toString('latin1');
+  if (encoding === 'utf-8') {
+    try {
+      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+    } catch (error) {
+      fail(what, `.npy version 3.0 header is not valid UTF-8 (${error.message})`);
+    }
+  }
+  const characters = [...text].length;
+  if (characters > MAX_HEADER_CHARACTERS) fail(what, `.npy header of ${characters} characters is longer than NumPy's limit of ${MAX_HEADER_CHARACTERS}`);
+  return text;
 }
 
 // parse(bytes, what) -> {dtype, shape, data}; `what` names the source in errors.
 function parse(bytes, what = '.npy data') {
   const buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes);
-  if (buffer.length < 10 || !buffer.subarray(0, 6).equals(MAGIC)) fail(what, 'not a .npy file');
-  const major = buffer[6];
-  const wide = major >= 2;
-  if (major < 1 || major > 3) fail(what, `unsupported .npy version ${major}`);
-  const headerLength = wide ? buffer.readUInt32LE(8) : buffer.readUInt16LE(8);
-  const start = (wide ? 12 : 10) + headerLength;
-  if (start > buffer.length) fail(what, 'truncated header');
-  const header = buffer.subarray(wide ? 12 : 10, start).toString(major === 3 ? 'utf8' : 'latin1');
+  if (buffer.length < 8 || !buffer.subarray(0, 6).equals(MAGIC)) fail(what, 'not a .npy file');
+  const [major, minor] = [buffer[6], buffer[7]];
+  const preamble = minor === 0 ? PREAMBLES[major] : undefined;
+  if (!preamble) fail(what, `unsupported .npy version ${major}.${minor} (NumPy reads 1.0, 2.0 and 3.0)`);
+  if (buffer.length < preamble.length) fail(what, `truncated header: ${buffer.length} bytes, the preamble needs ${preamble.length}`);
+  const headerLength = major === 1 ? buffer.readUInt16LE(8) : buffer.readUInt32LE(8);
+  const start = preamble.length + headerLength;
+  if (start > buffer.length) fail(what, `truncated header: ${buffer.length} bytes, the header ends at byte ${start}`);
+  const header = decodeHeader(buffer.subarray(preamble.length, start), preamble.encoding, what);
   const { dtype, shape } = parseHeader(header, what);
   const ArrayType = ARRAYS[dtype];
   const count = shape.reduce((a, b) => a * b, 1);

@@ -10,7 +10,9 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
 const npy = require('../lib/npy');
-const { DEVICE_URIS, assertClose, randomFloats, reference } = require('./helpers');
+const {
+  DEVICE_URIS, assertClose, npyFileName, randomFloats, readNpyIndex, reference,
+} = require('./helpers');
 
 const ROOT = path.join(__dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'halrt.js');
@@ -124,12 +126,13 @@ describe('halrt CLI', function () {
       assert.strictEqual(result.status, 0, result.stderr);
       assert.match(result.stdout, /^probs: f32\[4x3\] = \[/);
       const names = fs.readdirSync(traces).sort();
-      assert.strictEqual(names.length, 9, names.join(' '));
-      const sequences = [...new Set(names.map((name) => Number(name.split('_')[0])))].sort((a, b) => a - b);
+      assert.strictEqual(names.length, 10, names.join(' '));
+      const sequences = [...new Set(readNpyIndex(traces).map(({ sequence }) => sequence))].sort((a, b) => a - b);
       assert.strictEqual(sequences.length, 3);
-      assert.deepStrictEqual(names, sequences.flatMap((s) => [`${s}_layer1_0.npy`, `${s}_logits_0.npy`, `${s}_probs_0.npy`]).sort());
+      const keys = ['layer1', 'logits', 'probs'];
+      assert.deepStrictEqual(names, [...sequences.flatMap((s) => keys.map((key) => npyFileName(s, key, 0))), 'index.jsonl'].sort());
       for (const s of sequences) {
-        const read = (key) => npy.parse(fs.readFileSync(path.join(traces, `${s}_${key}_0.npy`)));
+        const read = (key) => npy.parse(fs.readFileSync(path.join(traces, npyFileName(s, key, 0))));
         assertClose(read('layer1').data, expected.hidden, { rtol: 1e-5, atol: 1e-5, what: 'layer1' });
         assertClose(read('logits').data, expected.logits, { rtol: 1e-5, atol: 1e-5, what: 'logits' });
         assert.deepStrictEqual(read('probs').shape, [4, 3]);

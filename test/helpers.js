@@ -295,6 +295,24 @@ function unreadableFiles(name, bigBytes) {
   };
 }
 
+/**
+ * The name the native npy sink gives tensor `index` of a trace of `key` in
+ * invocation `sequence`, computed here from its documented rule
+ * (src/modules/npy_sink.h): "<sequence>_<prefix>-<FNV-1a of the key>_<index>.npy".
+ */
+function npyFileName(sequence, key, index) {
+  const bytes = Buffer.from(key, 'utf8');
+  let hash = 2166136261;
+  for (const byte of bytes) hash = Math.imul(hash ^ byte, 16777619) >>> 0;
+  const prefix = [...bytes.subarray(0, 64)].map((b) => (/[A-Za-z0-9_.-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : '_')).join('');
+  return `${sequence}_${prefix}-${hash.toString(16).padStart(8, '0')}_${index}.npy`;
+}
+
+/** The lines of the npy sink's index.jsonl in `dir`, parsed. */
+function readNpyIndex(dir) {
+  return fs.readFileSync(path.join(dir, 'index.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
+}
+
 module.exports = {
   ARRAY_TYPES,
   BUILTIN,
@@ -315,6 +333,8 @@ module.exports = {
   closeAll,
   makeProgram,
   randomFloats,
+  npyFileName,
+  readNpyIndex,
   reference,
   inChild,
   unreadableFiles,

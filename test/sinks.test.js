@@ -10,7 +10,7 @@ const { spawnSync } = require('child_process');
 const halrt = require('..');
 const npy = require('../lib/npy');
 const {
-  DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, closeAll, makeProgram, randomFloats, sampleData,
+  DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, closeAll, makeProgram, npyFileName, randomFloats, readNpyIndex, sampleData,
 } = require('./helpers');
 
 const LIB = JSON.stringify(path.join(__dirname, '..'));
@@ -84,7 +84,7 @@ for (const uri of DEVICE_URIS) {
     });
     afterEach(() => fs.rmSync(path.dirname(path.dirname(dir)), { recursive: true, force: true }));
 
-    it('writes <sequence>_<key>_<index>.npy per traced tensor (format 1.0) whose header and data are the tensor, for every dtype', async () => {
+    it('writes <sequence>_<key prefix>-<key hash>_<index>.npy per traced tensor (format 1.0) whose header and data are the tensor, for every dtype, listed in index.jsonl', async () => {
       const shapes = { f32: [2, 3], f64: [4], f16: [7], bf16: [3, 2], i8: [5], u8: [1, 1, 5], i16: [], u16: [5], i32: [0, 2], u32: [5], i64: [5], u64: [2, 5], bool: [5] };
       const p = makeProgram(uri, (b) => b.function('f', (f) => {
         DTYPES.forEach((dtype) => f.input(dtype, dtype, shapes[dtype]));
@@ -101,10 +101,14 @@ for (const uri of DEVICE_URIS) {
         const names = fs.readdirSync(dir).sort();
         const sequence = Number(names[0].split('_')[0]);
         const expected = [
-          ...['f32', 'f64', 'f16', 'bf16'].map((dtype, i) => [`${sequence}_floats_${i}.npy`, dtype]),
-          ...DTYPES.slice(4).map((dtype, i) => [`${sequence}_ints_and_or_bools__${i}.npy`, dtype]),
+          ...['f32', 'f64', 'f16', 'bf16'].map((dtype, i) => [npyFileName(sequence, 'floats', i), dtype, 'floats', i]),
+          ...DTYPES.slice(4).map((dtype, i) => [npyFileName(sequence, 'ints and/or bools!', i), dtype, 'ints and/or bools!', i]),
         ];
-        assert.deepStrictEqual(names, expected.map(([name]) => name).sort(), 'characters outside [A-Za-z0-9_.-] become _');
+        assert.strictEqual(expected[4][0], `${sequence}_ints_and_or_bools_-9dc354f6_0.npy`, 'characters outside [A-Za-z0-9_.-] become _');
+        assert.deepStrictEqual(names, [...expected.map(([name]) => name), 'index.jsonl'].sort());
+        assert.deepStrictEqual(readNpyIndex(dir), expected.map(([file, dtype, key, tensor]) => ({
+          file, key, sequence, function: 'm.f', op: key === 'floats' ? 1 : 2, tensor, name: dtype, dtype, shape: shapes[dtype],
+        })), 'index.jsonl: one line per file, in order');
         for (const [name, dtype] of expected) {
           const file = readNpyFile(path.join(dir, name));
           assert.deepStrictEqual(file.version, [1, 0], name);
@@ -135,14 +139,15 @@ for (const uri of DEVICE_URIS) {
         const sequences = [];
         for (const x of xs) {
           closeAll(await fn.invoke([x]));
-          const fresh = fs.readdirSync(dir).map((name) => Number(name.split('_')[0])).filter((s) => !sequences.includes(s));
+          const fresh = fs.readdirSync(dir).filter((name) => name.endsWith('.npy'))
+            .map((name) => Number(name.split('_')[0])).filter((s) => !sequences.includes(s));
           assert.strictEqual(fresh.length, 1);
           sequences.push(fresh[0]);
         }
         assert.deepStrictEqual(sequences, [sequences[0], sequences[0] + 1, sequences[0] + 2]);
-        assert.deepStrictEqual(fs.readdirSync(dir).sort(), sequences.map((s) => `${s}_y_0.npy`).sort());
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), [...sequences.map((s) => npyFileName(s, 'y', 0)), 'index.jsonl'].sort());
         sequences.forEach((s, i) => {
-          assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, `${s}_y_0.npy`))).data, Int32Array.of(2 * (i + 1), -2 * (i + 1), 200 * (i + 1)));
+          assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, npyFileName(s, 'y', 0)))).data, Int32Array.of(2 * (i + 1), -2 * (i + 1), 200 * (i + 1)));
         });
         const file = path.join(dir, 'a-file');
         fs.writeFileSync(file, '');
@@ -154,22 +159,65 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
-    it('a file that cannot be written rejects the invocation with DATA_LOSS naming the path', async () => {
+    it('writes into the folder it opened: once that is removed, invocations reject with DATA_LOSS naming the path, and a folder put in its place gets nothing', async () => {
       const p = makeProgram(uri, (b) => b.function('f', (f) => f
         .output('y', 'f32', [2]).fill('y', 1).trace('y', ['y'])), { hal: { debugSink: halrt.sinks.npy(dir) } });
       const fn = p.lookup('f');
       try {
-        // The directory made when the sink was created is now a file.
         fs.rmSync(dir, { recursive: true });
-        fs.writeFileSync(dir, 'not a directory');
-        await assertRejectsHalrt(fn.invoke([]), 'DATA_LOSS', 'm.f', dir);
-        // A writable directory again: the next invocation works.
-        fs.rmSync(dir);
+        await assertRejectsHalrt(fn.invoke([]), 'DATA_LOSS', 'm.f', "trace 'y': cannot write tensor 0 to", dir);
         fs.mkdirSync(dir);
+        await assertRejectsHalrt(fn.invoke([]), 'DATA_LOSS', 'm.f', dir);
+        assert.deepStrictEqual(fs.readdirSync(dir), []);
+      } finally {
+        fn.close();
+        p.close();
+      }
+    });
+
+    it('gives every traced tensor its own file: keys that differ only in replaced characters, the same key twice, a 250-character key; index.jsonl maps files back to keys', async () => {
+      const keys = ['a/b', 'a_b', 'a?b', '\u00e9', '\u00fc', 'a/b', 'k'.repeat(250)];
+      const p = makeProgram(uri, (b) => b.function('f', (f) => {
+        f.output('y', 'f32', [1]);
+        keys.forEach((key, i) => f.fill('y', i).trace(key, ['y']));
+      }), { hal: { debugSink: halrt.sinks.npy(dir) } });
+      const fn = p.lookup('f');
+      try {
         const [y] = await fn.invoke([]);
-        assert.deepStrictEqual(await y.read(), Float32Array.of(1, 1));
         y.close();
-        assert.strictEqual(fs.readdirSync(dir).length, 1);
+        const index = readNpyIndex(dir);
+        const sequence = index[0].sequence;
+        const files = keys.map((key) => npyFileName(sequence, key, 0));
+        files[5] = files[0].replace(/\.npy$/, '.1.npy');  // the second 'a/b' finds its name taken
+        assert.deepStrictEqual(index.map(({ file, key }) => [file, key]), files.map((file, i) => [file, keys[i]]));
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), [...files, 'index.jsonl'].sort());
+        files.forEach((file, i) => {
+          assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, file)), file).data, Float32Array.of(i), file);
+        });
+        assert.ok(files.every((file) => Buffer.byteLength(file) <= 120), 'names are capped');
+      } finally {
+        fn.close();
+        p.close();
+      }
+    });
+
+    it('never follows a symlink planted in the folder (at <file>.npy.tmp or the file name) nor replaces what is there', async () => {
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f
+        .output('y', 'f32', [2]).fill('y', 3).trace('y', ['y'])), { hal: { debugSink: halrt.sinks.npy(dir) } });
+      const fn = p.lookup('f');
+      const outside = path.join(path.dirname(dir), 'outside.txt');
+      try {
+        closeAll(await fn.invoke([]));
+        const next = readNpyIndex(dir)[0].sequence + 1;
+        fs.writeFileSync(outside, 'precious');
+        const planted = [`${next}_y_0.npy.tmp`, `${next}_y_0.npy`, npyFileName(next, 'y', 0)];
+        for (const name of planted) fs.symlinkSync(outside, path.join(dir, name));
+        closeAll(await fn.invoke([]));
+        assert.strictEqual(fs.readFileSync(outside, 'utf8'), 'precious');
+        for (const name of planted) assert.ok(fs.lstatSync(path.join(dir, name)).isSymbolicLink(), name);
+        const written = npyFileName(next, 'y', 0).replace(/\.npy$/, '.1.npy');
+        assert.deepStrictEqual(readNpyIndex(dir).map(({ file }) => file), [npyFileName(next - 1, 'y', 0), written]);
+        assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, written))).data, Float32Array.of(3, 3));
       } finally {
         fn.close();
         p.close();
@@ -240,10 +288,11 @@ describe('lib/npy.js', () => {
     versioned[6] = 4;
     const cases = [
       [Buffer.from('not numpy at all'), 'x.npy: not a .npy file'],
-      [good.subarray(0, 8), 'x.npy: not a .npy file'],
+      [good.subarray(0, 7), 'x.npy: not a .npy file'],
+      [good.subarray(0, 8), 'x.npy: truncated header: 8 bytes, the preamble needs 10'],
       [versioned, 'x.npy: unsupported .npy version 4'],
       [good.subarray(0, 20), 'x.npy: truncated header'],
-      [withHeader("{'descr': '<f4', 'shape': (2,), }"), 'x.npy: malformed .npy header'],
+      [withHeader("{'descr': '<f4', 'shape': (2,), }"), 'x.npy: .npy header has keys [descr, shape]; it must have exactly descr, fortran_order and shape'],
       [withHeader("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }"), 'x.npy: Fortran-ordered arrays are not supported'],
       [withHeader("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }"), "x.npy: unsupported dtype '>f4'"],
       [withHeader("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }"), "x.npy: unsupported dtype '<c8'"],
@@ -257,6 +306,97 @@ describe('lib/npy.js', () => {
     assertThrowsHalrt(() => npy.parse(Buffer.from('nope')), 'INVALID_ARGUMENT', '.npy data: not a .npy file');
     assertThrowsHalrt(() => npy.serialize({ dtype: 'c64', shape: [1], data: new Float32Array(2) }), 'INVALID_ARGUMENT',
       "npy: unknown dtype 'c64'");
+  });
+
+  /** A .npy file of version major.minor whose header is `header` (encoded as that version says) followed by `data`. */
+  function npyBytes(header, { major = 1, minor = 0, data = Buffer.alloc(0), headerBytes } = {}) {
+    const text = headerBytes ?? Buffer.from(header, major === 3 ? 'utf8' : 'latin1');
+    const preamble = Buffer.alloc(major === 1 ? 10 : 12);
+    Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, major, minor]).copy(preamble);
+    if (major === 1) preamble.writeUInt16LE(text.length, 8);
+    else preamble.writeUInt32LE(text.length, 8);
+    return Buffer.concat([preamble, text, data]);
+  }
+
+  it('truncated version 2.0 and 3.0 files are INVALID_ARGUMENT, never a RangeError', () => {
+    for (const major of [2, 3]) {
+      const whole = npyBytes("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }\n", { major, data: bytesOf(Int16Array.of(1, 2)) });
+      for (const length of [11, 10, 9, 8]) {
+        assertThrowsHalrt(() => npy.parse(whole.subarray(0, length), `v${major}.npy`), 'INVALID_ARGUMENT',
+          `v${major}.npy: truncated header: ${length} bytes, the preamble needs 12`);
+      }
+      assertThrowsHalrt(() => npy.parse(whole.subarray(0, 40), `v${major}.npy`), 'INVALID_ARGUMENT', `v${major}.npy: truncated header: 40 bytes, the header ends at byte 70`);
+      assertThrowsHalrt(() => npy.parse(whole.subarray(0, whole.length - 1), `v${major}.npy`), 'INVALID_ARGUMENT',
+        `v${major}.npy: holds 3 data bytes but shape [2] of i16 needs 4`);
+      assert.deepStrictEqual(npy.parse(whole), { dtype: 'i16', shape: [2], data: Int16Array.of(1, 2) });
+    }
+  });
+
+  it('parse reads the header as the Python dict literal NumPy reads: either quotes, any spacing, line breaks, 1_0, a repeated key keeps its last value', () => {
+    const accepted = [
+      ['{"descr": "<i2", "fortran_order": False, "shape": (2,)}', 'i16', [2]],
+      ["{'shape':(1_0,),'fortran_order':False,'descr':'|u1'}", 'u8', [10]],
+      ["{'descr': '<f4',\n 'fortran_order': False,\n 'shape': ( 2 , 00 ) }\t\f\r\n  ", 'f32', [2, 0]],
+      ["  {'descr': '<f4', 'descr': '<i4', 'fortran_order': False, 'shape': (3,)}", 'i32', [3]],
+      ["{'shape': 'not yet', 'descr': [('x', '<f4')], 'fortran_order': None, 'shape': (), 'descr': '|b1', 'fortran_order': False}", 'bool', []],
+    ];
+    for (const [header, dtype, shape] of accepted) {
+      const count = shape.reduce((a, b) => a * b, 1);
+      const data = sampleData(dtype, count, 3);
+      for (const major of [1, 2, 3]) {
+        assert.deepStrictEqual(npy.parse(npyBytes(header, { major, data: bytesOf(data) })), { dtype, shape, data }, `${JSON.stringify(header)} (version ${major}.0)`);
+      }
+    }
+  });
+
+  it('parse rejects every header NumPy rejects, with INVALID_ARGUMENT naming the file and the field', () => {
+    const withShape = (shape) => `{'descr': '<f4', 'fortran_order': False, 'shape': ${shape}, }`;
+    const cases = [
+      [withShape('(1e1,)'), 'x.npy: bad shape (1e1,)'],
+      [withShape('(2.0,)'), 'x.npy: bad shape (2.0,)'],
+      [withShape('(-1,)'), 'x.npy: bad shape (-1,)'],
+      [withShape('(True,)'), 'x.npy: bad shape (True,)'],
+      [withShape("('2',)"), "x.npy: bad shape ('2',)"],
+      [withShape('(2)'), 'x.npy: bad shape (2)'],
+      [withShape('[2]'), 'x.npy: bad shape [2]'],
+      [withShape('((2,),)'), 'x.npy: bad shape ((2,),)'],
+      [withShape('(02,)'), 'x.npy: malformed .npy header: expected a string, number'],
+      [withShape('(0x10,)'), 'x.npy: malformed .npy header: expected a string, number'],
+      [withShape('(2L,)'), 'x.npy: malformed .npy header: expected a string, number'],
+      [withShape('(,)'), 'x.npy: malformed .npy header'],
+      [withShape('(2,),'), 'x.npy: malformed .npy header'],
+      [withShape('(2 3)'), "x.npy: malformed .npy header: expected ',' or ')'"],
+      [`${withShape('(2,)')} x`, 'x.npy: malformed .npy header: expected the end of the header'],
+      [`${withShape('(2,)')}\x00`, 'x.npy: malformed .npy header: expected the end of the header'],
+      [`${withShape('(2,)')} # comment`, 'x.npy: malformed .npy header'],
+      [`(${withShape('(2,)')})`, "x.npy: malformed .npy header: expected '{'"],
+      ["{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': 'x'}", "x.npy: bad shape 'x'"],
+      ["{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}",
+        'x.npy: .npy header has keys [descr, extra, fortran_order, shape]; it must have exactly descr, fortran_order and shape'],
+      ["{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 1: 1}", "x.npy: .npy header key 1 is not one of 'descr', 'fortran_order', 'shape'"],
+      ["{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", "x.npy: .npy header field 'fortran_order' must be True or False, not 0"],
+      ["{'descr': '<f4', 'fortran_order': false, 'shape': (2,)}", 'x.npy: malformed .npy header'],
+      ["{'descr': b'<f4', 'fortran_order': False, 'shape': (2,)}", 'x.npy: malformed .npy header'],
+      ["{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,)}", 'x.npy: malformed .npy header: expected a string without escapes'],
+      ["{'descr': ['<f4'], 'fortran_order': False, 'shape': (2,)}", "x.npy: unsupported dtype ['<f4'] in .npy header field 'descr'"],
+      [withShape(`${'('.repeat(40)}2,${')'.repeat(40)}`), 'x.npy: .npy header nests brackets more than 32 deep'],
+      [withShape('(2,)') + ' '.repeat(10000), "x.npy: .npy header of 10057 characters is longer than NumPy's limit of 10000"],
+      [withShape('(2,)') + ' '.repeat(40000), "x.npy: .npy header of 40057 bytes is longer than NumPy's limit of 10000 characters"],
+    ];
+    const data = bytesOf(Float32Array.of(1, 2));
+    for (const [header, message] of cases) {
+      for (const major of [1, 2, 3]) {
+        if (major === 1 && header.length > 65535) continue;
+        assertThrowsHalrt(() => npy.parse(npyBytes(header, { major, data }), 'x.npy'), 'INVALID_ARGUMENT', message);
+      }
+    }
+    const good = withShape('(2,)');
+    assertThrowsHalrt(() => npy.parse(npyBytes(good, { minor: 1, data }), 'x.npy'), 'INVALID_ARGUMENT',
+      'x.npy: unsupported .npy version 1.1 (NumPy reads 1.0, 2.0 and 3.0)');
+    assertThrowsHalrt(() => npy.parse(npyBytes(good, { major: 3, data, headerBytes: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(good)]) }), 'x.npy'),
+      'INVALID_ARGUMENT', "x.npy: malformed .npy header: expected '{' at character 0");
+    assertThrowsHalrt(() => npy.parse(npyBytes(good, { major: 3, data, headerBytes: Buffer.from(good.replace('<f4', '<f\xff'), 'latin1') }), 'x.npy'),
+      'INVALID_ARGUMENT', 'x.npy: .npy version 3.0 header is not valid UTF-8');
   });
 });
 
@@ -489,7 +629,8 @@ for (const uri of DEVICE_URIS) {
       const a = p.device.tensor(Float32Array.of(1, 0), [2]);
       try {
         await assertRejectsHalrt(fn.invoke([a]), 'ABORTED', "m.f: trace 'bfloat': tensor 'z' holds a non-finite value at index 0");
-        assert.deepStrictEqual(fs.readdirSync(dir).map((name) => name.replace(/^\d+_/, '')), ['half_0.npy']);
+        const [{ sequence }] = readNpyIndex(dir);
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), [npyFileName(sequence, 'half', 0), 'index.jsonl']);
         const hp = makeProgram(uri, (b) => b.function('g', (f) => f
           .input('a', 'f32', [2]).output('y', 'f32', [2])
           .dispatch('k.div_f32', { workgroups: [1], bindings: ['a', 'a', 'y'], constants: [2] })), { hal: { nonFinite: 'reject', traceDispatches: true, debugSink: () => {} } });
@@ -702,8 +843,9 @@ for (const uri of DEVICE_URIS) {
         closeAll(await fn.invoke([x]));
         assert.deepStrictEqual(keys, [['in', [1, -2, 3]], ['out', [2, -4, 6]]]);
         assert.deepStrictEqual(stats, [['in', 3], ['out', 6]]);
-        const files = fs.readdirSync(dir).sort();
-        assert.deepStrictEqual(files.map((name) => name.replace(/^\d+_/, '')), ['in_0.npy', 'out_0.npy']);
+        const index = readNpyIndex(dir);
+        const files = ['in', 'out'].map((key) => npyFileName(index[0].sequence, key, 0));
+        assert.deepStrictEqual(index.map(({ file }) => file), files);
         assert.deepStrictEqual(npy.parse(fs.readFileSync(path.join(dir, files[1]))).data, Float32Array.of(2, -4, 6));
       } finally {
         closeAll(x, fn);
