@@ -90,8 +90,8 @@ describe('halrt CLI', function () {
       assert.strictEqual(lines[index].startsWith(`${name}: ${available ? 'available' : 'unavailable ('}`), true, lines[index]);
       if (available) assert.match(lines[index + 1], new RegExp(`^  driver=${name} kind=\\w+ name=.+ uri=${name}`));
     }
-    assert.match(result.stdout, /^local-sync: available\n  driver=local-sync kind=local name=.* uri=local-sync workerCount=1$/m);
-    assert.match(result.stdout, /^local-task: available\n  driver=local-task kind=local name=.* uri=local-task\?workers=\d+ workerCount=\d+$/m);
+    assert.match(result.stdout, /^local-sync: available\n  driver=local-sync kind=local name=.* uri=local-sync workerCount=1 totalMemory=[1-9]\d*$/m);
+    assert.match(result.stdout, /^local-task: available\n  driver=local-task kind=local name=.* uri=local-task\?workers=\d+ workerCount=\d+ totalMemory=[1-9]\d*$/m);
   });
 
   it('`run examples/mlp.halrt.json` with JSON and @npy inputs prints the output, equal to the JavaScript reference', () => {
