@@ -125,6 +125,22 @@ function checkInput({ declared, tensor }) {
   }
 }
 
+// Writes `bytes` to `target`, replacing a regular file there but never
+// following a symlink at that name (ELOOP) nor blocking on a FIFO (ENXIO).
+function writeOutput(target, bytes) {
+  const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+  let fd;
+  try {
+    fd = fs.openSync(target, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0o644);
+    if (!fs.fstatSync(fd).isFile()) throw new Error('not a regular file');
+    fs.writeFileSync(fd, bytes);
+  } catch (error) {
+    throw new UsageError(`--output: cannot write '${target}': ${error.message}`);
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
 function makeSink(spec) {
   if (spec === undefined) return undefined;
   if (spec === 'stdio') return halrt.sinks.stdio();
@@ -213,7 +229,7 @@ async function run(file, options, out) {
       if (options.output) {
         fs.mkdirSync(options.output, { recursive: true });
         const target = path.join(options.output, `${name}.npy`);
-        fs.writeFileSync(target, npy.serialize({ dtype: outputs[i].dtype, shape: outputs[i].shape, data }));
+        writeOutput(target, npy.serialize({ dtype: outputs[i].dtype, shape: outputs[i].shape, data }));
         out.write(`wrote ${target}\n`);
       } else {
         out.write(`${formatOutput(name, outputs[i], data)}\n`);

@@ -213,6 +213,14 @@ describe('halrt CLI', function () {
         fs.truncateSync(big, 2 ** 32 + 1);  // sparse: no disk used
         return ['run', EXAMPLE, `--input=x=@${big}`];
       }, ["big.npy' is 4294967297 bytes, over the limit of 4294967296 bytes for an .npy input"]],
+      ['a symlink planted at an --output file (the file it points to is left alone)', () => {
+        const out = path.join(dir, 'out-planted');
+        const victim = path.join(dir, 'victim.txt');
+        fs.mkdirSync(out, { recursive: true });
+        fs.writeFileSync(victim, 'keep');
+        if (!fs.existsSync(path.join(out, 'probs.npy'))) fs.symlinkSync(victim, path.join(out, 'probs.npy'));
+        return ['run', EXAMPLE, ...inputs(), '--device', 'local-sync', '--output', out];
+      }, ["--output: cannot write '", "probs.npy': ELOOP"]],
       ['an unknown input name', () => ['run', EXAMPLE, '--input', 'q=[1]'], ["--input 'q': function 'main' has no input 'q' (inputs: x, w1, w2)"]],
       ['a wrong element count', () => ['run', EXAMPLE, ...inputs().slice(0, 2), '--input', 'w2=[1,2,3]'],
         ["--input 'w2': expected shape [16,3] (48 elements), got 3 elements"]],
@@ -239,6 +247,8 @@ describe('halrt CLI', function () {
     for (const [what, args, parts] of cases) {
       it(what, () => assertUsageError(halrtCli(args()), ...parts));
     }
+
+    after(() => assert.strictEqual(fs.readFileSync(path.join(dir, 'victim.txt'), 'utf8'), 'keep'));
   });
 
   it('a run that fails on the device exits 1 with the status code and message on one line', () => {
