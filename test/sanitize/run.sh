@@ -5,8 +5,9 @@
 #       UndefinedBehaviorSanitizer; the whole mocha suite, then the CUDA pass
 #       (test/run-cuda.js, through the fakecuda driver double)
 #   test/sanitize/run.sh thread    npm run test:tsan: ThreadSanitizer; the C
-#       unit tests (test/c, SANITIZE=thread), then the debug sink's mocha
-#       files, whose threads (queue, workers, completion, JS) meet in js_sink
+#       unit tests (test/c, SANITIZE=thread), then the mocha files where the
+#       addon's threads (queue, workers, completion, JS, worker_threads) meet:
+#       the debug sink's, the sinks', processes and stress
 # Exits non-zero when a test fails or when any process wrote a sanitizer
 # report; the reports are printed at the end.
 #
@@ -17,6 +18,11 @@
 # than to a stderr a test may have captured.
 # ASan: detect_leaks=0, because V8 and Node do not free everything at exit
 # and LeakSanitizer would bury real findings under those.
+# allow_user_segv_handler=0: Node's own SIGSEGV handler (for WebAssembly
+# traps) would otherwise take a crash and re-raise it, so that the process
+# dies by the signal without a report; fast_unwind_on_fatal=1 walks the frame
+# pointers, because the default unwinder faults again on the frames of code
+# that is no longer mapped (an unloaded addon).
 # allocator_may_return_null=1 (both): tests ask for more memory than there is
 # and expect RESOURCE_EXHAUSTED, not a sanitizer abort.
 # TSan: exitcode=0, so that a report does not change the exit status tests
@@ -42,7 +48,7 @@ start=$SECONDS
 if [ "$mode" = address ]; then
   make -s -C test/c fakecuda || exit 1 # build/ctest/libfakecuda.so, for run-cuda.js
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:log_path=$logs/asan
+  export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:allow_user_segv_handler=0:fast_unwind_on_fatal=1:log_path=$logs/asan
   export UBSAN_OPTIONS=print_stacktrace=1:log_path=$logs/ubsan
   export HALRT_ADDON=$root/build/asan/halrt.node
   node node_modules/mocha/bin/mocha.js || status=1
@@ -54,7 +60,8 @@ else
   export HALRT_ADDON=$root/build/tsan/halrt.node
   # Everything runs about ten times slower: a longer timeout.
   node --expose-gc node_modules/mocha/bin/mocha.js --no-config --timeout 120000 \
-    test/debug-sink.test.js test/sink-lifetime.test.js || status=1
+    test/debug-sink.test.js test/sink-lifetime.test.js test/sinks.test.js \
+    test/processes.test.js test/stress.test.js || status=1
 fi
 echo "test:$name: tests took $((SECONDS - start)) s"
 
