@@ -11,7 +11,11 @@ const sinks = require('./sinks');
 const { makeTraceDecoder } = require('./trace_batch');
 
 function loadBinding() {
-  const file = path.join(__dirname, '..', 'build', 'Release', 'halrt.node');
+  // HALRT_ADDON names another build of the addon to load instead (the
+  // sanitizer runs, test/sanitize/run.sh, load build/asan/halrt.node).
+  const file = process.env.HALRT_ADDON
+    ? path.resolve(process.env.HALRT_ADDON)
+    : path.join(__dirname, '..', 'build', 'Release', 'halrt.node');
   try {
     return require(file);
   } catch (error) {
