@@ -110,7 +110,8 @@ const WORKER = `
 // workers one at a time, so that each worker's end is the end of the last
 // environment that loaded the addon; 'terminate' ends each with
 // worker.terminate(). It prints each worker's exit code and messages as
-// JSON. 'main-exit' instead starts all of them at once and calls
+// JSON, with the number of halrt threads still running once the device
+// threads have had 10 s to drain what the workers left. 'main-exit' instead starts all of them at once and calls
 // process.exit(0) once all are busy. `run` varies the moments.
 function childSource(mode, workers, run) {
   return `
@@ -147,7 +148,13 @@ function childSource(mode, workers, run) {
         return;
       }
       for (let i = 0; i < ${workers}; ++i) results.push(await runOne(i));
-      console.log(JSON.stringify(results));
+      // Quiesced: device threads finish the work the workers left and exit.
+      const fs = require('fs');
+      const halrtThreads = () => fs.readdirSync('/proc/self/task').filter((task) => {
+        try { return fs.readFileSync('/proc/self/task/' + task + '/comm', 'utf8').startsWith('halrt'); } catch { return false; }
+      }).length;
+      for (let i = 0; i < 200 && halrtThreads() > 0; ++i) await new Promise((resolve) => setTimeout(resolve, 50));
+      console.log(JSON.stringify({ results, threadsLeft: halrtThreads() }));
     })().catch((error) => { console.error(error); process.exitCode = 1; });
   `;
 }
@@ -162,7 +169,8 @@ describe('stress: workers are the only threads that load halrt', function () {
       const result = runChild(childSource(mode, workers, run), 60000);
       assertExitedZero(result, `${mode}, child run ${run}`);
       if (mode === 'main-exit') continue;
-      const results = JSON.parse(result.stdout);
+      const { results, threadsLeft } = JSON.parse(result.stdout);
+      assert.strictEqual(threadsLeft, 0, `${mode}: halrt threads still running 10 s after the last worker ended`);
       assert.strictEqual(results.length, workers);
       for (const r of results) {
         assert.strictEqual(r.code, code, `${mode}: a worker exited ${r.code}`);
