@@ -9,7 +9,8 @@
 #       addon's threads (queue, workers, completion, JS, worker_threads) meet:
 #       the debug sink's, the sinks', processes and stress
 # Exits non-zero when a test fails or when any process wrote a sanitizer
-# report; the reports are printed at the end.
+# report (under TSan: one that shows a frame of halrt's own; see the end);
+# the reports are printed at the end.
 #
 # Node is not instrumented, so the sanitizer runtime must be the first
 # library in the process: LD_PRELOAD. Child processes and workers that tests
@@ -66,12 +67,24 @@ fi
 echo "test:$name: tests took $((SECONDS - start)) s"
 
 reports=("$logs"/*)
+failing=0
 if [ -e "${reports[0]}" ]; then
   for report in "${reports[@]}"; do
-    echo "=== sanitizer report $report"
+    # Under TSan, Node and V8 are not instrumented and now and then a report
+    # lies wholly inside them (tsan-node.supp names those seen so far). A
+    # report naming nothing of halrt's (no hrt_* function, no halrt path) is
+    # printed but does not fail the run; every other one does.
+    if [ "$mode" = thread ] && ! grep -qE 'hrt_|halrt' "$report"; then
+      echo "=== sanitizer report $report (inside Node alone: not failing the run)"
+    else
+      echo "=== sanitizer report $report"
+      failing=$((failing + 1))
+    fi
     cat "$report"
   done
-  echo "test:$name: ${#reports[@]} process(es) wrote sanitizer reports, above" >&2
-  status=1
+  if [ $failing -gt 0 ]; then
+    echo "test:$name: $failing process(es) wrote sanitizer reports, above" >&2
+    status=1
+  fi
 fi
 exit $status
