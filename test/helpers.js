@@ -8,6 +8,13 @@ const os = require('os');
 const path = require('path');
 const halrt = require('..');
 
+/**
+ * Whether the addon runs under a sanitizer (test/sanitize/run.sh preloads
+ * its runtime): RSS then says nothing, as ASan's quarantine keeps freed
+ * memory and TSan keeps shadow memory and history.
+ */
+const UNDER_SANITIZER = /lib[at]san/.test(process.env.LD_PRELOAD ?? '');
+
 /** The TypedArray class read() returns for each dtype. */
 const ARRAY_TYPES = {
   f16: Uint16Array,
@@ -314,6 +321,7 @@ function readNpyIndex(dir) {
 }
 
 module.exports = {
+  UNDER_SANITIZER,
   ARRAY_TYPES,
   BUILTIN,
   DEFAULT_DEVICE_URIS,

@@ -9,15 +9,12 @@ const assert = require('assert');
 const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
-const { busyWait, closeAll, liveBaseline, settleLiveObjects } = require('./helpers');
+const { UNDER_SANITIZER, busyWait, closeAll, liveBaseline, settleLiveObjects } = require('./helpers');
 
 const LIB = JSON.stringify(path.join(__dirname, '..'));
 const MLP_PATH = path.join(__dirname, '..', 'examples', 'mlp.halrt.json');
 // examples/mlp.halrt.json: 4 dispatches (traceDispatches) and 3 trace ops.
 const TRACES_PER_CALL = 7;
-// Under a sanitizer (test/sanitize/run.sh) RSS says nothing: ASan's
-// quarantine keeps freed memory, TSan keeps shadow and history.
-const UNDER_SANITIZER = /lib[at]san/.test(process.env.LD_PRELOAD ?? '');
 
 /**
  * mlp (examples/mlp.halrt.json) on a fresh `uri` device with HalModule
