@@ -940,9 +940,12 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
           const scope = { instance, device: devices[s.uri], closedDevice };
           const options = s.options === 'omit' ? undefined : s.options.junk ? makeJunk(s.options, scope)
             : { baseDir: makeJunk(s.options.baseDir, scope) };
-          // Options default only when undefined: null is bad, other values have no baseDir.
-          const badArguments = target !== instance || options === null ||
-            (options !== undefined && options.baseDir !== undefined && typeof options.baseDir !== 'string');
+          // Options default only when undefined; otherwise they must be a
+          // non-Array object, whose baseDir, when given, is a string.
+          const badOptions = options !== undefined &&
+            (options === null || typeof options !== 'object' || Array.isArray(options) ||
+             (options.baseDir !== undefined && typeof options.baseDir !== 'string'));
+          const badArguments = target !== instance || badOptions;
           const result = attempt(() => (options === undefined ? halrt.Module.fromObject(target, description)
             : halrt.Module.fromObject(target, description, options)));
           const reason = badArguments ? 'bad instance or options' : parsed === undefined ? 'not serialisable' : mustReject(parsed);
