@@ -19,6 +19,7 @@
 #include "hal/builtin_signatures.h"
 #include "hal/cuda/cuda_driver.h"
 #include "hal/cuda/cuda_ptx.h"
+#include "hal/cuda/cuda_symbols.h"
 #include "hal/driver.h"
 #include "test.h"
 #include "test_submit.h"
@@ -229,6 +230,48 @@ static void cuda_is_unavailable_with_the_reason(void) {
     CHECK(strstr(report, "UNAVAILABLE: CUDA is not usable: cuInit failed") ==
           report);
   }
+}
+
+// Resolves the table from `path`; *out_entry is the address that fills the
+// cuEventElapsedTime field, *out_v2 / *out_v1 the addresses of the two
+// exported names (NULL when absent).
+static void elapsed_time_entry(const char* path, void** out_entry,
+                               void** out_v2, void** out_v1) {
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  CHECK(handle != NULL);
+  *out_v2 = dlsym(handle, "cuEventElapsedTime_v2");
+  *out_v1 = dlsym(handle, "cuEventElapsedTime");
+  hrt_dynlib_t* library = NULL;
+  CHECK_OK(hrt_dynlib_open(&path, 1, &library));
+  hrt_cuda_symbols_t symbols;
+  memset(&symbols, 0, sizeof(symbols));
+  CHECK_OK(hrt_cuda_symbols_resolve(library, &symbols));
+  memcpy(out_entry, &symbols.cuEventElapsedTime, sizeof(*out_entry));
+  hrt_dynlib_close(library);
+  dlclose(handle);  // only compared afterwards, never called
+}
+
+// cuda.h 12.8+ maps cuEventElapsedTime to cuEventElapsedTime_v2; drivers
+// before 12.8 export only the old name.
+static void elapsed_time_prefers_the_v2_name_and_falls_back(void) {
+  FAKE_ONLY();
+  const char* fake = getenv("HALRT_CUDA_LIBRARY");
+  void* v2 = NULL;
+  void* v1 = NULL;
+  void* entry = NULL;
+  elapsed_time_entry(fake, &entry, &v2, &v1);
+  CHECK(v2 != NULL && v1 != NULL && v2 != v1);
+  CHECK(entry == v2);
+
+  char old[1200];
+  snprintf(old, sizeof(old), "%s", fake);
+  char* slash = strrchr(old, '/');
+  snprintf(slash ? slash + 1 : old,
+           sizeof(old) - (size_t)(slash ? slash + 1 - old : 0),
+           "libfakecuda_before_12_8.so");
+  elapsed_time_entry(old, &entry, &v2, &v1);
+  CHECK(v2 == NULL && v1 != NULL);
+  CHECK(entry == v1);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1450,6 +1493,7 @@ static void report_throughput(void) {
 }
 
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
+          TEST_CASE(elapsed_time_prefers_the_v2_name_and_falls_back),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(commands_round_trip_bytes),

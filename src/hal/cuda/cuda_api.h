@@ -9,8 +9,11 @@
 // HRT_CUDA_SYMBOLS is the one table of entry points: every name is the
 // exported symbol (with its _v2 suffix where the ABI has one) and its
 // parameter list. REQUIRED entries must exist in the loaded library;
-// OPTIONAL ones may be missing (older drivers) and are NULL then. The test
-// double in test/support/fakecuda implements the same table.
+// OPTIONAL ones may be missing (older drivers) and are NULL then. EITHER
+// entries fill one field from the first of two exported names that exists:
+// the newer name where cuda.h maps the old one to it, the old name for
+// drivers that predate it. The test double in test/support/fakecuda
+// implements the same table.
 #ifndef HRT_HAL_CUDA_CUDA_API_H_
 #define HRT_HAL_CUDA_CUDA_API_H_
 
@@ -91,9 +94,10 @@ enum {
   HRT_CU_EVENT_DISABLE_TIMING = 0x2,
 };
 
-// REQUIRED(name, parameter list) / OPTIONAL(name, parameter list); every
-// entry returns CUresult.
-#define HRT_CUDA_SYMBOLS(REQUIRED, OPTIONAL)                                  \
+// REQUIRED(name, parameter list) / OPTIONAL(name, parameter list) /
+// EITHER(field, newer name, older name, parameter list); every entry
+// returns CUresult.
+#define HRT_CUDA_SYMBOLS(REQUIRED, OPTIONAL, EITHER)                          \
   REQUIRED(cuInit, (unsigned int flags))                                      \
   REQUIRED(cuDriverGetVersion, (int* version))                                \
   REQUIRED(cuDeviceGetCount, (int* count))                                    \
@@ -115,8 +119,9 @@ enum {
   REQUIRED(cuEventRecord, (hrt_cu_event_t event, hrt_cu_stream_t stream))     \
   REQUIRED(cuEventSynchronize, (hrt_cu_event_t event))                        \
   REQUIRED(cuEventDestroy_v2, (hrt_cu_event_t event))                         \
-  REQUIRED(cuEventElapsedTime,                                                \
-           (float* milliseconds, hrt_cu_event_t start, hrt_cu_event_t end))  \
+  /* cuda.h 12.8+ defines cuEventElapsedTime as cuEventElapsedTime_v2. */    \
+  EITHER(cuEventElapsedTime, cuEventElapsedTime_v2, cuEventElapsedTime,       \
+         (float* milliseconds, hrt_cu_event_t start, hrt_cu_event_t end))    \
   REQUIRED(cuMemAlloc_v2, (hrt_cu_deviceptr_t * pointer, size_t bytes))       \
   REQUIRED(cuMemFree_v2, (hrt_cu_deviceptr_t pointer))                        \
   REQUIRED(cuMemAllocHost_v2, (void** pointer, size_t bytes))                 \

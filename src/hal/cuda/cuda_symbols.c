@@ -11,9 +11,18 @@ static pthread_once_t hrt_cuda_once = PTHREAD_ONCE_INIT;
 static hrt_cuda_symbols_t hrt_cuda_symbols;
 static hrt_status_t hrt_cuda_load_status;
 
-// Resolves every entry of HRT_CUDA_SYMBOLS from `library` into `symbols`.
-static hrt_status_t hrt_cuda_resolve(hrt_dynlib_t* library,
-                                     hrt_cuda_symbols_t* symbols) {
+// Whether `library` exports `name`; *address is the symbol or NULL.
+static bool hrt_cuda_find(hrt_dynlib_t* library, const char* name,
+                          void** address) {
+  hrt_status_t missing = hrt_dynlib_symbol(library, name, address);
+  if (missing == HRT_OK) return true;
+  hrt_status_free(missing);
+  *address = NULL;
+  return false;
+}
+
+hrt_status_t hrt_cuda_symbols_resolve(hrt_dynlib_t* library,
+                                      hrt_cuda_symbols_t* symbols) {
   void* address = NULL;
 #define HRT_CUDA_RESOLVE_REQUIRED(name, params)                                \
   if (hrt_dynlib_symbol(library, #name, &address) != HRT_OK) {                 \
@@ -23,16 +32,23 @@ static hrt_status_t hrt_cuda_resolve(hrt_dynlib_t* library,
                            hrt_dynlib_path(library), #name);                   \
   }                                                                            \
   memcpy(&symbols->name, &address, sizeof(address));
-#define HRT_CUDA_RESOLVE_OPTIONAL(name, params)                         \
-  {                                                                     \
-    hrt_status_t missing = hrt_dynlib_symbol(library, #name, &address); \
-    if (missing != HRT_OK) address = NULL;                              \
-    hrt_status_free(missing);                                           \
-    memcpy(&symbols->name, &address, sizeof(address));                  \
-  }
-  HRT_CUDA_SYMBOLS(HRT_CUDA_RESOLVE_REQUIRED, HRT_CUDA_RESOLVE_OPTIONAL)
+#define HRT_CUDA_RESOLVE_OPTIONAL(name, params) \
+  hrt_cuda_find(library, #name, &address);      \
+  memcpy(&symbols->name, &address, sizeof(address));
+#define HRT_CUDA_RESOLVE_EITHER(field, newer, older, params)                  \
+  if (!hrt_cuda_find(library, #newer, &address) &&                           \
+      !hrt_cuda_find(library, #older, &address)) {                           \
+    return hrt_status_make(HRT_STATUS_UNAVAILABLE,                            \
+                           "library '%s' lacks both %s and %s (not a CUDA "   \
+                           "driver, or one too old for halrt)",               \
+                           hrt_dynlib_path(library), #newer, #older);         \
+  }                                                                           \
+  memcpy(&symbols->field, &address, sizeof(address));
+  HRT_CUDA_SYMBOLS(HRT_CUDA_RESOLVE_REQUIRED, HRT_CUDA_RESOLVE_OPTIONAL,
+                   HRT_CUDA_RESOLVE_EITHER)
 #undef HRT_CUDA_RESOLVE_REQUIRED
 #undef HRT_CUDA_RESOLVE_OPTIONAL
+#undef HRT_CUDA_RESOLVE_EITHER
   return HRT_OK;
 }
 
@@ -61,7 +77,7 @@ static hrt_status_t hrt_cuda_initialize(hrt_cuda_symbols_t* symbols) {
   if (status != HRT_OK) {
     return hrt_status_annotate(status, "CUDA is not usable");
   }
-  status = hrt_cuda_resolve(library, symbols);
+  status = hrt_cuda_symbols_resolve(library, symbols);
   if (status == HRT_OK) {
     status = hrt_cuda_unavailable(HRT_CUDA_CALL(symbols, cuInit, (0)));
   }

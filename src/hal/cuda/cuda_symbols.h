@@ -23,8 +23,12 @@
 
 typedef struct hrt_cuda_symbols_s {
 #define HRT_CUDA_SYMBOL_FIELD(name, params) hrt_cu_result_t(*name) params;
-  HRT_CUDA_SYMBOLS(HRT_CUDA_SYMBOL_FIELD, HRT_CUDA_SYMBOL_FIELD)
+#define HRT_CUDA_SYMBOL_EITHER_FIELD(field, newer, older, params) \
+  hrt_cu_result_t(*field) params;
+  HRT_CUDA_SYMBOLS(HRT_CUDA_SYMBOL_FIELD, HRT_CUDA_SYMBOL_FIELD,
+                   HRT_CUDA_SYMBOL_EITHER_FIELD)
 #undef HRT_CUDA_SYMBOL_FIELD
+#undef HRT_CUDA_SYMBOL_EITHER_FIELD
   int device_count;       // >= 1
   int driver_version;     // cuDriverGetVersion, e.g. 13000
   hrt_dynlib_t* library;  // open for the life of the process
@@ -35,6 +39,14 @@ typedef struct hrt_cuda_symbols_s {
 // the process exits; OPTIONAL entries may be NULL.
 hrt_status_t hrt_cuda_symbols_load(const hrt_cuda_symbols_t** out_symbols)
     HRT_MUST_USE;
+
+// Resolves every entry of HRT_CUDA_SYMBOLS from `library` into `symbols`
+// (the function pointers only; nothing is called). UNAVAILABLE naming the
+// first REQUIRED entry, or both names of an EITHER entry, that is missing.
+// hrt_cuda_symbols_load uses it; tests call it on other libraries to see
+// which names were picked.
+hrt_status_t hrt_cuda_symbols_resolve(hrt_dynlib_t* library,
+                                      hrt_cuda_symbols_t* symbols) HRT_MUST_USE;
 
 // The status for `result` returned by the entry point named `call`: HRT_OK
 // for CUDA_SUCCESS, otherwise a status whose message is "<call> failed:

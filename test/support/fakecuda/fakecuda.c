@@ -21,8 +21,11 @@
 // Every entry point halrt loads, declared from the same table halrt uses,
 // so that a signature mismatch fails to compile.
 #define FAKE_DECLARE(name, params) FAKE_EXPORT hrt_cu_result_t name params;
-HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE)
+#define FAKE_DECLARE_EITHER(field, newer, older, params) \
+  FAKE_DECLARE(newer, params) FAKE_DECLARE(older, params)
+HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE, FAKE_DECLARE_EITHER)
 #undef FAKE_DECLARE
+#undef FAKE_DECLARE_EITHER
 
 #define FAKE_MAX_DEVICES 8
 #define FAKE_TOTAL_MEMORY ((size_t)1 << 30)
@@ -1079,6 +1082,16 @@ hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
+
+#ifndef FAKECUDA_WITHOUT_ELAPSED_TIME_V2
+// The name cuda.h 12.8+ maps cuEventElapsedTime to; the variant built with
+// FAKECUDA_WITHOUT_ELAPSED_TIME_V2 stands for an older driver.
+hrt_cu_result_t cuEventElapsedTime_v2(float* milliseconds,
+                                      hrt_cu_event_t start,
+                                      hrt_cu_event_t end) {
+  return cuEventElapsedTime(milliseconds, start, end);
+}
+#endif
 
 hrt_cu_result_t cuEventDestroy_v2(hrt_cu_event_t event) {
   pthread_mutex_lock(&fake_mutex);
