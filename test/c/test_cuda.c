@@ -274,6 +274,67 @@ static void elapsed_time_prefers_the_v2_name_and_falls_back(void) {
   CHECK(entry == v1);
 }
 
+// The sticky list is exactly cuda.h's "the process must be terminated and
+// relaunched" codes; a few more lose the device without being sticky.
+static void sticky_results_match_cuda_h(void) {
+  static const int sticky[] = {226, 700, 702, 714, 715, 716,
+                               717, 718, 719, 721, 810, 911};
+  static const int also_lost[] = {4, 214, 220, 709, 710};
+  int fatal_count = 0;
+  int lost_count = 0;
+  for (int result = 0; result <= 1000; ++result) {
+    bool expect_fatal = false;
+    bool expect_lost = false;
+    for (size_t i = 0; i < sizeof(sticky) / sizeof(sticky[0]); ++i) {
+      if (sticky[i] == result) expect_fatal = expect_lost = true;
+    }
+    for (size_t i = 0; i < sizeof(also_lost) / sizeof(also_lost[0]); ++i) {
+      if (also_lost[i] == result) expect_lost = true;
+    }
+    if (hrt_cuda_result_is_fatal(result) != expect_fatal) {
+      printf("  is_fatal(%d) is %d\n", result, !expect_fatal);
+      CHECK(false);
+    }
+    if (hrt_cuda_result_loses_device(result) != expect_lost) {
+      printf("  loses_device(%d) is %d\n", result, !expect_lost);
+      CHECK(false);
+    }
+    fatal_count += hrt_cuda_result_is_fatal(result);
+    lost_count += hrt_cuda_result_loses_device(result);
+  }
+  CHECK_EQ_INT(fatal_count, 12);
+  CHECK_EQ_INT(lost_count, 17);
+}
+
+// Status codes of the results that decide whether CUDA is usable at all:
+// 36 is the driver's "needs a newer driver"; 35 is no driver API code.
+static void driver_results_map_to_status_codes(void) {
+  hrt_cuda_symbols_t none;
+  memset(&none, 0, sizeof(none));  // no cuGetErrorName / cuGetErrorString
+  static const struct {
+    int result;
+    hrt_status_code_t code;
+  } cases[] = {
+      {HRT_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, HRT_STATUS_UNAVAILABLE},
+      {35, HRT_STATUS_INTERNAL},
+      {HRT_CUDA_ERROR_STUB_LIBRARY, HRT_STATUS_UNAVAILABLE},
+      {HRT_CUDA_ERROR_MPS_CLIENT_TERMINATED, HRT_STATUS_DEVICE_LOST},
+      {HRT_CUDA_ERROR_EXTERNAL_DEVICE, HRT_STATUS_DEVICE_LOST},
+      {HRT_CUDA_ERROR_ASSERT, HRT_STATUS_DEVICE_LOST},
+      {HRT_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, HRT_STATUS_RESOURCE_EXHAUSTED},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    hrt_status_t status = hrt_cuda_result_status(&none, cases[i].result, "cuX");
+    CHECK(status != HRT_OK);
+    if (status == HRT_OK) continue;
+    if (hrt_status_code(status) != cases[i].code) {
+      printf("  %d: %s\n", cases[i].result, hrt_status_message(status));
+    }
+    CHECK_EQ_INT(hrt_status_code(status), cases[i].code);
+    hrt_status_free(status);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Device, memory and commands
 //===----------------------------------------------------------------------===//
@@ -1494,6 +1555,8 @@ static void report_throughput(void) {
 
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(elapsed_time_prefers_the_v2_name_and_falls_back),
+          TEST_CASE(sticky_results_match_cuda_h),
+          TEST_CASE(driver_results_map_to_status_codes),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(commands_round_trip_bytes),

@@ -115,16 +115,14 @@ hrt_status_t hrt_cuda_symbols_load(const hrt_cuda_symbols_t** out_symbols) {
   return HRT_OK;
 }
 
+// Exactly the codes whose cuda.h (CUDA 13) comment says "any further CUDA
+// work will return the same error. To continue using CUDA, the process must
+// be terminated and relaunched" (or, for 810, just the second sentence).
 bool hrt_cuda_result_is_fatal(hrt_cu_result_t result) {
   switch (result) {
-    case HRT_CUDA_ERROR_DEINITIALIZED:
-    case HRT_CUDA_ERROR_ECC_UNCORRECTABLE:
-    case HRT_CUDA_ERROR_NVLINK_UNCORRECTABLE:
     case HRT_CUDA_ERROR_CONTAINED:
     case HRT_CUDA_ERROR_ILLEGAL_ADDRESS:
     case HRT_CUDA_ERROR_LAUNCH_TIMEOUT:
-    case HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    case HRT_CUDA_ERROR_ASSERT:
     case HRT_CUDA_ERROR_HARDWARE_STACK_ERROR:
     case HRT_CUDA_ERROR_ILLEGAL_INSTRUCTION:
     case HRT_CUDA_ERROR_MISALIGNED_ADDRESS:
@@ -132,14 +130,35 @@ bool hrt_cuda_result_is_fatal(hrt_cu_result_t result) {
     case HRT_CUDA_ERROR_INVALID_PC:
     case HRT_CUDA_ERROR_LAUNCH_FAILED:
     case HRT_CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case HRT_CUDA_ERROR_MPS_CLIENT_TERMINATED:
+    case HRT_CUDA_ERROR_EXTERNAL_DEVICE:
       return true;
     default:
       return false;
   }
 }
 
+bool hrt_cuda_result_loses_device(hrt_cu_result_t result) {
+  switch (result) {
+    // cuda.h: after a device-side assert "the context cannot be used
+    // anymore, and must be destroyed"; halrt's devices share the primary
+    // context, so there is nothing left to run on.
+    case HRT_CUDA_ERROR_ASSERT:
+    case HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    // The driver is shutting down.
+    case HRT_CUDA_ERROR_DEINITIALIZED:
+    // Not called sticky by cuda.h, but the device's memory can no longer
+    // be trusted; halrt stops using it rather than return wrong data.
+    case HRT_CUDA_ERROR_ECC_UNCORRECTABLE:
+    case HRT_CUDA_ERROR_NVLINK_UNCORRECTABLE:
+      return true;
+    default:
+      return hrt_cuda_result_is_fatal(result);
+  }
+}
+
 static hrt_status_code_t hrt_cuda_status_code(hrt_cu_result_t result) {
-  if (hrt_cuda_result_is_fatal(result)) return HRT_STATUS_DEVICE_LOST;
+  if (hrt_cuda_result_loses_device(result)) return HRT_STATUS_DEVICE_LOST;
   switch (result) {
     case HRT_CUDA_ERROR_OUT_OF_MEMORY:
     case HRT_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
@@ -156,7 +175,7 @@ static hrt_status_code_t hrt_cuda_status_code(hrt_cu_result_t result) {
       return HRT_STATUS_NOT_FOUND;
     case HRT_CUDA_ERROR_NOT_INITIALIZED:
     case HRT_CUDA_ERROR_STUB_LIBRARY:
-    case HRT_CUDA_ERROR_INSUFFICIENT_DRIVER:
+    case HRT_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
     case HRT_CUDA_ERROR_DEVICE_UNAVAILABLE:
     case HRT_CUDA_ERROR_NO_DEVICE:
     case HRT_CUDA_ERROR_INVALID_DEVICE:

@@ -52,7 +52,7 @@ hrt_status_t hrt_cuda_symbols_resolve(hrt_dynlib_t* library,
 // for CUDA_SUCCESS, otherwise a status whose message is "<call> failed:
 // <CUDA_ERROR_NAME> (<description>)" and whose code is
 //   RESOURCE_EXHAUSTED  out of memory, launch out of resources
-//   DEVICE_LOST         a sticky error (hrt_cuda_result_is_fatal)
+//   DEVICE_LOST         hrt_cuda_result_loses_device
 //   INVALID_ARGUMENT    invalid values, images or PTX
 //   NOT_FOUND           a missing kernel or symbol
 //   UNAVAILABLE         no device, stub library, driver mismatch
@@ -62,13 +62,20 @@ hrt_status_t hrt_cuda_result_status(const hrt_cuda_symbols_t* symbols,
                                     hrt_cu_result_t result,
                                     const char* call) HRT_MUST_USE;
 
-// Whether `result` leaves the CUDA context unusable: a kernel fault
-// (illegal address, instruction or address space, misaligned address,
-// invalid PC, hardware stack error, launch failure or timeout, device-side
-// assert, tensor memory leak), a destroyed or deinitialized context, or an
-// uncorrectable ECC/NVLink error or contained error. Every later call on
-// the context fails, so the device that sees one is lost.
+// Whether `result` is one of the errors cuda.h calls sticky: every later
+// call in the process returns it, and only a new process can use CUDA
+// again. Contained (226), illegal address (700), launch timeout (702),
+// hardware stack error (714), illegal instruction (715), misaligned
+// address (716), invalid address space (717), invalid PC (718), launch
+// failed (719), tensor memory leak (721), MPS client terminated (810),
+// external device (911).
 bool hrt_cuda_result_is_fatal(hrt_cu_result_t result);
+
+// Whether halrt marks the device that sees `result` lost (DEVICE_LOST): a
+// fatal result, or one after which its context cannot be used: a
+// device-side assert (710), a destroyed context (709), a deinitialized
+// driver (4), an uncorrectable ECC (214) or NVLink (220) error.
+bool hrt_cuda_result_loses_device(hrt_cu_result_t result);
 
 // Calls `symbols->name args` and converts the result, naming the call.
 #define HRT_CUDA_CALL(symbols, name, args) \
