@@ -227,8 +227,11 @@ static void cuda_is_unavailable_with_the_reason(void) {
   if (access(stub, R_OK) == 0) {
     probe_in_child(stub, NULL, report, sizeof(report));
     printf("  stub library: %s\n", report);
-    CHECK(strstr(report, "UNAVAILABLE: CUDA is not usable: cuInit failed") ==
-          report);
+    // The stub cannot name its own errors either: halrt's words are used.
+    CHECK(strcmp(report,
+                 "UNAVAILABLE: CUDA is not usable: cuInit failed: "
+                 "CUDA_ERROR_STUB_LIBRARY (the CUDA toolkit's stub library "
+                 "was loaded, not the NVIDIA driver) [auto=local-task]") == 0);
   }
 }
 
@@ -331,6 +334,44 @@ static void driver_results_map_to_status_codes(void) {
       printf("  %d: %s\n", cases[i].result, hrt_status_message(status));
     }
     CHECK_EQ_INT(hrt_status_code(status), cases[i].code);
+    hrt_status_free(status);
+  }
+}
+
+// Without cuGetErrorName / cuGetErrorString halrt still names the codes
+// that explain an unusable driver and the sticky ones.
+static void results_are_named_without_the_driver(void) {
+  hrt_cuda_symbols_t none;
+  memset(&none, 0, sizeof(none));
+  static const struct {
+    int result;
+    const char* message;
+  } cases[] = {
+      {34, "cuInit failed: CUDA_ERROR_STUB_LIBRARY (the CUDA toolkit's stub "
+           "library was loaded, not the NVIDIA driver)"},
+      {36, "cuInit failed: CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER (the "
+           "installed NVIDIA driver is too old for this call)"},
+      {100, "cuInit failed: CUDA_ERROR_NO_DEVICE (the driver found no "
+            "CUDA-capable GPU)"},
+      {803, "cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (the NVIDIA "
+            "kernel driver and libcuda are from different driver releases)"},
+      {804, "cuInit failed: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (the "
+            "CUDA forward-compatibility driver does not support this GPU)"},
+      {999, "cuInit failed: CUDA_ERROR_UNKNOWN (the driver failed for a "
+            "reason it does not report)"},
+      {700, "cuInit failed: CUDA_ERROR_ILLEGAL_ADDRESS (no description)"},
+      {810, "cuInit failed: CUDA_ERROR_MPS_CLIENT_TERMINATED (no description)"},
+      {35, "cuInit failed: CUresult 35 (no description)"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    hrt_status_t status =
+        hrt_cuda_result_status(&none, cases[i].result, "cuInit");
+    CHECK(status != HRT_OK);
+    if (status == HRT_OK) continue;
+    if (strcmp(hrt_status_message(status), cases[i].message) != 0) {
+      printf("  got: %s\n", hrt_status_message(status));
+      CHECK(false);
+    }
     hrt_status_free(status);
   }
 }
@@ -1557,6 +1598,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(elapsed_time_prefers_the_v2_name_and_falls_back),
           TEST_CASE(sticky_results_match_cuda_h),
           TEST_CASE(driver_results_map_to_status_codes),
+          TEST_CASE(results_are_named_without_the_driver),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(commands_round_trip_bytes),

@@ -190,6 +190,55 @@ static hrt_status_code_t hrt_cuda_status_code(hrt_cu_result_t result) {
   }
 }
 
+// Names (cuda.h's) and, for the codes that explain why CUDA is unusable,
+// halrt's own one-sentence descriptions, used when the library cannot name
+// a result itself: the toolkit's stub libcuda fails cuGetErrorName and
+// cuGetErrorString too, and both are optional entry points.
+static const struct {
+  hrt_cu_result_t result;
+  const char* name;
+  const char* description;  // NULL: none of halrt's own
+} hrt_cuda_known_results[] = {
+    {HRT_CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", NULL},
+    {HRT_CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY",
+     "the CUDA toolkit's stub library was loaded, not the NVIDIA driver"},
+    {HRT_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER,
+     "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER",
+     "the installed NVIDIA driver is too old for this call"},
+    {HRT_CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE",
+     "the driver found no CUDA-capable GPU"},
+    {HRT_CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE", NULL},
+    {HRT_CUDA_ERROR_NVLINK_UNCORRECTABLE, "CUDA_ERROR_NVLINK_UNCORRECTABLE",
+     NULL},
+    {HRT_CUDA_ERROR_CONTAINED, "CUDA_ERROR_CONTAINED", NULL},
+    {HRT_CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", NULL},
+    {HRT_CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", NULL},
+    {HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+     NULL},
+    {HRT_CUDA_ERROR_ASSERT, "CUDA_ERROR_ASSERT", NULL},
+    {HRT_CUDA_ERROR_HARDWARE_STACK_ERROR, "CUDA_ERROR_HARDWARE_STACK_ERROR",
+     NULL},
+    {HRT_CUDA_ERROR_ILLEGAL_INSTRUCTION, "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+     NULL},
+    {HRT_CUDA_ERROR_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", NULL},
+    {HRT_CUDA_ERROR_INVALID_ADDRESS_SPACE, "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+     NULL},
+    {HRT_CUDA_ERROR_INVALID_PC, "CUDA_ERROR_INVALID_PC", NULL},
+    {HRT_CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", NULL},
+    {HRT_CUDA_ERROR_TENSOR_MEMORY_LEAK, "CUDA_ERROR_TENSOR_MEMORY_LEAK", NULL},
+    {HRT_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+     "the NVIDIA kernel driver and libcuda are from different driver "
+     "releases"},
+    {HRT_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE,
+     "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+     "the CUDA forward-compatibility driver does not support this GPU"},
+    {HRT_CUDA_ERROR_MPS_CLIENT_TERMINATED, "CUDA_ERROR_MPS_CLIENT_TERMINATED",
+     NULL},
+    {HRT_CUDA_ERROR_EXTERNAL_DEVICE, "CUDA_ERROR_EXTERNAL_DEVICE", NULL},
+    {HRT_CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN",
+     "the driver failed for a reason it does not report"},
+};
+
 hrt_status_t hrt_cuda_result_status(const hrt_cuda_symbols_t* symbols,
                                     hrt_cu_result_t result, const char* call) {
   if (result == HRT_CUDA_SUCCESS) return HRT_OK;
@@ -202,6 +251,13 @@ hrt_status_t hrt_cuda_result_status(const hrt_cuda_symbols_t* symbols,
   if (symbols->cuGetErrorString &&
       symbols->cuGetErrorString(result, &text) != HRT_CUDA_SUCCESS) {
     text = NULL;
+  }
+  for (size_t i = 0; i < sizeof(hrt_cuda_known_results) /
+                              sizeof(hrt_cuda_known_results[0]);
+       ++i) {
+    if (hrt_cuda_known_results[i].result != result) continue;
+    if (!name) name = hrt_cuda_known_results[i].name;
+    if (!text) text = hrt_cuda_known_results[i].description;
   }
   const char* description = text ? text : "no description";
   if (name) {

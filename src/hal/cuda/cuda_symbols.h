@@ -50,7 +50,12 @@ hrt_status_t hrt_cuda_symbols_resolve(hrt_dynlib_t* library,
 
 // The status for `result` returned by the entry point named `call`: HRT_OK
 // for CUDA_SUCCESS, otherwise a status whose message is "<call> failed:
-// <CUDA_ERROR_NAME> (<description>)" and whose code is
+// <CUDA_ERROR_NAME> (<description>)" and whose code is as below. Name and
+// description come from cuGetErrorName / cuGetErrorString; where those are
+// missing or fail (the toolkit's stub library), halrt's own names for the
+// sticky and device-losing codes and the codes that make CUDA unusable (34,
+// 36, 100, 803, 804, 999) and its own sentences for the latter; else
+// "CUresult <n>" and "no description". The code is
 //   RESOURCE_EXHAUSTED  out of memory, launch out of resources
 //   DEVICE_LOST         hrt_cuda_result_loses_device
 //   INVALID_ARGUMENT    invalid values, images or PTX
