@@ -18,6 +18,7 @@
 #include "base/threads.h"
 #include "hal/builtin_signatures.h"
 #include "hal/cuda/cuda_driver.h"
+#include "hal/cuda/cuda_image.h"
 #include "hal/cuda/cuda_ptx.h"
 #include "hal/cuda/cuda_symbols.h"
 #include "hal/driver.h"
@@ -1222,9 +1223,116 @@ static void ptx_entries_count_bindings_then_constants(void) {
   hrt_hal_device_release(device);
 }
 
+// For the fake: `ptx` behind a minimal header of `format` that passes
+// halrt's checks (the fake reads the PTX after the header).
+static char* wrap_ptx_for_fake(hrt_hal_executable_format_t format,
+                               const char* ptx, size_t length,
+                               size_t* out_length) {
+  const size_t header = format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN ? 64 : 16;
+  unsigned char* image = calloc(1, header + length + 1);
+  if (!image) return NULL;
+  if (format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN) {
+    memcpy(image, "\x7f" "ELF\x02\x01", 6);  // 64-bit, little-endian
+    image[0x34] = 64;                        // e_ehsize; no tables
+  } else {
+    memcpy(image, "\x50\xed\x55\xba\x01\x00\x10\x00", 8);
+    const uint64_t fat_size = length + 1;
+    for (int i = 0; i < 8; ++i) {
+      image[8 + i] = (unsigned char)(fat_size >> (8 * i));
+    }
+  }
+  memcpy(image + header, ptx, length);
+  *out_length = header + length + 1;
+  return (char*)image;
+}
+
+// cuModuleLoadDataEx takes no length, so halrt checks that a cubin's ELF
+// header and a fatbin's header describe no more bytes than it was given.
+static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
+  size_t cubin_length = 0;
+  size_t fatbin_length = 0;
+  unsigned char* cubin =
+      (unsigned char*)read_file("test/gpu/kernels_sm90.cubin", &cubin_length);
+  unsigned char* fatbin =
+      (unsigned char*)read_file("test/gpu/kernels_sm90.fatbin", &fatbin_length);
+  CHECK(cubin != NULL && fatbin != NULL);
+  CHECK_EQ_INT(cubin_length, 8256);
+  CHECK_EQ_INT(fatbin_length, 9216);
+  CHECK_OK(hrt_cuda_image_check_cubin(cubin, cubin_length));
+  CHECK_OK(hrt_cuda_image_check_fatbin(fatbin, fatbin_length));
+
+  // Truncated cubins: the header itself, then each header table (the
+  // section headers are at 6632..7976, the program headers at 7976..8256).
+  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 40),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image is 40 bytes, too short for an ELF header");
+  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 7000),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image of 7000 bytes: its section header table (21 "
+               "entries of 64 bytes at offset 6632) does not fit in it");
+  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 8255),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image of 8255 bytes: its program header table (5 "
+               "entries of 56 bytes at offset 7976) does not fit in it");
+  // Corrupted copies.
+  unsigned char* copy = malloc(cubin_length);
+  CHECK(copy != NULL);
+  memcpy(copy, cubin, cubin_length);
+  copy[4] = 1;  // ELFCLASS32
+  CHECK_STATUS(hrt_cuda_image_check_cubin(copy, cubin_length),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image is ELF class 1, data encoding 1; a cubin is "
+               "64-bit (2) little-endian (1)");
+  memcpy(copy, cubin, cubin_length);
+  copy[6632 + 64 + 0x20 + 5] = 1;  // section 1's size += 2^40
+  CHECK_STATUS(hrt_cuda_image_check_cubin(copy, cubin_length),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image of 8256 bytes: section 1 (");
+  CHECK_STATUS(hrt_cuda_image_check_cubin(fatbin, fatbin_length),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image does not start with the ELF magic");
+  free(copy);
+
+  CHECK_STATUS(hrt_cuda_image_check_fatbin(fatbin, 10),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "fatbin image is 10 bytes, too short for a fat binary header");
+  CHECK_STATUS(hrt_cuda_image_check_fatbin(fatbin, fatbin_length - 1),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "fatbin image of 9215 bytes: its header (16 bytes) and "
+               "contents (9200 bytes) do not fit in it");
+  CHECK_STATUS(hrt_cuda_image_check_fatbin(cubin, cubin_length),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "fatbin image starts with 0x464C457F, not the fat binary "
+               "magic 0xBA55ED50");
+  copy = malloc(fatbin_length);
+  CHECK(copy != NULL);
+  memcpy(copy, fatbin, fatbin_length);
+  copy[6] = 8;  // a header smaller than the header's own fields
+  CHECK_STATUS(hrt_cuda_image_check_fatbin(copy, fatbin_length),
+               HRT_STATUS_INVALID_ARGUMENT, "its header (8 bytes)");
+  free(copy);
+
+  // Through the device: rejected before the driver is called.
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_FATBIN, NULL,
+                                        fatbin, 100};
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "fatbin image of 100 bytes: its header (16 bytes) and "
+               "contents (9200 bytes) do not fit in it");
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
+  hrt_hal_device_release(device);
+  free(cubin);
+  free(fatbin);
+}
+
 // cubin/fatbin kernels are listed by the driver (CUDA 12.4+). The fake
-// reads any image as PTX text; on a GPU of compute capability 9.x the
-// committed sm_90 cubin and fatbin are used.
+// JITs PTX only: it gets the test PTX behind a cubin or fatbin header. On
+// a GPU of compute capability 9.x the committed sm_90 cubin and fatbin are
+// used.
 static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
   CUDA_SETUP();
   hrt_hal_device_t* device = NULL;
@@ -1244,6 +1352,12 @@ static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
     char* image =
         read_file(g_cuda.fake ? "test/gpu/kernels.ptx" : kImages[f], &length);
     CHECK(image != NULL);
+    if (g_cuda.fake) {
+      char* ptx = image;
+      image = wrap_ptx_for_fake(kFormats[f], ptx, length, &length);
+      free(ptx);
+      CHECK(image != NULL);
+    }
     hrt_hal_executable_params_t params = {kFormats[f], NULL, image, length};
     hrt_hal_executable_t* executable = NULL;
     hrt_status_t status =
@@ -1610,6 +1724,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(traces_deliver_staged_data_after_preceding_work),
           TEST_CASE(bad_executables_are_rejected_with_the_reason),
           TEST_CASE(ptx_entries_count_bindings_then_constants),
+          TEST_CASE(cubin_and_fatbin_headers_are_checked_before_loading),
           TEST_CASE(cubin_and_fatbin_kernels_come_from_the_driver),
           TEST_CASE(builtin_ptx_is_current),
           TEST_CASE(submissions_wait_for_semaphores),
