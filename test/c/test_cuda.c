@@ -1617,16 +1617,28 @@ static void illegal_address_loses_the_device(void) {
   hrt_hal_executable_release(executable);
   hrt_hal_device_release(device);
   // Once the lost device is gone (its completion thread may still hold the
-  // last reference for a moment), a new device gets a new primary context
-  // and works again.
+  // last reference for a moment), a new device gets a new primary context.
+  // The fake then works again; cuda.h says a process that saw a sticky
+  // error must be relaunched, so on a GPU a failure is allowed (reported).
   wait_for_no_devices();
-  CHECK_OK(make_device("cuda", &device));
-  CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, NULL, &buffer));
-  uint32_t out[2] = {1, 1};
-  CHECK_OK(read_back(device, buffer, out));
-  CHECK_EQ_INT(out[0], 0);
-  hrt_hal_buffer_release(buffer);
-  hrt_hal_device_release(device);
+  hrt_status_t status = make_device("cuda", &device);
+  if (status == HRT_OK) {
+    status = hrt_hal_device_allocate_buffer(device, 8, NULL, &buffer);
+    if (status == HRT_OK) {
+      uint32_t out[2] = {1, 1};
+      status = read_back(device, buffer, out);
+      if (status == HRT_OK) CHECK_EQ_INT(out[0], 0);
+      hrt_hal_buffer_release(buffer);
+    }
+    hrt_hal_device_release(device);
+  }
+  if (g_cuda.fake) {
+    CHECK_OK(status);
+  } else {
+    printf("  a new device after the fault: %s\n",
+           status == HRT_OK ? "works" : hrt_status_message(status));
+    hrt_status_free(status);
+  }
 }
 
 static void destroyed_context_loses_work_in_flight(void) {
