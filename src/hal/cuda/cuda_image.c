@@ -37,6 +37,25 @@ enum {
   HRT_ELF_SECTION_NOBITS = 8,  // occupies no bytes of the file (.bss)
 };
 
+// A header table of `count` entries of `entry_size` (at least
+// `minimum_size`) bytes at `offset` must lie inside the image.
+static hrt_status_t hrt_cuda_image_check_table(const char* kind,
+                                               uint64_t offset, uint64_t count,
+                                               uint64_t entry_size,
+                                               uint64_t minimum_size,
+                                               size_t length) {
+  if (count == 0 || (entry_size >= minimum_size &&
+                     hrt_cuda_image_fits(offset, count, entry_size, length))) {
+    return HRT_OK;
+  }
+  return hrt_status_make(
+      HRT_STATUS_INVALID_ARGUMENT,
+      "cubin image of %zu bytes: its %s header table (%llu entries of %llu "
+      "bytes at offset %llu) does not fit in it",
+      length, kind, (unsigned long long)count, (unsigned long long)entry_size,
+      (unsigned long long)offset);
+}
+
 hrt_status_t hrt_cuda_image_check_cubin(const void* data, size_t length) {
   const uint8_t* bytes = data;
   if (length < HRT_ELF_HEADER_SIZE) {
@@ -60,27 +79,13 @@ hrt_status_t hrt_cuda_image_check_cubin(const void* data, size_t length) {
   const uint64_t shoff = hrt_cuda_image_read(bytes + HRT_ELF_SHOFF, 8);
   const uint64_t shentsize = hrt_cuda_image_read(bytes + HRT_ELF_SHENTSIZE, 2);
   const uint64_t shnum = hrt_cuda_image_read(bytes + HRT_ELF_SHNUM, 2);
-  const uint64_t phoff = hrt_cuda_image_read(bytes + HRT_ELF_PHOFF, 8);
-  const uint64_t phentsize = hrt_cuda_image_read(bytes + HRT_ELF_PHENTSIZE, 2);
-  const uint64_t phnum = hrt_cuda_image_read(bytes + HRT_ELF_PHNUM, 2);
-  if (shnum > 0 && (shentsize < HRT_ELF_SECTION_HEADER_SIZE ||
-                    !hrt_cuda_image_fits(shoff, shnum, shentsize, length))) {
-    return hrt_status_make(
-        HRT_STATUS_INVALID_ARGUMENT,
-        "cubin image of %zu bytes: its section header table (%llu entries of "
-        "%llu bytes at offset %llu) does not fit in it",
-        length, (unsigned long long)shnum, (unsigned long long)shentsize,
-        (unsigned long long)shoff);
-  }
-  if (phnum > 0 && (phentsize < HRT_ELF_PROGRAM_HEADER_SIZE ||
-                    !hrt_cuda_image_fits(phoff, phnum, phentsize, length))) {
-    return hrt_status_make(
-        HRT_STATUS_INVALID_ARGUMENT,
-        "cubin image of %zu bytes: its program header table (%llu entries of "
-        "%llu bytes at offset %llu) does not fit in it",
-        length, (unsigned long long)phnum, (unsigned long long)phentsize,
-        (unsigned long long)phoff);
-  }
+  HRT_RETURN_IF_ERROR(hrt_cuda_image_check_table(
+      "section", shoff, shnum, shentsize, HRT_ELF_SECTION_HEADER_SIZE, length));
+  HRT_RETURN_IF_ERROR(hrt_cuda_image_check_table(
+      "program", hrt_cuda_image_read(bytes + HRT_ELF_PHOFF, 8),
+      hrt_cuda_image_read(bytes + HRT_ELF_PHNUM, 2),
+      hrt_cuda_image_read(bytes + HRT_ELF_PHENTSIZE, 2),
+      HRT_ELF_PROGRAM_HEADER_SIZE, length));
   for (uint64_t i = 0; i < shnum; ++i) {
     const uint8_t* section = bytes + shoff + i * shentsize;
     if (hrt_cuda_image_read(section + HRT_ELF_SECTION_TYPE, 4) ==
