@@ -18,7 +18,9 @@
 #include "base/threads.h"
 #include "hal/builtin_signatures.h"
 #include "hal/cuda/cuda_driver.h"
+#include "hal/cuda/cuda_image.h"
 #include "hal/cuda/cuda_ptx.h"
+#include "hal/cuda/cuda_symbols.h"
 #include "hal/driver.h"
 #include "test.h"
 #include "test_submit.h"
@@ -226,8 +228,152 @@ static void cuda_is_unavailable_with_the_reason(void) {
   if (access(stub, R_OK) == 0) {
     probe_in_child(stub, NULL, report, sizeof(report));
     printf("  stub library: %s\n", report);
-    CHECK(strstr(report, "UNAVAILABLE: CUDA is not usable: cuInit failed") ==
-          report);
+    // The stub cannot name its own errors either: halrt's words are used.
+    CHECK(strcmp(report,
+                 "UNAVAILABLE: CUDA is not usable: cuInit failed: "
+                 "CUDA_ERROR_STUB_LIBRARY (the CUDA toolkit's stub library "
+                 "was loaded, not the NVIDIA driver) [auto=local-task]") == 0);
+  }
+}
+
+// Resolves the table from `path`; *out_entry is the address that fills the
+// cuEventElapsedTime field, *out_v2 / *out_v1 the addresses of the two
+// exported names (NULL when absent).
+static void elapsed_time_entry(const char* path, void** out_entry,
+                               void** out_v2, void** out_v1) {
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  CHECK(handle != NULL);
+  *out_v2 = dlsym(handle, "cuEventElapsedTime_v2");
+  *out_v1 = dlsym(handle, "cuEventElapsedTime");
+  hrt_dynlib_t* library = NULL;
+  CHECK_OK(hrt_dynlib_open(&path, 1, &library));
+  hrt_cuda_symbols_t symbols;
+  memset(&symbols, 0, sizeof(symbols));
+  CHECK_OK(hrt_cuda_symbols_resolve(library, &symbols));
+  memcpy(out_entry, &symbols.cuEventElapsedTime, sizeof(*out_entry));
+  hrt_dynlib_close(library);
+  dlclose(handle);  // only compared afterwards, never called
+}
+
+// cuda.h 12.8+ maps cuEventElapsedTime to cuEventElapsedTime_v2; drivers
+// before 12.8 export only the old name.
+static void elapsed_time_prefers_the_v2_name_and_falls_back(void) {
+  FAKE_ONLY();
+  const char* fake = getenv("HALRT_CUDA_LIBRARY");
+  void* v2 = NULL;
+  void* v1 = NULL;
+  void* entry = NULL;
+  elapsed_time_entry(fake, &entry, &v2, &v1);
+  CHECK(v2 != NULL && v1 != NULL && v2 != v1);
+  CHECK(entry == v2);
+
+  char old[1200];
+  snprintf(old, sizeof(old), "%s", fake);
+  char* slash = strrchr(old, '/');
+  snprintf(slash ? slash + 1 : old,
+           sizeof(old) - (size_t)(slash ? slash + 1 - old : 0),
+           "libfakecuda_before_12_8.so");
+  elapsed_time_entry(old, &entry, &v2, &v1);
+  CHECK(v2 == NULL && v1 != NULL);
+  CHECK(entry == v1);
+}
+
+// The sticky list is exactly cuda.h's "the process must be terminated and
+// relaunched" codes; a few more lose the device without being sticky.
+static void sticky_results_match_cuda_h(void) {
+  static const int sticky[] = {226, 700, 702, 714, 715, 716,
+                               717, 718, 719, 721, 810, 911};
+  static const int also_lost[] = {4, 214, 220, 709, 710};
+  int fatal_count = 0;
+  int lost_count = 0;
+  for (int result = 0; result <= 1000; ++result) {
+    bool expect_fatal = false;
+    bool expect_lost = false;
+    for (size_t i = 0; i < sizeof(sticky) / sizeof(sticky[0]); ++i) {
+      if (sticky[i] == result) expect_fatal = expect_lost = true;
+    }
+    for (size_t i = 0; i < sizeof(also_lost) / sizeof(also_lost[0]); ++i) {
+      if (also_lost[i] == result) expect_lost = true;
+    }
+    if (hrt_cuda_result_is_fatal(result) != expect_fatal) {
+      printf("  is_fatal(%d) is %d\n", result, !expect_fatal);
+      CHECK(false);
+    }
+    if (hrt_cuda_result_loses_device(result) != expect_lost) {
+      printf("  loses_device(%d) is %d\n", result, !expect_lost);
+      CHECK(false);
+    }
+    fatal_count += hrt_cuda_result_is_fatal(result);
+    lost_count += hrt_cuda_result_loses_device(result);
+  }
+  CHECK_EQ_INT(fatal_count, 12);
+  CHECK_EQ_INT(lost_count, 17);
+}
+
+// Status codes of the results that decide whether CUDA is usable at all:
+// 36 is the driver's "needs a newer driver"; 35 is no driver API code.
+static void driver_results_map_to_status_codes(void) {
+  hrt_cuda_symbols_t none;
+  memset(&none, 0, sizeof(none));  // no cuGetErrorName / cuGetErrorString
+  static const struct {
+    int result;
+    hrt_status_code_t code;
+  } cases[] = {
+      {HRT_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, HRT_STATUS_UNAVAILABLE},
+      {35, HRT_STATUS_INTERNAL},
+      {HRT_CUDA_ERROR_STUB_LIBRARY, HRT_STATUS_UNAVAILABLE},
+      {HRT_CUDA_ERROR_MPS_CLIENT_TERMINATED, HRT_STATUS_DEVICE_LOST},
+      {HRT_CUDA_ERROR_EXTERNAL_DEVICE, HRT_STATUS_DEVICE_LOST},
+      {HRT_CUDA_ERROR_ASSERT, HRT_STATUS_DEVICE_LOST},
+      {HRT_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, HRT_STATUS_RESOURCE_EXHAUSTED},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    hrt_status_t status = hrt_cuda_result_status(&none, cases[i].result, "cuX");
+    CHECK(status != HRT_OK);
+    if (status == HRT_OK) continue;
+    if (hrt_status_code(status) != cases[i].code) {
+      printf("  %d: %s\n", cases[i].result, hrt_status_message(status));
+    }
+    CHECK_EQ_INT(hrt_status_code(status), cases[i].code);
+    hrt_status_free(status);
+  }
+}
+
+// Without cuGetErrorName / cuGetErrorString halrt still names the codes
+// that explain an unusable driver and the sticky ones.
+static void results_are_named_without_the_driver(void) {
+  hrt_cuda_symbols_t none;
+  memset(&none, 0, sizeof(none));
+  static const struct {
+    int result;
+    const char* message;
+  } cases[] = {
+      {34, "cuInit failed: CUDA_ERROR_STUB_LIBRARY (the CUDA toolkit's stub "
+           "library was loaded, not the NVIDIA driver)"},
+      {36, "cuInit failed: CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER (the "
+           "installed NVIDIA driver is too old for this call)"},
+      {100, "cuInit failed: CUDA_ERROR_NO_DEVICE (the driver found no "
+            "CUDA-capable GPU)"},
+      {803, "cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (the NVIDIA "
+            "kernel driver and libcuda are from different driver releases)"},
+      {804, "cuInit failed: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (the "
+            "CUDA forward-compatibility driver does not support this GPU)"},
+      {999, "cuInit failed: CUDA_ERROR_UNKNOWN (the driver failed for a "
+            "reason it does not report)"},
+      {700, "cuInit failed: CUDA_ERROR_ILLEGAL_ADDRESS (no description)"},
+      {810, "cuInit failed: CUDA_ERROR_MPS_CLIENT_TERMINATED (no description)"},
+      {35, "cuInit failed: CUresult 35 (no description)"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    hrt_status_t status =
+        hrt_cuda_result_status(&none, cases[i].result, "cuInit");
+    CHECK(status != HRT_OK);
+    if (status == HRT_OK) continue;
+    if (strcmp(hrt_status_message(status), cases[i].message) != 0) {
+      printf("  got: %s\n", hrt_status_message(status));
+      CHECK(false);
+    }
+    hrt_status_free(status);
   }
 }
 
@@ -1077,9 +1223,116 @@ static void ptx_entries_count_bindings_then_constants(void) {
   hrt_hal_device_release(device);
 }
 
+// For the fake: `ptx` behind a minimal header of `format` that passes
+// halrt's checks (the fake reads the PTX after the header).
+static char* wrap_ptx_for_fake(hrt_hal_executable_format_t format,
+                               const char* ptx, size_t length,
+                               size_t* out_length) {
+  const size_t header = format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN ? 64 : 16;
+  unsigned char* image = calloc(1, header + length + 1);
+  if (!image) return NULL;
+  if (format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN) {
+    memcpy(image, "\x7f" "ELF\x02\x01", 6);  // 64-bit, little-endian
+    image[0x34] = 64;                        // e_ehsize; no tables
+  } else {
+    memcpy(image, "\x50\xed\x55\xba\x01\x00\x10\x00", 8);
+    const uint64_t fat_size = length + 1;
+    for (int i = 0; i < 8; ++i) {
+      image[8 + i] = (unsigned char)(fat_size >> (8 * i));
+    }
+  }
+  memcpy(image + header, ptx, length);
+  *out_length = header + length + 1;
+  return (char*)image;
+}
+
+// cuModuleLoadDataEx takes no length, so halrt checks that a cubin's ELF
+// header and a fatbin's header describe no more bytes than it was given.
+static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
+  size_t cubin_length = 0;
+  size_t fatbin_length = 0;
+  unsigned char* cubin =
+      (unsigned char*)read_file("test/gpu/kernels_sm90.cubin", &cubin_length);
+  unsigned char* fatbin =
+      (unsigned char*)read_file("test/gpu/kernels_sm90.fatbin", &fatbin_length);
+  CHECK(cubin != NULL && fatbin != NULL);
+  CHECK_EQ_INT(cubin_length, 8256);
+  CHECK_EQ_INT(fatbin_length, 9216);
+  CHECK_OK(hrt_cuda_image_check_cubin(cubin, cubin_length));
+  CHECK_OK(hrt_cuda_image_check_fatbin(fatbin, fatbin_length));
+
+  // Truncated cubins: the header itself, then each header table (the
+  // section headers are at 6632..7976, the program headers at 7976..8256).
+  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 40),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image is 40 bytes, too short for an ELF header");
+  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 7000),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image of 7000 bytes: its section header table (21 "
+               "entries of 64 bytes at offset 6632) does not fit in it");
+  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 8255),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image of 8255 bytes: its program header table (5 "
+               "entries of 56 bytes at offset 7976) does not fit in it");
+  // Corrupted copies.
+  unsigned char* copy = malloc(cubin_length);
+  CHECK(copy != NULL);
+  memcpy(copy, cubin, cubin_length);
+  copy[4] = 1;  // ELFCLASS32
+  CHECK_STATUS(hrt_cuda_image_check_cubin(copy, cubin_length),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image is ELF class 1, data encoding 1; a cubin is "
+               "64-bit (2) little-endian (1)");
+  memcpy(copy, cubin, cubin_length);
+  copy[6632 + 64 + 0x20 + 5] = 1;  // section 1's size += 2^40
+  CHECK_STATUS(hrt_cuda_image_check_cubin(copy, cubin_length),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image of 8256 bytes: section 1 (");
+  CHECK_STATUS(hrt_cuda_image_check_cubin(fatbin, fatbin_length),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin image does not start with the ELF magic");
+  free(copy);
+
+  CHECK_STATUS(hrt_cuda_image_check_fatbin(fatbin, 10),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "fatbin image is 10 bytes, too short for a fat binary header");
+  CHECK_STATUS(hrt_cuda_image_check_fatbin(fatbin, fatbin_length - 1),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "fatbin image of 9215 bytes: its header (16 bytes) and "
+               "contents (9200 bytes) do not fit in it");
+  CHECK_STATUS(hrt_cuda_image_check_fatbin(cubin, cubin_length),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "fatbin image starts with 0x464C457F, not the fat binary "
+               "magic 0xBA55ED50");
+  copy = malloc(fatbin_length);
+  CHECK(copy != NULL);
+  memcpy(copy, fatbin, fatbin_length);
+  copy[6] = 8;  // a header smaller than the header's own fields
+  CHECK_STATUS(hrt_cuda_image_check_fatbin(copy, fatbin_length),
+               HRT_STATUS_INVALID_ARGUMENT, "its header (8 bytes)");
+  free(copy);
+
+  // Through the device: rejected before the driver is called.
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_FATBIN, NULL,
+                                        fatbin, 100};
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "fatbin image of 100 bytes: its header (16 bytes) and "
+               "contents (9200 bytes) do not fit in it");
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
+  hrt_hal_device_release(device);
+  free(cubin);
+  free(fatbin);
+}
+
 // cubin/fatbin kernels are listed by the driver (CUDA 12.4+). The fake
-// reads any image as PTX text; on a GPU of compute capability 9.x the
-// committed sm_90 cubin and fatbin are used.
+// JITs PTX only: it gets the test PTX behind a cubin or fatbin header. On
+// a GPU of compute capability 9.x the committed sm_90 cubin and fatbin are
+// used.
 static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
   CUDA_SETUP();
   hrt_hal_device_t* device = NULL;
@@ -1099,6 +1352,12 @@ static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
     char* image =
         read_file(g_cuda.fake ? "test/gpu/kernels.ptx" : kImages[f], &length);
     CHECK(image != NULL);
+    if (g_cuda.fake) {
+      char* ptx = image;
+      image = wrap_ptx_for_fake(kFormats[f], ptx, length, &length);
+      free(ptx);
+      CHECK(image != NULL);
+    }
     hrt_hal_executable_params_t params = {kFormats[f], NULL, image, length};
     hrt_hal_executable_t* executable = NULL;
     hrt_status_t status =
@@ -1358,16 +1617,28 @@ static void illegal_address_loses_the_device(void) {
   hrt_hal_executable_release(executable);
   hrt_hal_device_release(device);
   // Once the lost device is gone (its completion thread may still hold the
-  // last reference for a moment), a new device gets a new primary context
-  // and works again.
+  // last reference for a moment), a new device gets a new primary context.
+  // The fake then works again; cuda.h says a process that saw a sticky
+  // error must be relaunched, so on a GPU a failure is allowed (reported).
   wait_for_no_devices();
-  CHECK_OK(make_device("cuda", &device));
-  CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, NULL, &buffer));
-  uint32_t out[2] = {1, 1};
-  CHECK_OK(read_back(device, buffer, out));
-  CHECK_EQ_INT(out[0], 0);
-  hrt_hal_buffer_release(buffer);
-  hrt_hal_device_release(device);
+  hrt_status_t status = make_device("cuda", &device);
+  if (status == HRT_OK) {
+    status = hrt_hal_device_allocate_buffer(device, 8, NULL, &buffer);
+    if (status == HRT_OK) {
+      uint32_t out[2] = {1, 1};
+      status = read_back(device, buffer, out);
+      if (status == HRT_OK) CHECK_EQ_INT(out[0], 0);
+      hrt_hal_buffer_release(buffer);
+    }
+    hrt_hal_device_release(device);
+  }
+  if (g_cuda.fake) {
+    CHECK_OK(status);
+  } else {
+    printf("  a new device after the fault: %s\n",
+           status == HRT_OK ? "works" : hrt_status_message(status));
+    hrt_status_free(status);
+  }
 }
 
 static void destroyed_context_loses_work_in_flight(void) {
@@ -1450,6 +1721,10 @@ static void report_throughput(void) {
 }
 
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
+          TEST_CASE(elapsed_time_prefers_the_v2_name_and_falls_back),
+          TEST_CASE(sticky_results_match_cuda_h),
+          TEST_CASE(driver_results_map_to_status_codes),
+          TEST_CASE(results_are_named_without_the_driver),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(commands_round_trip_bytes),
@@ -1461,6 +1736,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(traces_deliver_staged_data_after_preceding_work),
           TEST_CASE(bad_executables_are_rejected_with_the_reason),
           TEST_CASE(ptx_entries_count_bindings_then_constants),
+          TEST_CASE(cubin_and_fatbin_headers_are_checked_before_loading),
           TEST_CASE(cubin_and_fatbin_kernels_come_from_the_driver),
           TEST_CASE(builtin_ptx_is_current),
           TEST_CASE(submissions_wait_for_semaphores),

@@ -9,8 +9,11 @@
 // HRT_CUDA_SYMBOLS is the one table of entry points: every name is the
 // exported symbol (with its _v2 suffix where the ABI has one) and its
 // parameter list. REQUIRED entries must exist in the loaded library;
-// OPTIONAL ones may be missing (older drivers) and are NULL then. The test
-// double in test/support/fakecuda implements the same table.
+// OPTIONAL ones may be missing (older drivers) and are NULL then. EITHER
+// entries fill one field from the first of two exported names that exists:
+// the newer name where cuda.h maps the old one to it, the old name for
+// drivers that predate it. The test double in test/support/fakecuda
+// implements the same table.
 #ifndef HRT_HAL_CUDA_CUDA_API_H_
 #define HRT_HAL_CUDA_CUDA_API_H_
 
@@ -37,7 +40,9 @@ enum {
   HRT_CUDA_ERROR_NOT_INITIALIZED = 3,
   HRT_CUDA_ERROR_DEINITIALIZED = 4,
   HRT_CUDA_ERROR_STUB_LIBRARY = 34,
-  HRT_CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
+  // 35 is not a driver API code (the runtime API's
+  // cudaErrorInsufficientDriver); the driver says 36 for "too old".
+  HRT_CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER = 36,
   HRT_CUDA_ERROR_DEVICE_UNAVAILABLE = 46,
   HRT_CUDA_ERROR_NO_DEVICE = 100,
   HRT_CUDA_ERROR_INVALID_DEVICE = 101,
@@ -69,6 +74,9 @@ enum {
   HRT_CUDA_ERROR_NOT_SUPPORTED = 801,
   HRT_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
   HRT_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
+  HRT_CUDA_ERROR_MPS_CLIENT_TERMINATED = 810,
+  HRT_CUDA_ERROR_EXTERNAL_DEVICE = 911,
+  HRT_CUDA_ERROR_UNKNOWN = 999,
 };
 
 // CUdevice_attribute values.
@@ -91,9 +99,10 @@ enum {
   HRT_CU_EVENT_DISABLE_TIMING = 0x2,
 };
 
-// REQUIRED(name, parameter list) / OPTIONAL(name, parameter list); every
-// entry returns CUresult.
-#define HRT_CUDA_SYMBOLS(REQUIRED, OPTIONAL)                                  \
+// REQUIRED(name, parameter list) / OPTIONAL(name, parameter list) /
+// EITHER(field, newer name, older name, parameter list); every entry
+// returns CUresult.
+#define HRT_CUDA_SYMBOLS(REQUIRED, OPTIONAL, EITHER)                          \
   REQUIRED(cuInit, (unsigned int flags))                                      \
   REQUIRED(cuDriverGetVersion, (int* version))                                \
   REQUIRED(cuDeviceGetCount, (int* count))                                    \
@@ -115,8 +124,9 @@ enum {
   REQUIRED(cuEventRecord, (hrt_cu_event_t event, hrt_cu_stream_t stream))     \
   REQUIRED(cuEventSynchronize, (hrt_cu_event_t event))                        \
   REQUIRED(cuEventDestroy_v2, (hrt_cu_event_t event))                         \
-  REQUIRED(cuEventElapsedTime,                                                \
-           (float* milliseconds, hrt_cu_event_t start, hrt_cu_event_t end))  \
+  /* cuda.h 12.8+ defines cuEventElapsedTime as cuEventElapsedTime_v2. */    \
+  EITHER(cuEventElapsedTime, cuEventElapsedTime_v2, cuEventElapsedTime,       \
+         (float* milliseconds, hrt_cu_event_t start, hrt_cu_event_t end))    \
   REQUIRED(cuMemAlloc_v2, (hrt_cu_deviceptr_t * pointer, size_t bytes))       \
   REQUIRED(cuMemFree_v2, (hrt_cu_deviceptr_t pointer))                        \
   REQUIRED(cuMemAllocHost_v2, (void** pointer, size_t bytes))                 \

@@ -29,8 +29,8 @@
 // The submission still completes with the callback's status, and the host
 // side effects of later commands (reads, later traces) do not happen.
 //
-// Failures. A kernel fault or another sticky error (hrt_cuda_result_is_fatal)
-// marks the device lost: the submission that saw it and every pending one
+// Failures. A kernel fault or another error that leaves the context unusable
+// (hrt_cuda_result_loses_device) marks the device lost: the submission that saw it and every pending one
 // complete with DEVICE_LOST naming the first cause, and later submissions,
 // allocations and executable loads fail with DEVICE_LOST at once. Nothing
 // aborts; objects are still released normally. Out of memory is

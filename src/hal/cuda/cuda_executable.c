@@ -6,6 +6,7 @@
 #include "base/alloc.h"
 #include "hal/command_buffer.h"
 #include "hal/cuda/builtin_ptx.h"
+#include "hal/cuda/cuda_image.h"
 #include "hal/cuda/cuda_ptx.h"
 
 typedef struct hrt_cuda_executable_s {
@@ -315,6 +316,12 @@ hrt_status_t hrt_cuda_executable_create(
         return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                                "a cubin or fatbin executable needs an image");
       }
+      // The driver reads as far as the image's headers say.
+      HRT_RETURN_IF_ERROR(
+          params->format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN
+              ? hrt_cuda_image_check_cubin(params->data, params->data_length)
+              : hrt_cuda_image_check_fatbin(params->data,
+                                            params->data_length));
       return hrt_cuda_executable_create_image(
           device, symbols, context, params->data,
           params->format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN ? "cubin"

@@ -23,8 +23,12 @@
 
 typedef struct hrt_cuda_symbols_s {
 #define HRT_CUDA_SYMBOL_FIELD(name, params) hrt_cu_result_t(*name) params;
-  HRT_CUDA_SYMBOLS(HRT_CUDA_SYMBOL_FIELD, HRT_CUDA_SYMBOL_FIELD)
+#define HRT_CUDA_SYMBOL_EITHER_FIELD(field, newer, older, params) \
+  hrt_cu_result_t(*field) params;
+  HRT_CUDA_SYMBOLS(HRT_CUDA_SYMBOL_FIELD, HRT_CUDA_SYMBOL_FIELD,
+                   HRT_CUDA_SYMBOL_EITHER_FIELD)
 #undef HRT_CUDA_SYMBOL_FIELD
+#undef HRT_CUDA_SYMBOL_EITHER_FIELD
   int device_count;       // >= 1
   int driver_version;     // cuDriverGetVersion, e.g. 13000
   hrt_dynlib_t* library;  // open for the life of the process
@@ -36,11 +40,24 @@ typedef struct hrt_cuda_symbols_s {
 hrt_status_t hrt_cuda_symbols_load(const hrt_cuda_symbols_t** out_symbols)
     HRT_MUST_USE;
 
+// Resolves every entry of HRT_CUDA_SYMBOLS from `library` into `symbols`
+// (the function pointers only; nothing is called). UNAVAILABLE naming the
+// first REQUIRED entry, or both names of an EITHER entry, that is missing.
+// hrt_cuda_symbols_load uses it; tests call it on other libraries to see
+// which names were picked.
+hrt_status_t hrt_cuda_symbols_resolve(hrt_dynlib_t* library,
+                                      hrt_cuda_symbols_t* symbols) HRT_MUST_USE;
+
 // The status for `result` returned by the entry point named `call`: HRT_OK
 // for CUDA_SUCCESS, otherwise a status whose message is "<call> failed:
-// <CUDA_ERROR_NAME> (<description>)" and whose code is
+// <CUDA_ERROR_NAME> (<description>)" and whose code is as below. Name and
+// description come from cuGetErrorName / cuGetErrorString; where those are
+// missing or fail (the toolkit's stub library), halrt's own names for the
+// sticky and device-losing codes and the codes that make CUDA unusable (34,
+// 36, 100, 803, 804, 999) and its own sentences for the latter; else
+// "CUresult <n>" and "no description". The code is
 //   RESOURCE_EXHAUSTED  out of memory, launch out of resources
-//   DEVICE_LOST         a sticky error (hrt_cuda_result_is_fatal)
+//   DEVICE_LOST         hrt_cuda_result_loses_device
 //   INVALID_ARGUMENT    invalid values, images or PTX
 //   NOT_FOUND           a missing kernel or symbol
 //   UNAVAILABLE         no device, stub library, driver mismatch
@@ -50,13 +67,20 @@ hrt_status_t hrt_cuda_result_status(const hrt_cuda_symbols_t* symbols,
                                     hrt_cu_result_t result,
                                     const char* call) HRT_MUST_USE;
 
-// Whether `result` leaves the CUDA context unusable: a kernel fault
-// (illegal address, instruction or address space, misaligned address,
-// invalid PC, hardware stack error, launch failure or timeout, device-side
-// assert, tensor memory leak), a destroyed or deinitialized context, or an
-// uncorrectable ECC/NVLink error or contained error. Every later call on
-// the context fails, so the device that sees one is lost.
+// Whether `result` is one of the errors cuda.h calls sticky: every later
+// call in the process returns it, and only a new process can use CUDA
+// again. Contained (226), illegal address (700), launch timeout (702),
+// hardware stack error (714), illegal instruction (715), misaligned
+// address (716), invalid address space (717), invalid PC (718), launch
+// failed (719), tensor memory leak (721), MPS client terminated (810),
+// external device (911).
 bool hrt_cuda_result_is_fatal(hrt_cu_result_t result);
+
+// Whether halrt marks the device that sees `result` lost (DEVICE_LOST): a
+// fatal result, or one after which its context cannot be used: a
+// device-side assert (710), a destroyed context (709), a deinitialized
+// driver (4), an uncorrectable ECC (214) or NVLink (220) error.
+bool hrt_cuda_result_loses_device(hrt_cu_result_t result);
 
 // Calls `symbols->name args` and converts the result, naming the call.
 #define HRT_CUDA_CALL(symbols, name, args) \

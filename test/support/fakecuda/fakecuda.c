@@ -21,8 +21,11 @@
 // Every entry point halrt loads, declared from the same table halrt uses,
 // so that a signature mismatch fails to compile.
 #define FAKE_DECLARE(name, params) FAKE_EXPORT hrt_cu_result_t name params;
-HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE)
+#define FAKE_DECLARE_EITHER(field, newer, older, params) \
+  FAKE_DECLARE(newer, params) FAKE_DECLARE(older, params)
+HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE, FAKE_DECLARE_EITHER)
 #undef FAKE_DECLARE
+#undef FAKE_DECLARE_EITHER
 
 #define FAKE_MAX_DEVICES 8
 #define FAKE_TOTAL_MEMORY ((size_t)1 << 30)
@@ -463,6 +466,20 @@ static uint32_t fake_count_entries(const char* text) {
   return count;
 }
 
+// The fake JITs PTX only. A cubin or fatbin image is read as PTX text
+// placed right after its header (the ELF header's e_ehsize, the fat binary
+// header's size), so that tests can pass images whose headers halrt checks.
+static const char* fake_image_text(const void* image) {
+  const unsigned char* bytes = image;
+  if (strncmp(image, "\x7f" "ELF", 4) == 0) {
+    return (const char*)bytes + (bytes[0x34] | bytes[0x35] << 8);
+  }
+  if (strncmp(image, "\x50\xed\x55\xba", 4) == 0) {
+    return (const char*)bytes + (bytes[6] | bytes[7] << 8);
+  }
+  return image;
+}
+
 hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
                                    unsigned int option_count, int* options,
                                    void** option_values) {
@@ -472,7 +489,7 @@ hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
   pthread_mutex_unlock(&fake_mutex);
   if (result) return result;
   if (!module || !image) return HRT_CUDA_ERROR_INVALID_VALUE;
-  const char* text = image;
+  const char* text = fake_image_text(image);
   char message[256];
   if (fake_jit_check(text, message, sizeof(message))) {
     fake_jit_log(option_count, options, option_values, message);
@@ -1079,6 +1096,16 @@ hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
+
+#ifndef FAKECUDA_WITHOUT_ELAPSED_TIME_V2
+// The name cuda.h 12.8+ maps cuEventElapsedTime to; the variant built with
+// FAKECUDA_WITHOUT_ELAPSED_TIME_V2 stands for an older driver.
+hrt_cu_result_t cuEventElapsedTime_v2(float* milliseconds,
+                                      hrt_cu_event_t start,
+                                      hrt_cu_event_t end) {
+  return cuEventElapsedTime(milliseconds, start, end);
+}
+#endif
 
 hrt_cu_result_t cuEventDestroy_v2(hrt_cu_event_t event) {
   pthread_mutex_lock(&fake_mutex);
