@@ -17,6 +17,7 @@
 #include "base/live.h"
 #include "base/threads.h"
 #include "hal/builtin_signatures.h"
+#include "hal/cuda/cuda_api.h"
 #include "hal/cuda/cuda_driver.h"
 #include "hal/cuda/cuda_ptx.h"
 #include "hal/driver.h"
@@ -36,6 +37,27 @@ static struct {
   fakecuda_fail_next_launch_fn fail_next_launch;
   fakecuda_destroy_contexts_fn destroy_contexts;
 } g_cuda;
+
+// The fake's own entry points, for the cases that check a rule of the
+// driver by making a call halrt never makes (resolved by cuda_setup).
+static struct {
+#define FAKE_ENTRY(name, params) hrt_cu_result_t(*name) params;
+  HRT_CUDA_SYMBOLS(FAKE_ENTRY, FAKE_ENTRY)
+#undef FAKE_ENTRY
+} g_cu;
+
+static bool resolve_fake_entries(void* handle) {
+  bool all = true;
+#define FAKE_RESOLVE(name, params)                     \
+  {                                                    \
+    void* address = dlsym(handle, #name);              \
+    memcpy(&g_cu.name, &address, sizeof(address));     \
+    all = all && address != NULL;                      \
+  }
+  HRT_CUDA_SYMBOLS(FAKE_RESOLVE, FAKE_RESOLVE)
+#undef FAKE_RESOLVE
+  return all;
+}
 
 // The directory of this executable, for defaults (build/ctest/...).
 static void executable_dir(char* out, size_t size) {
@@ -85,7 +107,8 @@ static bool cuda_setup(void) {
   memcpy(&g_cuda.fail_next_launch, &symbols[2], sizeof(void*));
   memcpy(&g_cuda.destroy_contexts, &symbols[3], sizeof(void*));
   g_cuda.fake = g_cuda.hold_streams && g_cuda.queued_operations &&
-                g_cuda.fail_next_launch && g_cuda.destroy_contexts;
+                g_cuda.fail_next_launch && g_cuda.destroy_contexts &&
+                resolve_fake_entries(handle);
   g_cuda.ready = g_cuda.fake;
   // The runtime opens the same file: both handles share one instance.
   return g_cuda.ready;
@@ -1449,6 +1472,161 @@ static void report_throughput(void) {
   hrt_hal_device_release(device);
 }
 
+//===----------------------------------------------------------------------===//
+// The rules of the real driver that the fake enforces (docs/cuda.md). Each
+// case makes the offending call itself, through the fake's entry points,
+// where halrt never makes it; passing halrt's own cases under these rules
+// is the other half of the check.
+//===----------------------------------------------------------------------===//
+
+// A context of the fake's device 1 (halrt's cases use device 0) with a
+// stream, a recorded timing event, device and pinned memory, and the test
+// kernels; the context stays current on the thread that opened it.
+typedef struct {
+  hrt_cu_context_t context;
+  hrt_cu_stream_t stream;
+  hrt_cu_event_t event;
+  hrt_cu_deviceptr_t memory;  // 64 bytes
+  void* host;                 // 64 pinned bytes
+  char* ptx;
+  hrt_cu_module_t module;
+  hrt_cu_function_t function;  // write_index_u32(out, n)
+} fixture_t;
+
+enum { FIXTURE_DEVICE = 1, FIXTURE_BYTES = 64 };
+
+static hrt_cu_result_t fixture_open(fixture_t* f) {
+  memset(f, 0, sizeof(*f));
+  f->ptx = read_file("test/gpu/kernels.ptx", NULL);
+  if (!f->ptx) return HRT_CUDA_ERROR_NOT_FOUND;
+  hrt_cu_result_t r = g_cu.cuInit(0);
+  if (!r) r = g_cu.cuDevicePrimaryCtxRetain(&f->context, FIXTURE_DEVICE);
+  if (!r) r = g_cu.cuCtxPushCurrent_v2(f->context);
+  if (!r) r = g_cu.cuStreamCreate(&f->stream, HRT_CU_STREAM_NON_BLOCKING);
+  if (!r) r = g_cu.cuEventCreate(&f->event, 0);
+  if (!r) r = g_cu.cuEventRecord(f->event, f->stream);
+  if (!r) r = g_cu.cuEventSynchronize(f->event);
+  if (!r) r = g_cu.cuMemAlloc_v2(&f->memory, FIXTURE_BYTES);
+  if (!r) r = g_cu.cuMemAllocHost_v2(&f->host, FIXTURE_BYTES);
+  if (!r) r = g_cu.cuModuleLoadDataEx(&f->module, f->ptx, 0, NULL, NULL);
+  if (!r) r = g_cu.cuModuleGetFunction(&f->function, f->module,
+                                       "write_index_u32");
+  return r;
+}
+
+// Launches write_index_u32 over the fixture's memory.
+static hrt_cu_result_t fixture_launch(fixture_t* f, const unsigned grid[3],
+                                      const unsigned block[3]) {
+  uint32_t count = FIXTURE_BYTES / 4;
+  void* params[2] = {&f->memory, &count};
+  return g_cu.cuLaunchKernel(f->function, grid[0], grid[1], grid[2], block[0],
+                             block[1], block[2], 0, f->stream, params, NULL);
+}
+
+// Destroys what fixture_open made, with its context current; returns the
+// first error.
+static hrt_cu_result_t fixture_close(fixture_t* f) {
+  hrt_cu_result_t results[7] = {
+      g_cu.cuModuleUnload(f->module),    g_cu.cuMemFreeHost(f->host),
+      g_cu.cuMemFree_v2(f->memory),      g_cu.cuEventDestroy_v2(f->event),
+      g_cu.cuStreamDestroy_v2(f->stream), HRT_CUDA_SUCCESS,
+      HRT_CUDA_SUCCESS};
+  hrt_cu_context_t popped = NULL;
+  results[5] = g_cu.cuCtxPopCurrent_v2(&popped);
+  results[6] = g_cu.cuDevicePrimaryCtxRelease_v2(FIXTURE_DEVICE);
+  free(f->ptx);
+  for (int i = 0; i < 7; ++i) {
+    if (results[i]) return results[i];
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+// Every call that works in a context, made on a thread with none current;
+// destroying calls last, so that a double that wrongly obeys them breaks
+// nothing the others use.
+enum { CONTEXT_CALLS = 21 };
+static const char* const kContextCalls[CONTEXT_CALLS] = {
+    "cuMemAlloc_v2",         "cuMemAllocHost_v2",
+    "cuMemcpyHtoDAsync_v2",  "cuMemcpyDtoHAsync_v2",
+    "cuMemsetD8Async",       "cuStreamCreate",
+    "cuStreamSynchronize",   "cuEventCreate",
+    "cuEventRecord",         "cuEventSynchronize",
+    "cuEventElapsedTime",    "cuModuleLoadDataEx",
+    "cuModuleGetFunction",   "cuModuleGetFunctionCount",
+    "cuFuncGetName",         "cuFuncGetParamInfo",
+    "cuLaunchKernel",        "cuMemFree_v2",
+    "cuMemFreeHost",         "cuEventDestroy_v2",
+    "cuModuleUnload"};
+
+typedef struct {
+  fixture_t* fixture;
+  hrt_cu_result_t results[CONTEXT_CALLS];
+  hrt_cu_result_t stream_destroy;
+} context_calls_t;
+
+static void* make_calls_without_context(void* arg) {
+  context_calls_t* calls = arg;
+  fixture_t* f = calls->fixture;
+  hrt_cu_result_t* r = calls->results;
+  hrt_cu_deviceptr_t memory = 0;
+  void* host = NULL;
+  hrt_cu_stream_t stream = NULL;
+  hrt_cu_event_t event = NULL;
+  hrt_cu_module_t module = NULL;
+  hrt_cu_function_t function = NULL;
+  unsigned int count = 0;
+  const char* name = NULL;
+  size_t offset = 0, size = 0;
+  float milliseconds = 0;
+  const unsigned one[3] = {1, 1, 1};
+  r[0] = g_cu.cuMemAlloc_v2(&memory, 16);
+  r[1] = g_cu.cuMemAllocHost_v2(&host, 16);
+  r[2] = g_cu.cuMemcpyHtoDAsync_v2(f->memory, f->host, 4, f->stream);
+  r[3] = g_cu.cuMemcpyDtoHAsync_v2(f->host, f->memory, 4, f->stream);
+  r[4] = g_cu.cuMemsetD8Async(f->memory, 0, 4, f->stream);
+  r[5] = g_cu.cuStreamCreate(&stream, 0);
+  r[6] = g_cu.cuStreamSynchronize(f->stream);
+  r[7] = g_cu.cuEventCreate(&event, 0);
+  r[8] = g_cu.cuEventRecord(f->event, f->stream);
+  r[9] = g_cu.cuEventSynchronize(f->event);
+  r[10] = g_cu.cuEventElapsedTime(&milliseconds, f->event, f->event);
+  r[11] = g_cu.cuModuleLoadDataEx(&module, f->ptx, 0, NULL, NULL);
+  r[12] = g_cu.cuModuleGetFunction(&function, f->module, "write_index_u32");
+  r[13] = g_cu.cuModuleGetFunctionCount(&count, f->module);
+  r[14] = g_cu.cuFuncGetName(&name, f->function);
+  r[15] = g_cu.cuFuncGetParamInfo(f->function, 0, &offset, &size);
+  r[16] = fixture_launch(f, one, one);
+  r[17] = g_cu.cuMemFree_v2(f->memory);
+  r[18] = g_cu.cuMemFreeHost(f->host);
+  r[19] = g_cu.cuEventDestroy_v2(f->event);
+  r[20] = g_cu.cuModuleUnload(f->module);
+  calls->stream_destroy = g_cu.cuStreamDestroy_v2(f->stream);
+  return NULL;
+}
+
+static void fake_refuses_calls_without_a_current_context(void) {
+  FAKE_ONLY();
+  fixture_t f;
+  CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
+  context_calls_t calls = {.fixture = &f};
+  pthread_t thread;
+  CHECK(pthread_create(&thread, NULL, make_calls_without_context, &calls) ==
+        0);
+  pthread_join(thread, NULL);
+  int wrong = 0;
+  for (int i = 0; i < CONTEXT_CALLS; ++i) {
+    if (calls.results[i] != HRT_CUDA_ERROR_INVALID_CONTEXT) {
+      fprintf(stderr, "  %s without a context returned %d\n",
+              kContextCalls[i], calls.results[i]);
+      ++wrong;
+    }
+  }
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT(calls.stream_destroy, HRT_CUDA_ERROR_INVALID_CONTEXT);
+  // Refused calls changed nothing: everything is still there to destroy.
+  CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
+}
+
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
@@ -1470,4 +1648,5 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(report_throughput),
           TEST_CASE(illegal_address_loses_the_device),
           TEST_CASE(destroyed_context_loses_work_in_flight),
+          TEST_CASE(fake_refuses_calls_without_a_current_context),
           TEST_CASE(every_object_is_destroyed))

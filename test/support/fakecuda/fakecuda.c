@@ -148,13 +148,21 @@ static bool fake_is_sticky(hrt_cu_result_t result) {
          result == HRT_CUDA_ERROR_LAUNCH_FAILED;
 }
 
+// Whether the calling thread may make a call that works in a context: the
+// driver is initialised and a context is current. Every entry point that
+// takes a stream, event, module, function or memory (not only those that
+// create one) checks this, as the driver does, so that a halrt thread that
+// never made its context current fails here and not first on a GPU.
+static hrt_cu_result_t fake_require_context(void) {
+  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
+  return fake_current() ? HRT_CUDA_SUCCESS : HRT_CUDA_ERROR_INVALID_CONTEXT;
+}
+
 // The error a call on the current context gets before doing anything:
 // not initialised, no context, or the context's sticky error. Lock held.
 static hrt_cu_result_t fake_check_context(void) {
-  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
-  struct hrt_cu_context_s* context = fake_current();
-  if (!context) return HRT_CUDA_ERROR_INVALID_CONTEXT;
-  return context->lost;
+  hrt_cu_result_t result = fake_require_context();
+  return result ? result : fake_current()->lost;
 }
 
 // The allocation that holds [pointer, pointer + bytes), or NULL. Lock held.
@@ -168,6 +176,14 @@ static fake_allocation_t* fake_find(const void* pointer, size_t bytes,
     }
   }
   return NULL;
+}
+
+// fake_require_context for a caller without the lock.
+static hrt_cu_result_t fake_context_required(void) {
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_require_context();
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
 }
 
 static void* fake_device_pointer(hrt_cu_deviceptr_t pointer) {
@@ -492,6 +508,8 @@ hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
 }
 
 hrt_cu_result_t cuModuleUnload(hrt_cu_module_t module) {
+  hrt_cu_result_t result = fake_context_required();
+  if (result) return result;
   free(module);
   return HRT_CUDA_SUCCESS;
 }
@@ -514,6 +532,8 @@ hrt_cu_result_t cuModuleGetFunction(hrt_cu_function_t* function,
 
 hrt_cu_result_t cuModuleGetFunctionCount(unsigned int* count,
                                          hrt_cu_module_t module) {
+  hrt_cu_result_t result = fake_context_required();
+  if (result) return result;
   *count = module->count;
   return HRT_CUDA_SUCCESS;
 }
@@ -521,6 +541,8 @@ hrt_cu_result_t cuModuleGetFunctionCount(unsigned int* count,
 hrt_cu_result_t cuModuleEnumerateFunctions(hrt_cu_function_t* functions,
                                            unsigned int count,
                                            hrt_cu_module_t module) {
+  hrt_cu_result_t result = fake_context_required();
+  if (result) return result;
   for (unsigned int i = 0; i < count && i < module->count; ++i) {
     functions[i] = &module->functions[i];
   }
@@ -528,12 +550,16 @@ hrt_cu_result_t cuModuleEnumerateFunctions(hrt_cu_function_t* functions,
 }
 
 hrt_cu_result_t cuFuncGetName(const char** name, hrt_cu_function_t function) {
+  hrt_cu_result_t result = fake_context_required();
+  if (result) return result;
   *name = function->name;
   return HRT_CUDA_SUCCESS;
 }
 
 hrt_cu_result_t cuFuncGetParamInfo(hrt_cu_function_t function, size_t index,
                                    size_t* offset, size_t* size) {
+  hrt_cu_result_t result = fake_context_required();
+  if (result) return result;
   if (index >= function->param_count) return HRT_CUDA_ERROR_INVALID_VALUE;
   size_t at = 0;
   for (size_t i = 0; i < index; ++i) at += function->param_sizes[i];
@@ -548,6 +574,8 @@ hrt_cu_result_t cuLaunchKernel(hrt_cu_function_t function, unsigned int grid_x,
                                unsigned int block_z, unsigned int shared_bytes,
                                hrt_cu_stream_t stream, void** params,
                                void** extra) {
+  hrt_cu_result_t required = fake_context_required();
+  if (required) return required;
   if (!function || !function->run || shared_bytes || extra || !params ||
       !grid_x || !grid_y || !grid_z || !block_x || !block_y || !block_z ||
       (uint64_t)block_x * block_y * block_z > 1024) {
@@ -827,6 +855,11 @@ static bool fake_streams_busy(void) {
 // held, when waiting would never end.
 static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
+  if (required) {
+    pthread_mutex_unlock(&fake_mutex);
+    return required;
+  }
   while (!fake_hold && fake_streams_busy()) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
@@ -1006,6 +1039,11 @@ hrt_cu_result_t cuStreamCreate(hrt_cu_stream_t* stream, unsigned int flags) {
 // Runs what is queued (even while held), then frees the stream.
 hrt_cu_result_t cuStreamDestroy_v2(hrt_cu_stream_t stream) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
+  if (required) {
+    pthread_mutex_unlock(&fake_mutex);
+    return required;
+  }
   struct hrt_cu_stream_s** link = &fake_streams;
   while (*link && *link != stream) link = &(*link)->next;
   const bool found = *link != NULL;
@@ -1023,6 +1061,11 @@ hrt_cu_result_t cuStreamDestroy_v2(hrt_cu_stream_t stream) {
 
 hrt_cu_result_t cuStreamSynchronize(hrt_cu_stream_t stream) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
+  if (required) {
+    pthread_mutex_unlock(&fake_mutex);
+    return required;
+  }
   while (stream->head || stream->busy) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
@@ -1056,6 +1099,11 @@ hrt_cu_result_t cuEventRecord(hrt_cu_event_t event, hrt_cu_stream_t stream) {
 // is returned then, as CUDA returns sticky errors from every call.
 hrt_cu_result_t cuEventSynchronize(hrt_cu_event_t event) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
+  if (required) {
+    pthread_mutex_unlock(&fake_mutex);
+    return required;
+  }
   while (event->pending > 0) pthread_cond_wait(&fake_changed, &fake_mutex);
   hrt_cu_result_t result = event->error ? event->error : fake_check_context();
   pthread_mutex_unlock(&fake_mutex);
@@ -1066,8 +1114,10 @@ hrt_cu_result_t cuEventSynchronize(hrt_cu_event_t event) {
 hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
                                    hrt_cu_event_t end) {
   pthread_mutex_lock(&fake_mutex);
-  hrt_cu_result_t result = HRT_CUDA_SUCCESS;
-  if (start->pending > 0 || end->pending > 0) {
+  hrt_cu_result_t result = fake_require_context();
+  if (result) {
+    // no context: nothing more to check
+  } else if (start->pending > 0 || end->pending > 0) {
     result = HRT_CUDA_ERROR_NOT_READY;
   } else if (!start->reached || !end->reached) {
     result = HRT_CUDA_ERROR_INVALID_HANDLE;
@@ -1082,8 +1132,10 @@ hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
 
 hrt_cu_result_t cuEventDestroy_v2(hrt_cu_event_t event) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
   const bool pending = event->pending > 0;
   pthread_mutex_unlock(&fake_mutex);
+  if (required) return required;
   // halrt destroys events only after waiting for them; a fake that freed a
   // pending event would corrupt the stream, so refuse instead.
   if (pending) return HRT_CUDA_ERROR_INVALID_HANDLE;
