@@ -1627,6 +1627,57 @@ static void fake_refuses_calls_without_a_current_context(void) {
   CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
 }
 
+// Every error cuda.h calls unrecoverable ("any further CUDA work will return
+// the same error", "must be terminated and relaunched"), ASSERT and the
+// fake's CONTEXT_IS_DESTROYED: once a launch fails with it, every later call
+// in the context returns it, destroying calls included; a new primary
+// context (after the last release) is healthy.
+static void sticky_errors_stay_with_the_context(void) {
+  FAKE_ONLY();
+  static const hrt_cu_result_t kSticky[] = {226, 700, 702, 709, 710, 714,
+                                            715, 716, 717, 718, 719, 721,
+                                            810, 911};
+  const unsigned one[3] = {1, 1, 1};
+  for (size_t k = 0; k < sizeof(kSticky) / sizeof(kSticky[0]); ++k) {
+    const hrt_cu_result_t code = kSticky[k];
+    fixture_t f;
+    CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
+    g_cuda.fail_next_launch(code);
+    CHECK_EQ_INT(fixture_launch(&f, one, one), code);
+    hrt_cu_deviceptr_t memory = 0;
+    hrt_cu_function_t function = NULL;
+    unsigned int count = 0;
+    size_t offset = 0, size = 0;
+    float milliseconds = 0;
+    const hrt_cu_result_t later[] = {
+        g_cu.cuMemAlloc_v2(&memory, 16),
+        g_cu.cuMemsetD8Async(f.memory, 0, 4, f.stream),
+        g_cu.cuEventRecord(f.event, f.stream),
+        g_cu.cuEventSynchronize(f.event),
+        g_cu.cuEventElapsedTime(&milliseconds, f.event, f.event),
+        g_cu.cuStreamSynchronize(f.stream),
+        g_cu.cuModuleGetFunction(&function, f.module, "write_index_u32"),
+        g_cu.cuModuleGetFunctionCount(&count, f.module),
+        g_cu.cuFuncGetParamInfo(f.function, 0, &offset, &size),
+        fixture_launch(&f, one, one),
+    };
+    for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); ++i) {
+      if (later[i] != code) {
+        fprintf(stderr, "  after %d, call %zu returned %d\n", code, i,
+                later[i]);
+      }
+      CHECK_EQ_INT(later[i], code);
+    }
+    // The destroying calls destroy and still answer with the error.
+    CHECK_EQ_INT(fixture_close(&f), code);
+  }
+  fixture_t fresh;
+  CHECK_EQ_INT(fixture_open(&fresh), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(fixture_launch(&fresh, one, one), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuStreamSynchronize(fresh.stream), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(fixture_close(&fresh), HRT_CUDA_SUCCESS);
+}
+
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
@@ -1649,4 +1700,5 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(illegal_address_loses_the_device),
           TEST_CASE(destroyed_context_loses_work_in_flight),
           TEST_CASE(fake_refuses_calls_without_a_current_context),
+          TEST_CASE(sticky_errors_stay_with_the_context),
           TEST_CASE(every_object_is_destroyed))

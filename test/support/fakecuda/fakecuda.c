@@ -142,10 +142,31 @@ static struct hrt_cu_context_s* fake_current(void) {
   return fake_depth ? fake_stack[fake_depth - 1] : NULL;
 }
 
+// The errors after which cuda.h says that "any further CUDA work will
+// return the same error" or that the process "must be terminated and
+// relaunched" (CUDA 13), CUDA_ERROR_ASSERT ("the context cannot be used
+// anymore"), and CONTEXT_IS_DESTROYED, which is how the fake models a
+// driver reset. The two cuda_api.h does not name are written as numbers.
 static bool fake_is_sticky(hrt_cu_result_t result) {
-  return result == HRT_CUDA_ERROR_ILLEGAL_ADDRESS ||
-         result == HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED ||
-         result == HRT_CUDA_ERROR_LAUNCH_FAILED;
+  switch (result) {
+    case HRT_CUDA_ERROR_CONTAINED:
+    case HRT_CUDA_ERROR_ILLEGAL_ADDRESS:
+    case HRT_CUDA_ERROR_LAUNCH_TIMEOUT:
+    case HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case HRT_CUDA_ERROR_ASSERT:
+    case HRT_CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case HRT_CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case HRT_CUDA_ERROR_MISALIGNED_ADDRESS:
+    case HRT_CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case HRT_CUDA_ERROR_INVALID_PC:
+    case HRT_CUDA_ERROR_LAUNCH_FAILED:
+    case HRT_CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case 810:  // CUDA_ERROR_MPS_CLIENT_TERMINATED
+    case 911:  // CUDA_ERROR_EXTERNAL_DEVICE
+      return true;
+    default:
+      return false;
+  }
 }
 
 // Whether the calling thread may make a call that works in a context: the
@@ -178,10 +199,10 @@ static fake_allocation_t* fake_find(const void* pointer, size_t bytes,
   return NULL;
 }
 
-// fake_require_context for a caller without the lock.
-static hrt_cu_result_t fake_context_required(void) {
+// fake_check_context for a caller without the lock.
+static hrt_cu_result_t fake_context_checked(void) {
   pthread_mutex_lock(&fake_mutex);
-  hrt_cu_result_t result = fake_require_context();
+  hrt_cu_result_t result = fake_check_context();
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
@@ -507,11 +528,16 @@ hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
   return HRT_CUDA_SUCCESS;
 }
 
+// Unloads even on a lost context (returning its error), so that tests end
+// without leaks.
 hrt_cu_result_t cuModuleUnload(hrt_cu_module_t module) {
-  hrt_cu_result_t result = fake_context_required();
-  if (result) return result;
+  hrt_cu_result_t result = fake_context_checked();
+  if (result == HRT_CUDA_ERROR_NOT_INITIALIZED ||
+      result == HRT_CUDA_ERROR_INVALID_CONTEXT) {
+    return result;
+  }
   free(module);
-  return HRT_CUDA_SUCCESS;
+  return result;
 }
 
 hrt_cu_result_t cuModuleGetFunction(hrt_cu_function_t* function,
@@ -532,7 +558,7 @@ hrt_cu_result_t cuModuleGetFunction(hrt_cu_function_t* function,
 
 hrt_cu_result_t cuModuleGetFunctionCount(unsigned int* count,
                                          hrt_cu_module_t module) {
-  hrt_cu_result_t result = fake_context_required();
+  hrt_cu_result_t result = fake_context_checked();
   if (result) return result;
   *count = module->count;
   return HRT_CUDA_SUCCESS;
@@ -541,7 +567,7 @@ hrt_cu_result_t cuModuleGetFunctionCount(unsigned int* count,
 hrt_cu_result_t cuModuleEnumerateFunctions(hrt_cu_function_t* functions,
                                            unsigned int count,
                                            hrt_cu_module_t module) {
-  hrt_cu_result_t result = fake_context_required();
+  hrt_cu_result_t result = fake_context_checked();
   if (result) return result;
   for (unsigned int i = 0; i < count && i < module->count; ++i) {
     functions[i] = &module->functions[i];
@@ -550,7 +576,7 @@ hrt_cu_result_t cuModuleEnumerateFunctions(hrt_cu_function_t* functions,
 }
 
 hrt_cu_result_t cuFuncGetName(const char** name, hrt_cu_function_t function) {
-  hrt_cu_result_t result = fake_context_required();
+  hrt_cu_result_t result = fake_context_checked();
   if (result) return result;
   *name = function->name;
   return HRT_CUDA_SUCCESS;
@@ -558,7 +584,7 @@ hrt_cu_result_t cuFuncGetName(const char** name, hrt_cu_function_t function) {
 
 hrt_cu_result_t cuFuncGetParamInfo(hrt_cu_function_t function, size_t index,
                                    size_t* offset, size_t* size) {
-  hrt_cu_result_t result = fake_context_required();
+  hrt_cu_result_t result = fake_context_checked();
   if (result) return result;
   if (index >= function->param_count) return HRT_CUDA_ERROR_INVALID_VALUE;
   size_t at = 0;
@@ -574,8 +600,8 @@ hrt_cu_result_t cuLaunchKernel(hrt_cu_function_t function, unsigned int grid_x,
                                unsigned int block_z, unsigned int shared_bytes,
                                hrt_cu_stream_t stream, void** params,
                                void** extra) {
-  hrt_cu_result_t required = fake_context_required();
-  if (required) return required;
+  hrt_cu_result_t checked = fake_context_checked();
+  if (checked) return checked;
   if (!function || !function->run || shared_bytes || extra || !params ||
       !grid_x || !grid_y || !grid_z || !block_x || !block_y || !block_z ||
       (uint64_t)block_x * block_y * block_z > 1024) {
@@ -848,7 +874,8 @@ static bool fake_streams_busy(void) {
   return false;
 }
 
-// Frees even on a lost context, so that tests end without leaks. Like the
+// Frees even on a lost context (returning its error, as every call on it
+// does), so that tests end without leaks. Like the
 // driver's cuMemFree and cuMemFreeHost, it first waits for the work queued
 // on every stream (which may still use the memory: halrt frees a buffer
 // whose zero-fill or upload is still queued), except while streams are
@@ -872,11 +899,12 @@ static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
     *link = allocation->next;
     if (!pinned) fake_device_bytes -= allocation->size;
   }
+  hrt_cu_result_t lost = fake_current()->lost;
   pthread_mutex_unlock(&fake_mutex);
-  if (!allocation) return HRT_CUDA_ERROR_INVALID_VALUE;
+  if (!allocation) return lost ? lost : HRT_CUDA_ERROR_INVALID_VALUE;
   free(allocation->base);
   free(allocation);
-  return HRT_CUDA_SUCCESS;
+  return lost;
 }
 
 hrt_cu_result_t cuMemAlloc_v2(hrt_cu_deviceptr_t* pointer, size_t bytes) {
@@ -1056,7 +1084,8 @@ hrt_cu_result_t cuStreamDestroy_v2(hrt_cu_stream_t stream) {
   if (!found) return HRT_CUDA_ERROR_INVALID_HANDLE;
   pthread_join(stream->thread, NULL);
   free(stream);
-  return HRT_CUDA_SUCCESS;
+  // Destroyed even on a lost context, which still answers with its error.
+  return fake_context_checked();
 }
 
 hrt_cu_result_t cuStreamSynchronize(hrt_cu_stream_t stream) {
@@ -1069,7 +1098,8 @@ hrt_cu_result_t cuStreamSynchronize(hrt_cu_stream_t stream) {
   while (stream->head || stream->busy) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
-  hrt_cu_result_t result = stream->context->lost;
+  hrt_cu_result_t result = fake_check_context();
+  if (!result) result = stream->context->lost;
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
@@ -1114,9 +1144,9 @@ hrt_cu_result_t cuEventSynchronize(hrt_cu_event_t event) {
 hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
                                    hrt_cu_event_t end) {
   pthread_mutex_lock(&fake_mutex);
-  hrt_cu_result_t result = fake_require_context();
+  hrt_cu_result_t result = fake_check_context();
   if (result) {
-    // no context: nothing more to check
+    // no context, or a lost one: nothing more to check
   } else if (start->pending > 0 || end->pending > 0) {
     result = HRT_CUDA_ERROR_NOT_READY;
   } else if (!start->reached || !end->reached) {
@@ -1132,15 +1162,19 @@ hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
 
 hrt_cu_result_t cuEventDestroy_v2(hrt_cu_event_t event) {
   pthread_mutex_lock(&fake_mutex);
-  hrt_cu_result_t required = fake_require_context();
+  hrt_cu_result_t result = fake_check_context();
   const bool pending = event->pending > 0;
   pthread_mutex_unlock(&fake_mutex);
-  if (required) return required;
+  if (result == HRT_CUDA_ERROR_NOT_INITIALIZED ||
+      result == HRT_CUDA_ERROR_INVALID_CONTEXT) {
+    return result;
+  }
   // halrt destroys events only after waiting for them; a fake that freed a
   // pending event would corrupt the stream, so refuse instead.
   if (pending) return HRT_CUDA_ERROR_INVALID_HANDLE;
+  // Freed even on a lost context, which still answers with its error.
   free(event);
-  return HRT_CUDA_SUCCESS;
+  return result;
 }
 
 //===----------------------------------------------------------------------===//

@@ -42,7 +42,8 @@ void fakecuda_hold_streams(int hold);
 // The number of operations queued in all streams and not yet run.
 int fakecuda_queued_operations(void);
 // The next cuLaunchKernel returns `result` without running anything; a
-// sticky result (700, 709, 719) also loses the context.
+// sticky result (the errors cuda.h calls unrecoverable: 226, 700, 702, 710,
+// 714-719, 721, 810, 911, and 709) also loses the context.
 void fakecuda_fail_next_launch(int result);
 // Destroys every live context under the running work, as a driver reset
 // would: queued work is dropped and every call on the contexts returns
