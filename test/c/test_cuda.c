@@ -1678,6 +1678,37 @@ static void sticky_errors_stay_with_the_context(void) {
   CHECK_EQ_INT(fixture_close(&fresh), HRT_CUDA_SUCCESS);
 }
 
+// cuda.h: cuEventElapsedTime on an event created with
+// CU_EVENT_DISABLE_TIMING is CUDA_ERROR_INVALID_HANDLE, even once both were
+// reached; two timing events give a time.
+static void elapsed_time_needs_timing_events(void) {
+  FAKE_ONLY();
+  fixture_t f;
+  CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
+  hrt_cu_event_t untimed = NULL, timed = NULL;
+  CHECK_EQ_INT(g_cu.cuEventCreate(&untimed, HRT_CU_EVENT_BLOCKING_SYNC |
+                                                HRT_CU_EVENT_DISABLE_TIMING),
+               HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuEventCreate(&timed, HRT_CU_EVENT_BLOCKING_SYNC),
+               HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuEventRecord(untimed, f.stream), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuEventRecord(timed, f.stream), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuEventSynchronize(timed), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuEventSynchronize(untimed), HRT_CUDA_SUCCESS);
+  float milliseconds = -1;
+  CHECK_EQ_INT(g_cu.cuEventElapsedTime(&milliseconds, untimed, timed),
+               HRT_CUDA_ERROR_INVALID_HANDLE);
+  CHECK_EQ_INT(g_cu.cuEventElapsedTime(&milliseconds, f.event, untimed),
+               HRT_CUDA_ERROR_INVALID_HANDLE);
+  CHECK(milliseconds == -1);  // untouched
+  CHECK_EQ_INT(g_cu.cuEventElapsedTime(&milliseconds, f.event, timed),
+               HRT_CUDA_SUCCESS);
+  CHECK(milliseconds >= 0);
+  CHECK_EQ_INT(g_cu.cuEventDestroy_v2(untimed), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuEventDestroy_v2(timed), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
+}
+
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
@@ -1701,4 +1732,5 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(destroyed_context_loses_work_in_flight),
           TEST_CASE(fake_refuses_calls_without_a_current_context),
           TEST_CASE(sticky_errors_stay_with_the_context),
+          TEST_CASE(elapsed_time_needs_timing_events),
           TEST_CASE(every_object_is_destroyed))

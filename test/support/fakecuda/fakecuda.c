@@ -63,6 +63,7 @@ struct hrt_cu_module_s {
 };
 
 struct hrt_cu_event_s {
+  bool timing;            // created without CU_EVENT_DISABLE_TIMING
   int pending;            // records queued and not yet reached
   hrt_cu_result_t error;  // the context's error when the last one was reached
   bool reached;           // a record was reached at least once
@@ -1105,13 +1106,14 @@ hrt_cu_result_t cuStreamSynchronize(hrt_cu_stream_t stream) {
 }
 
 hrt_cu_result_t cuEventCreate(hrt_cu_event_t* event, unsigned int flags) {
-  (void)flags;
   pthread_mutex_lock(&fake_mutex);
   hrt_cu_result_t result = fake_check_context();
   pthread_mutex_unlock(&fake_mutex);
   if (result) return result;
   *event = calloc(1, sizeof(struct hrt_cu_event_s));
-  return *event ? HRT_CUDA_SUCCESS : HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  if (!*event) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  (*event)->timing = !(flags & HRT_CU_EVENT_DISABLE_TIMING);
+  return HRT_CUDA_SUCCESS;
 }
 
 hrt_cu_result_t cuEventRecord(hrt_cu_event_t event, hrt_cu_stream_t stream) {
@@ -1140,13 +1142,17 @@ hrt_cu_result_t cuEventSynchronize(hrt_cu_event_t event) {
   return result;
 }
 
-// Milliseconds between the points the stream reached the two events.
+// Milliseconds between the points the stream reached the two events. As
+// cuda.h documents, an event created with CU_EVENT_DISABLE_TIMING, or one
+// never recorded, is CUDA_ERROR_INVALID_HANDLE.
 hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
                                    hrt_cu_event_t end) {
   pthread_mutex_lock(&fake_mutex);
   hrt_cu_result_t result = fake_check_context();
   if (result) {
     // no context, or a lost one: nothing more to check
+  } else if (!start->timing || !end->timing) {
+    result = HRT_CUDA_ERROR_INVALID_HANDLE;
   } else if (start->pending > 0 || end->pending > 0) {
     result = HRT_CUDA_ERROR_NOT_READY;
   } else if (!start->reached || !end->reached) {
