@@ -1709,6 +1709,101 @@ static void elapsed_time_needs_timing_events(void) {
   CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
 }
 
+// cuLaunchKernel's limits: grid x <= 2^31-1, y and z <= 65535; block x and
+// y <= 1024, z <= 64, and at most 1024 threads; anything past them is
+// CUDA_ERROR_INVALID_VALUE, and the limits themselves launch.
+static void launches_past_the_grid_and_block_limits_are_invalid(void) {
+  FAKE_ONLY();
+  fixture_t f;
+  CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
+  static const struct {
+    unsigned grid[3], block[3];
+    hrt_cu_result_t result;
+  } kLaunches[] = {
+      {{2147483647u, 1, 1}, {1, 1, 1}, HRT_CUDA_SUCCESS},
+      {{1, 65535, 65535}, {1, 1, 1}, HRT_CUDA_SUCCESS},
+      {{1, 1, 1}, {1024, 1, 1}, HRT_CUDA_SUCCESS},
+      {{1, 1, 1}, {1, 1024, 1}, HRT_CUDA_SUCCESS},
+      {{1, 1, 1}, {16, 1, 64}, HRT_CUDA_SUCCESS},
+      {{2147483648u, 1, 1}, {1, 1, 1}, HRT_CUDA_ERROR_INVALID_VALUE},
+      {{1, 65536, 1}, {1, 1, 1}, HRT_CUDA_ERROR_INVALID_VALUE},
+      {{1, 70000, 1}, {16, 1, 1}, HRT_CUDA_ERROR_INVALID_VALUE},
+      {{1, 1, 65536}, {1, 1, 1}, HRT_CUDA_ERROR_INVALID_VALUE},
+      {{1, 1, 1}, {1025, 1, 1}, HRT_CUDA_ERROR_INVALID_VALUE},
+      {{1, 1, 1}, {1, 1025, 1}, HRT_CUDA_ERROR_INVALID_VALUE},
+      {{1, 1, 1}, {1, 1, 65}, HRT_CUDA_ERROR_INVALID_VALUE},
+      {{1, 1, 1}, {32, 32, 2}, HRT_CUDA_ERROR_INVALID_VALUE},
+      {{1, 0, 1}, {1, 1, 1}, HRT_CUDA_ERROR_INVALID_VALUE},
+  };
+  for (size_t i = 0; i < sizeof(kLaunches) / sizeof(kLaunches[0]); ++i) {
+    hrt_cu_result_t result =
+        fixture_launch(&f, kLaunches[i].grid, kLaunches[i].block);
+    if (result != kLaunches[i].result) {
+      fprintf(stderr, "  grid %ux%ux%u block %ux%ux%u: %d\n",
+              kLaunches[i].grid[0], kLaunches[i].grid[1],
+              kLaunches[i].grid[2], kLaunches[i].block[0],
+              kLaunches[i].block[1], kLaunches[i].block[2], result);
+    }
+    CHECK_EQ_INT(result, kLaunches[i].result);
+  }
+  // A rejected launch is not sticky.
+  CHECK_EQ_INT(g_cu.cuStreamSynchronize(f.stream), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
+}
+
+// Through halrt (and on a GPU too): a workgroup count past CUDA's grid
+// limit is refused when recorded; a workgroup size past the block limits
+// that halrt does not check itself (z <= 64, for every device) fails its
+// submission with the driver's reason, naming the kernel, grid and block;
+// the device keeps working either way.
+static void dispatch_past_the_launch_limits_fails_cleanly(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(load_test_kernels(device, &executable));
+  uint32_t ordinal = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "write_index_u32", &ordinal));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &buffer));
+  hrt_hal_buffer_ref_t binding = whole(buffer);
+  uint32_t n = 16;
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 70000, 1},
+                                 {16, 1, 1}, 1,       &n,
+                                 1,          &binding};
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_STATUS(hrt_hal_command_buffer_dispatch(cb, &dispatch),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "kernel 'write_index_u32': workgroup count[1] = 70000 must be "
+               "in [1, 65535]");
+  dispatch.workgroup_count[1] = 1;
+  dispatch.workgroup_size[0] = 1;
+  dispatch.workgroup_size[2] = 65;
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+  hrt_hal_command_buffer_finalize(cb);
+  hrt_status_t status = run(device, cb, NULL, 0);
+  printf("  %s\n", hrt_status_message(status));
+  CHECK_STATUS(status, HRT_STATUS_INVALID_ARGUMENT,
+               "command 0 (dispatch): kernel 'write_index_u32' of executable "
+               "'ptx' (grid 1x1x1, block 1x1x65): cuLaunchKernel failed: "
+               "CUDA_ERROR_INVALID_VALUE");
+  hrt_hal_command_buffer_release(cb);
+  dispatch.workgroup_size[0] = 16;
+  dispatch.workgroup_size[2] = 1;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+  hrt_hal_command_buffer_finalize(cb);
+  CHECK_OK(run(device, cb, NULL, 0));
+  uint32_t out[16];
+  CHECK_OK(read_back(device, buffer, out));
+  CHECK_EQ_INT(out[15], 15);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+}
+
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
@@ -1733,4 +1828,6 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(fake_refuses_calls_without_a_current_context),
           TEST_CASE(sticky_errors_stay_with_the_context),
           TEST_CASE(elapsed_time_needs_timing_events),
+          TEST_CASE(launches_past_the_grid_and_block_limits_are_invalid),
+          TEST_CASE(dispatch_past_the_launch_limits_fails_cleanly),
           TEST_CASE(every_object_is_destroyed))

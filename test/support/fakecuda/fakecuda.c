@@ -29,6 +29,15 @@ HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE)
 #define FAKE_MAX_PARAMS 96
 #define FAKE_STACK_DEPTH 16
 
+// cuLaunchKernel's limits, those of every GPU halrt supports (compute
+// capability 7.0 and later): CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_* and
+// MAX_BLOCK_DIM_*, and MAX_THREADS_PER_BLOCK for the block's product.
+#define FAKE_MAX_GRID_X 2147483647u
+#define FAKE_MAX_GRID_YZ 65535u
+#define FAKE_MAX_BLOCK_XY 1024u
+#define FAKE_MAX_BLOCK_Z 64u
+#define FAKE_MAX_BLOCK_THREADS 1024u
+
 //===----------------------------------------------------------------------===//
 // State
 //===----------------------------------------------------------------------===//
@@ -605,7 +614,10 @@ hrt_cu_result_t cuLaunchKernel(hrt_cu_function_t function, unsigned int grid_x,
   if (checked) return checked;
   if (!function || !function->run || shared_bytes || extra || !params ||
       !grid_x || !grid_y || !grid_z || !block_x || !block_y || !block_z ||
-      (uint64_t)block_x * block_y * block_z > 1024) {
+      grid_x > FAKE_MAX_GRID_X || grid_y > FAKE_MAX_GRID_YZ ||
+      grid_z > FAKE_MAX_GRID_YZ || block_x > FAKE_MAX_BLOCK_XY ||
+      block_y > FAKE_MAX_BLOCK_XY || block_z > FAKE_MAX_BLOCK_Z ||
+      (uint64_t)block_x * block_y * block_z > FAKE_MAX_BLOCK_THREADS) {
     return HRT_CUDA_ERROR_INVALID_VALUE;
   }
   fake_op_t* op = fake_op_new(FAKE_OP_LAUNCH);
