@@ -1100,9 +1100,9 @@ static void ptx_entries_count_bindings_then_constants(void) {
   hrt_hal_device_release(device);
 }
 
-// cubin/fatbin kernels are listed by the driver (CUDA 12.4+). The fake
-// reads any image as PTX text; on a GPU of compute capability 9.x the
-// committed sm_90 cubin and fatbin are used.
+// cubin/fatbin kernels are listed by the driver (CUDA 12.4+): the committed
+// sm_90 cubin and fatbin, which the fake (compute capability 9.0) parses as
+// the driver does, and which a GPU of compute capability 9.x runs.
 static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
   CUDA_SETUP();
   hrt_hal_device_t* device = NULL;
@@ -1119,8 +1119,7 @@ static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
   }
   for (int f = 0; f < 2; ++f) {
     size_t length = 0;
-    char* image =
-        read_file(g_cuda.fake ? "test/gpu/kernels.ptx" : kImages[f], &length);
+    char* image = read_file(kImages[f], &length);
     CHECK(image != NULL);
     hrt_hal_executable_params_t params = {kFormats[f], NULL, image, length};
     hrt_hal_executable_t* executable = NULL;
@@ -1804,6 +1803,90 @@ static void dispatch_past_the_launch_limits_fails_cleanly(void) {
   hrt_hal_device_release(device);
 }
 
+// The driver tells images apart by their first bytes and reads a cubin (an
+// ELF file) and a fatbin (magic 0xBA55ED50) by their headers, not as PTX:
+// the committed images load, with each kernel's parameters from the image;
+// a corrupt header, or one whose sizes cut the image short, is
+// CUDA_ERROR_INVALID_IMAGE; a fatbin without code for the GPU is
+// CUDA_ERROR_NO_BINARY_FOR_GPU.
+static void images_are_read_by_their_headers(void) {
+  FAKE_ONLY();
+  fixture_t f;
+  CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
+  size_t lengths[2] = {0, 0};
+  char* images[2] = {read_file("test/gpu/kernels_sm90.cubin", &lengths[0]),
+                     read_file("test/gpu/kernels_sm90.fatbin", &lengths[1])};
+  CHECK(images[0] && images[1]);
+  for (int i = 0; i < 2; ++i) {
+    hrt_cu_module_t module = NULL;
+    hrt_cu_function_t function = NULL;
+    unsigned int count = 0;
+    size_t offset = 0, size = 0;
+    CHECK_EQ_INT(g_cu.cuModuleLoadDataEx(&module, images[i], 0, NULL, NULL),
+                 HRT_CUDA_SUCCESS);
+    CHECK_EQ_INT(g_cu.cuModuleGetFunctionCount(&count, module),
+                 HRT_CUDA_SUCCESS);
+    CHECK_EQ_INT(count, 3);
+    CHECK_EQ_INT(
+        g_cu.cuModuleGetFunction(&function, module, "write_index_u32"),
+        HRT_CUDA_SUCCESS);
+    CHECK_EQ_INT(g_cu.cuFuncGetParamInfo(function, 0, &offset, &size),
+                 HRT_CUDA_SUCCESS);
+    CHECK(offset == 0 && size == 8);
+    CHECK_EQ_INT(g_cu.cuFuncGetParamInfo(function, 1, &offset, &size),
+                 HRT_CUDA_SUCCESS);
+    CHECK(offset == 8 && size == 4);
+    CHECK_EQ_INT(g_cu.cuFuncGetParamInfo(function, 2, &offset, &size),
+                 HRT_CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ_INT(g_cu.cuModuleUnload(module), HRT_CUDA_SUCCESS);
+  }
+  // Offsets: the cubin's ELF header; the fatbin's header (16 bytes), then
+  // its first entry, the sm_90 cubin (kind, version, header size, payload
+  // size, ..., SM at byte 28).
+  static const struct {
+    const char* what;
+    int image;  // 0 cubin, 1 fatbin
+    size_t offset, bytes;
+    uint64_t value;
+    hrt_cu_result_t result;
+  } kDamage[] = {
+      {"32-bit ELF", 0, 4, 1, 1, HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"big-endian ELF", 0, 5, 1, 2, HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"x86-64 ELF", 0, 18, 2, 62, HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"ELF section header size 40", 0, 58, 2, 40,
+       HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"ELF section names out of range", 0, 62, 2, 200,
+       HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"fatbin version 2", 1, 4, 2, 2, HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"fatbin header size 8", 1, 6, 2, 8, HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"fatbin cut inside its cubin", 1, 8, 8, 1000,
+       HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"cubin entry cut before its section table", 1, 24, 8, 4000,
+       HRT_CUDA_ERROR_INVALID_IMAGE},
+      {"fatbin for sm_80 only", 1, 44, 4, 80,
+       HRT_CUDA_ERROR_NO_BINARY_FOR_GPU},
+  };
+  for (size_t k = 0; k < sizeof(kDamage) / sizeof(kDamage[0]); ++k) {
+    const int i = kDamage[k].image;
+    char* copy = malloc(lengths[i]);
+    CHECK(copy != NULL);
+    memcpy(copy, images[i], lengths[i]);
+    memcpy(copy + kDamage[k].offset, &kDamage[k].value, kDamage[k].bytes);
+    hrt_cu_module_t module = NULL;
+    hrt_cu_result_t result =
+        g_cu.cuModuleLoadDataEx(&module, copy, 0, NULL, NULL);
+    free(copy);
+    if (result != kDamage[k].result) {
+      fprintf(stderr, "  %s: %d\n", kDamage[k].what, result);
+      if (!result) (void)g_cu.cuModuleUnload(module);
+    }
+    CHECK_EQ_INT(result, kDamage[k].result);
+  }
+  free(images[0]);
+  free(images[1]);
+  CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
+}
+
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
@@ -1830,4 +1913,5 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(elapsed_time_needs_timing_events),
           TEST_CASE(launches_past_the_grid_and_block_limits_are_invalid),
           TEST_CASE(dispatch_past_the_launch_limits_fails_cleanly),
+          TEST_CASE(images_are_read_by_their_headers),
           TEST_CASE(every_object_is_destroyed))

@@ -510,6 +510,237 @@ static uint32_t fake_count_entries(const char* text) {
   return count;
 }
 
+//===----------------------------------------------------------------------===//
+// Modules: cubin and fatbin images -> functions
+//===----------------------------------------------------------------------===//
+
+// The driver is given only a pointer, so an image's extent is what its own
+// headers say: a fatbin's declared size, an entry's payload size, a cubin's
+// section header table. Everything must lie inside that, and every field the
+// fake reads must hold a value nvcc writes; anything else is
+// CUDA_ERROR_INVALID_IMAGE, never a read past the image. Fields are little
+// endian, as on every platform halrt supports.
+#define FAKE_ELF_MAGIC "\x7f" "ELF"
+#define FAKE_EM_CUDA 190
+#define FAKE_SHT_SYMTAB 2
+#define FAKE_SHT_NOBITS 8
+#define FAKE_STT_FUNC 2
+#define FAKE_STB_GLOBAL 1
+#define FAKE_FATBIN_KIND_ELF 2
+#define FAKE_SM 90  // the compute capability the fake reports, 9.0
+#define FAKE_EIATTR_KPARAM_INFO 0x17
+
+// Whether `text` starts with the 4 bytes at `prefix`; reads no further than
+// a NUL, so that it is safe on short PTX text.
+static bool fake_starts_with(const uint8_t* text, const uint8_t* prefix) {
+  for (int i = 0; i < 4; ++i) {
+    if (text[i] != prefix[i]) return false;
+  }
+  return true;
+}
+
+static uint64_t fake_read(const uint8_t* p, size_t bytes) {
+  uint64_t value = 0;
+  memcpy(&value, p, bytes);
+  return value;
+}
+
+typedef struct {
+  const uint8_t* base;
+  uint64_t extent;  // bytes the headers vouch for
+  uint64_t shoff;
+  uint32_t shnum;
+  uint32_t shstrndx;
+} fake_elf_t;
+
+static const uint8_t* fake_elf_section(const fake_elf_t* elf, uint32_t i) {
+  return elf->base + elf->shoff + (uint64_t)i * 64;
+}
+
+// Section `i`'s bytes, or NULL when they are not inside the image.
+static const uint8_t* fake_elf_data(const fake_elf_t* elf, uint32_t i,
+                                    uint64_t* out_size) {
+  const uint8_t* header = fake_elf_section(elf, i);
+  uint64_t offset = fake_read(header + 24, 8), size = fake_read(header + 32, 8);
+  if (offset > elf->extent || size > elf->extent - offset) return NULL;
+  *out_size = size;
+  return elf->base + offset;
+}
+
+// The NUL-terminated string at `offset` of string table section `table`.
+static const char* fake_elf_string(const fake_elf_t* elf, uint32_t table,
+                                   uint64_t offset) {
+  uint64_t size = 0;
+  const uint8_t* data =
+      table < elf->shnum ? fake_elf_data(elf, table, &size) : NULL;
+  if (!data || offset >= size || !memchr(data + offset, 0, size - offset)) {
+    return NULL;
+  }
+  return (const char*)data + offset;
+}
+
+// Checks the ELF header of a cubin at `base`. `limit` is the extent an
+// enclosing fatbin entry vouches for (UINT64_MAX for a bare cubin, whose
+// extent is its section header table's end).
+static hrt_cu_result_t fake_elf_open(const uint8_t* base, uint64_t limit,
+                                     fake_elf_t* elf) {
+  if (limit < 64 || memcmp(base, FAKE_ELF_MAGIC, 4) != 0 || base[4] != 2 ||
+      base[5] != 1 || fake_read(base + 18, 2) != FAKE_EM_CUDA ||
+      fake_read(base + 20, 4) != 1 || fake_read(base + 52, 2) != 64 ||
+      fake_read(base + 58, 2) != 64) {
+    return HRT_CUDA_ERROR_INVALID_IMAGE;
+  }
+  *elf = (fake_elf_t){.base = base,
+                      .shoff = fake_read(base + 40, 8),
+                      .shnum = (uint32_t)fake_read(base + 60, 2),
+                      .shstrndx = (uint32_t)fake_read(base + 62, 2)};
+  if (elf->shoff < 64 || elf->shoff > (1ull << 32) || elf->shnum == 0 ||
+      elf->shstrndx >= elf->shnum) {
+    return HRT_CUDA_ERROR_INVALID_IMAGE;
+  }
+  elf->extent = elf->shoff + (uint64_t)elf->shnum * 64;
+  if (elf->extent > limit) return HRT_CUDA_ERROR_INVALID_IMAGE;
+  for (uint32_t i = 1; i < elf->shnum; ++i) {
+    uint64_t size = 0;
+    if (fake_read(fake_elf_section(elf, i) + 4, 4) != FAKE_SHT_NOBITS &&
+        !fake_elf_data(elf, i, &size)) {
+      return HRT_CUDA_ERROR_INVALID_IMAGE;
+    }
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+// The index of the section named `name`, or 0.
+static uint32_t fake_elf_find(const fake_elf_t* elf, const char* name) {
+  for (uint32_t i = 1; i < elf->shnum; ++i) {
+    const char* s = fake_elf_string(elf, elf->shstrndx,
+                                    fake_read(fake_elf_section(elf, i), 4));
+    if (s && strcmp(s, name) == 0) return i;
+  }
+  return 0;
+}
+
+// Parameter sizes from the kernel's .nv.info.NAME section: one
+// EIATTR_KPARAM_INFO attribute per parameter (ordinal, offset, and the
+// size in bits 18-31 of its last word). Attributes are a format byte, an
+// attribute byte and a value: none (format 1), a half word (2 and 3), or a
+// 16-bit length and that many bytes (4).
+static hrt_cu_result_t fake_elf_params(const fake_elf_t* elf,
+                                       struct hrt_cu_function_s* function) {
+  char name[160];
+  snprintf(name, sizeof(name), ".nv.info.%s", function->name);
+  uint32_t section = fake_elf_find(elf, name);
+  uint64_t size = 0;
+  const uint8_t* p = section ? fake_elf_data(elf, section, &size) : NULL;
+  if (!p) return HRT_CUDA_SUCCESS;  // a kernel without parameters
+  bool seen[FAKE_MAX_PARAMS] = {false};
+  for (uint64_t at = 0; at < size;) {
+    if (size - at < 2) return HRT_CUDA_ERROR_INVALID_IMAGE;
+    const uint8_t format = p[at], attribute = p[at + 1];
+    uint64_t length = format == 1 ? 2 : format == 2 || format == 3 ? 4 : 0;
+    if (format == 4 && size - at >= 4) length = 4 + fake_read(p + at + 2, 2);
+    if (length == 0 || length > size - at) return HRT_CUDA_ERROR_INVALID_IMAGE;
+    if (format == 4 && attribute == FAKE_EIATTR_KPARAM_INFO) {
+      if (length != 16) return HRT_CUDA_ERROR_INVALID_IMAGE;
+      uint32_t ordinal = (uint32_t)fake_read(p + at + 8, 2);
+      uint32_t bytes = (uint32_t)(fake_read(p + at + 12, 4) >> 18) & 0x3fff;
+      if (ordinal >= FAKE_MAX_PARAMS || bytes == 0 || bytes > 255 ||
+          seen[ordinal]) {
+        return HRT_CUDA_ERROR_INVALID_IMAGE;
+      }
+      seen[ordinal] = true;
+      function->param_sizes[ordinal] = (uint8_t)bytes;
+      if (ordinal >= function->param_count) function->param_count = ordinal + 1;
+    }
+    at += length;
+  }
+  // Every ordinal below the count has its size.
+  for (uint32_t i = 0; i < function->param_count; ++i) {
+    if (!seen[i]) return HRT_CUDA_ERROR_INVALID_IMAGE;
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+// A module with one function per global FUNC symbol of the cubin.
+static hrt_cu_result_t fake_load_cubin(const uint8_t* base, uint64_t limit,
+                                       struct hrt_cu_module_s** out) {
+  fake_elf_t elf;
+  hrt_cu_result_t result = fake_elf_open(base, limit, &elf);
+  if (result) return result;
+  const uint8_t* symbols = NULL;
+  uint64_t symbols_size = 0;
+  uint32_t strings = 0;
+  for (uint32_t i = 1; i < elf.shnum && !symbols; ++i) {
+    const uint8_t* header = fake_elf_section(&elf, i);
+    if (fake_read(header + 4, 4) != FAKE_SHT_SYMTAB) continue;
+    if (fake_read(header + 56, 8) != 24) return HRT_CUDA_ERROR_INVALID_IMAGE;
+    symbols = fake_elf_data(&elf, i, &symbols_size);
+    strings = (uint32_t)fake_read(header + 40, 4);
+  }
+  if (!symbols) return HRT_CUDA_ERROR_INVALID_IMAGE;
+  uint32_t count = 0;
+  for (uint64_t at = 0; at + 24 <= symbols_size; at += 24) {
+    const uint8_t info = symbols[at + 4];
+    count += (info & 0xf) == FAKE_STT_FUNC && (info >> 4) == FAKE_STB_GLOBAL;
+  }
+  struct hrt_cu_module_s* loaded =
+      calloc(1, sizeof(*loaded) + count * sizeof(loaded->functions[0]));
+  if (!loaded) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  for (uint64_t at = 0; at + 24 <= symbols_size && !result; at += 24) {
+    const uint8_t info = symbols[at + 4];
+    if ((info & 0xf) != FAKE_STT_FUNC || (info >> 4) != FAKE_STB_GLOBAL) {
+      continue;
+    }
+    const char* name =
+        fake_elf_string(&elf, strings, fake_read(symbols + at, 4));
+    struct hrt_cu_function_s* function = &loaded->functions[loaded->count++];
+    if (!name || strlen(name) >= sizeof(function->name)) {
+      result = HRT_CUDA_ERROR_INVALID_IMAGE;
+      break;
+    }
+    snprintf(function->name, sizeof(function->name), "%s", name);
+    function->run = fake_kernel_for(function->name);
+    result = fake_elf_params(&elf, function);
+  }
+  if (result) {
+    free(loaded);
+    return result;
+  }
+  *out = loaded;
+  return HRT_CUDA_SUCCESS;
+}
+
+// A fatbin: a header (magic, version 1, header size 16, size of the
+// entries) and entries (kind, version, header size, payload size, ..., the
+// SM at byte 28). The fake loads the uncompressed cubin for its SM; it
+// JITs no PTX from a fatbin, so a fatbin without one is
+// CUDA_ERROR_NO_BINARY_FOR_GPU.
+static hrt_cu_result_t fake_load_fatbin(const uint8_t* base,
+                                        struct hrt_cu_module_s** out) {
+  if (fake_read(base + 4, 2) != 1 || fake_read(base + 6, 2) != 16) {
+    return HRT_CUDA_ERROR_INVALID_IMAGE;
+  }
+  const uint64_t size = fake_read(base + 8, 8);
+  if (size == 0 || size > (1ull << 32)) return HRT_CUDA_ERROR_INVALID_IMAGE;
+  const uint8_t* entries = base + 16;
+  for (uint64_t at = 0; at < size;) {
+    if (size - at < 32) return HRT_CUDA_ERROR_INVALID_IMAGE;
+    const uint8_t* entry = entries + at;
+    const uint64_t header = fake_read(entry + 4, 4);
+    const uint64_t payload = fake_read(entry + 8, 8);
+    if (header < 32 || header > size - at || payload > size - at - header) {
+      return HRT_CUDA_ERROR_INVALID_IMAGE;
+    }
+    if (fake_read(entry, 2) == FAKE_FATBIN_KIND_ELF &&
+        fake_read(entry + 28, 4) == FAKE_SM && payload >= 4 &&
+        memcmp(entry + header, FAKE_ELF_MAGIC, 4) == 0) {
+      return fake_load_cubin(entry + header, payload, out);
+    }
+    at += header + payload;
+  }
+  return HRT_CUDA_ERROR_NO_BINARY_FOR_GPU;
+}
+
 hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
                                    unsigned int option_count, int* options,
                                    void** option_values) {
@@ -519,6 +750,21 @@ hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
   pthread_mutex_unlock(&fake_mutex);
   if (result) return result;
   if (!module || !image) return HRT_CUDA_ERROR_INVALID_VALUE;
+  // Told apart by their first bytes, as the driver does: a cubin is an ELF
+  // file, a fatbin starts with its magic, anything else is PTX text.
+  const uint8_t* bytes = image;
+  // 0xBA55ED50, little endian.
+  static const uint8_t kFatbinMagic[4] = {0x50, 0xED, 0x55, 0xBA};
+  const bool fatbin = fake_starts_with(bytes, kFatbinMagic);
+  if (fatbin || fake_starts_with(bytes, (const uint8_t*)FAKE_ELF_MAGIC)) {
+    struct hrt_cu_module_s* loaded = NULL;
+    result = fatbin ? fake_load_fatbin(bytes, &loaded)
+                    : fake_load_cubin(bytes, UINT64_MAX, &loaded);
+    if (result) return result;
+    loaded->context = context;
+    *module = loaded;
+    return HRT_CUDA_SUCCESS;
+  }
   const char* text = image;
   char message[256];
   if (fake_jit_check(text, message, sizeof(message))) {

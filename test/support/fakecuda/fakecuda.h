@@ -14,7 +14,14 @@
 //   (cuMemAllocHost), which is stricter than CUDA and proves halrt stages;
 //   host-to-device copies from pageable memory are snapshotted at the call,
 //   as the driver does.
-// - Module images are read as PTX text. The JIT rejects text that does not
+// - Module images are told apart by their first bytes, as the driver does.
+//   A cubin (ELF) and a fatbin (magic 0xBA55ED50) are read by their
+//   headers: the fatbin's uncompressed sm_90 cubin is loaded (no PTX is
+//   JIT-compiled from a fatbin: without one, CUDA_ERROR_NO_BINARY_FOR_GPU);
+//   each global function symbol of the cubin becomes a function, with the
+//   parameter sizes of its .nv.info attributes; a corrupt header, or sizes
+//   that cut the image short, is CUDA_ERROR_INVALID_IMAGE. Anything else is
+//   PTX text. The JIT rejects text that does not
 //   start with a `.version` directive and lines using an instruction named
 //   `bogus...`, writing a ptxas-style message to CU_JIT_ERROR_LOG_BUFFER.
 //   Each `.entry NAME(...)` becomes a function whose parameter sizes come
