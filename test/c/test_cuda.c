@@ -1887,6 +1887,113 @@ static void images_are_read_by_their_headers(void) {
   CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
 }
 
+// The names halrt loads are those cuda.h maps each API to (`#define cuX
+// cuX_v2`, per-stream variants unwrapped: halrt uses the legacy default
+// stream), read from the installed header at test time: an entry loaded
+// under an older name than the header's would get the old ABI from a new
+// driver. An older name may stay only beside the new one, as a fallback.
+static const char* const kKnownOldNames[] = {
+    // Being moved to cuEventElapsedTime_v2 by a concurrent change; remove
+    // this once the table has the _v2 name.
+    "cuEventElapsedTime",
+};
+
+// The name `#define api TARGET` in `header` maps `api` to (TARGET with
+// __CUDA_API_PTSZ/PTDS unwrapped), copied to `out`; or `api` itself.
+static void header_name(const char* header, const char* api, char* out,
+                        size_t size) {
+  snprintf(out, size, "%s", api);
+  const size_t length = strlen(api);
+  for (const char* line = header; line; line = strchr(line, '\n')) {
+    line += *line == '\n';
+    const char* c = line + strspn(line, " \t");
+    if (strncmp(c, "#define", 7) != 0) continue;
+    c += 7;
+    c += strspn(c, " \t");
+    if (strncmp(c, api, length) != 0 || (c[length] != ' ' && c[length] != '\t')) {
+      continue;
+    }
+    c += length;
+    c += strspn(c, " \t");
+    if (strncmp(c, "__CUDA_API_PTSZ(", 16) == 0 ||
+        strncmp(c, "__CUDA_API_PTDS(", 16) == 0) {
+      c += 16;
+    }
+    size_t n = strcspn(c, " \t\r\n)");
+    if (n >= size) n = size - 1;
+    memcpy(out, c, n);
+    out[n] = 0;
+    return;
+  }
+}
+
+static void symbol_names_match_cuda_h(void) {
+  const char* path = getenv("HRT_TEST_CUDA_HEADER");
+  if (!path) path = "/usr/local/cuda/include/cuda.h";
+  FILE* file = fopen(path, "rb");
+  if (!file) {
+    printf("  (skipped: no CUDA header at %s; set HRT_TEST_CUDA_HEADER)\n",
+           path);
+    return;
+  }
+  fseek(file, 0, SEEK_END);
+  long length = ftell(file);
+  fseek(file, 0, SEEK_SET);
+  char* header = malloc((size_t)length + 1);
+  size_t got = header ? fread(header, 1, (size_t)length, file) : 0;
+  fclose(file);
+  CHECK(header != NULL);
+  header[got] = 0;
+  static const char* const kTable[] = {
+#define TABLE_NAME(name, params) #name,
+      HRT_CUDA_SYMBOLS(TABLE_NAME, TABLE_NAME)
+#undef TABLE_NAME
+  };
+  const size_t count = sizeof(kTable) / sizeof(kTable[0]);
+  int wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    // The API: the entry's name without a _vN suffix.
+    char api[128];
+    snprintf(api, sizeof(api), "%s", kTable[i]);
+    char* suffix = strstr(api, "_v");
+    if (suffix && suffix[2] >= '0' && suffix[2] <= '9' &&
+        strspn(suffix + 2, "0123456789") == strlen(suffix + 2)) {
+      *suffix = 0;
+    }
+    char declared[160];
+    snprintf(declared, sizeof(declared), "CUDAAPI %s(", api);
+    if (!strstr(header, declared)) {
+      fprintf(stderr, "  %s: cuda.h declares no %s\n", kTable[i], api);
+      ++wrong;
+      continue;
+    }
+    char expected[128];
+    header_name(header, api, expected, sizeof(expected));
+    if (strcmp(kTable[i], expected) == 0) continue;
+    bool fallback = false;
+    for (size_t j = 0; j < count; ++j) {
+      fallback = fallback || strcmp(kTable[j], expected) == 0;
+    }
+    bool known = false;
+    for (size_t k = 0; k < sizeof(kKnownOldNames) / sizeof(kKnownOldNames[0]);
+         ++k) {
+      known = known || strcmp(kKnownOldNames[k], kTable[i]) == 0;
+    }
+    if (fallback && strcmp(kTable[i], api) == 0) continue;
+    if (known) {
+      printf("  known: halrt loads %s, cuda.h maps it to %s\n", kTable[i],
+             expected);
+      continue;
+    }
+    fprintf(stderr, "  halrt loads %s; cuda.h maps %s to %s\n", kTable[i],
+            api, expected);
+    ++wrong;
+  }
+  printf("  %zu entries checked against %s\n", count, path);
+  free(header);
+  CHECK_EQ_INT(wrong, 0);
+}
+
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(device_info_describes_the_gpu),
           TEST_CASE(completions_run_off_the_submitting_thread),
@@ -1914,4 +2021,5 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(launches_past_the_grid_and_block_limits_are_invalid),
           TEST_CASE(dispatch_past_the_launch_limits_fails_cleanly),
           TEST_CASE(images_are_read_by_their_headers),
+          TEST_CASE(symbol_names_match_cuda_h),
           TEST_CASE(every_object_is_destroyed))
