@@ -1887,6 +1887,53 @@ static void images_are_read_by_their_headers(void) {
   CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
 }
 
+// Parameter sizes come from the image, as the driver reports them through
+// cuFuncGetParamInfo: a cubin whose write_index_u32 takes its count as a
+// 12-byte struct by value (its EIATTR_KPARAM_INFO edited) is reported so,
+// and halrt, which passes only 8-byte pointers and 4-byte constants,
+// refuses the executable naming the parameter instead of launching it.
+static void by_value_params_are_sized_as_the_image_says(void) {
+  FAKE_ONLY();
+  size_t length = 0;
+  char* cubin = read_file("test/gpu/kernels_sm90.cubin", &length);
+  CHECK(cubin != NULL);
+  // write_index_u32's parameter 1 (.nv.info.write_index_u32 at 0x9a0):
+  // attribute 0x17, 12 bytes: index 0, ordinal 1, offset 8, size 4 << 18.
+  static const uint8_t kParam1[16] = {0x04, 0x17, 0x0c, 0x00, 0, 0, 0, 0,
+                                      0x01, 0x00, 0x08, 0x00, 0x00, 0xf0,
+                                      0x11, 0x00};
+  const size_t at = 0x9a8;
+  CHECK(length > at + 16 && memcmp(cubin + at, kParam1, 16) == 0);
+  const uint32_t twelve = (12u << 18) | 0xf000u;
+  memcpy(cubin + at + 12, &twelve, 4);
+  fixture_t f;
+  CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
+  hrt_cu_module_t module = NULL;
+  hrt_cu_function_t function = NULL;
+  size_t offset = 0, size = 0;
+  CHECK_EQ_INT(g_cu.cuModuleLoadDataEx(&module, cubin, 0, NULL, NULL),
+               HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuModuleGetFunction(&function, module, "write_index_u32"),
+               HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuFuncGetParamInfo(function, 1, &offset, &size),
+               HRT_CUDA_SUCCESS);
+  CHECK(offset == 8 && size == 12);
+  CHECK_EQ_INT(g_cu.cuModuleUnload(module), HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_CUBIN, NULL,
+                                        cubin, length};
+  hrt_hal_executable_t* executable = NULL;
+  hrt_status_t status =
+      hrt_hal_device_create_executable(device, &params, &executable);
+  free(cubin);
+  printf("  %s\n", hrt_status_message(status));
+  CHECK_STATUS(status, HRT_STATUS_INVALID_ARGUMENT,
+               "kernel 'write_index_u32': parameter 1 is 12 bytes");
+  hrt_hal_device_release(device);
+}
+
 // The names halrt loads are those cuda.h maps each API to (`#define cuX
 // cuX_v2`, per-stream variants unwrapped: halrt uses the legacy default
 // stream), read from the installed header at test time: an entry loaded
@@ -2021,5 +2068,6 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(launches_past_the_grid_and_block_limits_are_invalid),
           TEST_CASE(dispatch_past_the_launch_limits_fails_cleanly),
           TEST_CASE(images_are_read_by_their_headers),
+          TEST_CASE(by_value_params_are_sized_as_the_image_says),
           TEST_CASE(symbol_names_match_cuda_h),
           TEST_CASE(every_object_is_destroyed))
