@@ -37,6 +37,11 @@
 //   context is lost, queued work is dropped, and every later call on it
 //   returns that error, as on a GPU. A new primary context (after the last
 //   release) starts healthy.
+// - The driver's rules halrt could break are enforced (docs/cuda.md lists
+//   them): a current context for every call that works in one
+//   (CUDA_ERROR_INVALID_CONTEXT), sticky errors, no elapsed time from a
+//   CU_EVENT_DISABLE_TIMING event (CUDA_ERROR_INVALID_HANDLE), and
+//   cuLaunchKernel's grid and block limits (CUDA_ERROR_INVALID_VALUE).
 //
 // The control functions below are exported for tests (dlsym them from the
 // same path); they may be called from any thread.
