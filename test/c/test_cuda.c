@@ -1223,39 +1223,80 @@ static void out_of_memory_is_recoverable(void) {
   hrt_hal_device_release(device);
 }
 
+// write_index_u32 over a 16-element buffer on a CUDA device: the dispatch
+// (whose sizes a case may change) and the command buffer that records it.
+typedef struct {
+  hrt_hal_device_t* device;
+  hrt_hal_executable_t* executable;
+  hrt_hal_buffer_t* buffer;
+  hrt_hal_buffer_ref_t binding;
+  uint32_t n;
+  hrt_hal_dispatch_t dispatch;
+  hrt_hal_command_buffer_t* cb;
+} write_index_t;
+
+static hrt_status_t write_index_open(write_index_t* w) {
+  memset(w, 0, sizeof(*w));
+  HRT_RETURN_IF_ERROR(make_device("cuda", &w->device));
+  HRT_RETURN_IF_ERROR(load_test_kernels(w->device, &w->executable));
+  uint32_t ordinal = 0;
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_executable_lookup(w->executable, "write_index_u32", &ordinal));
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_device_allocate_buffer(w->device, 64, NULL, &w->buffer));
+  w->binding = whole(w->buffer);
+  w->n = 16;
+  w->dispatch = (hrt_hal_dispatch_t){w->executable, ordinal, {1, 1, 1},
+                                     {16, 1, 1},    1,       &w->n,
+                                     1,             &w->binding};
+  return HRT_OK;
+}
+
+// Records the dispatch alone in a new command buffer (replacing the last).
+static hrt_status_t write_index_record(write_index_t* w) {
+  if (w->cb) hrt_hal_command_buffer_release(w->cb);
+  w->cb = NULL;
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(w->device, &w->cb));
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_dispatch(w->cb, &w->dispatch));
+  hrt_hal_command_buffer_finalize(w->cb);
+  return HRT_OK;
+}
+
+// Runs the recorded command buffer and checks that it wrote 0..15.
+static hrt_status_t write_index_run(write_index_t* w) {
+  HRT_RETURN_IF_ERROR(run(w->device, w->cb, NULL, 0));
+  uint32_t out[16];
+  HRT_RETURN_IF_ERROR(read_back(w->device, w->buffer, out));
+  for (uint32_t i = 0; i < 16; ++i) {
+    if (out[i] != i) {
+      return hrt_status_make(HRT_STATUS_INTERNAL, "element %u is %u", i,
+                             out[i]);
+    }
+  }
+  return HRT_OK;
+}
+
+static void write_index_close(write_index_t* w) {
+  if (w->cb) hrt_hal_command_buffer_release(w->cb);
+  if (w->buffer) hrt_hal_buffer_release(w->buffer);
+  if (w->executable) hrt_hal_executable_release(w->executable);
+  if (w->device) hrt_hal_device_release(w->device);
+}
+
 static void failed_launch_fails_only_its_submission(void) {
   FAKE_ONLY();
-  hrt_hal_device_t* device = NULL;
-  CHECK_OK(make_device("cuda", &device));
-  hrt_hal_executable_t* executable = NULL;
-  CHECK_OK(load_test_kernels(device, &executable));
-  uint32_t ordinal = 0;
-  CHECK_OK(hrt_hal_executable_lookup(executable, "write_index_u32", &ordinal));
-  hrt_hal_buffer_t* buffer = NULL;
-  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &buffer));
-  hrt_hal_buffer_ref_t binding = whole(buffer);
-  uint32_t n = 16;
-  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1}, {16, 1, 1},
-                                 1,          &n,      1,         &binding};
-  hrt_hal_command_buffer_t* cb = NULL;
-  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
-  hrt_hal_command_buffer_finalize(cb);
+  write_index_t w;
+  CHECK_OK(write_index_open(&w));
+  CHECK_OK(write_index_record(&w));
   g_cuda.fail_next_launch(701);  // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
-  hrt_status_t status = run(device, cb, NULL, 0);
+  hrt_status_t status = run(w.device, w.cb, NULL, 0);
   printf("  %s\n", hrt_status_message(status));
   CHECK_STATUS(status, HRT_STATUS_RESOURCE_EXHAUSTED,
                "command 0 (dispatch): kernel 'write_index_u32' of executable "
                "'ptx' (grid 1x1x1, block 16x1x1): cuLaunchKernel failed: "
                "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
-  CHECK_OK(run(device, cb, NULL, 0));
-  uint32_t out[16];
-  CHECK_OK(read_back(device, buffer, out));
-  CHECK_EQ_INT(out[15], 15);
-  hrt_hal_command_buffer_release(cb);
-  hrt_hal_buffer_release(buffer);
-  hrt_hal_executable_release(executable);
-  hrt_hal_device_release(device);
+  CHECK_OK(write_index_run(&w));
+  write_index_close(&w);
 }
 
 static void device_released_on_its_completion_thread_is_destroyed(void) {
@@ -1757,50 +1798,27 @@ static void launches_past_the_grid_and_block_limits_are_invalid(void) {
 // the device keeps working either way.
 static void dispatch_past_the_launch_limits_fails_cleanly(void) {
   CUDA_SETUP();
-  hrt_hal_device_t* device = NULL;
-  CHECK_OK(make_device("cuda", &device));
-  hrt_hal_executable_t* executable = NULL;
-  CHECK_OK(load_test_kernels(device, &executable));
-  uint32_t ordinal = 0;
-  CHECK_OK(hrt_hal_executable_lookup(executable, "write_index_u32", &ordinal));
-  hrt_hal_buffer_t* buffer = NULL;
-  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &buffer));
-  hrt_hal_buffer_ref_t binding = whole(buffer);
-  uint32_t n = 16;
-  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 70000, 1},
-                                 {16, 1, 1}, 1,       &n,
-                                 1,          &binding};
-  hrt_hal_command_buffer_t* cb = NULL;
-  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-  CHECK_STATUS(hrt_hal_command_buffer_dispatch(cb, &dispatch),
-               HRT_STATUS_INVALID_ARGUMENT,
+  write_index_t w;
+  CHECK_OK(write_index_open(&w));
+  w.dispatch.workgroup_count[1] = 70000;
+  CHECK_STATUS(write_index_record(&w), HRT_STATUS_INVALID_ARGUMENT,
                "kernel 'write_index_u32': workgroup count[1] = 70000 must be "
                "in [1, 65535]");
-  dispatch.workgroup_count[1] = 1;
-  dispatch.workgroup_size[0] = 1;
-  dispatch.workgroup_size[2] = 65;
-  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
-  hrt_hal_command_buffer_finalize(cb);
-  hrt_status_t status = run(device, cb, NULL, 0);
+  w.dispatch.workgroup_count[1] = 1;
+  w.dispatch.workgroup_size[0] = 1;
+  w.dispatch.workgroup_size[2] = 65;
+  CHECK_OK(write_index_record(&w));
+  hrt_status_t status = run(w.device, w.cb, NULL, 0);
   printf("  %s\n", hrt_status_message(status));
   CHECK_STATUS(status, HRT_STATUS_INVALID_ARGUMENT,
                "command 0 (dispatch): kernel 'write_index_u32' of executable "
                "'ptx' (grid 1x1x1, block 1x1x65): cuLaunchKernel failed: "
                "CUDA_ERROR_INVALID_VALUE");
-  hrt_hal_command_buffer_release(cb);
-  dispatch.workgroup_size[0] = 16;
-  dispatch.workgroup_size[2] = 1;
-  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
-  hrt_hal_command_buffer_finalize(cb);
-  CHECK_OK(run(device, cb, NULL, 0));
-  uint32_t out[16];
-  CHECK_OK(read_back(device, buffer, out));
-  CHECK_EQ_INT(out[15], 15);
-  hrt_hal_command_buffer_release(cb);
-  hrt_hal_buffer_release(buffer);
-  hrt_hal_executable_release(executable);
-  hrt_hal_device_release(device);
+  w.dispatch.workgroup_size[0] = 16;
+  w.dispatch.workgroup_size[2] = 1;
+  CHECK_OK(write_index_record(&w));
+  CHECK_OK(write_index_run(&w));
+  write_index_close(&w);
 }
 
 // The driver tells images apart by their first bytes and reads a cubin (an
