@@ -273,10 +273,25 @@ static inline void release_everything(void* user_data, hrt_status_t status) {
   hrt_notification_set(refs->done);
 }
 
+// Waits (10 s at most) until `count` devices are live.
+static inline void wait_for_live_devices(int64_t count) {
+  int64_t deadline = hrt_time_now_ns() + 10000000000LL;
+  while (hrt_live_count(HRT_LIVE_DEVICE) != count &&
+         hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+}
+
 // A device whose last reference drops in its own completion is destroyed
 // (waits 10 s at most for each step).
 static inline void check_device_released_by_its_completion_is_destroyed(
     const char* uri) {
+  // An earlier case's device may still be being destroyed on its completion
+  // thread, which drops the last reference after the completion has run:
+  // let that end (cases hold no device between them), so that the count
+  // compared below is this case's alone.
+  wait_for_live_devices(0);
   int64_t devices_before = hrt_live_count(HRT_LIVE_DEVICE);
   hrt_notification_t done;
   hrt_notification_init(&done);
@@ -295,12 +310,7 @@ static inline void check_device_released_by_its_completion_is_destroyed(
   hrt_notification_deinit(&done);
   // The thread that ran the completion (detached by then) frees the device
   // as it exits.
-  int64_t deadline = hrt_time_now_ns() + 10000000000LL;
-  while (hrt_live_count(HRT_LIVE_DEVICE) != devices_before &&
-         hrt_time_now_ns() < deadline) {
-    struct timespec pause = {0, 1000000};
-    nanosleep(&pause, NULL);
-  }
+  wait_for_live_devices(devices_before);
   CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), devices_before);
 }
 

@@ -32,6 +32,15 @@ HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE, FAKE_DECLARE_EITHER)
 #define FAKE_MAX_PARAMS 96
 #define FAKE_STACK_DEPTH 16
 
+// cuLaunchKernel's limits, those of every GPU halrt supports (compute
+// capability 7.0 and later): CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_* and
+// MAX_BLOCK_DIM_*, and MAX_THREADS_PER_BLOCK for the block's product.
+#define FAKE_MAX_GRID_X 2147483647u
+#define FAKE_MAX_GRID_YZ 65535u
+#define FAKE_MAX_BLOCK_XY 1024u
+#define FAKE_MAX_BLOCK_Z 64u
+#define FAKE_MAX_BLOCK_THREADS 1024u
+
 //===----------------------------------------------------------------------===//
 // State
 //===----------------------------------------------------------------------===//
@@ -66,6 +75,7 @@ struct hrt_cu_module_s {
 };
 
 struct hrt_cu_event_s {
+  bool timing;            // created without CU_EVENT_DISABLE_TIMING
   int pending;            // records queued and not yet reached
   hrt_cu_result_t error;  // the context's error when the last one was reached
   bool reached;           // a record was reached at least once
@@ -145,19 +155,48 @@ static struct hrt_cu_context_s* fake_current(void) {
   return fake_depth ? fake_stack[fake_depth - 1] : NULL;
 }
 
+// The errors after which cuda.h says that "any further CUDA work will
+// return the same error" or that the process "must be terminated and
+// relaunched" (CUDA 13), CUDA_ERROR_ASSERT ("the context cannot be used
+// anymore"), and CONTEXT_IS_DESTROYED, which is how the fake models a
+// driver reset. The two cuda_api.h does not name are written as numbers.
 static bool fake_is_sticky(hrt_cu_result_t result) {
-  return result == HRT_CUDA_ERROR_ILLEGAL_ADDRESS ||
-         result == HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED ||
-         result == HRT_CUDA_ERROR_LAUNCH_FAILED;
+  switch (result) {
+    case HRT_CUDA_ERROR_CONTAINED:
+    case HRT_CUDA_ERROR_ILLEGAL_ADDRESS:
+    case HRT_CUDA_ERROR_LAUNCH_TIMEOUT:
+    case HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case HRT_CUDA_ERROR_ASSERT:
+    case HRT_CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case HRT_CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case HRT_CUDA_ERROR_MISALIGNED_ADDRESS:
+    case HRT_CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case HRT_CUDA_ERROR_INVALID_PC:
+    case HRT_CUDA_ERROR_LAUNCH_FAILED:
+    case HRT_CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case 810:  // CUDA_ERROR_MPS_CLIENT_TERMINATED
+    case 911:  // CUDA_ERROR_EXTERNAL_DEVICE
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether the calling thread may make a call that works in a context: the
+// driver is initialised and a context is current. Every entry point that
+// takes a stream, event, module, function or memory (not only those that
+// create one) checks this, as the driver does, so that a halrt thread that
+// never made its context current fails here and not first on a GPU.
+static hrt_cu_result_t fake_require_context(void) {
+  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
+  return fake_current() ? HRT_CUDA_SUCCESS : HRT_CUDA_ERROR_INVALID_CONTEXT;
 }
 
 // The error a call on the current context gets before doing anything:
 // not initialised, no context, or the context's sticky error. Lock held.
 static hrt_cu_result_t fake_check_context(void) {
-  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
-  struct hrt_cu_context_s* context = fake_current();
-  if (!context) return HRT_CUDA_ERROR_INVALID_CONTEXT;
-  return context->lost;
+  hrt_cu_result_t result = fake_require_context();
+  return result ? result : fake_current()->lost;
 }
 
 // The allocation that holds [pointer, pointer + bytes), or NULL. Lock held.
@@ -171,6 +210,14 @@ static fake_allocation_t* fake_find(const void* pointer, size_t bytes,
     }
   }
   return NULL;
+}
+
+// fake_check_context for a caller without the lock.
+static hrt_cu_result_t fake_context_checked(void) {
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_check_context();
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
 }
 
 static void* fake_device_pointer(hrt_cu_deviceptr_t pointer) {
@@ -466,18 +513,235 @@ static uint32_t fake_count_entries(const char* text) {
   return count;
 }
 
-// The fake JITs PTX only. A cubin or fatbin image is read as PTX text
-// placed right after its header (the ELF header's e_ehsize, the fat binary
-// header's size), so that tests can pass images whose headers halrt checks.
-static const char* fake_image_text(const void* image) {
-  const unsigned char* bytes = image;
-  if (strncmp(image, "\x7f" "ELF", 4) == 0) {
-    return (const char*)bytes + (bytes[0x34] | bytes[0x35] << 8);
+//===----------------------------------------------------------------------===//
+// Modules: cubin and fatbin images -> functions
+//===----------------------------------------------------------------------===//
+
+// The driver is given only a pointer, so an image's extent is what its own
+// headers say: a fatbin's declared size, an entry's payload size, a cubin's
+// section header table. Everything must lie inside that, and every field the
+// fake reads must hold a value nvcc writes; anything else is
+// CUDA_ERROR_INVALID_IMAGE, never a read past the image. Fields are little
+// endian, as on every platform halrt supports.
+#define FAKE_ELF_MAGIC "\x7f" "ELF"
+#define FAKE_EM_CUDA 190
+#define FAKE_SHT_SYMTAB 2
+#define FAKE_SHT_NOBITS 8
+#define FAKE_STT_FUNC 2
+#define FAKE_STB_GLOBAL 1
+#define FAKE_FATBIN_KIND_ELF 2
+#define FAKE_SM 90  // the compute capability the fake reports, 9.0
+#define FAKE_EIATTR_KPARAM_INFO 0x17
+
+// Whether `text` starts with the 4 bytes at `prefix`; reads no further than
+// a NUL, so that it is safe on short PTX text.
+static bool fake_starts_with(const uint8_t* text, const uint8_t* prefix) {
+  for (int i = 0; i < 4; ++i) {
+    if (text[i] != prefix[i]) return false;
   }
-  if (strncmp(image, "\x50\xed\x55\xba", 4) == 0) {
-    return (const char*)bytes + (bytes[6] | bytes[7] << 8);
+  return true;
+}
+
+static uint64_t fake_read(const uint8_t* p, size_t bytes) {
+  uint64_t value = 0;
+  memcpy(&value, p, bytes);
+  return value;
+}
+
+typedef struct {
+  const uint8_t* base;
+  uint64_t extent;  // bytes the headers vouch for
+  uint64_t shoff;
+  uint32_t shnum;
+  uint32_t shstrndx;
+} fake_elf_t;
+
+static const uint8_t* fake_elf_section(const fake_elf_t* elf, uint32_t i) {
+  return elf->base + elf->shoff + (uint64_t)i * 64;
+}
+
+// Section `i`'s bytes, or NULL when they are not inside the image.
+static const uint8_t* fake_elf_data(const fake_elf_t* elf, uint32_t i,
+                                    uint64_t* out_size) {
+  const uint8_t* header = fake_elf_section(elf, i);
+  uint64_t offset = fake_read(header + 24, 8), size = fake_read(header + 32, 8);
+  if (offset > elf->extent || size > elf->extent - offset) return NULL;
+  *out_size = size;
+  return elf->base + offset;
+}
+
+// The NUL-terminated string at `offset` of string table section `table`.
+static const char* fake_elf_string(const fake_elf_t* elf, uint32_t table,
+                                   uint64_t offset) {
+  uint64_t size = 0;
+  const uint8_t* data =
+      table < elf->shnum ? fake_elf_data(elf, table, &size) : NULL;
+  if (!data || offset >= size || !memchr(data + offset, 0, size - offset)) {
+    return NULL;
   }
-  return image;
+  return (const char*)data + offset;
+}
+
+// Checks the ELF header of a cubin at `base`. `limit` is the extent an
+// enclosing fatbin entry vouches for (UINT64_MAX for a bare cubin, whose
+// extent is its section header table's end).
+static hrt_cu_result_t fake_elf_open(const uint8_t* base, uint64_t limit,
+                                     fake_elf_t* elf) {
+  if (limit < 64 || memcmp(base, FAKE_ELF_MAGIC, 4) != 0 || base[4] != 2 ||
+      base[5] != 1 || fake_read(base + 18, 2) != FAKE_EM_CUDA ||
+      fake_read(base + 20, 4) != 1 || fake_read(base + 52, 2) != 64 ||
+      fake_read(base + 58, 2) != 64) {
+    return HRT_CUDA_ERROR_INVALID_IMAGE;
+  }
+  *elf = (fake_elf_t){.base = base,
+                      .shoff = fake_read(base + 40, 8),
+                      .shnum = (uint32_t)fake_read(base + 60, 2),
+                      .shstrndx = (uint32_t)fake_read(base + 62, 2)};
+  if (elf->shoff < 64 || elf->shoff > (1ull << 32) || elf->shnum == 0 ||
+      elf->shstrndx >= elf->shnum) {
+    return HRT_CUDA_ERROR_INVALID_IMAGE;
+  }
+  elf->extent = elf->shoff + (uint64_t)elf->shnum * 64;
+  if (elf->extent > limit) return HRT_CUDA_ERROR_INVALID_IMAGE;
+  for (uint32_t i = 1; i < elf->shnum; ++i) {
+    uint64_t size = 0;
+    if (fake_read(fake_elf_section(elf, i) + 4, 4) != FAKE_SHT_NOBITS &&
+        !fake_elf_data(elf, i, &size)) {
+      return HRT_CUDA_ERROR_INVALID_IMAGE;
+    }
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+// The index of the section named `name`, or 0.
+static uint32_t fake_elf_find(const fake_elf_t* elf, const char* name) {
+  for (uint32_t i = 1; i < elf->shnum; ++i) {
+    const char* s = fake_elf_string(elf, elf->shstrndx,
+                                    fake_read(fake_elf_section(elf, i), 4));
+    if (s && strcmp(s, name) == 0) return i;
+  }
+  return 0;
+}
+
+// Parameter sizes from the kernel's .nv.info.NAME section: one
+// EIATTR_KPARAM_INFO attribute per parameter (ordinal, offset, and the
+// size in bits 18-31 of its last word). Attributes are a format byte, an
+// attribute byte and a value: none (format 1), a half word (2 and 3), or a
+// 16-bit length and that many bytes (4).
+static hrt_cu_result_t fake_elf_params(const fake_elf_t* elf,
+                                       struct hrt_cu_function_s* function) {
+  char name[160];
+  snprintf(name, sizeof(name), ".nv.info.%s", function->name);
+  uint32_t section = fake_elf_find(elf, name);
+  uint64_t size = 0;
+  const uint8_t* p = section ? fake_elf_data(elf, section, &size) : NULL;
+  if (!p) return HRT_CUDA_SUCCESS;  // a kernel without parameters
+  bool seen[FAKE_MAX_PARAMS] = {false};
+  for (uint64_t at = 0; at < size;) {
+    if (size - at < 2) return HRT_CUDA_ERROR_INVALID_IMAGE;
+    const uint8_t format = p[at], attribute = p[at + 1];
+    uint64_t length = format == 1 ? 2 : format == 2 || format == 3 ? 4 : 0;
+    if (format == 4 && size - at >= 4) length = 4 + fake_read(p + at + 2, 2);
+    if (length == 0 || length > size - at) return HRT_CUDA_ERROR_INVALID_IMAGE;
+    if (format == 4 && attribute == FAKE_EIATTR_KPARAM_INFO) {
+      if (length != 16) return HRT_CUDA_ERROR_INVALID_IMAGE;
+      uint32_t ordinal = (uint32_t)fake_read(p + at + 8, 2);
+      uint32_t bytes = (uint32_t)(fake_read(p + at + 12, 4) >> 18) & 0x3fff;
+      if (ordinal >= FAKE_MAX_PARAMS || bytes == 0 || bytes > 255 ||
+          seen[ordinal]) {
+        return HRT_CUDA_ERROR_INVALID_IMAGE;
+      }
+      seen[ordinal] = true;
+      function->param_sizes[ordinal] = (uint8_t)bytes;
+      if (ordinal >= function->param_count) function->param_count = ordinal + 1;
+    }
+    at += length;
+  }
+  // Every ordinal below the count has its size.
+  for (uint32_t i = 0; i < function->param_count; ++i) {
+    if (!seen[i]) return HRT_CUDA_ERROR_INVALID_IMAGE;
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+// A module with one function per global FUNC symbol of the cubin.
+static hrt_cu_result_t fake_load_cubin(const uint8_t* base, uint64_t limit,
+                                       struct hrt_cu_module_s** out) {
+  fake_elf_t elf;
+  hrt_cu_result_t result = fake_elf_open(base, limit, &elf);
+  if (result) return result;
+  const uint8_t* symbols = NULL;
+  uint64_t symbols_size = 0;
+  uint32_t strings = 0;
+  for (uint32_t i = 1; i < elf.shnum && !symbols; ++i) {
+    const uint8_t* header = fake_elf_section(&elf, i);
+    if (fake_read(header + 4, 4) != FAKE_SHT_SYMTAB) continue;
+    if (fake_read(header + 56, 8) != 24) return HRT_CUDA_ERROR_INVALID_IMAGE;
+    symbols = fake_elf_data(&elf, i, &symbols_size);
+    strings = (uint32_t)fake_read(header + 40, 4);
+  }
+  if (!symbols) return HRT_CUDA_ERROR_INVALID_IMAGE;
+  uint32_t count = 0;
+  for (uint64_t at = 0; at + 24 <= symbols_size; at += 24) {
+    const uint8_t info = symbols[at + 4];
+    count += (info & 0xf) == FAKE_STT_FUNC && (info >> 4) == FAKE_STB_GLOBAL;
+  }
+  struct hrt_cu_module_s* loaded =
+      calloc(1, sizeof(*loaded) + count * sizeof(loaded->functions[0]));
+  if (!loaded) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  for (uint64_t at = 0; at + 24 <= symbols_size && !result; at += 24) {
+    const uint8_t info = symbols[at + 4];
+    if ((info & 0xf) != FAKE_STT_FUNC || (info >> 4) != FAKE_STB_GLOBAL) {
+      continue;
+    }
+    const char* name =
+        fake_elf_string(&elf, strings, fake_read(symbols + at, 4));
+    struct hrt_cu_function_s* function = &loaded->functions[loaded->count++];
+    if (!name || strlen(name) >= sizeof(function->name)) {
+      result = HRT_CUDA_ERROR_INVALID_IMAGE;
+      break;
+    }
+    snprintf(function->name, sizeof(function->name), "%s", name);
+    function->run = fake_kernel_for(function->name);
+    result = fake_elf_params(&elf, function);
+  }
+  if (result) {
+    free(loaded);
+    return result;
+  }
+  *out = loaded;
+  return HRT_CUDA_SUCCESS;
+}
+
+// A fatbin: a header (magic, version 1, header size 16, size of the
+// entries) and entries (kind, version, header size, payload size, ..., the
+// SM at byte 28). The fake loads the uncompressed cubin for its SM; it
+// JITs no PTX from a fatbin, so a fatbin without one is
+// CUDA_ERROR_NO_BINARY_FOR_GPU.
+static hrt_cu_result_t fake_load_fatbin(const uint8_t* base,
+                                        struct hrt_cu_module_s** out) {
+  if (fake_read(base + 4, 2) != 1 || fake_read(base + 6, 2) != 16) {
+    return HRT_CUDA_ERROR_INVALID_IMAGE;
+  }
+  const uint64_t size = fake_read(base + 8, 8);
+  if (size == 0 || size > (1ull << 32)) return HRT_CUDA_ERROR_INVALID_IMAGE;
+  const uint8_t* entries = base + 16;
+  for (uint64_t at = 0; at < size;) {
+    if (size - at < 32) return HRT_CUDA_ERROR_INVALID_IMAGE;
+    const uint8_t* entry = entries + at;
+    const uint64_t header = fake_read(entry + 4, 4);
+    const uint64_t payload = fake_read(entry + 8, 8);
+    if (header < 32 || header > size - at || payload > size - at - header) {
+      return HRT_CUDA_ERROR_INVALID_IMAGE;
+    }
+    if (fake_read(entry, 2) == FAKE_FATBIN_KIND_ELF &&
+        fake_read(entry + 28, 4) == FAKE_SM && payload >= 4 &&
+        memcmp(entry + header, FAKE_ELF_MAGIC, 4) == 0) {
+      return fake_load_cubin(entry + header, payload, out);
+    }
+    at += header + payload;
+  }
+  return HRT_CUDA_ERROR_NO_BINARY_FOR_GPU;
 }
 
 hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
@@ -489,7 +753,22 @@ hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
   pthread_mutex_unlock(&fake_mutex);
   if (result) return result;
   if (!module || !image) return HRT_CUDA_ERROR_INVALID_VALUE;
-  const char* text = fake_image_text(image);
+  // Told apart by their first bytes, as the driver does: a cubin is an ELF
+  // file, a fatbin starts with its magic, anything else is PTX text.
+  const uint8_t* bytes = image;
+  // 0xBA55ED50, little endian.
+  static const uint8_t kFatbinMagic[4] = {0x50, 0xED, 0x55, 0xBA};
+  const bool fatbin = fake_starts_with(bytes, kFatbinMagic);
+  if (fatbin || fake_starts_with(bytes, (const uint8_t*)FAKE_ELF_MAGIC)) {
+    struct hrt_cu_module_s* loaded = NULL;
+    result = fatbin ? fake_load_fatbin(bytes, &loaded)
+                    : fake_load_cubin(bytes, UINT64_MAX, &loaded);
+    if (result) return result;
+    loaded->context = context;
+    *module = loaded;
+    return HRT_CUDA_SUCCESS;
+  }
+  const char* text = image;
   char message[256];
   if (fake_jit_check(text, message, sizeof(message))) {
     fake_jit_log(option_count, options, option_values, message);
@@ -508,9 +787,16 @@ hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
   return HRT_CUDA_SUCCESS;
 }
 
+// Unloads even on a lost context (returning its error), so that tests end
+// without leaks.
 hrt_cu_result_t cuModuleUnload(hrt_cu_module_t module) {
+  hrt_cu_result_t result = fake_context_checked();
+  if (result == HRT_CUDA_ERROR_NOT_INITIALIZED ||
+      result == HRT_CUDA_ERROR_INVALID_CONTEXT) {
+    return result;
+  }
   free(module);
-  return HRT_CUDA_SUCCESS;
+  return result;
 }
 
 hrt_cu_result_t cuModuleGetFunction(hrt_cu_function_t* function,
@@ -531,6 +817,8 @@ hrt_cu_result_t cuModuleGetFunction(hrt_cu_function_t* function,
 
 hrt_cu_result_t cuModuleGetFunctionCount(unsigned int* count,
                                          hrt_cu_module_t module) {
+  hrt_cu_result_t result = fake_context_checked();
+  if (result) return result;
   *count = module->count;
   return HRT_CUDA_SUCCESS;
 }
@@ -538,6 +826,8 @@ hrt_cu_result_t cuModuleGetFunctionCount(unsigned int* count,
 hrt_cu_result_t cuModuleEnumerateFunctions(hrt_cu_function_t* functions,
                                            unsigned int count,
                                            hrt_cu_module_t module) {
+  hrt_cu_result_t result = fake_context_checked();
+  if (result) return result;
   for (unsigned int i = 0; i < count && i < module->count; ++i) {
     functions[i] = &module->functions[i];
   }
@@ -545,12 +835,16 @@ hrt_cu_result_t cuModuleEnumerateFunctions(hrt_cu_function_t* functions,
 }
 
 hrt_cu_result_t cuFuncGetName(const char** name, hrt_cu_function_t function) {
+  hrt_cu_result_t result = fake_context_checked();
+  if (result) return result;
   *name = function->name;
   return HRT_CUDA_SUCCESS;
 }
 
 hrt_cu_result_t cuFuncGetParamInfo(hrt_cu_function_t function, size_t index,
                                    size_t* offset, size_t* size) {
+  hrt_cu_result_t result = fake_context_checked();
+  if (result) return result;
   if (index >= function->param_count) return HRT_CUDA_ERROR_INVALID_VALUE;
   size_t at = 0;
   for (size_t i = 0; i < index; ++i) at += function->param_sizes[i];
@@ -565,9 +859,14 @@ hrt_cu_result_t cuLaunchKernel(hrt_cu_function_t function, unsigned int grid_x,
                                unsigned int block_z, unsigned int shared_bytes,
                                hrt_cu_stream_t stream, void** params,
                                void** extra) {
+  hrt_cu_result_t checked = fake_context_checked();
+  if (checked) return checked;
   if (!function || !function->run || shared_bytes || extra || !params ||
       !grid_x || !grid_y || !grid_z || !block_x || !block_y || !block_z ||
-      (uint64_t)block_x * block_y * block_z > 1024) {
+      grid_x > FAKE_MAX_GRID_X || grid_y > FAKE_MAX_GRID_YZ ||
+      grid_z > FAKE_MAX_GRID_YZ || block_x > FAKE_MAX_BLOCK_XY ||
+      block_y > FAKE_MAX_BLOCK_XY || block_z > FAKE_MAX_BLOCK_Z ||
+      (uint64_t)block_x * block_y * block_z > FAKE_MAX_BLOCK_THREADS) {
     return HRT_CUDA_ERROR_INVALID_VALUE;
   }
   fake_op_t* op = fake_op_new(FAKE_OP_LAUNCH);
@@ -837,13 +1136,19 @@ static bool fake_streams_busy(void) {
   return false;
 }
 
-// Frees even on a lost context, so that tests end without leaks. Like the
+// Frees even on a lost context (returning its error, as every call on it
+// does), so that tests end without leaks. Like the
 // driver's cuMemFree and cuMemFreeHost, it first waits for the work queued
 // on every stream (which may still use the memory: halrt frees a buffer
 // whose zero-fill or upload is still queued), except while streams are
 // held, when waiting would never end.
 static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
+  if (required) {
+    pthread_mutex_unlock(&fake_mutex);
+    return required;
+  }
   while (!fake_hold && fake_streams_busy()) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
@@ -856,11 +1161,12 @@ static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
     *link = allocation->next;
     if (!pinned) fake_device_bytes -= allocation->size;
   }
+  hrt_cu_result_t lost = fake_current()->lost;
   pthread_mutex_unlock(&fake_mutex);
-  if (!allocation) return HRT_CUDA_ERROR_INVALID_VALUE;
+  if (!allocation) return lost ? lost : HRT_CUDA_ERROR_INVALID_VALUE;
   free(allocation->base);
   free(allocation);
-  return HRT_CUDA_SUCCESS;
+  return lost;
 }
 
 hrt_cu_result_t cuMemAlloc_v2(hrt_cu_deviceptr_t* pointer, size_t bytes) {
@@ -1023,6 +1329,11 @@ hrt_cu_result_t cuStreamCreate(hrt_cu_stream_t* stream, unsigned int flags) {
 // Runs what is queued (even while held), then frees the stream.
 hrt_cu_result_t cuStreamDestroy_v2(hrt_cu_stream_t stream) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
+  if (required) {
+    pthread_mutex_unlock(&fake_mutex);
+    return required;
+  }
   struct hrt_cu_stream_s** link = &fake_streams;
   while (*link && *link != stream) link = &(*link)->next;
   const bool found = *link != NULL;
@@ -1035,27 +1346,35 @@ hrt_cu_result_t cuStreamDestroy_v2(hrt_cu_stream_t stream) {
   if (!found) return HRT_CUDA_ERROR_INVALID_HANDLE;
   pthread_join(stream->thread, NULL);
   free(stream);
-  return HRT_CUDA_SUCCESS;
+  // Destroyed even on a lost context, which still answers with its error.
+  return fake_context_checked();
 }
 
 hrt_cu_result_t cuStreamSynchronize(hrt_cu_stream_t stream) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
+  if (required) {
+    pthread_mutex_unlock(&fake_mutex);
+    return required;
+  }
   while (stream->head || stream->busy) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
-  hrt_cu_result_t result = stream->context->lost;
+  hrt_cu_result_t result = fake_check_context();
+  if (!result) result = stream->context->lost;
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
 
 hrt_cu_result_t cuEventCreate(hrt_cu_event_t* event, unsigned int flags) {
-  (void)flags;
   pthread_mutex_lock(&fake_mutex);
   hrt_cu_result_t result = fake_check_context();
   pthread_mutex_unlock(&fake_mutex);
   if (result) return result;
   *event = calloc(1, sizeof(struct hrt_cu_event_s));
-  return *event ? HRT_CUDA_SUCCESS : HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  if (!*event) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  (*event)->timing = !(flags & HRT_CU_EVENT_DISABLE_TIMING);
+  return HRT_CUDA_SUCCESS;
 }
 
 hrt_cu_result_t cuEventRecord(hrt_cu_event_t event, hrt_cu_stream_t stream) {
@@ -1073,18 +1392,29 @@ hrt_cu_result_t cuEventRecord(hrt_cu_event_t event, hrt_cu_stream_t stream) {
 // is returned then, as CUDA returns sticky errors from every call.
 hrt_cu_result_t cuEventSynchronize(hrt_cu_event_t event) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t required = fake_require_context();
+  if (required) {
+    pthread_mutex_unlock(&fake_mutex);
+    return required;
+  }
   while (event->pending > 0) pthread_cond_wait(&fake_changed, &fake_mutex);
   hrt_cu_result_t result = event->error ? event->error : fake_check_context();
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
 
-// Milliseconds between the points the stream reached the two events.
+// Milliseconds between the points the stream reached the two events. As
+// cuda.h documents, an event created with CU_EVENT_DISABLE_TIMING, or one
+// never recorded, is CUDA_ERROR_INVALID_HANDLE.
 hrt_cu_result_t cuEventElapsedTime(float* milliseconds, hrt_cu_event_t start,
                                    hrt_cu_event_t end) {
   pthread_mutex_lock(&fake_mutex);
-  hrt_cu_result_t result = HRT_CUDA_SUCCESS;
-  if (start->pending > 0 || end->pending > 0) {
+  hrt_cu_result_t result = fake_check_context();
+  if (result) {
+    // no context, or a lost one: nothing more to check
+  } else if (!start->timing || !end->timing) {
+    result = HRT_CUDA_ERROR_INVALID_HANDLE;
+  } else if (start->pending > 0 || end->pending > 0) {
     result = HRT_CUDA_ERROR_NOT_READY;
   } else if (!start->reached || !end->reached) {
     result = HRT_CUDA_ERROR_INVALID_HANDLE;
@@ -1109,13 +1439,19 @@ hrt_cu_result_t cuEventElapsedTime_v2(float* milliseconds,
 
 hrt_cu_result_t cuEventDestroy_v2(hrt_cu_event_t event) {
   pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_check_context();
   const bool pending = event->pending > 0;
   pthread_mutex_unlock(&fake_mutex);
+  if (result == HRT_CUDA_ERROR_NOT_INITIALIZED ||
+      result == HRT_CUDA_ERROR_INVALID_CONTEXT) {
+    return result;
+  }
   // halrt destroys events only after waiting for them; a fake that freed a
   // pending event would corrupt the stream, so refuse instead.
   if (pending) return HRT_CUDA_ERROR_INVALID_HANDLE;
+  // Freed even on a lost context, which still answers with its error.
   free(event);
-  return HRT_CUDA_SUCCESS;
+  return result;
 }
 
 //===----------------------------------------------------------------------===//

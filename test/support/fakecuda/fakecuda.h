@@ -14,7 +14,14 @@
 //   (cuMemAllocHost), which is stricter than CUDA and proves halrt stages;
 //   host-to-device copies from pageable memory are snapshotted at the call,
 //   as the driver does.
-// - Module images are read as PTX text. The JIT rejects text that does not
+// - Module images are told apart by their first bytes, as the driver does.
+//   A cubin (ELF) and a fatbin (magic 0xBA55ED50) are read by their
+//   headers: the fatbin's uncompressed sm_90 cubin is loaded (no PTX is
+//   JIT-compiled from a fatbin: without one, CUDA_ERROR_NO_BINARY_FOR_GPU);
+//   each global function symbol of the cubin becomes a function, with the
+//   parameter sizes of its .nv.info attributes; a corrupt header, or sizes
+//   that cut the image short, is CUDA_ERROR_INVALID_IMAGE. Anything else is
+//   PTX text. The JIT rejects text that does not
 //   start with a `.version` directive and lines using an instruction named
 //   `bogus...`, writing a ptxas-style message to CU_JIT_ERROR_LOG_BUFFER.
 //   Each `.entry NAME(...)` becomes a function whose parameter sizes come
@@ -30,6 +37,11 @@
 //   context is lost, queued work is dropped, and every later call on it
 //   returns that error, as on a GPU. A new primary context (after the last
 //   release) starts healthy.
+// - The driver's rules halrt could break are enforced (docs/cuda.md lists
+//   them): a current context for every call that works in one
+//   (CUDA_ERROR_INVALID_CONTEXT), sticky errors, no elapsed time from a
+//   CU_EVENT_DISABLE_TIMING event (CUDA_ERROR_INVALID_HANDLE), and
+//   cuLaunchKernel's grid and block limits (CUDA_ERROR_INVALID_VALUE).
 //
 // The control functions below are exported for tests (dlsym them from the
 // same path); they may be called from any thread.
@@ -42,7 +54,8 @@ void fakecuda_hold_streams(int hold);
 // The number of operations queued in all streams and not yet run.
 int fakecuda_queued_operations(void);
 // The next cuLaunchKernel returns `result` without running anything; a
-// sticky result (700, 709, 719) also loses the context.
+// sticky result (the errors cuda.h calls unrecoverable: 226, 700, 702, 710,
+// 714-719, 721, 810, 911, and 709) also loses the context.
 void fakecuda_fail_next_launch(int result);
 // Destroys every live context under the running work, as a driver reset
 // would: queued work is dropped and every call on the contexts returns
