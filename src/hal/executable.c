@@ -48,3 +48,41 @@ hrt_status_t hrt_hal_executable_lookup(const hrt_hal_executable_t* executable,
                          "kernels)",
                          entry_name, executable->name, executable->entry_count);
 }
+
+static const char* const hrt_hal_param_type_names[] = {
+    [HRT_HAL_PARAM_BUFFER] = "buffer", [HRT_HAL_PARAM_U32] = "u32",
+    [HRT_HAL_PARAM_I32] = "i32",       [HRT_HAL_PARAM_F32] = "f32",
+    [HRT_HAL_PARAM_U64] = "u64",       [HRT_HAL_PARAM_I64] = "i64",
+    [HRT_HAL_PARAM_F64] = "f64",
+};
+#define HRT_HAL_PARAM_TYPE_COUNT \
+  (sizeof(hrt_hal_param_type_names) / sizeof(hrt_hal_param_type_names[0]))
+
+const char* hrt_hal_param_type_name(hrt_hal_param_type_t type) {
+  return (size_t)type < HRT_HAL_PARAM_TYPE_COUNT
+             ? hrt_hal_param_type_names[type]
+             : "?";
+}
+
+bool hrt_hal_param_type_parse(const char* name, hrt_hal_param_type_t* out) {
+  for (size_t i = 0; i < HRT_HAL_PARAM_TYPE_COUNT; ++i) {
+    if (strcmp(name, hrt_hal_param_type_names[i]) == 0) {
+      *out = (hrt_hal_param_type_t)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint32_t hrt_hal_param_type_words(hrt_hal_param_type_t type) {
+  switch (type) {
+    case HRT_HAL_PARAM_BUFFER:
+      return 0;
+    case HRT_HAL_PARAM_U64:
+    case HRT_HAL_PARAM_I64:
+    case HRT_HAL_PARAM_F64:
+      return 2;
+    default:
+      return 1;
+  }
+}

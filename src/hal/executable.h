@@ -7,6 +7,7 @@
 #ifndef HRT_HAL_EXECUTABLE_H_
 #define HRT_HAL_EXECUTABLE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,13 +23,56 @@ typedef enum hrt_hal_executable_format_e {
   HRT_HAL_EXECUTABLE_FORMAT_PTX,          // data: PTX text
   HRT_HAL_EXECUTABLE_FORMAT_CUBIN,        // data: cubin image
   HRT_HAL_EXECUTABLE_FORMAT_FATBIN,       // data: fatbin image
+  HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE,  // data: CUDA C++ source text
 } hrt_hal_executable_format_t;
 
+// The type of one declared kernel parameter (docs/cuda.md, typed
+// signatures). A BUFFER takes the dispatch's next binding (its 64-bit device
+// address); a scalar takes the dispatch's next constant words: one 32-bit
+// word for U32, I32 and F32, two for U64, I64 and F64 (low word first).
+typedef enum hrt_hal_param_type_e {
+  HRT_HAL_PARAM_BUFFER = 0,
+  HRT_HAL_PARAM_U32,
+  HRT_HAL_PARAM_I32,
+  HRT_HAL_PARAM_F32,
+  HRT_HAL_PARAM_U64,
+  HRT_HAL_PARAM_I64,
+  HRT_HAL_PARAM_F64,
+} hrt_hal_param_type_t;
+
+// "buffer", "u32", "i32", "f32", "u64", "i64", "f64".
+const char* hrt_hal_param_type_name(hrt_hal_param_type_t type);
+// The type named `name` (as above); false when there is none.
+bool hrt_hal_param_type_parse(const char* name, hrt_hal_param_type_t* out);
+// Constant words a scalar takes (1 or 2); 0 for BUFFER.
+uint32_t hrt_hal_param_type_words(hrt_hal_param_type_t type);
+
+// One entry a CUDA executable (PTX, CUBIN, FATBIN, CUDA_SOURCE) declares.
+typedef struct hrt_hal_entry_decl_s {
+  const char* name;        // the entry as dispatches name it
+  const char* expression;  // CUDA_SOURCE: the C++ name expression of the
+                           // kernel (NVRTC lowers it), or NULL: `name` is
+                           // the kernel's symbol (extern "C")
+  bool typed;              // false: parameters not declared (inferred)
+  uint32_t param_count;
+  const hrt_hal_param_type_t* params;  // [param_count], in kernel order
+} hrt_hal_entry_decl_t;
+
+// Everything is borrowed for the duration of the create call only.
 typedef struct hrt_hal_executable_params_s {
   hrt_hal_executable_format_t format;
   const char* path;  // CPU_LIBRARY
-  const void* data;  // PTX, CUBIN, FATBIN; copied or consumed before return
+  const void* data;  // PTX, CUBIN, FATBIN, CUDA_SOURCE
   size_t data_length;
+  // CUDA_SOURCE: the program's name in compile logs (its file name), and
+  // the compiler options.
+  const char* source_name;
+  uint32_t option_count;
+  const char* const* options;
+  // CUDA formats: the entries to expose. 0: every kernel of the image, with
+  // parameters inferred (docs/cuda.md).
+  uint32_t entry_decl_count;
+  const hrt_hal_entry_decl_t* entry_decls;
 } hrt_hal_executable_params_t;
 
 typedef struct hrt_hal_executable_entry_s {

@@ -33,7 +33,14 @@ typedef struct hrt_kind_spec_s {
   bool present;
   hrt_hal_executable_format_t format;
   const char* path;  // resolved against the module's directory, or NULL
-  const char* data;  // inline PTX text, or NULL
+  const char* data;  // inline PTX or CUDA source text, or NULL
+  // CUDA source: the program's name for compile logs, compiler options.
+  const char* source_name;
+  uint32_t option_count;
+  const char** options;
+  // CUDA formats: declared entries (0: all, inferred).
+  uint32_t entry_decl_count;
+  hrt_hal_entry_decl_t* entry_decls;
 } hrt_kind_spec_t;
 
 typedef struct hrt_executable_spec_s {
@@ -219,56 +226,225 @@ static hrt_status_t hrt_resolve_path(hrt_parser_t* parser, const char* file,
   return HRT_OK;
 }
 
-// {"builtin": true} or {"<field>": "path"} (or {"ptx": {"text": "..."}}).
+// The most entries a CUDA executable may declare, and compiler options a
+// CUDA source may give.
+#define HRT_PROGRAM_MAX_ENTRY_DECLS 4096
+#define HRT_PROGRAM_MAX_OPTIONS 256
+
+// "entries": {"name": ["buffer", "u32", ...] or {"expression": "...",
+// "params": [...]}, ...}. `source`: whether name expressions are allowed.
+static hrt_status_t hrt_parse_entry_decls(hrt_parser_t* parser,
+                                          const hrt_json_t* json, bool source,
+                                          const char* path,
+                                          hrt_kind_spec_t* out) {
+  HRT_RETURN_IF_ERROR(hrt_expect(json, HRT_JSON_OBJECT, path));
+  if (json->length == 0 || json->length > HRT_PROGRAM_MAX_ENTRY_DECLS) {
+    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                           "must declare 1 to %d entries",
+                           HRT_PROGRAM_MAX_ENTRY_DECLS);
+  }
+  out->entry_decl_count = (uint32_t)json->length;
+  HRT_RETURN_IF_ERROR(hrt_alloc(parser,
+                                json->length * sizeof(*out->entry_decls),
+                                (void**)&out->entry_decls));
+  for (size_t i = 0; i < json->length; ++i) {
+    hrt_hal_entry_decl_t* decl = &out->entry_decls[i];
+    *decl = (hrt_hal_entry_decl_t){.name = json->keys[i]};
+    char entry_path[HRT_PATH_MAX];
+    hrt_path_format(entry_path, "%s.%s", path, json->keys[i]);
+    if (!json->keys[i][0]) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                             "an entry name must not be empty");
+    }
+    const hrt_json_t* value = &json->items[i];
+    const hrt_json_t* params = value;
+    char params_path[HRT_PATH_MAX];
+    hrt_path_format(params_path, "%s", entry_path);
+    if (value->type == HRT_JSON_OBJECT) {
+      static const char* const known[] = {"params", "expression"};
+      HRT_RETURN_IF_ERROR(
+          hrt_check_keys(value, known, source ? 2 : 1, entry_path));
+      const hrt_json_t* expression = hrt_json_get(value, "expression");
+      if (expression) {
+        char expression_path[HRT_PATH_MAX];
+        hrt_path_format(expression_path, "%s.expression", entry_path);
+        HRT_RETURN_IF_ERROR(
+            hrt_expect(expression, HRT_JSON_STRING, expression_path));
+        if (!expression->length) {
+          return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, expression_path,
+                                 "must be a C++ name expression");
+        }
+        decl->expression = expression->string;
+      }
+      params = hrt_json_get(value, "params");
+      hrt_path_format(params_path, "%s.params", entry_path);
+      if (!params) continue;
+    }
+    if (params->type != HRT_JSON_ARRAY) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, params_path,
+                             "must be an array of parameter types ('buffer', "
+                             "'u32', 'i32', 'f32', 'u64', 'i64', 'f64')%s",
+                             value == params ? " or an object" : "");
+    }
+    hrt_hal_param_type_t* types = NULL;
+    HRT_RETURN_IF_ERROR(hrt_alloc(parser, (params->length + 1) * sizeof(*types),
+                                  (void**)&types));
+    uint32_t buffers = 0, words = 0;
+    for (size_t p = 0; p < params->length; ++p) {
+      char item_path[HRT_PATH_MAX];
+      hrt_path_format(item_path, "%s[%zu]", params_path, p);
+      const hrt_json_t* item = &params->items[p];
+      if (item->type != HRT_JSON_STRING ||
+          !hrt_hal_param_type_parse(item->string, &types[p])) {
+        return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, item_path,
+                               "must be one of 'buffer', 'u32', 'i32', "
+                               "'f32', 'u64', 'i64', 'f64'");
+      }
+      const uint32_t type_words = hrt_hal_param_type_words(types[p]);
+      buffers += type_words == 0;
+      words += type_words;
+      if (buffers > HRT_HAL_MAX_DISPATCH_BINDINGS ||
+          words > HRT_HAL_MAX_DISPATCH_CONSTANTS) {
+        return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, item_path,
+                               "too many parameters: at most %d buffers and "
+                               "%d constant words (64-bit scalars take two)",
+                               HRT_HAL_MAX_DISPATCH_BINDINGS,
+                               HRT_HAL_MAX_DISPATCH_CONSTANTS);
+      }
+    }
+    decl->typed = true;
+    decl->param_count = (uint32_t)params->length;
+    decl->params = types;
+  }
+  return HRT_OK;
+}
+
+// "options": ["--use_fast_math", "-DN=4", ...].
+static hrt_status_t hrt_parse_options(hrt_parser_t* parser,
+                                      const hrt_json_t* json, const char* path,
+                                      hrt_kind_spec_t* out) {
+  HRT_RETURN_IF_ERROR(hrt_expect(json, HRT_JSON_ARRAY, path));
+  if (json->length > HRT_PROGRAM_MAX_OPTIONS) {
+    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                           "at most %d options", HRT_PROGRAM_MAX_OPTIONS);
+  }
+  out->option_count = (uint32_t)json->length;
+  HRT_RETURN_IF_ERROR(hrt_alloc(parser, (json->length + 1) * sizeof(char*),
+                                (void**)&out->options));
+  for (size_t i = 0; i < json->length; ++i) {
+    char item_path[HRT_PATH_MAX];
+    hrt_path_format(item_path, "%s[%zu]", path, i);
+    HRT_RETURN_IF_ERROR(
+        hrt_expect(&json->items[i], HRT_JSON_STRING, item_path));
+    if (!json->items[i].length) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, item_path,
+                             "must not be empty");
+    }
+    out->options[i] = json->items[i].string;
+  }
+  return HRT_OK;
+}
+
+// The file name at the end of `path`.
+static const char* hrt_base_name(const char* path) {
+  const char* slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+// {"builtin": true} or {"<field>": "path"} (or, for PTX and CUDA source,
+// {"<field>": {"text": "..."}}). With `cuda`, "entries" may accompany any
+// field but builtin, and "options" may accompany "source".
 static hrt_status_t hrt_parse_kind(hrt_parser_t* parser, const hrt_json_t* spec,
                                    const char* const* fields,
                                    const hrt_hal_executable_format_t* formats,
-                                   int field_count, const char* path,
-                                   hrt_kind_spec_t* out) {
+                                   int field_count, bool cuda,
+                                   const char* executable_name,
+                                   const char* path, hrt_kind_spec_t* out) {
   HRT_RETURN_IF_ERROR(hrt_expect(spec, HRT_JSON_OBJECT, path));
-  if (spec->length != 1) {
+  const hrt_json_t* entries = cuda ? hrt_json_get(spec, "entries") : NULL;
+  const hrt_json_t* options = cuda ? hrt_json_get(spec, "options") : NULL;
+  if (spec->length !=
+      1 + (size_t)(entries != NULL) + (size_t)(options != NULL)) {
     return hrt_field_error(
         HRT_STATUS_INVALID_ARGUMENT, path,
-        "must have exactly one of 'builtin'%s%s%s%s%s%s",
+        "must have exactly one of 'builtin'%s%s%s%s%s%s%s",
         field_count > 0 ? ", '" : "", field_count > 0 ? fields[0] : "",
         field_count > 0 ? "'" : "", field_count > 1 ? ", '" : "",
-        field_count > 1 ? fields[1] : "", field_count > 1 ? "', ..." : "");
+        field_count > 1 ? fields[1] : "", field_count > 1 ? "', ..." : "",
+        cuda ? " (with 'entries', and 'options' for 'source')" : "");
+  }
+  size_t index = 0;
+  while (spec->items + index == entries || spec->items + index == options) {
+    ++index;
   }
   char field_path[HRT_PATH_MAX];
-  hrt_path_format(field_path, "%s.%s", path, spec->keys[0]);
-  const hrt_json_t* value = &spec->items[0];
+  hrt_path_format(field_path, "%s.%s", path, spec->keys[index]);
+  const hrt_json_t* value = &spec->items[index];
   out->present = true;
-  if (strcmp(spec->keys[0], "builtin") == 0) {
+  if (strcmp(spec->keys[index], "builtin") == 0) {
     if (value->type != HRT_JSON_BOOL || !value->boolean) {
       return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field_path,
                              "must be true");
     }
     out->format = HRT_HAL_EXECUTABLE_FORMAT_BUILTIN;
+    if (entries || options) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                             "'%s' does not apply to built-in kernels",
+                             entries ? "entries" : "options");
+    }
     return HRT_OK;
   }
-  for (int i = 0; i < field_count; ++i) {
-    if (strcmp(spec->keys[0], fields[i]) != 0) continue;
-    out->format = formats[i];
-    if (value->type == HRT_JSON_OBJECT &&
-        formats[i] == HRT_HAL_EXECUTABLE_FORMAT_PTX) {
-      static const char* const known[] = {"text"};
-      HRT_RETURN_IF_ERROR(hrt_check_keys(value, known, 1, field_path));
-      char text_path[HRT_PATH_MAX];
-      hrt_path_format(text_path, "%s.text", field_path);
-      const hrt_json_t* text = hrt_json_get(value, "text");
-      HRT_RETURN_IF_ERROR(hrt_expect(text, HRT_JSON_STRING, text_path));
-      out->data = text->string;
-      return HRT_OK;
-    }
-    HRT_RETURN_IF_ERROR(hrt_expect(value, HRT_JSON_STRING, field_path));
-    if (!value->length) {
-      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field_path,
-                             "must be a file path");
-    }
-    return hrt_resolve_path(parser, value->string, field_path, &out->path);
+  int field = 0;
+  while (field < field_count && strcmp(spec->keys[index], fields[field]) != 0) {
+    ++field;
   }
-  return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                         "unknown executable field '%s'", spec->keys[0]);
+  if (field == field_count) {
+    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                           "unknown executable field '%s'", spec->keys[index]);
+  }
+  out->format = formats[field];
+  const bool source = out->format == HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE;
+  char member_path[HRT_PATH_MAX];
+  if (options) {
+    hrt_path_format(member_path, "%s.options", path);
+    if (!source) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, member_path,
+                             "compiler options apply to 'source' only");
+    }
+    HRT_RETURN_IF_ERROR(hrt_parse_options(parser, options, member_path, out));
+  }
+  if (entries) {
+    hrt_path_format(member_path, "%s.entries", path);
+    HRT_RETURN_IF_ERROR(
+        hrt_parse_entry_decls(parser, entries, source, member_path, out));
+  }
+  if (value->type == HRT_JSON_OBJECT &&
+      (out->format == HRT_HAL_EXECUTABLE_FORMAT_PTX || source)) {
+    static const char* const known[] = {"text"};
+    HRT_RETURN_IF_ERROR(hrt_check_keys(value, known, 1, field_path));
+    char text_path[HRT_PATH_MAX];
+    hrt_path_format(text_path, "%s.text", field_path);
+    const hrt_json_t* text = hrt_json_get(value, "text");
+    HRT_RETURN_IF_ERROR(hrt_expect(text, HRT_JSON_STRING, text_path));
+    out->data = text->string;
+    if (source) {
+      const size_t length = strlen(executable_name) + 4;
+      char* name = NULL;
+      HRT_RETURN_IF_ERROR(hrt_alloc(parser, length, (void**)&name));
+      snprintf(name, length, "%s.cu", executable_name);
+      out->source_name = name;
+    }
+    return HRT_OK;
+  }
+  HRT_RETURN_IF_ERROR(hrt_expect(value, HRT_JSON_STRING, field_path));
+  if (!value->length) {
+    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field_path,
+                           "must be a file path");
+  }
+  HRT_RETURN_IF_ERROR(
+      hrt_resolve_path(parser, value->string, field_path, &out->path));
+  if (source) out->source_name = hrt_base_name(out->path);
+  return HRT_OK;
 }
 
 static hrt_status_t hrt_parse_executables(hrt_parser_t* parser,
@@ -282,10 +458,10 @@ static hrt_status_t hrt_parse_executables(hrt_parser_t* parser,
   static const char* const local_fields[] = {"library"};
   static const hrt_hal_executable_format_t local_formats[] = {
       HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY};
-  static const char* const cuda_fields[] = {"ptx", "cubin", "fatbin"};
+  static const char* const cuda_fields[] = {"ptx", "cubin", "fatbin", "source"};
   static const hrt_hal_executable_format_t cuda_formats[] = {
       HRT_HAL_EXECUTABLE_FORMAT_PTX, HRT_HAL_EXECUTABLE_FORMAT_CUBIN,
-      HRT_HAL_EXECUTABLE_FORMAT_FATBIN};
+      HRT_HAL_EXECUTABLE_FORMAT_FATBIN, HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE};
   static const char* const kinds[] = {"local", "cuda"};
   for (size_t i = 0; i < executables->length; ++i) {
     hrt_executable_spec_t* spec = &module->executables[i];
@@ -309,14 +485,15 @@ static hrt_status_t hrt_parse_executables(hrt_parser_t* parser,
     if (local) {
       hrt_path_format(kind_path, "%s.local", path);
       HRT_RETURN_IF_ERROR(hrt_parse_kind(parser, local, local_fields,
-                                         local_formats, 1, kind_path,
-                                         &spec->local));
+                                         local_formats, 1, false, spec->name,
+                                         kind_path, &spec->local));
     }
     const hrt_json_t* cuda = hrt_json_get(entry, "cuda");
     if (cuda) {
       hrt_path_format(kind_path, "%s.cuda", path);
-      HRT_RETURN_IF_ERROR(hrt_parse_kind(
-          parser, cuda, cuda_fields, cuda_formats, 3, kind_path, &spec->cuda));
+      HRT_RETURN_IF_ERROR(hrt_parse_kind(parser, cuda, cuda_fields,
+                                         cuda_formats, 4, true, spec->name,
+                                         kind_path, &spec->cuda));
     }
     spec->builtin = (spec->local.present &&
                      spec->local.format == HRT_HAL_EXECUTABLE_FORMAT_BUILTIN) ||
@@ -969,7 +1146,14 @@ static hrt_status_t hrt_load_executable(hrt_hal_device_t* device,
                            "'%s' (device %s)",
                            spec->name, kind, hrt_hal_device_info(device)->uri);
   }
-  hrt_hal_executable_params_t params = {.format = kind_spec->format};
+  hrt_hal_executable_params_t params = {
+      .format = kind_spec->format,
+      .source_name = kind_spec->source_name,
+      .option_count = kind_spec->option_count,
+      .options = kind_spec->options,
+      .entry_decl_count = kind_spec->entry_decl_count,
+      .entry_decls = kind_spec->entry_decls,
+  };
   char* file_data = NULL;
   hrt_status_t status = HRT_OK;
   if (kind_spec->format == HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY) {
@@ -986,8 +1170,10 @@ static hrt_status_t hrt_load_executable(hrt_hal_device_t* device,
     status = hrt_file_read(kind_spec->path, HRT_PROGRAM_MAX_KERNEL_FILE_BYTES,
                            "a kernel file", &file_data, &length);
     params.data = file_data;
+    // Text formats get the NUL hrt_file_read puts after the data.
     params.data_length =
-        length + (kind_spec->format == HRT_HAL_EXECUTABLE_FORMAT_PTX);
+        length + (kind_spec->format == HRT_HAL_EXECUTABLE_FORMAT_PTX ||
+                  kind_spec->format == HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE);
   }
   if (status == HRT_OK) {
     status = hrt_hal_device_create_executable(device, &params, out);
@@ -1258,13 +1444,12 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
   // error).
   uint64_t memory = hrt_hal_device_info(device)->total_memory;
   if (memory != 0 && function->call_bytes > memory) {
-    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                           "%s: one call allocates %llu bytes of outputs and "
-                           "locals, more than the %llu bytes of %s",
-                           function->qualified_name,
-                           (unsigned long long)function->call_bytes,
-                           (unsigned long long)memory,
-                           hrt_hal_device_info(device)->uri);
+    return hrt_status_make(
+        HRT_STATUS_RESOURCE_EXHAUSTED,
+        "%s: one call allocates %llu bytes of outputs and "
+        "locals, more than the %llu bytes of %s",
+        function->qualified_name, (unsigned long long)function->call_bytes,
+        (unsigned long long)memory, hrt_hal_device_info(device)->uri);
   }
   for (uint32_t v = def->input_count; v < function->value_count; ++v) {
     const hrt_vm_tensor_type_t* type = &function->types[v];
