@@ -37,11 +37,22 @@ hrt_status_t hrt_hal_device_uri_check_params(const hrt_hal_device_uri_t* uri,
                                              const char* const* known,
                                              int count) HRT_MUST_USE;
 
+// A driver's run-time compiler of source kernels (CUDA: NVRTC).
+typedef struct hrt_hal_compiler_info_s {
+  const char* name;  // "nvrtc"; static
+  int version_major;  // set when usable
+  int version_minor;
+} hrt_hal_compiler_info_t;
+
 typedef struct hrt_hal_driver_s {
   const char* name;
   // HRT_OK when the driver can create devices here; otherwise a status
   // whose message is the reason (UNAVAILABLE for a missing library or GPU).
   hrt_status_t (*probe)(void);
+  // NULL for drivers without a compiler. Fills `out_info->name` always, the
+  // version when the compiler is usable, and returns HRT_OK then, or the
+  // reason it is not (independent of `probe`: NVRTC needs no GPU).
+  hrt_status_t (*probe_compiler)(hrt_hal_compiler_info_t* out_info);
   hrt_status_t (*create_device)(const hrt_hal_device_uri_t* uri,
                                 hrt_hal_device_t** out_device);
 } hrt_hal_driver_t;

@@ -13,6 +13,7 @@
 //   objects
 //   setErrorClass, setTraceDecoder  hooks lib/index.js installs (see below)
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/dynlib.h"
@@ -78,7 +79,54 @@ static napi_value hrt_js_set_hook(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// drivers() -> [{name, available, reason}] in `auto` preference order.
+// {available, version, reason} of a driver's compiler, as property
+// `info.name` of `entry`. Returns false with an exception pending.
+static bool hrt_js_set_compiler(napi_env env, const hrt_hal_driver_t* driver,
+                                napi_value entry) {
+  hrt_hal_compiler_info_t info = {"compiler", 0, 0};
+  hrt_status_t status = driver->probe_compiler(&info);
+  char version[32];
+  snprintf(version, sizeof(version), "%d.%d", info.version_major,
+           info.version_minor);
+  napi_value object = NULL, available = NULL, text = NULL, reason = NULL;
+  napi_status result = napi_create_object(env, &object);
+  if (result == napi_ok) {
+    result = napi_get_boolean(env, status == HRT_OK, &available);
+  }
+  if (result == napi_ok) {
+    result = status == HRT_OK
+                 ? napi_create_string_utf8(env, version, NAPI_AUTO_LENGTH,
+                                           &text)
+                 : napi_get_null(env, &text);
+  }
+  if (result == napi_ok) {
+    result = status == HRT_OK
+                 ? napi_get_null(env, &reason)
+                 : napi_create_string_utf8(env, hrt_status_message(status),
+                                           NAPI_AUTO_LENGTH, &reason);
+  }
+  hrt_status_free(status);
+  if (result == napi_ok) {
+    result = napi_set_named_property(env, object, "available", available);
+  }
+  if (result == napi_ok) {
+    result = napi_set_named_property(env, object, "version", text);
+  }
+  if (result == napi_ok) {
+    result = napi_set_named_property(env, object, "reason", reason);
+  }
+  if (result == napi_ok) {
+    result = napi_set_named_property(env, entry, info.name, object);
+  }
+  if (result != napi_ok) {
+    hrt_js_throw_napi_failure(env, result, "drivers");
+    return false;
+  }
+  return true;
+}
+
+// drivers() -> [{name, available, reason[, <compiler>: {available, version,
+// reason}]}] in `auto` preference order.
 static napi_value hrt_js_drivers(napi_env env, napi_callback_info info) {
   (void)info;
   uint32_t count = 0;
@@ -114,6 +162,10 @@ static napi_value hrt_js_drivers(napi_env env, napi_callback_info info) {
     HRT_NAPI_CALL(env,
                   napi_set_named_property(env, entry, "available", available));
     HRT_NAPI_CALL(env, napi_set_named_property(env, entry, "reason", reason));
+    if (drivers[i]->probe_compiler &&
+        !hrt_js_set_compiler(env, drivers[i], entry)) {
+      return NULL;
+    }
     HRT_NAPI_CALL(env, napi_set_element(env, array, i, entry));
   }
   return array;

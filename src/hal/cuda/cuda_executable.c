@@ -7,7 +7,10 @@
 #include "hal/command_buffer.h"
 #include "hal/cuda/builtin_ptx.h"
 #include "hal/cuda/cuda_image.h"
+#include "hal/cuda/cuda_kernel_cache.h"
+#include "hal/cuda/cuda_nvrtc.h"
 #include "hal/cuda/cuda_ptx.h"
+#include "hal/device.h"
 
 typedef struct hrt_cuda_executable_s {
   hrt_hal_executable_t base;
@@ -189,6 +192,48 @@ static hrt_status_t hrt_cuda_match_builtins(const hrt_cuda_found_t* found,
   return HRT_OK;
 }
 
+// The entries an executable exposes, when not every kernel of its module:
+// entry i is the kernel whose symbol is symbols[i], named names[i].
+typedef struct hrt_cuda_selection_s {
+  uint32_t count;
+  const char* const* names;
+  const char* const* symbols;
+} hrt_cuda_selection_t;
+
+// Replaces `*found` (`*count` kernels, heap) with the selected kernels, in
+// selection order and under their selected names. NOT_FOUND naming an entry
+// whose symbol is not a kernel of the module.
+static hrt_status_t hrt_cuda_select(const hrt_cuda_selection_t* selection,
+                                    uint32_t* count, hrt_cuda_found_t** found) {
+  hrt_cuda_found_t* selected = NULL;
+  HRT_RETURN_IF_ERROR(hrt_allocate(selection->count * sizeof(*selected),
+                                   "kernels", (void**)&selected));
+  for (uint32_t i = 0; i < selection->count; ++i) {
+    uint32_t k = 0;
+    while (k < *count && strcmp((*found)[k].name, selection->symbols[i]) != 0) {
+      ++k;
+    }
+    if (k == *count) {
+      hrt_status_t status =
+          strcmp(selection->names[i], selection->symbols[i]) == 0
+              ? hrt_status_make(HRT_STATUS_NOT_FOUND,
+                                "entry '%s': no kernel of that name",
+                                selection->names[i])
+              : hrt_status_make(HRT_STATUS_NOT_FOUND,
+                                "entry '%s': no kernel '%s'",
+                                selection->names[i], selection->symbols[i]);
+      free(selected);
+      return status;
+    }
+    selected[i] = (*found)[k];
+    selected[i].name = selection->names[i];
+  }
+  free(*found);
+  *found = selected;
+  *count = selection->count;
+  return HRT_OK;
+}
+
 // Packs the found kernels into a new executable that takes `module`.
 static hrt_status_t hrt_cuda_executable_pack(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
@@ -240,6 +285,7 @@ static hrt_status_t hrt_cuda_executable_pack(
 static hrt_status_t hrt_cuda_executable_create_ptx(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
     hrt_cu_context_t context, const char* text, bool builtin,
+    const hrt_cuda_selection_t* selection,
     hrt_hal_executable_t** out_executable) {
   const char* name = builtin ? "builtin" : "ptx";
   hrt_cu_module_t module = NULL;
@@ -258,6 +304,9 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
   if (status == HRT_OK) {
     status = hrt_cuda_resolve_ptx(cu, module, entries, count, found);
   }
+  if (status == HRT_OK && selection) {
+    status = hrt_cuda_select(selection, &count, &found);
+  }
   if (status == HRT_OK) {
     status = hrt_cuda_executable_pack(device, cu, context, module, name,
                                       builtin, found, count, out_executable);
@@ -271,18 +320,131 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
 static hrt_status_t hrt_cuda_executable_create_image(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
     hrt_cu_context_t context, const void* image, const char* what,
+    const hrt_cuda_selection_t* selection,
     hrt_hal_executable_t** out_executable) {
   hrt_cu_module_t module = NULL;
   HRT_RETURN_IF_ERROR(hrt_cuda_load_module(cu, image, what, &module));
   uint32_t count = 0;
   hrt_cuda_found_t* found = NULL;
   hrt_status_t status = hrt_cuda_enumerate(cu, module, what, &count, &found);
+  if (status == HRT_OK && selection) {
+    status = hrt_cuda_select(selection, &count, &found);
+  }
   if (status == HRT_OK) {
     status = hrt_cuda_executable_pack(device, cu, context, module, what, false,
                                       found, count, out_executable);
   }
   free(found);
   if (status != HRT_OK) (void)cu->cuModuleUnload(module);
+  return status;
+}
+
+// What NVRTC makes of `source` for `device`: the kernel cache's entry when
+// it has one, else a compile, which is then stored (a cache that cannot be
+// written is ignored).
+static hrt_status_t hrt_cuda_compile_source(
+    hrt_hal_device_t* device, const hrt_hal_executable_params_t* params,
+    const char* source, const char* source_name, uint32_t expression_count,
+    const char* const* expressions, hrt_nvrtc_output_t** out_output) {
+  const hrt_nvrtc_t* nvrtc = NULL;
+  HRT_RETURN_IF_ERROR(hrt_nvrtc_load(&nvrtc));
+  HRT_RETURN_IF_ERROR(
+      hrt_nvrtc_check_options(params->option_count, params->options));
+  const hrt_hal_device_info_t* info = hrt_hal_device_info(device);
+  hrt_nvrtc_target_t target;
+  HRT_RETURN_IF_ERROR(hrt_nvrtc_pick_target(nvrtc, info->compute_capability[0],
+                                            info->compute_capability[1],
+                                            &target));
+  hrt_cuda_kernel_cache_key_t key;
+  HRT_RETURN_IF_ERROR(hrt_cuda_kernel_cache_key_initialize(
+      source_name, source, strlen(source), params->option_count,
+      params->options, expression_count, expressions, nvrtc->version_major,
+      nvrtc->version_minor, target.option, &key));
+  char* directory = NULL;
+  hrt_status_t status = hrt_cuda_kernel_cache_directory(&directory);
+  hrt_status_free(status);  // no folder: compile without the cache
+  if (directory && hrt_cuda_kernel_cache_load(directory, &key, out_output)) {
+    status = HRT_OK;
+  } else {
+    status = hrt_nvrtc_compile(nvrtc, source, source_name,
+                               params->option_count, params->options,
+                               expression_count, expressions, &target,
+                               out_output);
+    if (status == HRT_OK && directory) {
+      hrt_status_free(hrt_cuda_kernel_cache_store(directory, &key, *out_output));
+    }
+  }
+  free(directory);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  return status;
+}
+
+// CUDA source: compiled (or taken from the kernel cache), then loaded as the
+// PTX or cubin it became, exposing the declared entries (each under its
+// declared name, found by its symbol: the name itself, or what NVRTC
+// lowered its expression to), or every kernel when none is declared.
+static hrt_status_t hrt_cuda_executable_create_source(
+    hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
+    hrt_cu_context_t context, const hrt_hal_executable_params_t* params,
+    hrt_hal_executable_t** out_executable) {
+  if (!params->data || params->data_length == 0) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "a CUDA source executable needs source text");
+  }
+  const char* source_name =
+      params->source_name ? params->source_name : "source.cu";
+  const uint32_t count = params->entry_decl_count;
+  // The source with a NUL; the entries' names, symbols and expressions.
+  char* source = NULL;
+  const char** names = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate(params->data_length + 1, "CUDA source", (void**)&source));
+  hrt_status_t status = hrt_allocate((3 * (size_t)count + 1) * sizeof(char*),
+                                     "entry names", (void**)&names);
+  if (status != HRT_OK) {
+    free(source);
+    return status;
+  }
+  memcpy(source, params->data, params->data_length);
+  source[params->data_length] = 0;
+  const char** symbols = names + count;
+  const char** expressions = symbols + count;
+  uint32_t expression_count = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    names[i] = params->entry_decls[i].name;
+    symbols[i] = params->entry_decls[i].name;
+    if (params->entry_decls[i].expression) {
+      expressions[expression_count++] = params->entry_decls[i].expression;
+    }
+  }
+  hrt_nvrtc_output_t* output = NULL;
+  status = hrt_cuda_compile_source(device, params, source, source_name,
+                                   expression_count, expressions, &output);
+  if (status == HRT_OK) {
+    for (uint32_t i = 0, e = 0; i < count; ++i) {
+      if (params->entry_decls[i].expression) {
+        symbols[i] = output->lowered_names[e++];
+      }
+    }
+    const hrt_cuda_selection_t selection = {count, names, symbols};
+    const hrt_cuda_selection_t* selected = count ? &selection : NULL;
+    if (output->cubin) {
+      status = hrt_cuda_image_check_cubin(output->image, output->image_length);
+      if (status == HRT_OK) {
+        status = hrt_cuda_executable_create_image(
+            device, cu, context, output->image, "cubin", selected,
+            out_executable);
+      }
+    } else {
+      status = hrt_cuda_executable_create_ptx(device, cu, context,
+                                              output->image, false, selected,
+                                              out_executable);
+    }
+    status = hrt_status_annotate(status, "%s compiled by NVRTC", source_name);
+  }
+  free(output);
+  free(names);
+  free(source);
   return status;
 }
 
@@ -293,7 +455,8 @@ hrt_status_t hrt_cuda_executable_create(
   switch (params->format) {
     case HRT_HAL_EXECUTABLE_FORMAT_BUILTIN:
       return hrt_cuda_executable_create_ptx(
-          device, symbols, context, hrt_cuda_builtin_ptx, true, out_executable);
+          device, symbols, context, hrt_cuda_builtin_ptx, true, NULL,
+          out_executable);
     case HRT_HAL_EXECUTABLE_FORMAT_PTX: {
       if (!params->data || params->data_length == 0) {
         return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
@@ -306,7 +469,7 @@ hrt_status_t hrt_cuda_executable_create(
       memcpy(text, params->data, params->data_length);
       text[params->data_length] = 0;
       hrt_status_t status = hrt_cuda_executable_create_ptx(
-          device, symbols, context, text, false, out_executable);
+          device, symbols, context, text, false, NULL, out_executable);
       free(text);
       return status;
     }
@@ -326,11 +489,15 @@ hrt_status_t hrt_cuda_executable_create(
           device, symbols, context, params->data,
           params->format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN ? "cubin"
                                                             : "fatbin",
-          out_executable);
+          NULL, out_executable);
+    case HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE:
+      return hrt_cuda_executable_create_source(device, symbols, context,
+                                               params, out_executable);
     default:
       return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                             "CUDA devices run built-in kernels, PTX, cubin "
-                             "or fatbin, not CPU kernel libraries");
+                             "CUDA devices run built-in kernels, PTX, cubin, "
+                             "fatbin or CUDA source, not CPU kernel "
+                             "libraries");
   }
 }
 

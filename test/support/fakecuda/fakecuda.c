@@ -413,6 +413,9 @@ static fake_kernel_fn_t fake_kernel_for(const char* name) {
   } kTestKernels[] = {
       {"vector_add_f32", fake_vector_add_f32},
       {"write_index_u32", fake_write_index_u32},
+      // write_index_u32<unsigned int> of a C++ template kernel
+      // (test/nvrtc.test.js), as NVRTC lowers its name.
+      {"_Z15write_index_u32IjEvPT_j", fake_write_index_u32},
       {"fault_illegal_address", fake_fault_illegal_address},
   };
   for (size_t i = 0; i < sizeof(kTestKernels) / sizeof(kTestKernels[0]); ++i) {
@@ -529,6 +532,7 @@ static uint32_t fake_count_entries(const char* text) {
 #define FAKE_SHT_NOBITS 8
 #define FAKE_STT_FUNC 2
 #define FAKE_STB_GLOBAL 1
+#define FAKE_STB_WEAK 2  // template kernel instances are weak
 #define FAKE_FATBIN_KIND_ELF 2
 #define FAKE_SM 90  // the compute capability the fake reports, 9.0
 #define FAKE_EIATTR_KPARAM_INFO 0x17
@@ -664,7 +668,13 @@ static hrt_cu_result_t fake_elf_params(const fake_elf_t* elf,
   return HRT_CUDA_SUCCESS;
 }
 
-// A module with one function per global FUNC symbol of the cubin.
+// Whether a symbol's st_info is a global or weak function.
+static bool fake_is_function(uint8_t info) {
+  return (info & 0xf) == FAKE_STT_FUNC &&
+         ((info >> 4) == FAKE_STB_GLOBAL || (info >> 4) == FAKE_STB_WEAK);
+}
+
+// A module with one function per global or weak FUNC symbol of the cubin.
 static hrt_cu_result_t fake_load_cubin(const uint8_t* base, uint64_t limit,
                                        struct hrt_cu_module_s** out) {
   fake_elf_t elf;
@@ -684,16 +694,14 @@ static hrt_cu_result_t fake_load_cubin(const uint8_t* base, uint64_t limit,
   uint32_t count = 0;
   for (uint64_t at = 0; at + 24 <= symbols_size; at += 24) {
     const uint8_t info = symbols[at + 4];
-    count += (info & 0xf) == FAKE_STT_FUNC && (info >> 4) == FAKE_STB_GLOBAL;
+    count += fake_is_function(info);
   }
   struct hrt_cu_module_s* loaded =
       calloc(1, sizeof(*loaded) + count * sizeof(loaded->functions[0]));
   if (!loaded) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
   for (uint64_t at = 0; at + 24 <= symbols_size && !result; at += 24) {
     const uint8_t info = symbols[at + 4];
-    if ((info & 0xf) != FAKE_STT_FUNC || (info >> 4) != FAKE_STB_GLOBAL) {
-      continue;
-    }
+    if (!fake_is_function(info)) continue;
     const char* name =
         fake_elf_string(&elf, strings, fake_read(symbols + at, 4));
     struct hrt_cu_function_s* function = &loaded->functions[loaded->count++];

@@ -18,8 +18,9 @@
 //   A cubin (ELF) and a fatbin (magic 0xBA55ED50) are read by their
 //   headers: the fatbin's uncompressed sm_90 cubin is loaded (no PTX is
 //   JIT-compiled from a fatbin: without one, CUDA_ERROR_NO_BINARY_FOR_GPU);
-//   each global function symbol of the cubin becomes a function, with the
-//   parameter sizes of its .nv.info attributes; a corrupt header, or sizes
+//   each global or weak (template instance) function symbol of the
+//   cubin becomes a function, with the parameter sizes of its .nv.info
+//   attributes; a corrupt header, or sizes
 //   that cut the image short, is CUDA_ERROR_INVALID_IMAGE. Anything else is
 //   PTX text. The JIT rejects text that does not
 //   start with a `.version` directive and lines using an instruction named
@@ -30,7 +31,9 @@
 //   with the grid as workgroup count, 8-byte parameters as bindings whose
 //   lengths run to the end of their allocation, 4-byte ones as constants)
 //   and the test kernels of test/gpu/kernels.cu (vector_add_f32,
-//   write_index_u32, fault_illegal_address). Any other name fails
+//   write_index_u32, fault_illegal_address), also as the C++ template
+//   instance write_index_u32<unsigned int> (_Z15write_index_u32IjEvPT_j,
+//   compiled by NVRTC in test/nvrtc.test.js). Any other name fails
 //   cuModuleGetFunction with CUDA_ERROR_NOT_FOUND.
 // - A kernel that touches memory outside its bindings, or
 //   fault_illegal_address, fails with CUDA_ERROR_ILLEGAL_ADDRESS: the
