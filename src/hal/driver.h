@@ -39,7 +39,7 @@ hrt_status_t hrt_hal_device_uri_check_params(const hrt_hal_device_uri_t* uri,
 
 // A driver's run-time compiler of source kernels (CUDA: NVRTC).
 typedef struct hrt_hal_compiler_info_s {
-  const char* name;  // "nvrtc"; static
+  const char* name;   // "nvrtc"; static
   int version_major;  // set when usable
   int version_minor;
 } hrt_hal_compiler_info_t;

@@ -94,10 +94,9 @@ static bool hrt_js_set_compiler(napi_env env, const hrt_hal_driver_t* driver,
     result = napi_get_boolean(env, status == HRT_OK, &available);
   }
   if (result == napi_ok) {
-    result = status == HRT_OK
-                 ? napi_create_string_utf8(env, version, NAPI_AUTO_LENGTH,
-                                           &text)
-                 : napi_get_null(env, &text);
+    result = status == HRT_OK ? napi_create_string_utf8(env, version,
+                                                        NAPI_AUTO_LENGTH, &text)
+                              : napi_get_null(env, &text);
   }
   if (result == napi_ok) {
     result = status == HRT_OK

@@ -366,12 +366,12 @@ static hrt_status_t hrt_cuda_compile_source(
   if (directory && hrt_cuda_kernel_cache_load(directory, &key, out_output)) {
     status = HRT_OK;
   } else {
-    status = hrt_nvrtc_compile(nvrtc, source, source_name,
-                               params->option_count, params->options,
-                               expression_count, expressions, &target,
-                               out_output);
+    status = hrt_nvrtc_compile(nvrtc, source, source_name, params->option_count,
+                               params->options, expression_count, expressions,
+                               &target, out_output);
     if (status == HRT_OK && directory) {
-      hrt_status_free(hrt_cuda_kernel_cache_store(directory, &key, *out_output));
+      hrt_status_free(
+          hrt_cuda_kernel_cache_store(directory, &key, *out_output));
     }
   }
   free(directory);
@@ -431,14 +431,13 @@ static hrt_status_t hrt_cuda_executable_create_source(
     if (output->cubin) {
       status = hrt_cuda_image_check_cubin(output->image, output->image_length);
       if (status == HRT_OK) {
-        status = hrt_cuda_executable_create_image(
-            device, cu, context, output->image, "cubin", selected,
-            out_executable);
+        status =
+            hrt_cuda_executable_create_image(device, cu, context, output->image,
+                                             "cubin", selected, out_executable);
       }
     } else {
-      status = hrt_cuda_executable_create_ptx(device, cu, context,
-                                              output->image, false, selected,
-                                              out_executable);
+      status = hrt_cuda_executable_create_ptx(
+          device, cu, context, output->image, false, selected, out_executable);
     }
     status = hrt_status_annotate(status, "%s compiled by NVRTC", source_name);
   }
@@ -454,9 +453,9 @@ hrt_status_t hrt_cuda_executable_create(
     hrt_hal_executable_t** out_executable) {
   switch (params->format) {
     case HRT_HAL_EXECUTABLE_FORMAT_BUILTIN:
-      return hrt_cuda_executable_create_ptx(
-          device, symbols, context, hrt_cuda_builtin_ptx, true, NULL,
-          out_executable);
+      return hrt_cuda_executable_create_ptx(device, symbols, context,
+                                            hrt_cuda_builtin_ptx, true, NULL,
+                                            out_executable);
     case HRT_HAL_EXECUTABLE_FORMAT_PTX: {
       if (!params->data || params->data_length == 0) {
         return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
@@ -491,8 +490,8 @@ hrt_status_t hrt_cuda_executable_create(
                                                             : "fatbin",
           NULL, out_executable);
     case HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE:
-      return hrt_cuda_executable_create_source(device, symbols, context,
-                                               params, out_executable);
+      return hrt_cuda_executable_create_source(device, symbols, context, params,
+                                               out_executable);
     default:
       return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                              "CUDA devices run built-in kernels, PTX, cubin, "

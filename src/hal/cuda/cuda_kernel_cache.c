@@ -61,8 +61,8 @@ static hrt_status_t hrt_bytes_append(hrt_bytes_t* bytes, const void* data,
 
 // "<label> <length>\n<bytes>\n": lengths make the material unambiguous.
 static hrt_status_t hrt_bytes_append_field(hrt_bytes_t* bytes,
-                                           const char* label,
-                                           const char* data, size_t length) {
+                                           const char* label, const char* data,
+                                           size_t length) {
   char prefix[64];
   int n = snprintf(prefix, sizeof(prefix), "%s %zu\n", label, length);
   HRT_RETURN_IF_ERROR(hrt_bytes_append(bytes, prefix, (size_t)n));
@@ -73,8 +73,8 @@ static hrt_status_t hrt_bytes_append_field(hrt_bytes_t* bytes,
 hrt_status_t hrt_cuda_kernel_cache_key_initialize(
     const char* source_name, const char* source, size_t source_length,
     uint32_t option_count, const char* const* options,
-    uint32_t expression_count, const char* const* expressions,
-    int nvrtc_major, int nvrtc_minor, const char* target_option,
+    uint32_t expression_count, const char* const* expressions, int nvrtc_major,
+    int nvrtc_minor, const char* target_option,
     hrt_cuda_kernel_cache_key_t* out_key) {
   hrt_bytes_t bytes = {NULL, 0, 0};
   char version[64];
@@ -89,8 +89,8 @@ hrt_status_t hrt_cuda_kernel_cache_key_initialize(
                                     strlen(target_option));
   }
   for (uint32_t i = 0; i < option_count && status == HRT_OK; ++i) {
-    status =
-        hrt_bytes_append_field(&bytes, "option", options[i], strlen(options[i]));
+    status = hrt_bytes_append_field(&bytes, "option", options[i],
+                                    strlen(options[i]));
   }
   for (uint32_t i = 0; i < expression_count && status == HRT_OK; ++i) {
     status = hrt_bytes_append_field(&bytes, "expression", expressions[i],
@@ -129,8 +129,8 @@ static hrt_status_t hrt_make_directories(char* path) {
     *p = saved;
     if (failed) {
       return hrt_status_make(HRT_STATUS_UNAVAILABLE,
-                             "cannot create kernel cache folder '%s': %s",
-                             path, strerror(error));
+                             "cannot create kernel cache folder '%s': %s", path,
+                             strerror(error));
     }
     if (saved == 0) return HRT_OK;
   }
@@ -190,8 +190,7 @@ static bool hrt_kernel_cache_parse(const char* data, size_t length,
   if (memcmp(header.magic, hrt_kernel_cache_magic, 8) != 0 ||
       header.key_length != key->length || header.key_length > body ||
       header.image_length > body - header.key_length ||
-      header.names_length !=
-          body - header.key_length - header.image_length) {
+      header.names_length != body - header.key_length - header.image_length) {
     return false;
   }
   uint64_t checksum = 0;
@@ -281,10 +280,9 @@ hrt_status_t hrt_cuda_kernel_cache_store(const char* directory,
       close(fd);
       unlink(temp);
     }
-    hrt_status_t status =
-        hrt_status_make(HRT_STATUS_UNAVAILABLE,
-                        "cannot write kernel cache entry in '%s': %s",
-                        directory, strerror(error));
+    hrt_status_t status = hrt_status_make(
+        HRT_STATUS_UNAVAILABLE, "cannot write kernel cache entry in '%s': %s",
+        directory, strerror(error));
     free(temp);
     free(path);
     return status;

@@ -44,8 +44,8 @@ typedef struct hrt_cuda_kernel_cache_key_s {
 hrt_status_t hrt_cuda_kernel_cache_key_initialize(
     const char* source_name, const char* source, size_t source_length,
     uint32_t option_count, const char* const* options,
-    uint32_t expression_count, const char* const* expressions,
-    int nvrtc_major, int nvrtc_minor, const char* target_option,
+    uint32_t expression_count, const char* const* expressions, int nvrtc_major,
+    int nvrtc_minor, const char* target_option,
     hrt_cuda_kernel_cache_key_t* out_key) HRT_MUST_USE;
 void hrt_cuda_kernel_cache_key_deinitialize(hrt_cuda_kernel_cache_key_t* key);
 
@@ -54,21 +54,20 @@ void hrt_cuda_kernel_cache_key_deinitialize(hrt_cuda_kernel_cache_key_t* key);
 hrt_status_t hrt_cuda_kernel_cache_directory(char** out_directory) HRT_MUST_USE;
 
 // The entry's path in `directory`, as a new heap string.
-hrt_status_t hrt_cuda_kernel_cache_entry_path(const char* directory,
-                                         const hrt_cuda_kernel_cache_key_t* key,
-                                         char** out_path) HRT_MUST_USE;
+hrt_status_t hrt_cuda_kernel_cache_entry_path(
+    const char* directory, const hrt_cuda_kernel_cache_key_t* key,
+    char** out_path) HRT_MUST_USE;
 
 // The cached output for `key` (free() it), or false on a miss (no entry, an
 // unreadable one, or one that does not match `key` in every byte).
 bool hrt_cuda_kernel_cache_load(const char* directory,
-                           const hrt_cuda_kernel_cache_key_t* key,
-                           hrt_nvrtc_output_t** out_output);
+                                const hrt_cuda_kernel_cache_key_t* key,
+                                hrt_nvrtc_output_t** out_output);
 
 // Writes `output` as the entry for `key`, atomically. The status says why
 // it could not be written (callers may ignore it).
-hrt_status_t hrt_cuda_kernel_cache_store(const char* directory,
-                                    const hrt_cuda_kernel_cache_key_t* key,
-                                    const hrt_nvrtc_output_t* output)
-    HRT_MUST_USE;
+hrt_status_t hrt_cuda_kernel_cache_store(
+    const char* directory, const hrt_cuda_kernel_cache_key_t* key,
+    const hrt_nvrtc_output_t* output) HRT_MUST_USE;
 
 #endif  // HRT_HAL_CUDA_CUDA_KERNEL_CACHE_H_

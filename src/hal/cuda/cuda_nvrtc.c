@@ -17,13 +17,13 @@ static atomic_uint_least64_t hrt_nvrtc_compiles;
 static hrt_status_t hrt_nvrtc_resolve(hrt_dynlib_t* library,
                                       hrt_nvrtc_t* nvrtc) {
   void* address = NULL;
-#define HRT_NVRTC_RESOLVE_REQUIRED(type, name, params)                  \
-  if (hrt_dynlib_symbol(library, #name, &address) != HRT_OK) {          \
-    return hrt_status_make(HRT_STATUS_UNAVAILABLE,                      \
-                           "library '%s' lacks %s (not NVRTC, or one "  \
-                           "older than CUDA 11)",                       \
-                           hrt_dynlib_path(library), #name);            \
-  }                                                                     \
+#define HRT_NVRTC_RESOLVE_REQUIRED(type, name, params)                 \
+  if (hrt_dynlib_symbol(library, #name, &address) != HRT_OK) {         \
+    return hrt_status_make(HRT_STATUS_UNAVAILABLE,                     \
+                           "library '%s' lacks %s (not NVRTC, or one " \
+                           "older than CUDA 11)",                      \
+                           hrt_dynlib_path(library), #name);           \
+  }                                                                    \
   memcpy(&nvrtc->name, &address, sizeof(address));
 #define HRT_NVRTC_RESOLVE_OPTIONAL(type, name, params)                  \
   {                                                                     \
@@ -93,9 +93,9 @@ static hrt_status_t hrt_nvrtc_query(hrt_nvrtc_t* nvrtc) {
 
 static hrt_status_t hrt_nvrtc_initialize(hrt_nvrtc_t* nvrtc) {
   const char* override = getenv("HALRT_NVRTC_LIBRARY");
-  static const char* const defaults[] = {
-      "libnvrtc.so.13",   "libnvrtc.so.12",   "libnvrtc.so.11.2",
-      "libnvrtc.so.11.1", "libnvrtc.so.11.0", "libnvrtc.so"};
+  static const char* const defaults[] = {"libnvrtc.so.13",   "libnvrtc.so.12",
+                                         "libnvrtc.so.11.2", "libnvrtc.so.11.1",
+                                         "libnvrtc.so.11.0", "libnvrtc.so"};
   const char* const* paths = defaults;
   int path_count = (int)(sizeof(defaults) / sizeof(defaults[0]));
   if (override && override[0]) {
@@ -117,8 +117,8 @@ static hrt_status_t hrt_nvrtc_initialize(hrt_nvrtc_t* nvrtc) {
   if (status != HRT_OK) {
     hrt_dynlib_close(library);
     if (hrt_status_code(status) != HRT_STATUS_UNAVAILABLE) {
-      hrt_status_t unavailable = hrt_status_make(
-          HRT_STATUS_UNAVAILABLE, "%s", hrt_status_message(status));
+      hrt_status_t unavailable = hrt_status_make(HRT_STATUS_UNAVAILABLE, "%s",
+                                                 hrt_status_message(status));
       hrt_status_free(status);
       status = unavailable;
     }
@@ -165,7 +165,8 @@ hrt_status_t hrt_nvrtc_pick_target(const hrt_nvrtc_t* nvrtc,
     arch = (uint32_t)best;
     listed = arch == device_arch;
   }
-  out_target->cubin = listed && nvrtc->nvrtcGetCUBINSize && nvrtc->nvrtcGetCUBIN;
+  out_target->cubin =
+      listed && nvrtc->nvrtcGetCUBINSize && nvrtc->nvrtcGetCUBIN;
   snprintf(out_target->option, sizeof(out_target->option),
            "--gpu-architecture=%s_%u", out_target->cubin ? "sm" : "compute",
            arch);
@@ -252,8 +253,8 @@ hrt_status_t hrt_nvrtc_output_allocate(bool cubin, size_t image_length,
 
 // Copies what a compiled `program` produced into one heap block.
 static hrt_status_t hrt_nvrtc_collect(const hrt_nvrtc_t* nvrtc,
-                                      hrt_nvrtc_program_t program,
-                                      bool cubin, uint32_t expression_count,
+                                      hrt_nvrtc_program_t program, bool cubin,
+                                      uint32_t expression_count,
                                       const char* const* expressions,
                                       hrt_nvrtc_output_t** out_output) {
   size_t image_length = 0;
@@ -307,10 +308,9 @@ hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
       HRT_NVRTC_CALL(nvrtc, nvrtcCreateProgram,
                      (&program, source, source_name, 0, NULL, NULL));
   for (uint32_t i = 0; i < expression_count && status == HRT_OK; ++i) {
-    status = hrt_status_annotate(
-        HRT_NVRTC_CALL(nvrtc, nvrtcAddNameExpression,
-                       (program, expressions[i])),
-        "name expression '%s'", expressions[i]);
+    status = hrt_status_annotate(HRT_NVRTC_CALL(nvrtc, nvrtcAddNameExpression,
+                                                (program, expressions[i])),
+                                 "name expression '%s'", expressions[i]);
   }
   if (status == HRT_OK) {
     status = HRT_NVRTC_CALL(nvrtc, nvrtcCompileProgram,
@@ -320,8 +320,8 @@ hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
     }
   }
   if (status == HRT_OK) {
-    status = hrt_nvrtc_collect(nvrtc, program, target->cubin,
-                               expression_count, expressions, out_output);
+    status = hrt_nvrtc_collect(nvrtc, program, target->cubin, expression_count,
+                               expressions, out_output);
   }
   if (program) (void)nvrtc->nvrtcDestroyProgram(&program);
   free(all_options);

@@ -38,46 +38,46 @@ enum {
 };
 
 // REQUIRED(return type, name, parameter list) / OPTIONAL(...).
-#define HRT_NVRTC_SYMBOLS(REQUIRED, OPTIONAL)                                 \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcVersion, (int* major, int* minor))        \
-  REQUIRED(const char*, nvrtcGetErrorString, (hrt_nvrtc_result_t result))     \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcCreateProgram,                            \
-           (hrt_nvrtc_program_t * program, const char* source,                \
-            const char* name, int header_count, const char* const* headers,   \
-            const char* const* include_names))                                \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcDestroyProgram,                           \
-           (hrt_nvrtc_program_t * program))                                   \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcCompileProgram,                           \
-           (hrt_nvrtc_program_t program, int option_count,                    \
-            const char* const* options))                                      \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcGetProgramLogSize,                        \
-           (hrt_nvrtc_program_t program, size_t * size))                      \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcGetProgramLog,                            \
-           (hrt_nvrtc_program_t program, char* log))                          \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcGetPTXSize,                               \
-           (hrt_nvrtc_program_t program, size_t * size))                      \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcGetPTX,                                   \
-           (hrt_nvrtc_program_t program, char* ptx))                          \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcAddNameExpression,                        \
-           (hrt_nvrtc_program_t program, const char* const expression))       \
-  REQUIRED(hrt_nvrtc_result_t, nvrtcGetLoweredName,                           \
-           (hrt_nvrtc_program_t program, const char* const expression,        \
-            const char** lowered_name))                                       \
-  OPTIONAL(hrt_nvrtc_result_t, nvrtcGetCUBINSize,                             \
-           (hrt_nvrtc_program_t program, size_t * size))                      \
-  OPTIONAL(hrt_nvrtc_result_t, nvrtcGetCUBIN,                                 \
-           (hrt_nvrtc_program_t program, char* cubin))                        \
-  OPTIONAL(hrt_nvrtc_result_t, nvrtcGetNumSupportedArchs, (int* count))       \
+#define HRT_NVRTC_SYMBOLS(REQUIRED, OPTIONAL)                               \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcVersion, (int* major, int* minor))      \
+  REQUIRED(const char*, nvrtcGetErrorString, (hrt_nvrtc_result_t result))   \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcCreateProgram,                          \
+           (hrt_nvrtc_program_t * program, const char* source,              \
+            const char* name, int header_count, const char* const* headers, \
+            const char* const* include_names))                              \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcDestroyProgram,                         \
+           (hrt_nvrtc_program_t * program))                                 \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcCompileProgram,                         \
+           (hrt_nvrtc_program_t program, int option_count,                  \
+            const char* const* options))                                    \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcGetProgramLogSize,                      \
+           (hrt_nvrtc_program_t program, size_t * size))                    \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcGetProgramLog,                          \
+           (hrt_nvrtc_program_t program, char* log))                        \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcGetPTXSize,                             \
+           (hrt_nvrtc_program_t program, size_t * size))                    \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcGetPTX,                                 \
+           (hrt_nvrtc_program_t program, char* ptx))                        \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcAddNameExpression,                      \
+           (hrt_nvrtc_program_t program, const char* const expression))     \
+  REQUIRED(hrt_nvrtc_result_t, nvrtcGetLoweredName,                         \
+           (hrt_nvrtc_program_t program, const char* const expression,      \
+            const char** lowered_name))                                     \
+  OPTIONAL(hrt_nvrtc_result_t, nvrtcGetCUBINSize,                           \
+           (hrt_nvrtc_program_t program, size_t * size))                    \
+  OPTIONAL(hrt_nvrtc_result_t, nvrtcGetCUBIN,                               \
+           (hrt_nvrtc_program_t program, char* cubin))                      \
+  OPTIONAL(hrt_nvrtc_result_t, nvrtcGetNumSupportedArchs, (int* count))     \
   OPTIONAL(hrt_nvrtc_result_t, nvrtcGetSupportedArchs, (int* archs))
 
 typedef struct hrt_nvrtc_s {
 #define HRT_NVRTC_SYMBOL_FIELD(type, name, params) type(*name) params;
   HRT_NVRTC_SYMBOLS(HRT_NVRTC_SYMBOL_FIELD, HRT_NVRTC_SYMBOL_FIELD)
 #undef HRT_NVRTC_SYMBOL_FIELD
-  int version_major;  // nvrtcVersion, e.g. 13
-  int version_minor;  // e.g. 0
-  int arch_count;     // 0 when NVRTC cannot list its architectures
-  int* archs;         // [arch_count] ascending, e.g. 75 80 ... 90 100 ...
+  int version_major;      // nvrtcVersion, e.g. 13
+  int version_minor;      // e.g. 0
+  int arch_count;         // 0 when NVRTC cannot list its architectures
+  int* archs;             // [arch_count] ascending, e.g. 75 80 ... 90 100 ...
   hrt_dynlib_t* library;  // open for the life of the process
 } hrt_nvrtc_t;
 
@@ -98,8 +98,7 @@ typedef struct hrt_nvrtc_target_s {
 hrt_status_t hrt_nvrtc_pick_target(const hrt_nvrtc_t* nvrtc,
                                    uint32_t capability_major,
                                    uint32_t capability_minor,
-                                   hrt_nvrtc_target_t* out_target)
-    HRT_MUST_USE;
+                                   hrt_nvrtc_target_t* out_target) HRT_MUST_USE;
 
 // INVALID_ARGUMENT naming options[i] when it chooses the architecture
 // (--gpu-architecture, -arch): halrt targets the device.
@@ -120,11 +119,10 @@ typedef struct hrt_nvrtc_output_s {
 // A new output block for an image of `image_length` bytes (left for the
 // caller to fill through `image`) and copies of `lowered_names`. Used by
 // hrt_nvrtc_compile and by the kernel cache.
-hrt_status_t hrt_nvrtc_output_allocate(bool cubin, size_t image_length,
-                                       uint32_t lowered_count,
-                                       const char* const* lowered_names,
-                                       hrt_nvrtc_output_t** out_output)
-    HRT_MUST_USE;
+hrt_status_t hrt_nvrtc_output_allocate(
+    bool cubin, size_t image_length, uint32_t lowered_count,
+    const char* const* lowered_names,
+    hrt_nvrtc_output_t** out_output) HRT_MUST_USE;
 
 // Compiles the NUL-terminated `source` named `source_name` for `target`
 // with the user's `options` (then the target option), adding each of
