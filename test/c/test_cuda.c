@@ -165,8 +165,8 @@ static hrt_status_t load_test_kernels(hrt_hal_device_t* device,
   if (!ptx) {
     return hrt_status_make(HRT_STATUS_NOT_FOUND, "test/gpu/kernels.ptx");
   }
-  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_PTX, NULL,
-                                        ptx, length};
+  hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_PTX, .data = ptx, .data_length = length};
   hrt_status_t status = hrt_hal_device_create_executable(device, &params, out);
   free(ptx);
   return status;
@@ -1140,8 +1140,10 @@ static const char kBadPtx[] =
 
 static hrt_status_t load_ptx(hrt_hal_device_t* device, const char* text,
                              hrt_hal_executable_t** out) {
-  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_PTX, NULL,
-                                        text, strlen(text)};
+  hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_PTX,
+      .data = text,
+      .data_length = strlen(text)};
   return hrt_hal_device_create_executable(device, &params, out);
 }
 
@@ -1180,12 +1182,12 @@ static void bad_executables_are_rejected_with_the_reason(void) {
     CHECK_STATUS(load_ptx(device, kUnpassable[i][0], &executable),
                  HRT_STATUS_INVALID_ARGUMENT, kUnpassable[i][1]);
   }
-  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY,
-                                        "kernels.so", NULL, 0};
+  hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY, .path = "kernels.so"};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT, "not CPU kernel libraries");
-  params = (hrt_hal_executable_params_t){HRT_HAL_EXECUTABLE_FORMAT_PTX, NULL,
-                                         NULL, 0};
+  params = (hrt_hal_executable_params_t){.format =
+                                             HRT_HAL_EXECUTABLE_FORMAT_PTX};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT, "needs PTX text");
   params.format = HRT_HAL_EXECUTABLE_FORMAT_CUBIN;
@@ -1324,8 +1326,10 @@ static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
   hrt_hal_device_t* device = NULL;
   CHECK_OK(make_device("cuda", &device));
   hrt_hal_executable_t* executable = NULL;
-  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_FATBIN, NULL,
-                                        fatbin, 100};
+  hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_FATBIN,
+      .data = fatbin,
+      .data_length = 100};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT,
                "fatbin image of 100 bytes: its header (16 bytes) and "
@@ -1357,7 +1361,8 @@ static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
     size_t length = 0;
     char* image = read_file(kImages[f], &length);
     CHECK(image != NULL);
-    hrt_hal_executable_params_t params = {kFormats[f], NULL, image, length};
+    hrt_hal_executable_params_t params = {
+        .format = kFormats[f], .data = image, .data_length = length};
     hrt_hal_executable_t* executable = NULL;
     hrt_status_t status =
         hrt_hal_device_create_executable(device, &params, &executable);
@@ -2188,8 +2193,10 @@ static void by_value_params_are_sized_as_the_image_says(void) {
   CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
   hrt_hal_device_t* device = NULL;
   CHECK_OK(make_device("cuda", &device));
-  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_CUBIN, NULL,
-                                        cubin, length};
+  hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_CUBIN,
+      .data = cubin,
+      .data_length = length};
   hrt_hal_executable_t* executable = NULL;
   hrt_status_t status =
       hrt_hal_device_create_executable(device, &params, &executable);

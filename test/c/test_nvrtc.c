@@ -1,0 +1,522 @@
+// CUDA source kernels: the kernel cache (src/hal/cuda/cuda_kernel_cache.h),
+// NVRTC (src/hal/cuda/cuda_nvrtc.h), and source executables on the CUDA
+// device test double. Cases that compile need NVRTC (found as halrt finds
+// it); where it is missing they print why and pass without checking.
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hal/cuda/cuda_driver.h"
+#include "hal/cuda/cuda_kernel_cache.h"
+#include "hal/cuda/cuda_nvrtc.h"
+#include "hal/device.h"
+#include "hal/driver.h"
+#include "hal/executable.h"
+#include "test.h"
+
+// A fresh folder under /tmp for one case; removed by remove_folder.
+static void make_folder(char* path, size_t size) {
+  snprintf(path, size, "/tmp/halrt-test-nvrtc-XXXXXX");
+  if (!mkdtemp(path)) path[0] = 0;
+}
+
+static void remove_folder(const char* path) {
+  DIR* dir = opendir(path);
+  if (!dir) return;
+  struct dirent* entry;
+  char file[1200];
+  while ((entry = readdir(dir)) != NULL) {
+    if (entry->d_name[0] == '.' &&
+        (!entry->d_name[1] || strcmp(entry->d_name, "..") == 0)) {
+      continue;
+    }
+    snprintf(file, sizeof(file), "%s/%s", path, entry->d_name);
+    unlink(file);
+  }
+  closedir(dir);
+  rmdir(path);
+}
+
+static int count_files(const char* path) {
+  DIR* dir = opendir(path);
+  if (!dir) return -1;
+  int count = 0;
+  struct dirent* entry;
+  while ((entry = readdir(dir)) != NULL) count += entry->d_name[0] != '.';
+  closedir(dir);
+  return count;
+}
+
+static const char* const kOptions[] = {"-DN=4", "--use_fast_math"};
+static const char* const kExpressions[] = {"f<int>"};
+
+static hrt_status_t make_key(const char* source, const char* target,
+                             hrt_cuda_kernel_cache_key_t* key) {
+  return hrt_cuda_kernel_cache_key_initialize("k.cu", source, strlen(source), 2,
+                                              kOptions, 1, kExpressions, 13, 0,
+                                              target, key);
+}
+
+// An output as NVRTC would give it: "PTX" text and one lowered name.
+static hrt_status_t make_output(const char* text, hrt_nvrtc_output_t** out) {
+  const char* lowered[] = {"_Z1fIiEvv"};
+  HRT_RETURN_IF_ERROR(
+      hrt_nvrtc_output_allocate(false, strlen(text) + 1, 1, lowered, out));
+  memcpy((char*)(*out)->image, text, strlen(text) + 1);
+  return HRT_OK;
+}
+
+static void cache_hit_returns_what_was_stored(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  hrt_cuda_kernel_cache_key_t key;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
+  hrt_nvrtc_output_t* stored = NULL;
+  hrt_nvrtc_output_t* loaded = NULL;
+  CHECK_OK(make_output(".version 9.0 // A", &stored));
+  CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, stored));
+  CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  CHECK(!loaded->cubin);
+  CHECK_EQ_INT(loaded->image_length, stored->image_length);
+  CHECK(memcmp(loaded->image, stored->image, stored->image_length) == 0);
+  CHECK_EQ_INT(loaded->lowered_count, 1);
+  CHECK(strcmp(loaded->lowered_names[0], "_Z1fIiEvv") == 0);
+  CHECK_EQ_INT((uintptr_t)loaded->image % 16, 0);
+  // Each input of the key makes a different key.
+  hrt_cuda_kernel_cache_key_t other;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_80", &other));
+  CHECK(other.hash != key.hash);
+  hrt_cuda_kernel_cache_key_deinitialize(&other);
+  CHECK_OK(make_key("source B", "--gpu-architecture=sm_90", &other));
+  CHECK(other.hash != key.hash);
+  hrt_cuda_kernel_cache_key_deinitialize(&other);
+  CHECK_OK(hrt_cuda_kernel_cache_key_initialize(
+      "k.cu", "source A", 8, 2, kOptions, 1, kExpressions, 12, 9,
+      "--gpu-architecture=sm_90", &other));
+  CHECK(other.hash != key.hash);
+  hrt_cuda_kernel_cache_key_deinitialize(&other);
+  CHECK_OK(hrt_cuda_kernel_cache_key_initialize(
+      "k.cu", "source A", 8, 1, kOptions, 1, kExpressions, 13, 0,
+      "--gpu-architecture=sm_90", &other));
+  CHECK(other.hash != key.hash);
+  hrt_cuda_kernel_cache_key_deinitialize(&other);
+  free(stored);
+  free(loaded);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  remove_folder(dir);
+}
+
+// Two keys that share a hash (a collision) share the file: each misses the
+// other's entry, since the full material is compared.
+static void cache_key_material_mismatch_is_a_miss(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  hrt_cuda_kernel_cache_key_t key, colliding;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
+  CHECK_OK(make_key("source Z", "--gpu-architecture=sm_90", &colliding));
+  colliding.hash = key.hash;
+  hrt_nvrtc_output_t* stored = NULL;
+  hrt_nvrtc_output_t* loaded = NULL;
+  CHECK_OK(make_output(".version 9.0 // A", &stored));
+  CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, stored));
+  CHECK(!hrt_cuda_kernel_cache_load(dir, &colliding, &loaded));
+  CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  free(loaded);
+  free(stored);
+  hrt_cuda_kernel_cache_key_deinitialize(&colliding);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  remove_folder(dir);
+}
+
+static bool read_whole(const char* path, char** data, size_t* length) {
+  FILE* file = fopen(path, "rb");
+  if (!file) return false;
+  fseek(file, 0, SEEK_END);
+  *length = (size_t)ftell(file);
+  fseek(file, 0, SEEK_SET);
+  *data = malloc(*length + 1);
+  bool ok = *data && fread(*data, 1, *length, file) == *length;
+  fclose(file);
+  return ok;
+}
+
+static bool write_whole(const char* path, const char* data, size_t length) {
+  FILE* file = fopen(path, "wb");
+  if (!file) return false;
+  bool ok = fwrite(data, 1, length, file) == length;
+  return fclose(file) == 0 && ok;
+}
+
+// Every shorter prefix of an entry, and the entry with any one byte
+// flipped, is a miss.
+static void cache_truncated_or_corrupt_entry_is_a_miss(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  hrt_cuda_kernel_cache_key_t key;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
+  hrt_nvrtc_output_t* stored = NULL;
+  hrt_nvrtc_output_t* loaded = NULL;
+  CHECK_OK(make_output(".version 9.0 // A", &stored));
+  CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, stored));
+  char* path = NULL;
+  CHECK_OK(hrt_cuda_kernel_cache_entry_path(dir, &key, &path));
+  char* whole = NULL;
+  size_t length = 0;
+  CHECK(read_whole(path, &whole, &length));
+  int hits = 0;
+  for (size_t cut = 0; cut < length; ++cut) {
+    CHECK(write_whole(path, whole, cut));
+    if (hrt_cuda_kernel_cache_load(dir, &key, &loaded)) {
+      free(loaded);
+      ++hits;
+    }
+  }
+  for (size_t at = 0; at < length; ++at) {
+    whole[at] ^= 0x20;
+    CHECK(write_whole(path, whole, length));
+    whole[at] ^= 0x20;
+    if (hrt_cuda_kernel_cache_load(dir, &key, &loaded)) {
+      free(loaded);
+      ++hits;
+    }
+  }
+  CHECK_EQ_INT(hits, 0);
+  // Longer than the entry: a miss too.
+  whole[length] = 0;
+  CHECK(write_whole(path, whole, length + 1));
+  CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  // The intact bytes hit again.
+  CHECK(write_whole(path, whole, length));
+  CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  free(loaded);
+  free(whole);
+  free(path);
+  free(stored);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  remove_folder(dir);
+}
+
+// A store never writes into the entry a reader may have open: the new
+// entry is renamed over it, and no temporary file is left behind.
+static void cache_store_replaces_entries_atomically(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  hrt_cuda_kernel_cache_key_t key;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
+  hrt_nvrtc_output_t* first = NULL;
+  hrt_nvrtc_output_t* second = NULL;
+  hrt_nvrtc_output_t* loaded = NULL;
+  CHECK_OK(make_output(".version 9.0 // first", &first));
+  CHECK_OK(make_output(".version 9.0 // the second, longer", &second));
+  CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, first));
+  char* path = NULL;
+  CHECK_OK(hrt_cuda_kernel_cache_entry_path(dir, &key, &path));
+  char* before = NULL;
+  size_t before_length = 0;
+  CHECK(read_whole(path, &before, &before_length));
+  const int reader = open(path, O_RDONLY);
+  CHECK(reader >= 0);
+  CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, second));
+  char* seen = malloc(before_length + 64);
+  const ssize_t got = pread(reader, seen, before_length + 64, 0);
+  close(reader);
+  CHECK_EQ_INT(got, (ssize_t)before_length);
+  CHECK(memcmp(seen, before, before_length) == 0);
+  CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  CHECK(strcmp(loaded->image, ".version 9.0 // the second, longer") == 0);
+  CHECK_EQ_INT(count_files(dir), 1);
+  struct stat info;
+  CHECK(stat(path, &info) == 0);
+  CHECK_EQ_INT(info.st_mode & 0777, 0600);
+  free(loaded);
+  free(seen);
+  free(before);
+  free(path);
+  free(first);
+  free(second);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  remove_folder(dir);
+}
+
+// HALRT_CACHE_DIR, else $XDG_CACHE_HOME/halrt/kernels, else
+// $HOME/.cache/halrt/kernels; created with mode 0700. A folder that cannot
+// be created is UNAVAILABLE, and a store into it fails without harm.
+static void cache_folder_comes_from_the_environment(void) {
+  char base[64];
+  make_folder(base, sizeof(base));
+  CHECK(base[0]);
+  char expected[256];
+  char* directory = NULL;
+  struct stat info;
+  unsetenv("HALRT_CACHE_DIR");
+  setenv("XDG_CACHE_HOME", base, 1);
+  CHECK_OK(hrt_cuda_kernel_cache_directory(&directory));
+  snprintf(expected, sizeof(expected), "%s/halrt/kernels", base);
+  CHECK(strcmp(directory, expected) == 0);
+  CHECK(stat(directory, &info) == 0 && S_ISDIR(info.st_mode));
+  CHECK_EQ_INT(info.st_mode & 0777, 0700);
+  free(directory);
+  setenv("XDG_CACHE_HOME", "", 1);
+  setenv("HOME", base, 1);
+  CHECK_OK(hrt_cuda_kernel_cache_directory(&directory));
+  snprintf(expected, sizeof(expected), "%s/.cache/halrt/kernels", base);
+  CHECK(strcmp(directory, expected) == 0);
+  free(directory);
+  snprintf(expected, sizeof(expected), "%s/own", base);
+  setenv("HALRT_CACHE_DIR", expected, 1);
+  CHECK_OK(hrt_cuda_kernel_cache_directory(&directory));
+  CHECK(strcmp(directory, expected) == 0);
+  free(directory);
+  // Under a regular file nothing can be created.
+  setenv("HALRT_CACHE_DIR", "/dev/null/halrt", 1);
+  CHECK_STATUS(hrt_cuda_kernel_cache_directory(&directory),
+               HRT_STATUS_UNAVAILABLE,
+               "cannot create kernel cache folder '/dev/null/halrt': ");
+  hrt_cuda_kernel_cache_key_t key;
+  hrt_nvrtc_output_t* output = NULL;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
+  CHECK_OK(make_output(".version 9.0", &output));
+  CHECK_STATUS(hrt_cuda_kernel_cache_store("/dev/null/halrt", &key, output),
+               HRT_STATUS_UNAVAILABLE, "cannot write kernel cache entry");
+  free(output);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  unsetenv("HALRT_CACHE_DIR");
+  // Removes base/halrt/kernels, base/halrt, base/.cache/... and base/own.
+  const char* const nested[] = {
+      "halrt/kernels", "halrt",  ".cache/halrt/kernels",
+      ".cache/halrt",  ".cache", "own"};
+  for (size_t i = 0; i < sizeof(nested) / sizeof(nested[0]); ++i) {
+    snprintf(expected, sizeof(expected), "%s/%s", base, nested[i]);
+    rmdir(expected);
+  }
+  remove_folder(base);
+}
+
+// NVRTC as halrt loads it, or NULL after printing why not.
+static const hrt_nvrtc_t* nvrtc_or_skip(void) {
+  const hrt_nvrtc_t* nvrtc = NULL;
+  hrt_status_t status = hrt_nvrtc_load(&nvrtc);
+  if (status != HRT_OK) {
+    printf("skipped (no NVRTC: %s)\n", hrt_status_message(status));
+    hrt_status_free(status);
+    return NULL;
+  }
+  return nvrtc;
+}
+
+static void nvrtc_targets_the_device_architecture(void) {
+  const hrt_nvrtc_t* nvrtc = nvrtc_or_skip();
+  if (!nvrtc) return;
+  CHECK(nvrtc->version_major >= 11);
+  hrt_nvrtc_target_t target;
+  if (nvrtc->arch_count == 0) {
+    CHECK_OK(hrt_nvrtc_pick_target(nvrtc, 9, 0, &target));
+    CHECK(strcmp(target.option, "--gpu-architecture=compute_90") == 0);
+    return;
+  }
+  // A listed architecture: a cubin for it (where NVRTC makes cubins).
+  const int listed = nvrtc->archs[nvrtc->arch_count - 1];
+  char expected[64];
+  CHECK_OK(hrt_nvrtc_pick_target(nvrtc, (uint32_t)listed / 10,
+                                 (uint32_t)listed % 10, &target));
+  CHECK(target.cubin == (nvrtc->nvrtcGetCUBIN != NULL));
+  snprintf(expected, sizeof(expected), "--gpu-architecture=%s_%d",
+           target.cubin ? "sm" : "compute", listed);
+  CHECK(strcmp(target.option, expected) == 0);
+  // A device newer than anything listed: PTX for the newest listed.
+  CHECK_OK(hrt_nvrtc_pick_target(nvrtc, 99, 9, &target));
+  CHECK(!target.cubin);
+  snprintf(expected, sizeof(expected), "--gpu-architecture=compute_%d", listed);
+  CHECK(strcmp(target.option, expected) == 0);
+  // Older than everything listed.
+  if (nvrtc->archs[0] > 10) {
+    CHECK_STATUS(hrt_nvrtc_pick_target(nvrtc, 1, 0, &target),
+                 HRT_STATUS_FAILED_PRECONDITION,
+                 "cannot compile for compute capability 1.0");
+  }
+}
+
+static void nvrtc_rejects_architecture_options(void) {
+  const char* const ok[] = {"-DARCH=1", "--use_fast_math", "-architecture"};
+  CHECK_OK(hrt_nvrtc_check_options(3, ok));
+  const char* const bad[] = {"-DX", "--gpu-architecture=sm_80"};
+  CHECK_STATUS(hrt_nvrtc_check_options(2, bad), HRT_STATUS_INVALID_ARGUMENT,
+               "options[1] '--gpu-architecture=sm_80'");
+  const char* const bad_short[] = {"-arch=compute_80"};
+  CHECK_STATUS(hrt_nvrtc_check_options(1, bad_short),
+               HRT_STATUS_INVALID_ARGUMENT, "options[0] '-arch=compute_80'");
+  const char* const bad_split[] = {"-arch", "sm_80"};
+  CHECK_STATUS(hrt_nvrtc_check_options(2, bad_split),
+               HRT_STATUS_INVALID_ARGUMENT, "options[0] '-arch'");
+}
+
+static void nvrtc_compile_lowers_names_and_reports_errors(void) {
+  const hrt_nvrtc_t* nvrtc = nvrtc_or_skip();
+  if (!nvrtc) return;
+  hrt_nvrtc_target_t target;
+  CHECK_OK(hrt_nvrtc_pick_target(nvrtc, 9, 0, &target));
+  const char* source =
+      "template <typename T> __global__ void fill(T* out) { *out = N; }\n";
+  const char* options[] = {"-DN=7"};
+  const char* expressions[] = {"fill<float>", "fill<int>"};
+  const uint64_t compiles = hrt_nvrtc_compile_count();
+  hrt_nvrtc_output_t* output = NULL;
+  CHECK_OK(hrt_nvrtc_compile(nvrtc, source, "fill.cu", 1, options, 2,
+                             expressions, &target, &output));
+  CHECK_EQ_INT(hrt_nvrtc_compile_count(), compiles + 1);
+  CHECK_EQ_INT(output->lowered_count, 2);
+  CHECK(strcmp(output->lowered_names[0], "_Z4fillIfEvPT_") == 0);
+  CHECK(strcmp(output->lowered_names[1], "_Z4fillIiEvPT_") == 0);
+  CHECK(output->image_length > 4);
+  if (target.cubin) {
+    CHECK(memcmp(output->image,
+                 "\x7f"
+                 "ELF",
+                 4) == 0);
+  } else {
+    CHECK(strstr(output->image, ".version") != NULL);
+  }
+  free(output);
+  // Without -DN the source does not compile: the log names the line.
+  CHECK_STATUS(
+      hrt_nvrtc_compile(nvrtc,
+                        "// line 1\n\n"
+                        "int x = N;\n",
+                        "broken.cu", 0, NULL, 0, NULL, &target, &output),
+      HRT_STATUS_INVALID_ARGUMENT, "broken.cu(3): error");
+  CHECK_STATUS(hrt_nvrtc_compile(nvrtc, "int x = N;\n", "broken.cu", 0, NULL, 0,
+                                 NULL, &target, &output),
+               HRT_STATUS_INVALID_ARGUMENT, "compiling broken.cu with NVRTC");
+  CHECK_STATUS(
+      hrt_nvrtc_compile(nvrtc, source, "fill.cu", 1, options, 1,
+                        (const char* const[]){"nofill<int>"}, &target, &output),
+      HRT_STATUS_INVALID_ARGUMENT, "identifier \"nofill\" is undefined");
+}
+
+// The CUDA device test double (HRT_TEST_FAKECUDA, or libfakecuda.so beside
+// this binary), or NULL after printing why not.
+static hrt_hal_device_t* fake_device_or_skip(void) {
+  char fake[1100];
+  const char* path = getenv("HRT_TEST_FAKECUDA");
+  if (!path) {
+    char self[1024];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return NULL;
+    self[n] = 0;
+    *strrchr(self, '/') = 0;
+    snprintf(fake, sizeof(fake), "%s/libfakecuda.so", self);
+    path = fake;
+  }
+  setenv("HALRT_CUDA_LIBRARY", path, 1);
+  uint32_t count = 0;
+  const hrt_hal_driver_t* const* drivers = hrt_hal_builtin_drivers(&count);
+  hrt_hal_device_t* device = NULL;
+  hrt_status_t status = hrt_hal_create_device(drivers, count, "cuda", &device);
+  if (status != HRT_OK) {
+    printf("skipped (no CUDA test double: %s)\n", hrt_status_message(status));
+    hrt_status_free(status);
+    return NULL;
+  }
+  return device;
+}
+
+static hrt_status_t create_source(hrt_hal_device_t* device, const char* text,
+                                  uint32_t option_count,
+                                  const char* const* options,
+                                  hrt_hal_executable_t** out) {
+  static const hrt_hal_entry_decl_t decls[] = {
+      {"iota", "write_index_u32<unsigned int>", false, 0, NULL},
+  };
+  const hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE,
+      .data = text,
+      .data_length = strlen(text),
+      .source_name = "iota.cu",
+      .option_count = option_count,
+      .options = options,
+      .entry_decl_count = 1,
+      .entry_decls = decls,
+  };
+  return hrt_hal_device_create_executable(device, &params, out);
+}
+
+// The second load of the same source compiles nothing; a changed option is
+// a new compile, and so is a corrupt entry (which is then rewritten).
+static void source_executables_compile_once(void) {
+  if (!nvrtc_or_skip()) return;
+  hrt_hal_device_t* device = fake_device_or_skip();
+  if (!device) return;
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  setenv("HALRT_CACHE_DIR", dir, 1);
+  const char* source =
+      "template <typename T> __global__ void write_index_u32(T* out, "
+      "unsigned n) {\n"
+      "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) out[i] = (T)(i * SCALE);\n"
+      "}\n";
+  const char* one[] = {"-DSCALE=1"};
+  const char* two[] = {"-DSCALE=2"};
+  hrt_hal_executable_t* executable = NULL;
+  const uint64_t compiles = hrt_nvrtc_compile_count();
+  CHECK_OK(create_source(device, source, 1, one, &executable));
+  CHECK_EQ_INT(executable->entry_count, 1);
+  CHECK(strcmp(executable->entries[0].name, "iota") == 0);
+  CHECK_EQ_INT(executable->entries[0].binding_count, 1);
+  CHECK_EQ_INT(executable->entries[0].constant_count, 1);
+  hrt_hal_executable_release(executable);
+  CHECK_EQ_INT(hrt_nvrtc_compile_count(), compiles + 1);
+  CHECK_EQ_INT(count_files(dir), 1);
+  CHECK_OK(create_source(device, source, 1, one, &executable));
+  hrt_hal_executable_release(executable);
+  CHECK_EQ_INT(hrt_nvrtc_compile_count(), compiles + 1);
+  CHECK_OK(create_source(device, source, 1, two, &executable));
+  hrt_hal_executable_release(executable);
+  CHECK_EQ_INT(hrt_nvrtc_compile_count(), compiles + 2);
+  CHECK_EQ_INT(count_files(dir), 2);
+  // Corrupt every entry: each load compiles again and rewrites its entry.
+  DIR* folder = opendir(dir);
+  struct dirent* entry;
+  char path[1200];
+  while ((entry = readdir(folder)) != NULL) {
+    if (entry->d_name[0] == '.') continue;
+    snprintf(path, sizeof(path), "%s/%s", dir, entry->d_name);
+    CHECK(truncate(path, 100) == 0);
+  }
+  closedir(folder);
+  CHECK_OK(create_source(device, source, 1, one, &executable));
+  hrt_hal_executable_release(executable);
+  CHECK_EQ_INT(hrt_nvrtc_compile_count(), compiles + 3);
+  CHECK_OK(create_source(device, source, 1, one, &executable));
+  hrt_hal_executable_release(executable);
+  CHECK_EQ_INT(hrt_nvrtc_compile_count(), compiles + 3);
+  // A folder that cannot be made: compiled each time, and it works.
+  setenv("HALRT_CACHE_DIR", "/dev/null/halrt", 1);
+  CHECK_OK(create_source(device, source, 1, one, &executable));
+  hrt_hal_executable_release(executable);
+  CHECK_OK(create_source(device, source, 1, one, &executable));
+  hrt_hal_executable_release(executable);
+  CHECK_EQ_INT(hrt_nvrtc_compile_count(), compiles + 5);
+  unsetenv("HALRT_CACHE_DIR");
+  hrt_hal_device_release(device);
+  remove_folder(dir);
+  every_object_is_destroyed();
+}
+
+TEST_MAIN(TEST_CASE(cache_hit_returns_what_was_stored),
+          TEST_CASE(cache_key_material_mismatch_is_a_miss),
+          TEST_CASE(cache_truncated_or_corrupt_entry_is_a_miss),
+          TEST_CASE(cache_store_replaces_entries_atomically),
+          TEST_CASE(cache_folder_comes_from_the_environment),
+          TEST_CASE(nvrtc_targets_the_device_architecture),
+          TEST_CASE(nvrtc_rejects_architecture_options),
+          TEST_CASE(nvrtc_compile_lowers_names_and_reports_errors),
+          TEST_CASE(source_executables_compile_once))
