@@ -34,8 +34,11 @@ function positiveInteger(value) {
 function describeDevices(out) {
   const instance = new halrt.Instance();
   try {
-    for (const { name, available, reason } of halrt.drivers()) {
+    for (const { name, available, reason, nvrtc } of halrt.drivers()) {
       out.write(`${name}: ${available ? 'available' : `unavailable (${reason})`}\n`);
+      if (nvrtc) {
+        out.write(`  nvrtc: ${nvrtc.available ? `available (${nvrtc.version})` : `unavailable (${nvrtc.reason})`}\n`);
+      }
       if (!available) continue;
       const device = instance.createDevice(name);
       const info = Object.entries(device.info)

@@ -1,0 +1,289 @@
+'use strict';
+// CUDA C source executables compiled at run time by NVRTC (docs/cuda.md,
+// "CUDA C source (NVRTC)"), the kernel cache, and the drivers() report.
+//
+// Compiling needs NVRTC only (no GPU): the kernels are compiled for real
+// here and run on the CUDA device, which is the driver test double under
+// test/run-cuda.js (it runs kernels by name: the sources below define the
+// names it implements). Without NVRTC, or without a CUDA device, those
+// tests are skipped and the suite's title says why.
+const assert = require('assert');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { spawnSync } = require('child_process');
+const halrt = require('..');
+const { assertThrowsHalrt, closeAll, cudaDriver } = require('./helpers');
+
+const cuda = cudaDriver();
+const nvrtc = halrt.drivers().find((driver) => driver.name === 'cuda')?.nvrtc;
+const LIB = JSON.stringify(path.join(__dirname, '..'));
+
+const KERNELS = `// out[i] = a[i] + b[i] for the threads the grid covers.
+extern "C" __global__ void vector_add_f32(const float* a, const float* b, float* out, unsigned n) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+#if WITH_INDEX
+extern "C" __global__ void write_index_u32(unsigned* out, unsigned n) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = i;
+}
+#endif
+`;
+
+const TEMPLATE = `template <typename T>
+__global__ void write_index_u32(T* out, unsigned n) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = (T)i;
+}
+`;
+
+/** A fresh folder for one test's cache or files. */
+function tempFolder(tag) {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `halrt-nvrtc-${tag}-`));
+}
+
+/** The files of a kernel cache folder, with their inode and size. */
+function entries(folder) {
+  return fs.readdirSync(folder).sort().map((name) => {
+    const stat = fs.statSync(path.join(folder, name));
+    return { name, ino: stat.ino, size: stat.size };
+  });
+}
+
+/** Runs `script` (with `halrt` and `run` in scope) in a child process with `env` added; returns its JSON output. */
+function child(script, env) {
+  const source = `const halrt = require(${LIB});
+    const run = ${runIota.toString()};
+    const closeAll = ${closeEach.toString()};
+    (async () => { ${script} })().then((value) => process.stdout.write(JSON.stringify(value)),
+      (error) => process.stdout.write(JSON.stringify({ code: error.code, message: error.message })));`;
+  const result = spawnSync(process.execPath, ['-e', source], {
+    encoding: 'utf8', timeout: 60000, env: { ...process.env, ...env },
+  });
+  assert.strictEqual(result.status, 0, result.stderr);
+  return JSON.parse(result.stdout);
+}
+
+function closeEach(...objects) {
+  for (const object of objects.flat()) object?.close();
+}
+
+/** Builds `cuda` (an executable description) into a module whose function 'iota' dispatches `kernel` over n = 37 u32 and resolves with the output. */
+async function runIota(cudaSpec, kernel = 'write_index_u32') {
+  const instance = new halrt.Instance();
+  const objects = [instance];
+  try {
+    const device = instance.createDevice('cuda');
+    objects.unshift(device);
+    const hal = new halrt.HalModule(instance, device);
+    objects.unshift(hal);
+    const module = new halrt.ModuleBuilder('g').executable('t', { cuda: cudaSpec })
+      .function('iota', (f) => f.output('out', 'u32', [37])
+        .dispatch(`t.${kernel}`, { workgroups: [2], workgroupSize: [8], bindings: ['out'], constants: [37] }))
+      .build(instance);
+    objects.unshift(module);
+    const context = new halrt.Context(instance, [hal, module]);
+    objects.unshift(context);
+    const fn = context.lookupFunction('g.iota');
+    objects.unshift(fn);
+    const [out] = await fn.invoke([]);
+    const values = Array.from(await out.read());
+    out.close();
+    return values;
+  } finally {
+    closeAll(objects);
+  }
+}
+
+const IOTA = Array.from({ length: 37 }, (_, i) => i);
+
+describe('drivers() reports NVRTC', () => {
+  it('the cuda entry has nvrtc: {available, version, reason}', () => {
+    assert.ok(nvrtc, 'the cuda driver entry has an nvrtc member');
+    assert.deepStrictEqual(Object.keys(nvrtc).sort(), ['available', 'reason', 'version']);
+    if (nvrtc.available) {
+      assert.match(nvrtc.version, /^\d+\.\d+$/);
+      assert.strictEqual(nvrtc.reason, null);
+    } else {
+      assert.strictEqual(nvrtc.version, null);
+      assert.match(nvrtc.reason, /^NVRTC is not usable/);
+    }
+    for (const driver of halrt.drivers().filter((d) => d.name !== 'cuda')) {
+      assert.strictEqual(driver.nvrtc, undefined, `${driver.name} has no compiler`);
+    }
+  });
+
+  it('HALRT_NVRTC_LIBRARY=/nonexistent: unavailable, naming the path and the loader\'s reason', () => {
+    const report = child(`return halrt.drivers().find((d) => d.name === 'cuda').nvrtc;`,
+      { HALRT_NVRTC_LIBRARY: '/nonexistent/libnvrtc.so' });
+    assert.strictEqual(report.available, false);
+    assert.strictEqual(report.version, null);
+    assert.match(report.reason, /HALRT_NVRTC_LIBRARY=\/nonexistent\/libnvrtc\.so/);
+    assert.match(report.reason, /cannot open shared object file/);
+  });
+
+  it('`halrt devices` prints the NVRTC line under cuda', () => {
+    const result = spawnSync(process.execPath, [path.join(__dirname, '..', 'bin', 'halrt.js'), 'devices'], {
+      encoding: 'utf8', env: { ...process.env, HALRT_NVRTC_LIBRARY: '/nonexistent/libnvrtc.so' },
+    });
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.match(result.stdout, /\n {2}nvrtc: unavailable \(NVRTC is not usable \(tried HALRT_NVRTC_LIBRARY=\/nonexistent\/libnvrtc\.so\)/);
+  });
+});
+
+const skipReason = !cuda.available ? cuda.reason : !nvrtc?.available ? nvrtc?.reason : null;
+describe(`CUDA source executables${skipReason ? ` (skipped: ${skipReason})` : ''}`, function () {
+  this.timeout(60000);
+  let cache;
+  let savedCacheDir;
+  before(function () {
+    if (skipReason) this.skip();
+    savedCacheDir = process.env.HALRT_CACHE_DIR;
+    cache = tempFolder('cache');
+    process.env.HALRT_CACHE_DIR = cache;
+  });
+  after(() => {
+    if (savedCacheDir === undefined) delete process.env.HALRT_CACHE_DIR;
+    else process.env.HALRT_CACHE_DIR = savedCacheDir;
+    if (cache) fs.rmSync(cache, { recursive: true, force: true });
+  });
+
+  it('a source file next to the module file compiles and runs (vector_add_f32)', async () => {
+    const folder = tempFolder('file');
+    try {
+      fs.writeFileSync(path.join(folder, 'kernels.cu'), KERNELS);
+      fs.writeFileSync(path.join(folder, 'add.halrt.json'), JSON.stringify({
+        format: 'halrt.module/1',
+        name: 'add',
+        executables: { t: { cuda: { source: 'kernels.cu' } } },
+        functions: { main: {
+          inputs: [{ name: 'a', dtype: 'f32', shape: [5] }, { name: 'b', dtype: 'f32', shape: [5] }],
+          outputs: [{ name: 'y', dtype: 'f32', shape: [5] }],
+          body: [{ op: 'dispatch', kernel: 't.vector_add_f32', workgroups: [1], workgroupSize: [32],
+            bindings: ['a', 'b', 'y'], constants: [5] }],
+        } },
+      }));
+      const instance = new halrt.Instance();
+      const device = instance.createDevice('cuda');
+      const hal = new halrt.HalModule(instance, device);
+      const module = halrt.Module.load(instance, path.join(folder, 'add.halrt.json'));
+      const context = new halrt.Context(instance, [hal, module]);
+      const fn = context.lookupFunction('add.main');
+      const a = device.tensor(Float32Array.of(1, 2, 3, 4, 5), [5]);
+      const b = device.tensor(Float32Array.of(10, 20, 30, 40, 50), [5]);
+      try {
+        const [y] = await fn.invoke([a, b]);
+        assert.deepStrictEqual(Array.from(await y.read()), [11, 22, 33, 44, 55]);
+        y.close();
+      } finally {
+        closeAll(a, b, fn, context, module, hal, device, instance);
+      }
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('options reach the compiler: -DWITH_INDEX=1 adds a kernel the source leaves out without it', async () => {
+    assert.deepStrictEqual(await runIota({ source: { text: KERNELS }, options: ['-DWITH_INDEX=1'] }), IOTA);
+    await assert.rejects(runIota({ source: { text: KERNELS } }), (error) =>
+      error.code === 'NOT_FOUND' && /write_index_u32/.test(error.message));
+  });
+
+  it('an extern "C++" template kernel is reached through its name expression, under the declared name', async () => {
+    const spec = { source: { text: TEMPLATE }, entries: { iota: { expression: 'write_index_u32<unsigned int>' } } };
+    assert.deepStrictEqual(await runIota(spec, 'iota'), IOTA);
+    // Only declared entries exist; the mangled symbol is not an entry name.
+    await assert.rejects(runIota(spec, '_Z15write_index_u32IjEvPT_j'), (error) =>
+      error.code === 'NOT_FOUND' && /_Z15write_index_u32IjEvPT_j/.test(error.message));
+  });
+
+  it('a name expression that names nothing is INVALID_ARGUMENT with the compile log', async () => {
+    await assert.rejects(runIota({ source: { text: TEMPLATE }, entries: { iota: { expression: 'no_such<int>' } } }, 'iota'),
+      (error) => error.code === 'INVALID_ARGUMENT' && /executables\.t/.test(error.message) &&
+        /identifier "no_such" is undefined/.test(error.message));
+  });
+
+  it('a compile error is INVALID_ARGUMENT at Context creation with the full log (file, line, message)', () => {
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('cuda');
+    const hal = new halrt.HalModule(instance, device);
+    const broken = '// line 1\nextern "C" __global__ void write_index_u32(unsigned* out, unsigned n) {\n  out[0] = n + undefined_name;\n}\n';
+    const module = new halrt.ModuleBuilder('bad').executable('t', { cuda: { source: { text: broken } } })
+      .function('f', (f) => f.output('y', 'u8', [1]).fill('y', 1)).build(instance);
+    try {
+      assertThrowsHalrt(() => new halrt.Context(instance, [hal, module]), 'INVALID_ARGUMENT',
+        "linking module 'bad'", 'executables.t', `compiling t.cu with NVRTC ${nvrtc.version}`,
+        'NVRTC_ERROR_COMPILATION', 't.cu(3): error: identifier "undefined_name" is undefined',
+        '1 error detected in the compilation of "t.cu"');
+    } finally {
+      closeAll(module, hal, device, instance);
+    }
+  });
+
+  it('--gpu-architecture / -arch in options is INVALID_ARGUMENT naming the option', async () => {
+    await assert.rejects(runIota({ source: { text: KERNELS }, options: ['-DWITH_INDEX=1', '-arch=sm_80'] }),
+      (error) => error.code === 'INVALID_ARGUMENT' && /options\[1\] '-arch=sm_80'/.test(error.message));
+  });
+
+  it('the first load writes a cache entry; a second process uses it without rewriting it', () => {
+    const folder = tempFolder('hit');
+    try {
+      const script = `return run({ source: { text: ${JSON.stringify(TEMPLATE)} },
+        entries: { iota: { expression: 'write_index_u32<unsigned int>' } } }, 'iota');`;
+      assert.deepStrictEqual(child(script, { HALRT_CACHE_DIR: folder }), IOTA);
+      const first = entries(folder);
+      assert.strictEqual(first.length, 1);
+      assert.match(first[0].name, /^[0-9a-f]{16}\.kernel$/);
+      assert.strictEqual(fs.statSync(folder).mode & 0o777, 0o700);
+      assert.deepStrictEqual(child(script, { HALRT_CACHE_DIR: folder }), IOTA);
+      assert.deepStrictEqual(entries(folder), first, 'a hit leaves the entry as it was (a compile replaces it)');
+      // Another option is another key: a second entry.
+      const other = `return run({ source: { text: ${JSON.stringify(KERNELS)} }, options: ['-DWITH_INDEX=1'] });`;
+      assert.deepStrictEqual(child(other, { HALRT_CACHE_DIR: folder }), IOTA);
+      assert.strictEqual(entries(folder).length, 2);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('a corrupt cache entry is a miss: the source is compiled again and the entry rewritten', () => {
+    const folder = tempFolder('corrupt');
+    try {
+      const script = `return run({ source: { text: ${JSON.stringify(TEMPLATE)} },
+        entries: { iota: { expression: 'write_index_u32<unsigned int>' } } }, 'iota');`;
+      assert.deepStrictEqual(child(script, { HALRT_CACHE_DIR: folder }), IOTA);
+      const [entry] = entries(folder);
+      const file = path.join(folder, entry.name);
+      const bytes = fs.readFileSync(file);
+      bytes[bytes.length - 100] ^= 0xff;
+      fs.writeFileSync(file, bytes);
+      assert.deepStrictEqual(child(script, { HALRT_CACHE_DIR: folder }), IOTA);
+      const [rewritten] = entries(folder);
+      assert.strictEqual(rewritten.name, entry.name);
+      assert.notStrictEqual(rewritten.ino, entry.ino, 'the entry was replaced');
+      assert.strictEqual(rewritten.size, entry.size);
+      bytes[bytes.length - 100] ^= 0xff;
+      assert.ok(fs.readFileSync(file).equals(bytes), 'the rewritten entry is the original one');
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('a cache folder that cannot be created does not stop the compile', () => {
+    const script = `return run({ source: { text: ${JSON.stringify(KERNELS)} }, options: ['-DWITH_INDEX=1'] });`;
+    assert.deepStrictEqual(child(script, { HALRT_CACHE_DIR: '/dev/null/halrt-cache' }), IOTA);
+  });
+
+  it('HALRT_NVRTC_LIBRARY=/nonexistent: a source executable is UNAVAILABLE naming it, even with a cache entry', () => {
+    const folder = tempFolder('nolib');
+    try {
+      const script = `return run({ source: { text: ${JSON.stringify(KERNELS)} }, options: ['-DWITH_INDEX=1'] });`;
+      assert.deepStrictEqual(child(script, { HALRT_CACHE_DIR: folder }), IOTA);
+      const report = child(script, { HALRT_CACHE_DIR: folder, HALRT_NVRTC_LIBRARY: '/nonexistent/libnvrtc.so' });
+      assert.strictEqual(report.code, 'UNAVAILABLE');
+      assert.match(report.message, /executables\.t: NVRTC is not usable \(tried HALRT_NVRTC_LIBRARY=\/nonexistent\/libnvrtc\.so\)/);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+});
