@@ -101,6 +101,20 @@ export interface DriverInfo {
   readonly available: boolean;
   /** Why it cannot (null when available). */
   readonly reason: string | null;
+  /**
+   * The cuda entry only: whether NVRTC (which compiles CUDA source
+   * executables) can be loaded, whatever `available` says (it needs no GPU).
+   */
+  readonly nvrtc?: CompilerInfo;
+}
+
+/** A run-time compiler of source kernels (drivers()). */
+export interface CompilerInfo {
+  readonly available: boolean;
+  /** 'major.minor', e.g. '13.0' (null when unavailable). */
+  readonly version: string | null;
+  /** Why it cannot be used (null when available). */
+  readonly reason: string | null;
 }
 
 export interface DeviceInfo {
@@ -517,7 +531,27 @@ export type CudaExecutable =
   | { builtin: true }
   | { ptx: string | { text: string } }
   | { cubin: string }
-  | { fatbin: string };
+  | { fatbin: string }
+  | CudaSourceExecutable;
+
+/** A kernel parameter type an entry may declare (docs/cuda.md). */
+export type KernelParamType = 'buffer' | 'u32' | 'i32' | 'f32' | 'u64' | 'i64' | 'f64';
+
+/**
+ * CUDA C++ source compiled by NVRTC when a Context is created (docs/cuda.md,
+ * "CUDA C source (NVRTC)"): a file path or inline text, compiler options
+ * (not --gpu-architecture/-arch: halrt targets the device), and the entries
+ * to expose (default: every kernel, by its symbol). An entry with an
+ * `expression` is the C++ kernel that name expression lowers to (for
+ * templates and other extern "C++" kernels).
+ */
+export interface CudaSourceExecutable {
+  source: string | { text: string };
+  options?: readonly string[] | undefined;
+  entries?:
+    | Readonly<Record<string, readonly KernelParamType[] | { expression?: string; params?: readonly KernelParamType[] }>>
+    | undefined;
+}
 
 /** An executable, given per device kind (at least one). */
 export interface ExecutableKinds {

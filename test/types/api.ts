@@ -53,7 +53,22 @@ if (first) {
   const available: boolean = first.available;
   const reason: string | null = first.reason;
   void [name, available, reason];
+  if (first.nvrtc) {
+    const compiler: { available: boolean; version: string | null; reason: string | null } = first.nvrtc;
+    void compiler;
+  }
 }
+const sourceKinds: ExecutableKinds = {
+  cuda: {
+    source: { text: 'extern "C" __global__ void k(float* x) {}' },
+    options: ['-DN=4'],
+    entries: { k: ['buffer'], t: { expression: 't<int>' } },
+  },
+};
+void sourceKinds;
+// @ts-expect-error options are strings
+const badOptions: ExecutableKinds = { cuda: { source: 'k.cu', options: [4] } };
+void badOptions;
 
 const dtypes: readonly DType[] = halrt.dtypes;
 // @ts-expect-error dtypes is read-only
