@@ -363,9 +363,13 @@ static hrt_status_t hrt_cuda_compile_source(
   char* directory = NULL;
   hrt_status_t status = hrt_cuda_kernel_cache_directory(&directory);
   hrt_status_free(status);  // no folder: compile without the cache
-  if (directory && hrt_cuda_kernel_cache_load(directory, &key, out_output)) {
+  hrt_nvrtc_output_t* cached = NULL;
+  if (directory && hrt_cuda_kernel_cache_load(directory, &key, &cached) &&
+      cached->lowered_count == expression_count) {
+    *out_output = cached;
     status = HRT_OK;
   } else {
+    free(cached);
     status = hrt_nvrtc_compile(nvrtc, source, source_name, params->option_count,
                                params->options, expression_count, expressions,
                                &target, out_output);
