@@ -12,11 +12,16 @@
 //            binding (a device pointer), every 4-byte one a constant, and
 //            bindings come first, as for PTX. Older drivers, and any other
 //            parameter size, give UNIMPLEMENTED / INVALID_ARGUMENT.
+//   CUDA_    CUDA C++ compiled by NVRTC for the device (cuda_nvrtc.h), or
+//   SOURCE   taken from the kernel cache (cuda_kernel_cache.h), into a cubin
+//            or PTX, then handled as those; with entry declarations only
+//            the declared entries, in order, under their declared names
+//            (found by the symbol: the name, or its lowered expression).
 // The module is loaded with cuModuleLoadDataEx; a driver rejection (bad
 // PTX, wrong architecture) is INVALID_ARGUMENT carrying the JIT error log.
 //
 // Threads: create with the device's context current on the calling thread
-// (the device does this). Destroy may run on any thread: it makes the
+// (the device does this); a source is compiled on that thread. Destroy may run on any thread: it makes the
 // context current itself (push/pop) to unload the module.
 #ifndef HRT_HAL_CUDA_CUDA_EXECUTABLE_H_
 #define HRT_HAL_CUDA_CUDA_EXECUTABLE_H_
