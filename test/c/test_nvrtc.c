@@ -352,6 +352,10 @@ static void nvrtc_rejects_architecture_options(void) {
   const char* const bad_short[] = {"-arch=compute_80"};
   CHECK_STATUS(hrt_nvrtc_check_options(1, bad_short),
                HRT_STATUS_INVALID_ARGUMENT, "options[0] '-arch=compute_80'");
+  const char* const bad_spaced[] = {"--gpu-architecture sm_80"};
+  CHECK_STATUS(hrt_nvrtc_check_options(1, bad_spaced),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "options[0] '--gpu-architecture sm_80'");
   const char* const bad_split[] = {"-arch", "sm_80"};
   CHECK_STATUS(hrt_nvrtc_check_options(2, bad_split),
                HRT_STATUS_INVALID_ARGUMENT, "options[0] '-arch'");

@@ -180,7 +180,8 @@ hrt_status_t hrt_nvrtc_check_options(uint32_t option_count,
     for (size_t k = 0; k < 2; ++k) {
       const size_t length = strlen(arch_options[k]);
       if (strncmp(options[i], arch_options[k], length) == 0 &&
-          (options[i][length] == 0 || options[i][length] == '=')) {
+          (options[i][length] == 0 || options[i][length] == '=' ||
+           options[i][length] == ' ')) {
         return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                                "options[%u] '%s': halrt compiles for the "
                                "device's own architecture; remove the option",

@@ -101,7 +101,8 @@ hrt_status_t hrt_nvrtc_pick_target(const hrt_nvrtc_t* nvrtc,
                                    hrt_nvrtc_target_t* out_target) HRT_MUST_USE;
 
 // INVALID_ARGUMENT naming options[i] when it chooses the architecture
-// (--gpu-architecture, -arch): halrt targets the device.
+// (--gpu-architecture or -arch, alone or followed by '=' or a space):
+// halrt targets the device.
 hrt_status_t hrt_nvrtc_check_options(uint32_t option_count,
                                      const char* const* options) HRT_MUST_USE;
 
