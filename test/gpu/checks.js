@@ -16,7 +16,8 @@
 // shows here and not on the GPU, but the ones whose verdict rests on GPU
 // timings (profile scaling, launch overhead, JS-thread stalls) report SKIP
 // with their figures: the double's timings say nothing about a GPU. Where
-// cuda is unusable at all, every check is SKIP with the reason.
+// cuda is unusable at all, every check is SKIP with the reason (FAIL under
+// HRT_TEST_REAL_CUDA=1, which run.sh sets when it expects a GPU).
 //
 // The raw cuLaunchKernel loop of the launch check is test/gpu/launch_loop.c,
 // built by run.sh into build/gpu/launch_loop (HRT_GPU_LAUNCH_LOOP names
@@ -329,9 +330,12 @@ async function checkBuiltins() {
     : `relu(-0): cuda ${relu.cuda}, local-task ${relu['local-task']} (DISAGREE)`;
   const bad = Object.entries(kernels).filter(([, k]) => k.mismatches > 0).map(([name, k]) => `${name} ${k.mismatches} (${k.examples[0]})`);
   const worst = Object.entries(kernels).filter(([, k]) => k.maxUlps > 0).map(([name, k]) => `${name} ${k.maxUlps}`);
+  const maxZeros = ['cuda', 'local-task']
+    .map((d) => `${d} ${zeros['max(-0,+0)'][d]}/${zeros['max(+0,-0)'][d]}`).join(', ');
   const summary = [
     `${cases.length} kernels`,
     reluText,
+    `max(-0,+0)/max(+0,-0): ${maxZeros}`,
     `max ulps ${worst.join(', ') || '0'}`,
     payloads ? `${payloads} NaN payload differences (allowed)` : 'NaN payloads equal',
     ...(missing.length ? [`no case for ${missing.join(', ')}`] : []),
@@ -415,7 +419,9 @@ async function checkIllegalAddress() {
 //===----------------------------------------------------------------------===//
 
 async function checkProfile() {
-  const n = FAKE ? 1 << 18 : 1 << 24; // elements of the small case; the large one has 4n
+  // Elements of the small case; the large one has 4n (64 MiB per tensor on
+  // a GPU, as in the benchmarks).
+  const n = FAKE ? 1 << 18 : 1 << 22;
   const dispatches = 8;
   const invocations = 4;
   const timings = [];
@@ -809,7 +815,9 @@ async function main() {
     const start = nowNs();
     let row;
     if (!cuda || !cuda.available) {
-      row = outcome('SKIP', `cuda is unusable: ${cuda ? cuda.reason : 'no cuda driver in this build'}`);
+      // run.sh sets HRT_TEST_REAL_CUDA=1 on a GPU machine, where that is a failure.
+      const why = `cuda is unusable: ${cuda ? cuda.reason : 'no cuda driver in this build'}`;
+      row = outcome(process.env.HRT_TEST_REAL_CUDA === '1' ? 'FAIL' : 'SKIP', why);
     } else {
       try {
         row = await check();
@@ -819,7 +827,7 @@ async function main() {
     }
     row = { name, title, ...row, seconds: round(ms(nowNs() - start) / 1e3) };
     rows.push(row);
-    console.log(`${title.padEnd(32)} | ${row.result} | ${String(row.seconds).padStart(6)} s | ${row.summary}`);
+    console.log(`${title.padEnd(32)} | ${row.result} | ${row.seconds.toFixed(2).padStart(6)} s | ${row.summary}`);
   }
   if (values.json) fs.writeFileSync(values.json, `${JSON.stringify({ fake: FAKE, rows }, null, 2)}\n`);
   if (rows.some((r) => r.result === 'FAIL')) process.exitCode = 1;
