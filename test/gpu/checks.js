@@ -86,13 +86,6 @@ function pairs(edges, extra, seed, Type) {
   return [a, b];
 }
 
-/** Float32Array `count` long: random values with edge values spread through it. */
-function floatsWithEdges(count, seed, range = 8) {
-  const x = randomFloats(count, seed, range);
-  for (let i = 0; i < count; i += 7) x[i] = floatsOf(F32_EDGES)[(i / 7) % F32_EDGES.length];
-  return x;
-}
-
 /** Units in the last place between two finite f32 values (sign-aware). */
 function ulps(x, y) {
   const order = (v) => {
@@ -104,8 +97,10 @@ function ulps(x, y) {
 
 // The cases: one function each; `compare` says how each output is judged.
 // 'exact': the same bits (NaN payloads aside, counted apart). 'max': exact,
-// but max(-0, +0) may be either zero (docs/kernels.md). Functions of `c`
-// (the CPU result) and the inputs give a bound otherwise.
+// but max(-0, +0) may be either zero (docs/kernels.md). Otherwise a
+// function of the element index and the CPU's value gives the largest
+// difference allowed between finite results (`bound` says it in words);
+// NaN and infinities must match.
 function builtinCases() {
   const [fa, fb] = pairs(F32_EDGES, 1000, 5, Uint32Array);
   const [ia, ib] = pairs(I32_EDGES, 500, 7, Int32Array);
