@@ -1,47 +1,94 @@
 #!/usr/bin/env bash
-# The GPU check of the CUDA device (see shared/tools/device-check.md and
-# docs/cuda.md). Runs, on a machine with an NVIDIA GPU and libcuda:
-#   1. the C tests of the CUDA device (test/c/test_cuda.c) against the real
-#      driver, with the committed PTX/cubin of test/gpu/kernels.cu;
-#   2. the mocha suite with the CUDA device selected (HALRT_TEST_DEVICES=cuda);
-#   3. the benchmarks (bench/run.js), if the project has them.
-# Logs go to $OUT (default ./gpu-out): summary.txt, environment.txt,
-# test_cuda.log, mocha.log, bench.log.
+# The GPU check of the CUDA device (shared/tools/device-check.md,
+# docs/cuda.md "Checking on a GPU"), bounded to 8 minutes on an H200:
 #
-# Nothing here needs npm or network. Prepare on the development machine:
-#   npm run build && make -C test/c all     (addon, then build/ctest/*)
-#   ../shared/tools/device-pack.sh          (node into .device/)
-# carry .device, build/Release, build/ctest and node_modules (see step 2),
-# and run there:  source .device/env.sh && bash test/gpu/run.sh
-# When build/ctest/test_cuda is missing it is built here with cc (no node
-# needed); mocha is skipped when node, node_modules or the addon is missing.
+#   step                                              time limit
+#   1. C tests: build/ctest/test_cuda on the real driver    60 s
+#   2. mocha, whole suite, HALRT_TEST_DEVICES=cuda         180 s
+#   3. bench/run.js --quick --no-install --only cuda        90 s
+#   4. test/gpu/checks.js: built-ins on edge values, an     90 s
+#      illegal address, profile timings, launch overhead
+#      against a raw cuLaunchKernel loop (launch_loop.c),
+#      JS-thread stalls, an NVRTC source kernel
+#
+# and prints one table (step/check, PASS/FAIL/SKIP, seconds, key figures).
+# Into $OUT (default ./gpu-out), at most 8 files as the device tool brings
+# back: summary.txt (the table at its end), figures.json (every figure, for
+# BENCHMARKS.md and docs/cuda.md), environment.txt, test_cuda.log,
+# mocha.log, bench.log, checks.log, and build.log when something was built.
+# Exit status 0 when nothing FAILed.
+#
+# Preparation, on the development machine (the GPU machine has no npm and
+# no network):
+#   npm ci                          addon (npm run build deletes build/)
+#   make -C test/c all              build/ctest: test_cuda, libfakecuda.so
+#   ../shared/tools/device-pack.sh  .device/: node and env.sh
+#   bash test/gpu/prepare.sh        build/gpu/launch_loop, and what the run
+#                                   needs of node_modules in .device/; prints
+#                                   the size of the carry and fails over 64 MiB
+# then carry [".device", "build"] (not node_modules: typescript alone is
+# 23 MiB) and run there:  source .device/env.sh && bash test/gpu/run.sh
+# A missing build/ctest/test_cuda or build/gpu/launch_loop is built here
+# with cc (no node needed).
 #
 # HRT_GPU_DRY_RUN=1 runs the same steps against the fake driver
-# (build/ctest/libfakecuda.so), to check this script without a GPU.
+# (build/ctest/libfakecuda.so), to check this script without a GPU; the
+# checks whose verdicts rest on GPU timings then say SKIP with their
+# figures. HRT_GPU_STEPS=ctest,mocha,bench,checks (default: all) picks
+# steps: `npm run test:gpu-dry` is the dry run of bench and checks (test_cuda
+# and the cuda mocha files already run on the fake in `npm test`).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
+rm -f "$out"/{summary.txt,figures.json,environment.txt,test_cuda.log,mocha.log,bench.log,checks.log,build.log}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 summary=$out/summary.txt
-: > "$summary"
-failed=0
+steps=${HRT_GPU_STEPS:-ctest,mocha,bench,checks}
+started=$EPOCHREALTIME
 
 note() { echo "$*" | tee -a "$summary"; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+wanted() { [[ ",$steps," == *",$1,"* ]]; }
+# A step's row for the table: name, PASS/FAIL/SKIP, seconds, figure.
+row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$work/steps.tsv"; }
 
-# Runs "$@" with a time limit, its output to log $1; records pass/fail.
+# Runs "$@" with a time limit, its output to $out/$2; one row.
 step() {
-  local name=$1 log=$out/$2 limit=$3
+  local name=$1 logname=$2 log=$out/$2 limit=$3
   shift 3
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$log" 2>&1
+  note "== $name (limit $limit s) =="
+  local start=$EPOCHREALTIME
+  timeout -k 10 "$limit" "$@" > "$log" 2>&1
   local rc=$?
+  local took
+  took=$(since "$start")
   if [ $rc -eq 0 ]; then
-    note "PASS $name ($((SECONDS - start)) s)"
+    row "$name" PASS "$took" ""
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    row "$name" FAIL "$took" "timed out after $limit s; see $logname"
   else
-    note "FAIL $name (exit $rc after $((SECONDS - start)) s; see $(basename "$log"))"
-    failed=1
+    row "$name" FAIL "$took" "exit $rc; see $logname"
   fi
+  note "   $([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)") in $took s"
+}
+
+skip() {
+  row "$1" SKIP 0 "$2"
+  note "== $1: SKIP ($2)"
+}
+
+# Builds $2 from the sources $3... with cc when it is missing; build.log
+# says how it went.
+build() {
+  local what=$1 binary=$2
+  shift 2
+  [ -x "$binary" ] && return 0
+  note "building $what with cc (no prebuilt $(basename "$binary"))"
+  mkdir -p "$(dirname "$binary")"
+  cc -std=c11 -O2 -D_GNU_SOURCE -Isrc -Iinclude -Itest/c "$@" -ldl -lpthread -lm -o "$binary" >> "$out/build.log" 2>&1
 }
 
 if [ "${HRT_GPU_DRY_RUN:-0}" = 1 ]; then
@@ -52,58 +99,73 @@ else
   export HRT_TEST_REAL_CUDA=1
 fi
 
+# node_modules as installed, or the copy test/gpu/prepare.sh puts in .device.
+modules=$root/node_modules
+[ -d "$modules/mocha" ] || modules=$root/.device/node_modules
+export NODE_PATH=$modules
+have_node() { command -v node > /dev/null && [ -f build/Release/halrt.node ]; }
+
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host: $(uname -a)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || true
-  echo "nvcc: $(command -v nvcc >/dev/null && nvcc --version | tail -2 | head -1 || echo none)"
-  echo "node: $(command -v node >/dev/null && node --version || echo none)"
+  echo "nvcc: $(command -v nvcc > /dev/null && nvcc --version | tail -2 | head -1 || echo none)"
+  echo "node: $(command -v node > /dev/null && node --version || echo none)"
+  echo "steps: $steps; dry run: ${HRT_GPU_DRY_RUN:-0}"
 } > "$out/environment.txt" 2>&1
 note "$(grep -A1 '^name' "$out/environment.txt" | tail -1 || true)"
 
 # 1. C tests on the GPU.
-test_cuda=$root/build/ctest/test_cuda
-if [ ! -x "$test_cuda" ]; then
-  note "building test_cuda with cc (no prebuilt build/ctest/test_cuda)"
-  mkdir -p "$out/build"
-  test_cuda=$out/build/test_cuda
-  sources=$(find src/base src/hal src/vm src/modules -name '*.c' | sort)
-  # shellcheck disable=SC2086
-  if ! cc -std=c11 -O2 -D_GNU_SOURCE -Isrc -Iinclude -Itest/c \
-      test/c/test_cuda.c $sources -ldl -lpthread -lm -o "$test_cuda" \
-      > "$out/build.log" 2>&1; then
-    note "FAIL building test_cuda (see build.log)"
-    failed=1
+if wanted ctest; then
+  test_cuda=$root/build/ctest/test_cuda
+  [ -x "$test_cuda" ] || test_cuda=$work/test_cuda
+  mapfile -t runtime < <(find src/base src/hal src/vm src/modules -name '*.c' | sort)
+  if build test_cuda "$test_cuda" test/c/test_cuda.c "${runtime[@]}"; then
+    HRT_TEST_ROOT=$root HRT_TEST_KERNEL_DIR=$root/build/ctest \
+      step "C tests (test_cuda)" test_cuda.log 60 "$test_cuda"
+  else
+    row "C tests (test_cuda)" FAIL 0 "building test_cuda failed; see build.log"
   fi
 fi
-if [ -x "$test_cuda" ]; then
-  HRT_TEST_ROOT=$root HRT_TEST_KERNEL_DIR=$root/build/ctest \
-    step "C tests (test_cuda)" test_cuda.log 300 "$test_cuda"
-  grep -E '^(ok|FAIL) |passed|^  ' "$out/test_cuda.log" >> "$summary"
+
+# 2. The whole mocha suite with the CUDA device selected.
+if wanted mocha; then
+  if have_node && [ -f "$modules/mocha/bin/mocha.js" ]; then
+    HALRT_TEST_DEVICES=cuda step "mocha (HALRT_TEST_DEVICES=cuda)" mocha.log 180 \
+      node "$modules/mocha/bin/mocha.js"
+  else
+    skip "mocha (HALRT_TEST_DEVICES=cuda)" "needs node on PATH, mocha in node_modules or .device/node_modules, and the addon"
+  fi
 fi
 
-# 2. The mocha suite on the CUDA device. node_modules may travel as is, or,
-# to stay under the 64 MiB a run may carry, as a copy without typescript in
-# .device/node_modules (cp -r node_modules .device/ && rm -r
-# .device/node_modules/typescript).
-mocha=$root/node_modules/.bin/mocha
-[ -x "$mocha" ] || mocha=$root/.device/node_modules/.bin/mocha
-if command -v node >/dev/null && [ -x "$mocha" ] && [ -f build/Release/halrt.node ]; then
-  HALRT_TEST_DEVICES=cuda step "mocha (HALRT_TEST_DEVICES=cuda)" mocha.log 300 \
-    node "$mocha"
-  grep -E 'passing|failing|pending' "$out/mocha.log" >> "$summary"
+# 3. The CUDA rows of the benchmarks.
+if wanted bench; then
+  if have_node; then
+    step "bench (--quick --only cuda)" bench.log 90 \
+      node bench/run.js --quick --no-install --only cuda --json "$work/bench.json"
+  else
+    skip "bench (--quick --only cuda)" "needs node on PATH and the addon"
+  fi
+fi
+
+# 4. The extra checks (their rows join the table).
+if wanted checks; then
+  if have_node; then
+    build launch_loop "$root/build/gpu/launch_loop" test/gpu/launch_loop.c ||
+      note "building launch_loop failed (see build.log): the launch check says SKIP"
+    step "checks (test/gpu/checks.js)" checks.log 90 \
+      node --expose-gc test/gpu/checks.js --json "$work/checks.json"
+  else
+    skip "checks (test/gpu/checks.js)" "needs node on PATH and the addon"
+  fi
+fi
+
+note ""
+note "summary ($(since "$started") s in all):"
+if command -v node > /dev/null && node test/gpu/summary.js "$work" "$out" > "$work/table.txt" 2>&1; then
+  tee -a "$summary" < "$work/table.txt"
 else
-  note "SKIP mocha: needs node on PATH, node_modules and build/Release/halrt.node"
+  cat "$work/table.txt" 2> /dev/null
+  tee -a "$summary" < "$work/steps.tsv"
 fi
-
-# 3. CUDA benchmarks, when the project has them: bench/run.js with the CUDA
-# device selected the same way as for mocha.
-if command -v node >/dev/null && [ -f bench/run.js ] && [ -f build/Release/halrt.node ]; then
-  HALRT_TEST_DEVICES=cuda step "benchmarks (bench/run.js)" bench.log 300 \
-    node bench/run.js
-else
-  note "SKIP benchmarks: no bench/run.js (figures from test_cuda's report_throughput above)"
-fi
-
-note "$([ $failed -eq 0 ] && echo 'GPU CHECK PASSED' || echo 'GPU CHECK FAILED')"
-exit $failed
+! grep -q $'\tFAIL\t' "$work/steps.tsv"
