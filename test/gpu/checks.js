@@ -17,7 +17,8 @@
 // timings (profile scaling, launch overhead, JS-thread stalls) report SKIP
 // with their figures: the double's timings say nothing about a GPU. Where
 // cuda is unusable at all, every check is SKIP with the reason (FAIL under
-// HRT_TEST_REAL_CUDA=1, which run.sh sets when it expects a GPU).
+// HRT_TEST_REAL_CUDA=1, which run.sh sets when it expects a GPU, and when
+// the test double is named but does not load).
 //
 // The raw cuLaunchKernel loop of the launch check is test/gpu/launch_loop.c,
 // built by run.sh into build/gpu/launch_loop (HRT_GPU_LAUNCH_LOOP names
@@ -810,9 +811,10 @@ async function main() {
     const start = nowNs();
     let row;
     if (!cuda || !cuda.available) {
-      // run.sh sets HRT_TEST_REAL_CUDA=1 on a GPU machine, where that is a failure.
+      // run.sh sets HRT_TEST_REAL_CUDA=1 on a GPU machine, and names the
+      // test double in its dry run: there, no cuda is a failure.
       const why = `cuda is unusable: ${cuda ? cuda.reason : 'no cuda driver in this build'}`;
-      row = outcome(process.env.HRT_TEST_REAL_CUDA === '1' ? 'FAIL' : 'SKIP', why);
+      row = outcome(process.env.HRT_TEST_REAL_CUDA === '1' || FAKE ? 'FAIL' : 'SKIP', why);
     } else {
       try {
         row = await check();
