@@ -194,8 +194,8 @@ static void command_buffers_validate_while_recording(void) {
 static void dispatch_arguments_are_checked_at_record(void) {
   hrt_hal_device_t* device = make_device("local-sync");
   CHECK(device);
-  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_BUILTIN,
-                                        NULL, NULL, 0};
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
   hrt_hal_executable_t* executable = NULL;
   CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
   uint32_t ordinal = 0;

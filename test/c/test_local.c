@@ -137,8 +137,8 @@ static hrt_status_t load_test_library(hrt_hal_device_t* device,
   const char* dir = getenv("HRT_TEST_KERNEL_DIR");
   char path[1024];
   snprintf(path, sizeof(path), "%s/kernels_%s.so", dir ? dir : ".", variant);
-  hrt_hal_executable_params_t params = {HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY,
-                                        path, NULL, 0};
+  hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY, .path = path};
   return hrt_hal_device_create_executable(device, &params, out);
 }
 
