@@ -792,6 +792,7 @@ static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
                                              const char* path,
                                              uint32_t* out) {
   const char* name = hrt_hal_param_type_name(type);
+  const char* article = name[0] == 'u' ? "a" : "an";
   if (type == HRT_HAL_PARAM_F32) {
     return hrt_parse_constant(value, HRT_CONSTANT_F32, kernel, path, out);
   }
@@ -800,9 +801,9 @@ static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
     uint64_t bits = 0;
     if (!hrt_parse_decimal(value->string, type == HRT_HAL_PARAM_I64, &bits)) {
       return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                             "kernel '%s' takes a %s here: '%s' is not a "
+                             "kernel '%s' takes %s %s here: '%s' is not a "
                              "decimal %s integer",
-                             kernel, name, value->string, name);
+                             kernel, article, name, value->string, name);
     }
     out[0] = (uint32_t)bits;
     out[1] = (uint32_t)(bits >> 32);
@@ -810,8 +811,8 @@ static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
   }
   if (value->type != HRT_JSON_NUMBER) {
     return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "kernel '%s' takes a %s here: must be a number%s",
-                           kernel, name,
+                           "kernel '%s' takes %s %s here: must be a number%s",
+                           kernel, article, name,
                            wide && type != HRT_HAL_PARAM_F64
                                ? " or a decimal string"
                                : "");
@@ -844,9 +845,9 @@ static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
       value->integer > max) {
     return hrt_field_error(
         HRT_STATUS_INVALID_ARGUMENT, path,
-        "kernel '%s' takes a %s here: %.17g is not an integer in [%lld, "
+        "kernel '%s' takes %s %s here: %.17g is not an integer in [%lld, "
         "%lld]%s",
-        kernel, name, value->number, (long long)min, (long long)max,
+        kernel, article, name, value->number, (long long)min, (long long)max,
         wide ? " (a decimal string takes the whole 64-bit range)" : "");
   }
   const uint64_t bits = (uint64_t)value->integer;
