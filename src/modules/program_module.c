@@ -762,13 +762,12 @@ static hrt_status_t hrt_parse_constant(const hrt_json_t* value,
 
 // A decimal integer string ("-12", "18446744073709551615") in the range of
 // i64 (`is_signed`, stored as two's complement) or u64; false otherwise.
-static bool hrt_parse_decimal(const char* text, bool is_signed,
-                              uint64_t* out) {
+static bool hrt_parse_decimal(const char* text, bool is_signed, uint64_t* out) {
   const bool negative = is_signed && text[0] == '-';
   const char* c = text + negative;
   if (!*c) return false;
   // Magnitude limits: 2^63 (negative), 2^63 - 1, 2^64 - 1.
-  const uint64_t limit = !is_signed  ? UINT64_MAX
+  const uint64_t limit = !is_signed ? UINT64_MAX
                          : negative ? (uint64_t)INT64_MAX + 1
                                     : (uint64_t)INT64_MAX;
   uint64_t value = 0;
@@ -789,8 +788,7 @@ static bool hrt_parse_decimal(const char* text, bool is_signed,
 static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
                                              hrt_hal_param_type_t type,
                                              const char* kernel,
-                                             const char* path,
-                                             uint32_t* out) {
+                                             const char* path, uint32_t* out) {
   const char* name = hrt_hal_param_type_name(type);
   const char* article = name[0] == 'u' ? "a" : "an";
   if (type == HRT_HAL_PARAM_F32) {
@@ -810,12 +808,10 @@ static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
     return HRT_OK;
   }
   if (value->type != HRT_JSON_NUMBER) {
-    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                           "kernel '%s' takes %s %s here: must be a number%s",
-                           kernel, article, name,
-                           wide && type != HRT_HAL_PARAM_F64
-                               ? " or a decimal string"
-                               : "");
+    return hrt_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "kernel '%s' takes %s %s here: must be a number%s", kernel, article,
+        name, wide && type != HRT_HAL_PARAM_F64 ? " or a decimal string" : "");
   }
   if (type == HRT_HAL_PARAM_F64) {
     uint64_t bits = 0;
@@ -886,9 +882,9 @@ static hrt_status_t hrt_parse_typed_constants(hrt_parser_t* parser,
     if (decl->params[p] == HRT_HAL_PARAM_BUFFER) continue;
     char item_path[HRT_PATH_MAX];
     hrt_path_format(item_path, "%s[%u]", path, c);
-    HRT_RETURN_IF_ERROR(hrt_parse_typed_constant(
-        &constants->items[c], decl->params[p], decl->name, item_path,
-        &op->constants[w]));
+    HRT_RETURN_IF_ERROR(hrt_parse_typed_constant(&constants->items[c],
+                                                 decl->params[p], decl->name,
+                                                 item_path, &op->constants[w]));
     w += hrt_hal_param_type_words(decl->params[p]);
     ++c;
   }

@@ -165,8 +165,8 @@ static char* read_file(const char* path, size_t* out_length) {
 static const hrt_hal_param_type_t kVectorAddParams[] = {B, B, B,
                                                         HRT_HAL_PARAM_U32};
 static const hrt_hal_param_type_t kBufferU32Params[] = {B, HRT_HAL_PARAM_U32};
-static const hrt_hal_param_type_t kScaleOffsetParams[] = {
-    B, HRT_HAL_PARAM_I64, HRT_HAL_PARAM_F64, B};
+static const hrt_hal_param_type_t kScaleOffsetParams[] = {B, HRT_HAL_PARAM_I64,
+                                                          HRT_HAL_PARAM_F64, B};
 #undef B
 static const hrt_hal_entry_decl_t kTestKernelDecls[] = {
     {"vector_add_f32", NULL, true, 4, kVectorAddParams},
@@ -1209,8 +1209,8 @@ static void bad_executables_are_rejected_with_the_reason(void) {
       .format = HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY, .path = "kernels.so"};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT, "not CPU kernel libraries");
-  params = (hrt_hal_executable_params_t){.format =
-                                             HRT_HAL_EXECUTABLE_FORMAT_PTX};
+  params =
+      (hrt_hal_executable_params_t){.format = HRT_HAL_EXECUTABLE_FORMAT_PTX};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT, "needs PTX text");
   params.format = HRT_HAL_EXECUTABLE_FORMAT_CUBIN;
@@ -1337,8 +1337,9 @@ static void ptx_declarations_are_checked_against_param_types(void) {
   for (size_t t = 0; t < sizeof(kPtxTypes) / sizeof(kPtxTypes[0]); ++t) {
     const bool array = strstr(kPtxTypes[t], ".b8") != NULL;
     char ptx[160];
-    snprintf(ptx, sizeof(ptx), ".entry k(.param .u64 out,\n.param %s v%s)\n{}\n",
-             kPtxTypes[t], array ? "[8]" : "");
+    snprintf(ptx, sizeof(ptx),
+             ".entry k(.param .u64 out,\n.param %s v%s)\n{}\n", kPtxTypes[t],
+             array ? "[8]" : "");
     uint32_t count = 0;
     hrt_cuda_ptx_entry_t* entries = NULL;
     CHECK_OK(hrt_cuda_ptx_parse_entries(ptx, &count, &entries));
@@ -1447,7 +1448,8 @@ static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
   CHECK_OK(make_device("cuda", &device));
   hrt_hal_executable_t* executable = NULL;
   hrt_hal_executable_params_t params = {
-      .format = HRT_HAL_EXECUTABLE_FORMAT_FATBIN, .data = fatbin,
+      .format = HRT_HAL_EXECUTABLE_FORMAT_FATBIN,
+      .data = fatbin,
       .data_length = 100};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT,
@@ -1541,7 +1543,8 @@ static void check_scale_offset_f64(hrt_hal_device_t* device,
   for (int i = 0; i < N; ++i) x[i] = 0.25 * i - 7;
   hrt_hal_buffer_t* buffers[2] = {NULL, NULL};
   CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(x), x, &buffers[0]));
-  CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(y), NULL, &buffers[1]));
+  CHECK_OK(
+      hrt_hal_device_allocate_buffer(device, sizeof(y), NULL, &buffers[1]));
   hrt_hal_buffer_ref_t bindings[2] = {whole(buffers[0]), whole(buffers[1])};
   // n (i64) then a (f64), each as two words, low first.
   const int64_t n = N;
@@ -1550,8 +1553,8 @@ static void check_scale_offset_f64(hrt_hal_device_t* device,
   memcpy(&a_bits, &a, sizeof(a_bits));
   const uint32_t constants[4] = {(uint32_t)n, (uint32_t)((uint64_t)n >> 32),
                                  (uint32_t)a_bits, (uint32_t)(a_bits >> 32)};
-  hrt_hal_dispatch_t dispatch = {executable, ordinal, {3, 1, 1}, {128, 1, 1},
-                                 4,          constants, 2,       bindings};
+  hrt_hal_dispatch_t dispatch = {executable, ordinal,   {3, 1, 1}, {128, 1, 1},
+                                 4,          constants, 2,         bindings};
   CHECK_OK(run_dispatch(device, &dispatch));
   CHECK_OK(read_back(device, buffers[1], y));
   for (int i = 0; i < N; ++i) CHECK(y[i] == a * x[i] + i);
@@ -1622,8 +1625,10 @@ static void cubin_declarations_are_checked_by_size(void) {
          "kernel 'scale_offset_f64': the module declares 3 parameters but "
          "the"},
         {{"scale_offset_f64", NULL, true, 5, kFive},
-         HRT_STATUS_INVALID_ARGUMENT, "declares 5 parameters but the"},
-        {{"no_such_kernel", NULL, true, 0, NULL}, HRT_STATUS_NOT_FOUND,
+         HRT_STATUS_INVALID_ARGUMENT,
+         "declares 5 parameters but the"},
+        {{"no_such_kernel", NULL, true, 0, NULL},
+         HRT_STATUS_NOT_FOUND,
          "kernel 'no_such_kernel': cuModuleGetFunction failed: "
          "CUDA_ERROR_NOT_FOUND"},
     };
@@ -2451,7 +2456,8 @@ static void by_value_params_are_sized_as_the_image_says(void) {
   hrt_hal_device_t* device = NULL;
   CHECK_OK(make_device("cuda", &device));
   hrt_hal_executable_params_t params = {
-      .format = HRT_HAL_EXECUTABLE_FORMAT_CUBIN, .data = cubin,
+      .format = HRT_HAL_EXECUTABLE_FORMAT_CUBIN,
+      .data = cubin,
       .data_length = length};
   hrt_hal_executable_t* executable = NULL;
   hrt_status_t status =
@@ -2482,8 +2488,7 @@ static void by_value_params_are_sized_as_the_image_says(void) {
                                         NULL};
   params.entry_decls = &untyped;
   CHECK_STATUS(
-      hrt_cuda_executable_create(device, &old, f.context, &params,
-                                 &executable),
+      hrt_cuda_executable_create(device, &old, f.context, &params, &executable),
       HRT_STATUS_UNIMPLEMENTED,
       "kernel 'write_index_u32': the module does not declare its "
       "parameters, and this driver cannot list them");

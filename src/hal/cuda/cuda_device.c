@@ -414,10 +414,10 @@ static hrt_status_t hrt_cuda_enqueue_dispatch(
       entry->params ? entry->param_count
                     : dispatch->binding_count + dispatch->constant_count;
   for (uint32_t p = 0, b = 0, w = 0, s = 0; p < param_count; ++p) {
-    const hrt_hal_param_type_t type =
-        entry->params                ? entry->params[p]
-        : p < dispatch->binding_count ? HRT_HAL_PARAM_BUFFER
-                                      : HRT_HAL_PARAM_U32;
+    const hrt_hal_param_type_t type = entry->params ? entry->params[p]
+                                      : p < dispatch->binding_count
+                                          ? HRT_HAL_PARAM_BUFFER
+                                          : HRT_HAL_PARAM_U32;
     const uint32_t words = hrt_hal_param_type_words(type);
     if (words == 0) {
       params[p] = &pointers[b++];

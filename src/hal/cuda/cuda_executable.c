@@ -39,9 +39,9 @@ static const hrt_hal_executable_vtable_t hrt_cuda_executable_vtable = {
 typedef struct hrt_cuda_found_s {
   const char* name;  // borrowed from the PTX entries, the driver or the decl
   uint32_t binding_count;
-  uint32_t constant_count;              // 32-bit words
-  uint32_t param_count;                 // declared layout, or 0
-  const hrt_hal_param_type_t* params;   // declared (borrowed), or NULL
+  uint32_t constant_count;             // 32-bit words
+  uint32_t param_count;                // declared layout, or 0
+  const hrt_hal_param_type_t* params;  // declared (borrowed), or NULL
   hrt_cu_function_t function;
 } hrt_cuda_found_t;
 
@@ -385,9 +385,8 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
   hrt_cuda_found_t* found = NULL;
   hrt_status_t status = hrt_cuda_ptx_parse_entries(text, &count, &entries);
   if (status == HRT_OK) {
-    const uint32_t room = count > params->entry_decl_count
-                              ? count
-                              : params->entry_decl_count;
+    const uint32_t room =
+        count > params->entry_decl_count ? count : params->entry_decl_count;
     status = hrt_allocate(room * sizeof(*found), "kernels", (void**)&found);
   }
   if (status == HRT_OK) {

@@ -153,8 +153,7 @@ static hrt_status_t hrt_ptx_add_param(hrt_ptx_parser_t* parser,
                              "a parameter is not a '.param .<type> name' "
                              "declaration");
   }
-  HRT_RETURN_IF_ERROR(hrt_ptx_grow((void**)&parser->params,
-                                   parser->param_count,
+  HRT_RETURN_IF_ERROR(hrt_ptx_grow((void**)&parser->params, parser->param_count,
                                    &parser->param_capacity,
                                    sizeof(*parser->params)));
   hrt_cuda_ptx_param_t* param = &parser->params[parser->param_count++];
@@ -244,7 +243,8 @@ static hrt_status_t hrt_ptx_pack(const hrt_ptx_parser_t* parser,
   }
   hrt_cuda_ptx_entry_t* entries = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate(size, "PTX entries", (void**)&entries));
-  hrt_cuda_ptx_param_t* params = (hrt_cuda_ptx_param_t*)(entries + parser->count);
+  hrt_cuda_ptx_param_t* params =
+      (hrt_cuda_ptx_param_t*)(entries + parser->count);
   if (parser->param_count) {
     memcpy(params, parser->params, parser->param_count * sizeof(*params));
   }
@@ -387,8 +387,7 @@ hrt_status_t hrt_cuda_ptx_check(const hrt_cuda_ptx_entry_t* entry,
     snprintf(message, sizeof(message),
              "parameter %u is declared '%s' but is %s%s in the PTX", i,
              hrt_hal_param_type_name(types[i]), param->type,
-             param->array ? " [...] (an array or struct passed by value)"
-                          : "");
+             param->array ? " [...] (an array or struct passed by value)" : "");
     return hrt_ptx_entry_error(entry, param->line, message);
   }
   return HRT_OK;

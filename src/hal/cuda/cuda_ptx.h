@@ -61,7 +61,6 @@ hrt_status_t hrt_cuda_ptx_infer(const hrt_cuda_ptx_entry_t* entry,
 // parameter index and both types otherwise.
 hrt_status_t hrt_cuda_ptx_check(const hrt_cuda_ptx_entry_t* entry,
                                 uint32_t count,
-                                const hrt_hal_param_type_t* types)
-    HRT_MUST_USE;
+                                const hrt_hal_param_type_t* types) HRT_MUST_USE;
 
 #endif  // HRT_HAL_CUDA_CUDA_PTX_H_

@@ -376,8 +376,8 @@ static hrt_cu_result_t fake_write_index_u32(const fake_launch_t* launch) {
 
 // Parameter `index`'s bytes into `out`; false unless the kernel declares it
 // with `size` bytes.
-static bool fake_param(const fake_launch_t* launch, uint32_t index,
-                       size_t size, void* out) {
+static bool fake_param(const fake_launch_t* launch, uint32_t index, size_t size,
+                       void* out) {
   if (index >= launch->param_count || launch->param_sizes[index] != size) {
     return false;
   }
