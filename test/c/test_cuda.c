@@ -1205,6 +1205,30 @@ static void bad_executables_are_rejected_with_the_reason(void) {
     CHECK_STATUS(load_ptx(device, kUnpassable[i][0], &executable),
                  HRT_STATUS_INVALID_ARGUMENT, kUnpassable[i][1]);
   }
+  // A declaration past the dispatch limits (33 buffers), even one that
+  // matches the PTX.
+  char wide[2048] =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".visible .entry write_index_u32(.param .u64 p0";
+  hrt_hal_param_type_t buffers[33];
+  for (int i = 0; i < 33; ++i) buffers[i] = HRT_HAL_PARAM_BUFFER;
+  for (int i = 1; i < 33; ++i) {
+    snprintf(wide + strlen(wide), sizeof(wide) - strlen(wide),
+             ", .param .u64 p%d", i);
+  }
+  strcat(wide, ")\n{\n ret;\n}\n");
+  const hrt_hal_entry_decl_t decl = {"write_index_u32", NULL, true, 33,
+                                     buffers};
+  hrt_hal_executable_params_t declared = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_PTX,
+      .data = wide,
+      .data_length = strlen(wide),
+      .entry_decl_count = 1,
+      .entry_decls = &decl};
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &declared, &executable),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "kernel 'write_index_u32' is declared with 33 buffers and 0 "
+               "constant words; at most 32 and 64");
   hrt_hal_executable_params_t params = {
       .format = HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY, .path = "kernels.so"};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),

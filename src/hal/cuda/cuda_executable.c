@@ -45,17 +45,30 @@ typedef struct hrt_cuda_found_s {
   hrt_cu_function_t function;
 } hrt_cuda_found_t;
 
-// Takes `decl`'s parameter types as `found`'s layout.
-static void hrt_cuda_found_declare(const hrt_hal_entry_decl_t* decl,
-                                   hrt_cuda_found_t* found) {
+// Takes `decl`'s parameter types as `found`'s layout, within the dispatch
+// limits.
+static hrt_status_t hrt_cuda_found_declare(const hrt_hal_entry_decl_t* decl,
+                                           hrt_cuda_found_t* found) {
+  uint32_t buffers = 0, words = 0;
+  for (uint32_t i = 0; i < decl->param_count; ++i) {
+    const uint32_t n = hrt_hal_param_type_words(decl->params[i]);
+    buffers += n == 0;
+    words += n;
+  }
+  if (buffers > HRT_HAL_MAX_DISPATCH_BINDINGS ||
+      words > HRT_HAL_MAX_DISPATCH_CONSTANTS) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "kernel '%s' is declared with %u buffers and %u "
+                           "constant words; at most %d and %d",
+                           decl->name, buffers, words,
+                           HRT_HAL_MAX_DISPATCH_BINDINGS,
+                           HRT_HAL_MAX_DISPATCH_CONSTANTS);
+  }
+  found->binding_count = buffers;
+  found->constant_count = words;
   found->param_count = decl->param_count;
   found->params = decl->params;
-  found->binding_count = found->constant_count = 0;
-  for (uint32_t i = 0; i < decl->param_count; ++i) {
-    const uint32_t words = hrt_hal_param_type_words(decl->params[i]);
-    found->binding_count += words == 0;
-    found->constant_count += words;
-  }
+  return HRT_OK;
 }
 
 static hrt_status_t hrt_cuda_load_module(const hrt_cuda_symbols_t* cu,
@@ -108,7 +121,7 @@ static hrt_status_t hrt_cuda_select_ptx(
     if (decl->typed) {
       HRT_RETURN_IF_ERROR(
           hrt_cuda_ptx_check(entry, decl->param_count, decl->params));
-      hrt_cuda_found_declare(decl, &found[d]);
+      HRT_RETURN_IF_ERROR(hrt_cuda_found_declare(decl, &found[d]));
     } else {
       HRT_RETURN_IF_ERROR(hrt_cuda_ptx_infer(entry, &found[d].binding_count,
                                              &found[d].constant_count));
@@ -205,8 +218,7 @@ static hrt_status_t hrt_cuda_check_sizes(const hrt_cuda_symbols_t* cu,
                              expected, size, what);
     }
   }
-  hrt_cuda_found_declare(decl, found);
-  return HRT_OK;
+  return hrt_cuda_found_declare(decl, found);
 }
 
 // Finds the declared kernels of a cubin or fatbin module by name. Without
@@ -220,7 +232,7 @@ static hrt_status_t hrt_cuda_find_declared(
     found[d] = (hrt_cuda_found_t){.name = decl->name};
     HRT_RETURN_IF_ERROR(hrt_cuda_resolve(cu, module, 1, &found[d]));
     if (decl->typed && !cu->cuFuncGetParamInfo) {
-      hrt_cuda_found_declare(decl, &found[d]);
+      HRT_RETURN_IF_ERROR(hrt_cuda_found_declare(decl, &found[d]));
     } else if (decl->typed) {
       HRT_RETURN_IF_ERROR(hrt_cuda_check_sizes(cu, what, decl, &found[d]));
     } else if (!cu->cuFuncGetParamInfo) {

@@ -20,7 +20,8 @@
 // layout, checked against the PTX types (hrt_cuda_ptx_check) or the
 // driver's parameter sizes (8 bytes for a buffer or a 64-bit scalar, 4 for
 // a 32-bit one, the same count); INVALID_ARGUMENT naming the kernel, the
-// parameter and both types otherwise. A driver without cuFuncGetParamInfo
+// parameter and both types otherwise, or when it takes more buffers or
+// constant words than a dispatch can hold. A driver without cuFuncGetParamInfo
 // cannot check a cubin/fatbin, so the declaration is trusted there; an
 // untyped declaration is inferred as above (UNIMPLEMENTED for a
 // cubin/fatbin on such a driver).
