@@ -518,24 +518,31 @@ export type Grid =
   | readonly [number, number]
   | readonly [number, number, number];
 
-/** A 32-bit dispatch constant: an integer, or an f32 (a non-integer number or {f32}). */
-export type DispatchConstant = number | { f32: number };
+/**
+ * A dispatch constant: an integer, or an f32 (a non-integer number or {f32});
+ * for a declared CUDA entry, typed by its parameter (a u64/i64 one also as a
+ * decimal string, over the whole 64-bit range).
+ */
+export type DispatchConstant = number | { f32: number } | string;
 
 /** A kernel name: 'executable.entry'. */
 export type KernelName = `${string}.${string}`;
 
 /** How CPU devices get an executable. */
 export type LocalExecutable = { builtin: true } | { library: string };
+/** A declared CUDA kernel parameter (docs/module-format.md, "Declared CUDA entries"). */
+export type CudaParamType = 'buffer' | 'u32' | 'i32' | 'f32' | 'u64' | 'i64' | 'f64';
+/** One declared entry: its parameter types in kernel order, or {params} (absent: inferred). */
+export type CudaEntry = readonly CudaParamType[] | { params?: readonly CudaParamType[] | undefined };
+/** The entries a CUDA executable exposes (every kernel of the image when absent). */
+export type CudaEntries = { [entry: string]: CudaEntry };
 /** How CUDA devices get an executable (paths relative to the module file). */
 export type CudaExecutable =
   | { builtin: true }
-  | { ptx: string | { text: string } }
-  | { cubin: string }
-  | { fatbin: string }
+  | { ptx: string | { text: string }; entries?: CudaEntries | undefined }
+  | { cubin: string; entries?: CudaEntries | undefined }
+  | { fatbin: string; entries?: CudaEntries | undefined }
   | CudaSourceExecutable;
-
-/** A kernel parameter type an entry may declare (docs/cuda.md). */
-export type KernelParamType = 'buffer' | 'u32' | 'i32' | 'f32' | 'u64' | 'i64' | 'f64';
 
 /**
  * CUDA C++ source compiled by NVRTC when a Context is created (docs/cuda.md,
@@ -549,7 +556,11 @@ export interface CudaSourceExecutable {
   source: string | { text: string };
   options?: readonly string[] | undefined;
   entries?:
-    | Readonly<Record<string, readonly KernelParamType[] | { expression?: string; params?: readonly KernelParamType[] }>>
+    | {
+        [entry: string]:
+          | CudaEntry
+          | { expression?: string | undefined; params?: readonly CudaParamType[] | undefined };
+      }
     | undefined;
 }
 

@@ -526,6 +526,77 @@ describe('bad input', () => {
         'functions.main.body[0].workgroupSize[0]');
     });
 
+    describe('declared CUDA entries (typed constants)', () => {
+      // Module creation types constants by the declaration; no device or
+      // PTX is involved until a Context links the module.
+      const TYPES = ['buffer', 'u32', 'i32', 'f32', 'u64', 'i64', 'f64', 'buffer'];
+      const typed = (constants, fields = {}, entries = { all: TYPES }) => description(
+        [{ op: 'dispatch', kernel: 't.all', workgroups: [1], bindings: ['a', 'c'], constants, ...fields }],
+        { executables: { t: { cuda: { ptx: { text: '.version 7.0' }, entries } } } });
+      const GOOD = [4294967295, -2147483648, 0.5, 9007199254740991, -9007199254740991, 1e300];
+
+      it('in-range constants of every type load, 64-bit ones also as decimal strings', () => {
+        halrt.Module.fromObject(instance, typed(GOOD)).close();
+        halrt.Module.fromObject(instance, typed([0, 2147483647, { f32: 3 }, '18446744073709551615',
+          '-9223372036854775808', -0])).close();
+        halrt.Module.fromObject(instance, typed([1, 1, 1, '0', '9223372036854775807', 2 ** 60])).close();
+      });
+
+      it('an out-of-range or mistyped constant is INVALID_ARGUMENT naming it and the type', () => {
+        const cases = [
+          [0, -1, "kernel 'all' takes a u32 here: -1 is not an integer in [0, 4294967295]"],
+          [0, 2 ** 32, 'takes a u32 here: 4294967296 is not an integer'],
+          [0, 1.5, 'takes a u32 here: 1.5 is not an integer'],
+          [1, 2 ** 31, 'takes an i32 here: 2147483648 is not an integer in [-2147483648, 2147483647]'],
+          [2, 'x', 'must be a number or {"f32": number}'],
+          [3, -1, 'takes a u64 here: -1 is not an integer in [0, 9007199254740991] (a decimal string takes the whole'],
+          [3, 2 ** 53, 'takes a u64 here: 9007199254740992 is not an integer'],
+          [3, '18446744073709551616', "takes a u64 here: '18446744073709551616' is not a decimal u64 integer"],
+          [3, '-1', "'-1' is not a decimal u64 integer"],
+          [3, ' 1', "' 1' is not a decimal u64 integer"],
+          [4, '9223372036854775808', "takes an i64 here: '9223372036854775808' is not a decimal i64 integer"],
+          [4, '', "'' is not a decimal i64 integer"],
+          [4, -(2 ** 53), 'takes an i64 here: -9007199254740992 is not an integer in [-9007199254740991, 9007199254740991]'],
+          [4, 1.5, 'takes an i64 here: 1.5 is not an integer'],
+          [5, '1', "kernel 'all' takes an f64 here: must be a number"],
+          [5, { f32: 1 }, 'takes an f64 here: must be a number'],
+        ];
+        for (const [index, value, message] of cases) {
+          const constants = [...GOOD];
+          constants[index] = value;
+          assertThrowsHalrt(fromObject(typed(constants)), 'INVALID_ARGUMENT',
+            `Module.fromJson: functions.main.body[0].constants[${index}]: `, message);
+        }
+      });
+
+      it('the wrong number of constants or bindings is INVALID_ARGUMENT naming the field', () => {
+        assertThrowsHalrt(fromObject(typed(GOOD.slice(0, 5))), 'INVALID_ARGUMENT',
+          "functions.main.body[0].constants: kernel 'all' declares 6 scalar parameters, so its dispatches take 6 " +
+          'constants (got 5)');
+        assertThrowsHalrt(fromObject(typed(undefined)), 'INVALID_ARGUMENT',
+          'functions.main.body[0].constants: ', '(got 0)');
+        assertThrowsHalrt(fromObject(typed(GOOD, { bindings: ['a'] })), 'INVALID_ARGUMENT',
+          "functions.main.body[0].bindings: kernel 'all' declares 2 buffer parameters, so its dispatches take 2 " +
+          'bindings (got 1)');
+      });
+
+      it('a dispatch of an entry the executable does not declare is NOT_FOUND naming the kernel field', () => {
+        assertThrowsHalrt(fromObject(typed(GOOD, { kernel: 't.other' })), 'NOT_FOUND',
+          "functions.main.body[0].kernel: executable 't' declares no entry 'other' (executables.t.cuda.entries)");
+      });
+
+      it('an entry declared without parameters takes untyped constants (inferred at Context creation)', () => {
+        halrt.Module.fromObject(instance, typed([4, 2.5], {}, { all: {} })).close();
+      });
+
+      it('entries beside built-in kernels of another kind are INVALID_ARGUMENT', () => {
+        const value = typed(GOOD);
+        value.executables.t.local = { builtin: true };
+        assertThrowsHalrt(fromObject(value), 'INVALID_ARGUMENT',
+          "executables.t.cuda: 'entries' cannot be declared for an executable whose other kind is built-in kernels");
+      });
+    });
+
     it('malformed JSON is INVALID_ARGUMENT with its position', () => {
       assertThrowsHalrt(() => halrt.Module.fromJson(instance, '{"format": "halrt.module/1", '), 'INVALID_ARGUMENT',
         'Module.fromJson: invalid JSON at line 1 column');

@@ -19,6 +19,27 @@ const {
 const cuda = cudaDriver();
 const FAKE = /libfakecuda/.test(process.env.HALRT_CUDA_LIBRARY ?? '');
 const PTX = path.join(__dirname, 'gpu', 'kernels.ptx');
+// The test kernels' parameters, declared: scale_offset_f64 takes an int64
+// and a double by value (and a pointer after them), which the inferred rule
+// cannot pass, so kernels.ptx loads only with its entries declared.
+const ENTRIES = {
+  vector_add_f32: ['buffer', 'buffer', 'buffer', 'u32'],
+  write_index_u32: ['buffer', 'u32'],
+  scale_offset_f64: ['buffer', 'i64', 'f64', 'buffer'],
+  fault_illegal_address: ['buffer', 'u32'],
+};
+const KERNELS = { ptx: PTX, entries: ENTRIES };
+// PTX whose kernels the inferred rule takes: write_index_u32 with a 64-bit
+// count, which inference takes for a pointer. Each body only returns (the
+// fake runs its own implementation of the name).
+const INFERRED_PTX = `.version 7.0
+.target sm_75
+.address_size 64
+.visible .entry write_index_u32(.param .u64 out, .param .u64 n)
+{
+  ret;
+}
+`;
 const LIB = JSON.stringify(path.join(__dirname, '..'));
 const title = cuda.available
   ? `CUDA device (${FAKE ? 'driver test double' : 'CUDA driver'})`
@@ -275,7 +296,7 @@ describe(title, function () {
     function ptxProgram(define, halOptions) {
       const instance = new halrt.Instance();
       const device = instance.createDevice('cuda');
-      const builder = new halrt.ModuleBuilder('g').executable('t', { cuda: { ptx: PTX } });
+      const builder = new halrt.ModuleBuilder('g').executable('t', { cuda: KERNELS });
       define(builder);
       const hal = new halrt.HalModule(instance, device, halOptions);
       const module = builder.build(instance);
@@ -327,15 +348,18 @@ describe(title, function () {
       }
     });
 
-    it('a dispatch whose bindings or constants do not fit the PTX entry fails at Context creation, naming it', () => {
+    it('a dispatch whose bindings or constants do not fit an inferred entry, or a kernel the PTX lacks, fails at Context creation, naming it', () => {
       const instance = new halrt.Instance();
       const device = instance.createDevice('cuda');
       const hal = new halrt.HalModule(instance, device);
-      const make = (dispatch) => new halrt.ModuleBuilder('g').executable('t', { cuda: { ptx: PTX } })
+      const make = (dispatch, cuda) => new halrt.ModuleBuilder('g').executable('t', { cuda })
         .function('f', (f) => f.input('a', 'f32', [4]).output('y', 'f32', [4]).dispatch(dispatch.kernel, dispatch)).build(instance);
       const modules = [
-        make({ kernel: 't.vector_add_f32', workgroups: [1], bindings: ['a', 'y'], constants: [4] }),
-        make({ kernel: 't.no_such_entry', workgroups: [1], bindings: ['a', 'y'], constants: [4] }),
+        // Declared without parameters: inferred from the PTX.
+        make({ kernel: 't.vector_add_f32', workgroups: [1], bindings: ['a', 'y'], constants: [4] },
+          { ptx: PTX, entries: { vector_add_f32: {} } }),
+        make({ kernel: 't.no_such_entry', workgroups: [1], bindings: ['a', 'y'], constants: [4] },
+          { ptx: { text: INFERRED_PTX } }),
       ];
       try {
         assertThrowsHalrt(() => new halrt.Context(instance, [hal, modules[0]]), 'INVALID_ARGUMENT',
@@ -345,6 +369,100 @@ describe(title, function () {
       } finally {
         closeAll(modules, hal, device, instance);
       }
+    });
+
+    describe('typed kernel signatures (declared entries)', () => {
+      const N = 1000;
+      const A = -1.5;
+      const X = Float64Array.from({ length: N }, (_, i) => 0.25 * i - 7);
+
+      it('scale_offset_f64 runs with an i64 and an f64 constant and a pointer after them', async () => {
+        const p = ptxProgram((b) => b.function('scale', (f) => f
+          .input('x', 'f64', [N]).output('y', 'f64', [N]).output('big', 'f64', [N]).output('negative', 'f64', [N])
+          .dispatch('t.scale_offset_f64', { workgroups: [3], workgroupSize: [128], bindings: ['x', 'y'], constants: [N, A] })
+          // The count as a decimal string, and a grid smaller than n.
+          .dispatch('t.scale_offset_f64', { workgroups: [1], workgroupSize: [32], bindings: ['x', 'big'], constants: [String(N), 2] })
+          // -5e9 has a high word: n <= 0 writes nothing. Were only the low word
+          // passed, n would be 3589934592 and the kernel would fault.
+          .dispatch('t.scale_offset_f64', { workgroups: [1], bindings: ['x', 'negative'], constants: [-5e9, A] })));
+        const fn = p.lookup('scale');
+        const input = p.device.tensor(X, [N], 'f64');
+        try {
+          const [y, big, negative] = await fn.invoke([input]);
+          assert.deepStrictEqual(await y.read(), X.map((x, i) => A * x + i));
+          assert.deepStrictEqual(await big.read(), X.map((x, i) => 2 * x + i));
+          assert.deepStrictEqual(await negative.read(), new Float64Array(N));
+          closeAll(y, big, negative);
+        } finally {
+          closeAll(input, fn);
+          p.close();
+        }
+      });
+
+      it('a declaration that does not match the PTX fails at Context creation, naming the entry, the parameter and both types', () => {
+        const instance = new halrt.Instance();
+        const device = instance.createDevice('cuda');
+        const hal = new halrt.HalModule(instance, device);
+        const OTHER_PTX = `.version 7.0
+.target sm_75
+.address_size 64
+.visible .entry write_index_u32(.param .u64 out, .param .s32 n)
+{
+  ret;
+}
+.visible .entry vector_add_f32(.param .u64 out, .param .align 4 .b8 s[12])
+{
+  ret;
+}
+`;
+        const cases = [
+          [{ ptx: PTX, entries: { scale_offset_f64: ['buffer', 'i64', 'u32', 'buffer'] } },
+            "PTX entry 'scale_offset_f64' (line 125): parameter 2 is declared 'u32' but is .f64 in the PTX"],
+          [{ ptx: PTX, entries: { write_index_u32: ['buffer'] } },
+            "PTX entry 'write_index_u32' (line 58): the module declares 1 parameters but the PTX has 2"],
+          [{ ptx: { text: OTHER_PTX }, entries: { write_index_u32: ['buffer', 'buffer'] } },
+            "PTX entry 'write_index_u32' (line 4): parameter 1 is declared 'buffer' but is .s32 in the PTX"],
+          [{ ptx: { text: OTHER_PTX }, entries: { vector_add_f32: ['buffer', 'u32'] } },
+            "PTX entry 'vector_add_f32' (line 8): parameter 1 is declared 'u32' but is .b8 [...] (an array or struct " +
+            'passed by value) in the PTX'],
+          [{ ptx: PTX }, "PTX entry 'scale_offset_f64' (line 125): parameter 2 has type .f64; halrt passes bindings as " +
+            '64-bit device pointers (.u64/.b64), then constants as 32-bit values (.u32/.b32/.s32/.f32), unless the ' +
+            "module declares the entry's parameters"],
+        ];
+        const modules = cases.map(([cuda]) => new halrt.ModuleBuilder('g').executable('t', { cuda })
+          .function('f', (f) => f.output('y', 'u8', [1]).fill('y', 1)).build(instance));
+        const missing = new halrt.ModuleBuilder('g').executable('t', { cuda: { ptx: PTX, entries: { nope: [] } } })
+          .function('f', (f) => f.output('y', 'u8', [1]).fill('y', 1)).build(instance);
+        try {
+          cases.forEach(([, message], i) => {
+            assertThrowsHalrt(() => new halrt.Context(instance, [hal, modules[i]]), 'INVALID_ARGUMENT',
+              `new Context: linking module 'g': executables.t: ${message}`);
+          });
+          assertThrowsHalrt(() => new halrt.Context(instance, [hal, missing]), 'NOT_FOUND',
+            "new Context: linking module 'g': executables.t: the PTX has no entry 'nope' (declared in the module's entries)");
+        } finally {
+          closeAll(modules, missing, hal, device, instance);
+        }
+      });
+
+      it('without a declaration a 64-bit integer parameter is inferred as a buffer; declared, it takes a constant', () => {
+        const instance = new halrt.Instance();
+        const device = instance.createDevice('cuda');
+        const hal = new halrt.HalModule(instance, device);
+        const make = (cuda, dispatch) => new halrt.ModuleBuilder('g').executable('t', { cuda })
+          .function('f', (f) => f.output('y', 'u32', [4]).dispatch('t.write_index_u32', { workgroups: [1], ...dispatch }))
+          .build(instance);
+        const inferred = make({ ptx: { text: INFERRED_PTX } }, { bindings: ['y'], constants: [4] });
+        const declared = make({ ptx: { text: INFERRED_PTX }, entries: { write_index_u32: ['buffer', 'u64'] } },
+          { bindings: ['y'], constants: [4] });
+        try {
+          assertThrowsHalrt(() => new halrt.Context(instance, [hal, inferred]), 'INVALID_ARGUMENT',
+            "new Context: linking module 'g'", "kernel 'write_index_u32'", 'takes 2 bindings and 0 constants (got 1 and 1)');
+          new halrt.Context(instance, [hal, declared]).close();
+        } finally {
+          closeAll(inferred, declared, hal, device, instance);
+        }
+      });
     });
 
     it('a PTX, cubin or fatbin path that is not a regular file of at most 1 GiB fails at Context creation, naming it', () => {
@@ -406,7 +524,7 @@ describe(title, function () {
     // devices of other tests (nor a real GPU's later tests).
     const SCRIPT = `
       const halrt = require(${LIB});
-      const ptx = ${JSON.stringify(PTX)};
+      const kernels = ${JSON.stringify(KERNELS)};
       const report = {};
       const settle = (promise) => promise.then(
         (value) => ({ ok: true, value }),
@@ -424,7 +542,7 @@ describe(title, function () {
         const cpu = instance.createDevice('local-sync');
         const traces = [];
         const module = new halrt.ModuleBuilder('d')
-          .executable('t', { cuda: { ptx } })
+          .executable('t', { cuda: kernels })
           .executable('k', { local: { builtin: true }, cuda: { builtin: true } })
           .function('fault', (f) => f.output('y', 'u32', [4])
             .dispatch('t.fault_illegal_address', { workgroups: [1], workgroupSize: [4], bindings: ['y'], constants: [7] })

@@ -846,7 +846,7 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
       action: fc.constantFrom('delete', 'replace', 'replace', 'replace', 'rename', 'addKey', 'wrapDeep', 'duplicate', 'scale', 'scale'),
       value: mutantValueArb,
       key: fc.constantFrom('x', 'unknown', '__proto__', 'constructor', '', 'a b', 'op', 'name', 'inputs', 'local', 'cuda',
-        'builtin', 'toString', 'main2'),
+        'builtin', 'toString', 'main2', 'entries', 'params'),
       depth: fc.constantFrom(1, 2, 31, 32, 33, 63, 64, 65, 300, 100000),
       factor: fc.constantFrom(0, -1, 2, 3, 1024, 2 ** 20, 2 ** 31, 2 ** 32, 0.5, 1e300),
     });

@@ -75,10 +75,19 @@ typedef struct hrt_hal_executable_params_s {
   const hrt_hal_entry_decl_t* entry_decls;
 } hrt_hal_executable_params_t;
 
+// A kernel of an executable and the dispatches it takes: `binding_count`
+// bindings and `constant_count` 32-bit constant words. The kernel's
+// parameters are, with `params` NULL, the bindings' device addresses then
+// the 32-bit constants (the inferred layout); otherwise the `param_count`
+// declared types in kernel order, each BUFFER taking the next binding and
+// each scalar the next 1 or 2 constant words (hrt_hal_param_type_words).
+// CPU devices see only the counts.
 typedef struct hrt_hal_executable_entry_s {
   const char* name;
   uint32_t binding_count;
   uint32_t constant_count;
+  uint32_t param_count;
+  const hrt_hal_param_type_t* params;
 } hrt_hal_executable_entry_t;
 
 typedef struct hrt_hal_executable_vtable_s {

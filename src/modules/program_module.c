@@ -499,6 +499,13 @@ static hrt_status_t hrt_parse_executables(hrt_parser_t* parser,
                      spec->local.format == HRT_HAL_EXECUTABLE_FORMAT_BUILTIN) ||
                     (spec->cuda.present &&
                      spec->cuda.format == HRT_HAL_EXECUTABLE_FORMAT_BUILTIN);
+    // Built-in signatures type a built-in's dispatches; declarations could
+    // contradict them.
+    if (spec->builtin && spec->cuda.entry_decl_count) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, kind_path,
+                             "'entries' cannot be declared for an executable "
+                             "whose other kind is built-in kernels");
+    }
   }
   return HRT_OK;
 }
@@ -750,6 +757,159 @@ static hrt_status_t hrt_parse_constant(const hrt_json_t* value,
   return HRT_OK;
 }
 
+// The largest integer a JSON number gives exactly in JavaScript, 2^53 - 1.
+#define HRT_PROGRAM_MAX_SAFE_INTEGER INT64_C(9007199254740991)
+
+// A decimal integer string ("-12", "18446744073709551615") in the range of
+// i64 (`is_signed`, stored as two's complement) or u64; false otherwise.
+static bool hrt_parse_decimal(const char* text, bool is_signed, uint64_t* out) {
+  const bool negative = is_signed && text[0] == '-';
+  const char* c = text + negative;
+  if (!*c) return false;
+  // Magnitude limits: 2^63 (negative), 2^63 - 1, 2^64 - 1.
+  const uint64_t limit = !is_signed ? UINT64_MAX
+                         : negative ? (uint64_t)INT64_MAX + 1
+                                    : (uint64_t)INT64_MAX;
+  uint64_t value = 0;
+  for (; *c; ++c) {
+    if (*c < '0' || *c > '9') return false;
+    const uint64_t digit = (uint64_t)(*c - '0');
+    if (value > (limit - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  *out = negative ? (uint64_t)0 - value : value;
+  return true;
+}
+
+// A constant for a declared scalar parameter of type `type`, stored as its
+// 1 or 2 words (low word first): u32/i32 integers in range; f32 a number or
+// {"f32": number}; f64 a number; u64/i64 an integer within +-(2^53 - 1) or
+// a decimal string over the type's whole range.
+static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
+                                             hrt_hal_param_type_t type,
+                                             const char* kernel,
+                                             const char* path, uint32_t* out) {
+  const char* name = hrt_hal_param_type_name(type);
+  const char* article = name[0] == 'u' ? "a" : "an";
+  if (type == HRT_HAL_PARAM_F32) {
+    return hrt_parse_constant(value, HRT_CONSTANT_F32, kernel, path, out);
+  }
+  const bool wide = hrt_hal_param_type_words(type) == 2;
+  if (wide && type != HRT_HAL_PARAM_F64 && value->type == HRT_JSON_STRING) {
+    uint64_t bits = 0;
+    if (!hrt_parse_decimal(value->string, type == HRT_HAL_PARAM_I64, &bits)) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                             "kernel '%s' takes %s %s here: '%s' is not a "
+                             "decimal %s integer",
+                             kernel, article, name, value->string, name);
+    }
+    out[0] = (uint32_t)bits;
+    out[1] = (uint32_t)(bits >> 32);
+    return HRT_OK;
+  }
+  if (value->type != HRT_JSON_NUMBER) {
+    return hrt_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "kernel '%s' takes %s %s here: must be a number%s", kernel, article,
+        name, wide && type != HRT_HAL_PARAM_F64 ? " or a decimal string" : "");
+  }
+  if (type == HRT_HAL_PARAM_F64) {
+    uint64_t bits = 0;
+    memcpy(&bits, &value->number, sizeof(bits));
+    out[0] = (uint32_t)bits;
+    out[1] = (uint32_t)(bits >> 32);
+    return HRT_OK;
+  }
+  int64_t min = 0, max = 0;
+  switch (type) {
+    case HRT_HAL_PARAM_U32:
+      max = UINT32_MAX;
+      break;
+    case HRT_HAL_PARAM_I32:
+      min = INT32_MIN;
+      max = INT32_MAX;
+      break;
+    case HRT_HAL_PARAM_U64:
+      max = HRT_PROGRAM_MAX_SAFE_INTEGER;
+      break;
+    default:  // I64
+      min = -HRT_PROGRAM_MAX_SAFE_INTEGER;
+      max = HRT_PROGRAM_MAX_SAFE_INTEGER;
+      break;
+  }
+  if (!value->is_integer || !value->fits_int64 || value->integer < min ||
+      value->integer > max) {
+    return hrt_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "kernel '%s' takes %s %s here: %.17g is not an integer in [%lld, "
+        "%lld]%s",
+        kernel, article, name, value->number, (long long)min, (long long)max,
+        wide ? " (a decimal string takes the whole 64-bit range)" : "");
+  }
+  const uint64_t bits = (uint64_t)value->integer;
+  out[0] = (uint32_t)bits;
+  if (wide) out[1] = (uint32_t)(bits >> 32);
+  return HRT_OK;
+}
+
+// The constants of a dispatch of a declared entry: one per scalar parameter,
+// in order, typed by it.
+static hrt_status_t hrt_parse_typed_constants(hrt_parser_t* parser,
+                                              const hrt_hal_entry_decl_t* decl,
+                                              const hrt_json_t* constants,
+                                              const char* path, hrt_op_t* op) {
+  uint32_t scalars = 0, words = 0;
+  for (uint32_t p = 0; p < decl->param_count; ++p) {
+    const uint32_t n = hrt_hal_param_type_words(decl->params[p]);
+    scalars += n != 0;
+    words += n;
+  }
+  if (constants) {
+    HRT_RETURN_IF_ERROR(hrt_expect(constants, HRT_JSON_ARRAY, path));
+  }
+  const size_t given = constants ? constants->length : 0;
+  if (given != scalars) {
+    return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                           "kernel '%s' declares %u scalar parameters, so "
+                           "its dispatches take %u constants (got %zu)",
+                           decl->name, scalars, scalars, given);
+  }
+  op->constant_count = words;
+  HRT_RETURN_IF_ERROR(
+      hrt_alloc(parser, ((size_t)words + 1) * 4, (void**)&op->constants));
+  uint32_t c = 0, w = 0;
+  for (uint32_t p = 0; p < decl->param_count; ++p) {
+    if (decl->params[p] == HRT_HAL_PARAM_BUFFER) continue;
+    char item_path[HRT_PATH_MAX];
+    hrt_path_format(item_path, "%s[%u]", path, c);
+    HRT_RETURN_IF_ERROR(hrt_parse_typed_constant(&constants->items[c],
+                                                 decl->params[p], decl->name,
+                                                 item_path, &op->constants[w]));
+    w += hrt_hal_param_type_words(decl->params[p]);
+    ++c;
+  }
+  return HRT_OK;
+}
+
+// The entry `entry` of `spec` as its CUDA kind declares it: NULL when it
+// declares none; NOT_FOUND (at `path`) when it declares others only.
+static hrt_status_t hrt_find_entry_decl(const hrt_executable_spec_t* spec,
+                                        const char* entry, const char* path,
+                                        const hrt_hal_entry_decl_t** out) {
+  *out = NULL;
+  if (spec->cuda.entry_decl_count == 0) return HRT_OK;
+  for (uint32_t i = 0; i < spec->cuda.entry_decl_count; ++i) {
+    if (strcmp(spec->cuda.entry_decls[i].name, entry) == 0) {
+      *out = &spec->cuda.entry_decls[i];
+      return HRT_OK;
+    }
+  }
+  return hrt_field_error(HRT_STATUS_NOT_FOUND, path,
+                         "executable '%s' declares no entry '%s' "
+                         "(executables.%s.cuda.entries)",
+                         spec->name, entry, spec->name);
+}
+
 // A 1- to 3-element list of positive integers, each at most max[i].
 static hrt_status_t hrt_parse_grid(const hrt_json_t* value, const uint32_t* max,
                                    const char* path, uint32_t out[3]) {
@@ -812,6 +972,10 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
                              op->entry);
     }
   }
+  const hrt_hal_entry_decl_t* decl = NULL;
+  HRT_RETURN_IF_ERROR(hrt_find_entry_decl(&module->executables[op->executable],
+                                          op->entry, field, &decl));
+  if (decl && !decl->typed) decl = NULL;  // inferred: untyped constants
   static const uint32_t count_max[3] = {0x7FFFFFFFu, 65535u, 65535u};
   static const uint32_t size_max[3] = {1024u, 1024u, 64u};
   hrt_path_format(field, "%s.workgroups", path);
@@ -840,7 +1004,10 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
   }
   hrt_path_format(field, "%s.constants", path);
   const hrt_json_t* constants = hrt_json_get(json, "constants");
-  if (constants) {
+  if (decl) {
+    HRT_RETURN_IF_ERROR(
+        hrt_parse_typed_constants(parser, decl, constants, field, op));
+  } else if (constants) {
     HRT_RETURN_IF_ERROR(hrt_expect(constants, HRT_JSON_ARRAY, field));
     if (constants->length > HRT_HAL_MAX_DISPATCH_CONSTANTS) {
       return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
@@ -866,6 +1033,18 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
   HRT_RETURN_IF_ERROR(
       hrt_parse_value_list(parser, function, hrt_json_get(json, "bindings"),
                            HRT_HAL_MAX_DISPATCH_BINDINGS, field, op));
+  if (decl) {
+    uint32_t buffers = 0;
+    for (uint32_t p = 0; p < decl->param_count; ++p) {
+      buffers += decl->params[p] == HRT_HAL_PARAM_BUFFER;
+    }
+    if (op->operand_count != buffers) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
+                             "kernel '%s' declares %u buffer parameters, so "
+                             "its dispatches take %u bindings (got %u)",
+                             decl->name, buffers, buffers, op->operand_count);
+    }
+  }
   const hrt_builtin_signature_t* signature = op->signature;
   if (!signature) return HRT_OK;
   if (op->operand_count != signature->binding_count ||

@@ -19,6 +19,7 @@
 #include "hal/builtin_signatures.h"
 #include "hal/cuda/cuda_api.h"
 #include "hal/cuda/cuda_driver.h"
+#include "hal/cuda/cuda_executable.h"
 #include "hal/cuda/cuda_image.h"
 #include "hal/cuda/cuda_ptx.h"
 #include "hal/cuda/cuda_symbols.h"
@@ -157,7 +158,26 @@ static char* read_file(const char* path, size_t* out_length) {
   return data;
 }
 
-// The test kernels (test/gpu/kernels.ptx) as an executable.
+// The parameters of the test kernels, declared: scale_offset_f64's int64
+// and double scalars do not follow the inferred rule, so the PTX of
+// test/gpu/kernels.cu loads only with declarations.
+#define B HRT_HAL_PARAM_BUFFER
+static const hrt_hal_param_type_t kVectorAddParams[] = {B, B, B,
+                                                        HRT_HAL_PARAM_U32};
+static const hrt_hal_param_type_t kBufferU32Params[] = {B, HRT_HAL_PARAM_U32};
+static const hrt_hal_param_type_t kScaleOffsetParams[] = {B, HRT_HAL_PARAM_I64,
+                                                          HRT_HAL_PARAM_F64, B};
+#undef B
+static const hrt_hal_entry_decl_t kTestKernelDecls[] = {
+    {"vector_add_f32", NULL, true, 4, kVectorAddParams},
+    {"write_index_u32", NULL, true, 2, kBufferU32Params},
+    {"scale_offset_f64", NULL, true, 4, kScaleOffsetParams},
+    {"fault_illegal_address", NULL, true, 2, kBufferU32Params},
+};
+#define TEST_KERNEL_DECL_COUNT \
+  (uint32_t)(sizeof(kTestKernelDecls) / sizeof(kTestKernelDecls[0]))
+
+// The test kernels (test/gpu/kernels.ptx) as an executable, declared.
 static hrt_status_t load_test_kernels(hrt_hal_device_t* device,
                                       hrt_hal_executable_t** out) {
   size_t length = 0;
@@ -166,7 +186,11 @@ static hrt_status_t load_test_kernels(hrt_hal_device_t* device,
     return hrt_status_make(HRT_STATUS_NOT_FOUND, "test/gpu/kernels.ptx");
   }
   hrt_hal_executable_params_t params = {
-      .format = HRT_HAL_EXECUTABLE_FORMAT_PTX, .data = ptx, .data_length = length};
+      .format = HRT_HAL_EXECUTABLE_FORMAT_PTX,
+      .data = ptx,
+      .data_length = length,
+      .entry_decl_count = TEST_KERNEL_DECL_COUNT,
+      .entry_decls = kTestKernelDecls};
   hrt_status_t status = hrt_hal_device_create_executable(device, &params, out);
   free(ptx);
   return status;
@@ -892,7 +916,7 @@ static void dispatch_spans_many_workgroups(void) {
   CHECK_OK(make_device("cuda", &device));
   hrt_hal_executable_t* executable = NULL;
   CHECK_OK(load_test_kernels(device, &executable));
-  CHECK_EQ_INT(executable->entry_count, 3);
+  CHECK_EQ_INT(executable->entry_count, 4);
   uint32_t write_index = 0, vector_add = 0;
   CHECK_OK(
       hrt_hal_executable_lookup(executable, "write_index_u32", &write_index));
@@ -1140,10 +1164,9 @@ static const char kBadPtx[] =
 
 static hrt_status_t load_ptx(hrt_hal_device_t* device, const char* text,
                              hrt_hal_executable_t** out) {
-  hrt_hal_executable_params_t params = {
-      .format = HRT_HAL_EXECUTABLE_FORMAT_PTX,
-      .data = text,
-      .data_length = strlen(text)};
+  hrt_hal_executable_params_t params = {.format = HRT_HAL_EXECUTABLE_FORMAT_PTX,
+                                        .data = text,
+                                        .data_length = strlen(text)};
   return hrt_hal_device_create_executable(device, &params, out);
 }
 
@@ -1182,12 +1205,36 @@ static void bad_executables_are_rejected_with_the_reason(void) {
     CHECK_STATUS(load_ptx(device, kUnpassable[i][0], &executable),
                  HRT_STATUS_INVALID_ARGUMENT, kUnpassable[i][1]);
   }
+  // A declaration past the dispatch limits (33 buffers), even one that
+  // matches the PTX.
+  char wide[2048] =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".visible .entry write_index_u32(.param .u64 p0";
+  hrt_hal_param_type_t buffers[33];
+  for (int i = 0; i < 33; ++i) buffers[i] = HRT_HAL_PARAM_BUFFER;
+  for (int i = 1; i < 33; ++i) {
+    snprintf(wide + strlen(wide), sizeof(wide) - strlen(wide),
+             ", .param .u64 p%d", i);
+  }
+  strcat(wide, ")\n{\n ret;\n}\n");
+  const hrt_hal_entry_decl_t decl = {"write_index_u32", NULL, true, 33,
+                                     buffers};
+  hrt_hal_executable_params_t declared = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_PTX,
+      .data = wide,
+      .data_length = strlen(wide),
+      .entry_decl_count = 1,
+      .entry_decls = &decl};
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &declared, &executable),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "kernel 'write_index_u32' is declared with 33 buffers and 0 "
+               "constant words; at most 32 and 64");
   hrt_hal_executable_params_t params = {
       .format = HRT_HAL_EXECUTABLE_FORMAT_CPU_LIBRARY, .path = "kernels.so"};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT, "not CPU kernel libraries");
-  params = (hrt_hal_executable_params_t){.format =
-                                             HRT_HAL_EXECUTABLE_FORMAT_PTX};
+  params =
+      (hrt_hal_executable_params_t){.format = HRT_HAL_EXECUTABLE_FORMAT_PTX};
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT, "needs PTX text");
   params.format = HRT_HAL_EXECUTABLE_FORMAT_CUBIN;
@@ -1220,10 +1267,22 @@ static void ptx_entries_count_bindings_then_constants(void) {
   CHECK_OK(hrt_cuda_ptx_parse_entries(kPtx, &count, &entries));
   CHECK_EQ_INT(count, 3);
   CHECK(strcmp(entries[0].name, "axpy") == 0);
-  CHECK_EQ_INT(entries[0].binding_count, 2);
-  CHECK_EQ_INT(entries[0].constant_count, 4);
+  CHECK_EQ_INT(entries[0].param_count, 6);
+  static const char* const kTypes[6] = {".u64", ".b64", ".u32",
+                                        ".f32", ".s32", ".b32"};
+  for (int i = 0; i < 6; ++i) {
+    CHECK(strcmp(entries[0].params[i].type, kTypes[i]) == 0);
+    CHECK(!entries[0].params[i].array);
+    CHECK_EQ_INT(entries[0].params[i].line, 11 + i);
+  }
+  uint32_t bindings = 0, constants = 0;
+  CHECK_OK(hrt_cuda_ptx_infer(&entries[0], &bindings, &constants));
+  CHECK_EQ_INT(bindings, 2);
+  CHECK_EQ_INT(constants, 4);
   CHECK(strcmp(entries[1].name, "no_params") == 0);
-  CHECK_EQ_INT(entries[1].binding_count + entries[1].constant_count, 0);
+  CHECK_EQ_INT(entries[1].param_count, 0);
+  CHECK_OK(hrt_cuda_ptx_infer(&entries[1], &bindings, &constants));
+  CHECK_EQ_INT(bindings + constants, 0);
   CHECK(strcmp(entries[2].name, "bare") == 0);
   free(entries);
   CHECK_STATUS(hrt_cuda_ptx_parse_entries(
@@ -1233,14 +1292,39 @@ static void ptx_entries_count_bindings_then_constants(void) {
   CHECK_STATUS(hrt_cuda_ptx_parse_entries(".entry open(.param .u64 p\n", &count,
                                           &entries),
                HRT_STATUS_INVALID_ARGUMENT, "not closed by ')'");
-  CHECK_STATUS(hrt_cuda_ptx_parse_entries(".entry small(.param .u16 h)\n{}\n",
-                                          &count, &entries),
-               HRT_STATUS_INVALID_ARGUMENT, "parameter 0 has type .u16");
   CHECK_STATUS(hrt_cuda_ptx_parse_entries(".entry odd(.reg .u32 h)\n{}\n",
                                           &count, &entries),
                HRT_STATUS_INVALID_ARGUMENT, "not a '.param .<type> name'");
   CHECK_STATUS(hrt_cuda_ptx_parse_entries("", &count, &entries),
                HRT_STATUS_INVALID_ARGUMENT, "no '.entry'");
+  // Parsing reports any parameter; the inferred rule refuses what it cannot
+  // pass.
+  static const struct {
+    const char* ptx;
+    const char* message;
+  } kUninferable[] = {
+      {".entry small(.param .u16 h)\n{}\n",
+       "PTX entry 'small' (line 1): parameter 0 has type .u16"},
+      {".entry wide(.param .u64 p,\n.param .s64 n)\n{}\n",
+       "PTX entry 'wide' (line 2): parameter 1 has type .s64"},
+      {".entry dbl(.param .f64 a)\n{}\n", "parameter 0 has type .f64"},
+      {".entry late(.param .u32 n, .param .u64 p)\n{}\n",
+       "pointer parameter 1 follows a 32-bit parameter"},
+      {".entry by_value(.param .align 8 .b8 s[16])\n{}\n",
+       "parameter 0 is an array or struct passed by value"},
+  };
+  for (size_t k = 0; k < sizeof(kUninferable) / sizeof(kUninferable[0]); ++k) {
+    CHECK_OK(hrt_cuda_ptx_parse_entries(kUninferable[k].ptx, &count, &entries));
+    CHECK_EQ_INT(count, 1);
+    CHECK_STATUS(hrt_cuda_ptx_infer(&entries[0], &bindings, &constants),
+                 HRT_STATUS_INVALID_ARGUMENT, kUninferable[k].message);
+    free(entries);
+  }
+  CHECK_OK(hrt_cuda_ptx_parse_entries(
+      ".entry by_value(.param .align 8 .b8 s[16])\n{}\n", &count, &entries));
+  CHECK(strcmp(entries[0].params[0].type, ".b8") == 0);
+  CHECK(entries[0].params[0].array);
+  free(entries);
   // The built-in PTX follows the rule.
   hrt_hal_device_t* device = NULL;
   CUDA_SETUP();
@@ -1255,6 +1339,66 @@ static void ptx_entries_count_bindings_then_constants(void) {
   hrt_hal_device_release(device);
 }
 
+// Each declared type against each PTX parameter type (docs/cuda.md): the
+// pairs that match, and the message naming entry, parameter and both types.
+static void ptx_declarations_are_checked_against_param_types(void) {
+  static const char* const kPtxTypes[] = {
+      ".u64", ".b64", ".s64", ".f64", ".u32", ".b32",
+      ".s32", ".f32", ".u16", ".s8",  ".f16", ".align 8 .b8"};
+  // For each declared type, the PTX types it accepts.
+  static const struct {
+    hrt_hal_param_type_t type;
+    const char* accepts;
+  } kRules[] = {
+      {HRT_HAL_PARAM_BUFFER, ".u64 .b64"},
+      {HRT_HAL_PARAM_U64, ".u64 .b64 .s64"},
+      {HRT_HAL_PARAM_I64, ".u64 .b64 .s64"},
+      {HRT_HAL_PARAM_F64, ".f64 .b64"},
+      {HRT_HAL_PARAM_U32, ".u32 .b32 .s32"},
+      {HRT_HAL_PARAM_I32, ".u32 .b32 .s32"},
+      {HRT_HAL_PARAM_F32, ".f32 .b32"},
+  };
+  for (size_t t = 0; t < sizeof(kPtxTypes) / sizeof(kPtxTypes[0]); ++t) {
+    const bool array = strstr(kPtxTypes[t], ".b8") != NULL;
+    char ptx[160];
+    snprintf(ptx, sizeof(ptx),
+             ".entry k(.param .u64 out,\n.param %s v%s)\n{}\n", kPtxTypes[t],
+             array ? "[8]" : "");
+    uint32_t count = 0;
+    hrt_cuda_ptx_entry_t* entries = NULL;
+    CHECK_OK(hrt_cuda_ptx_parse_entries(ptx, &count, &entries));
+    for (size_t r = 0; r < sizeof(kRules) / sizeof(kRules[0]); ++r) {
+      const hrt_hal_param_type_t types[2] = {HRT_HAL_PARAM_BUFFER,
+                                             kRules[r].type};
+      const bool match = !array && strstr(kRules[r].accepts, kPtxTypes[t]);
+      hrt_status_t status = hrt_cuda_ptx_check(&entries[0], 2, types);
+      if (match) {
+        CHECK_OK(status);
+        continue;
+      }
+      char expected[160];
+      snprintf(expected, sizeof(expected),
+               "PTX entry 'k' (line 2): parameter 1 is declared '%s' but is "
+               "%s%s in the PTX",
+               hrt_hal_param_type_name(kRules[r].type),
+               array ? ".b8" : kPtxTypes[t],
+               array ? " [...] (an array or struct passed by value)" : "");
+      CHECK_STATUS(status, HRT_STATUS_INVALID_ARGUMENT, expected);
+    }
+    // The parameter count must be the PTX's.
+    const hrt_hal_param_type_t three[3] = {
+        HRT_HAL_PARAM_BUFFER, HRT_HAL_PARAM_U32, HRT_HAL_PARAM_U32};
+    CHECK_STATUS(hrt_cuda_ptx_check(&entries[0], 3, three),
+                 HRT_STATUS_INVALID_ARGUMENT,
+                 "PTX entry 'k' (line 1): the module declares 3 parameters "
+                 "but the PTX has 2");
+    CHECK_STATUS(hrt_cuda_ptx_check(&entries[0], 1, three),
+                 HRT_STATUS_INVALID_ARGUMENT,
+                 "the module declares 1 parameters but the PTX has 2");
+    free(entries);
+  }
+}
+
 // cuModuleLoadDataEx takes no length, so halrt checks that a cubin's ELF
 // header and a fatbin's header describe no more bytes than it was given.
 static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
@@ -1265,24 +1409,25 @@ static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
   unsigned char* fatbin =
       (unsigned char*)read_file("test/gpu/kernels_sm90.fatbin", &fatbin_length);
   CHECK(cubin != NULL && fatbin != NULL);
-  CHECK_EQ_INT(cubin_length, 8256);
-  CHECK_EQ_INT(fatbin_length, 9216);
+  CHECK_EQ_INT(cubin_length, 13936);
+  CHECK_EQ_INT(fatbin_length, 15520);
   CHECK_OK(hrt_cuda_image_check_cubin(cubin, cubin_length));
   CHECK_OK(hrt_cuda_image_check_fatbin(fatbin, fatbin_length));
 
   // Truncated cubins: the header itself, then each header table (the
-  // section headers are at 6632..7976, the program headers at 7976..8256).
+  // section headers are at 12056..13656, the program headers at
+  // 13656..13936).
   CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 40),
                HRT_STATUS_INVALID_ARGUMENT,
                "cubin image is 40 bytes, too short for an ELF header");
-  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 7000),
+  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 12500),
                HRT_STATUS_INVALID_ARGUMENT,
-               "cubin image of 7000 bytes: its section header table (21 "
-               "entries of 64 bytes at offset 6632) does not fit in it");
-  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 8255),
+               "cubin image of 12500 bytes: its section header table (25 "
+               "entries of 64 bytes at offset 12056) does not fit in it");
+  CHECK_STATUS(hrt_cuda_image_check_cubin(cubin, 13935),
                HRT_STATUS_INVALID_ARGUMENT,
-               "cubin image of 8255 bytes: its program header table (5 "
-               "entries of 56 bytes at offset 7976) does not fit in it");
+               "cubin image of 13935 bytes: its program header table (5 "
+               "entries of 56 bytes at offset 13656) does not fit in it");
   // Corrupted copies.
   unsigned char* copy = malloc(cubin_length);
   CHECK(copy != NULL);
@@ -1293,10 +1438,10 @@ static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
                "cubin image is ELF class 1, data encoding 1; a cubin is "
                "64-bit (2) little-endian (1)");
   memcpy(copy, cubin, cubin_length);
-  copy[6632 + 64 + 0x20 + 5] = 1;  // section 1's size += 2^40
+  copy[12056 + 64 + 0x20 + 5] = 1;  // section 1's size += 2^40
   CHECK_STATUS(hrt_cuda_image_check_cubin(copy, cubin_length),
                HRT_STATUS_INVALID_ARGUMENT,
-               "cubin image of 8256 bytes: section 1 (");
+               "cubin image of 13936 bytes: section 1 (");
   CHECK_STATUS(hrt_cuda_image_check_cubin(fatbin, fatbin_length),
                HRT_STATUS_INVALID_ARGUMENT,
                "cubin image does not start with the ELF magic");
@@ -1307,8 +1452,8 @@ static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
                "fatbin image is 10 bytes, too short for a fat binary header");
   CHECK_STATUS(hrt_cuda_image_check_fatbin(fatbin, fatbin_length - 1),
                HRT_STATUS_INVALID_ARGUMENT,
-               "fatbin image of 9215 bytes: its header (16 bytes) and "
-               "contents (9200 bytes) do not fit in it");
+               "fatbin image of 15519 bytes: its header (16 bytes) and "
+               "contents (15504 bytes) do not fit in it");
   CHECK_STATUS(hrt_cuda_image_check_fatbin(cubin, cubin_length),
                HRT_STATUS_INVALID_ARGUMENT,
                "fatbin image starts with 0x464C457F, not the fat binary "
@@ -1333,7 +1478,7 @@ static void cubin_and_fatbin_headers_are_checked_before_loading(void) {
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT,
                "fatbin image of 100 bytes: its header (16 bytes) and "
-               "contents (9200 bytes) do not fit in it");
+               "contents (15504 bytes) do not fit in it");
   CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
   hrt_hal_device_release(device);
   free(cubin);
@@ -1373,8 +1518,14 @@ static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
       break;
     }
     CHECK_OK(status);
-    CHECK_EQ_INT(executable->entry_count, 3);
+    CHECK_EQ_INT(executable->entry_count, 4);
     uint32_t ordinal = 0;
+    // Inferred by size alone: the int64 and the double are "bindings".
+    CHECK_OK(
+        hrt_hal_executable_lookup(executable, "scale_offset_f64", &ordinal));
+    CHECK_EQ_INT(executable->entries[ordinal].binding_count, 4);
+    CHECK_EQ_INT(executable->entries[ordinal].constant_count, 0);
+    CHECK(executable->entries[ordinal].params == NULL);
     CHECK_OK(hrt_hal_executable_lookup(executable, "vector_add_f32", &ordinal));
     CHECK_EQ_INT(executable->entries[ordinal].binding_count, 3);
     CHECK_EQ_INT(executable->entries[ordinal].constant_count, 1);
@@ -1396,6 +1547,125 @@ static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
     hrt_hal_buffer_release(buffer);
     hrt_hal_executable_release(executable);
   }
+  hrt_hal_device_release(device);
+}
+
+// Runs scale_offset_f64 of `executable` (declared ["buffer", "i64", "f64",
+// "buffer"]) on n doubles and checks y[i] = a * x[i] + i.
+static void check_scale_offset_f64(hrt_hal_device_t* device,
+                                   hrt_hal_executable_t* executable) {
+  enum { N = 1000 };
+  uint32_t ordinal = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "scale_offset_f64", &ordinal));
+  const hrt_hal_executable_entry_t* entry = &executable->entries[ordinal];
+  CHECK_EQ_INT(entry->binding_count, 2);
+  CHECK_EQ_INT(entry->constant_count, 4);
+  CHECK_EQ_INT(entry->param_count, 4);
+  CHECK(entry->params && entry->params[1] == HRT_HAL_PARAM_I64 &&
+        entry->params[2] == HRT_HAL_PARAM_F64);
+  static double x[N], y[N];
+  for (int i = 0; i < N; ++i) x[i] = 0.25 * i - 7;
+  hrt_hal_buffer_t* buffers[2] = {NULL, NULL};
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(x), x, &buffers[0]));
+  CHECK_OK(
+      hrt_hal_device_allocate_buffer(device, sizeof(y), NULL, &buffers[1]));
+  hrt_hal_buffer_ref_t bindings[2] = {whole(buffers[0]), whole(buffers[1])};
+  // n (i64) then a (f64), each as two words, low first.
+  const int64_t n = N;
+  const double a = -1.5;
+  uint64_t a_bits = 0;
+  memcpy(&a_bits, &a, sizeof(a_bits));
+  const uint32_t constants[4] = {(uint32_t)n, (uint32_t)((uint64_t)n >> 32),
+                                 (uint32_t)a_bits, (uint32_t)(a_bits >> 32)};
+  hrt_hal_dispatch_t dispatch = {executable, ordinal,   {3, 1, 1}, {128, 1, 1},
+                                 4,          constants, 2,         bindings};
+  CHECK_OK(run_dispatch(device, &dispatch));
+  CHECK_OK(read_back(device, buffers[1], y));
+  for (int i = 0; i < N; ++i) CHECK(y[i] == a * x[i] + i);
+  hrt_hal_buffer_release(buffers[0]);
+  hrt_hal_buffer_release(buffers[1]);
+}
+
+// Declared entries of a cubin or fatbin: exactly those are exposed, each
+// checked against the parameter sizes the driver reports, and launched
+// with the declared layout (64-bit scalars from two constant words).
+static void cubin_declarations_are_checked_by_size(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  if (!g_cuda.fake && hrt_hal_device_info(device)->compute_capability[0] != 9) {
+    printf("  (skipped: the committed images are for sm_90)\n");
+    hrt_hal_device_release(device);
+    return;
+  }
+  static const char* const kImages[2] = {"test/gpu/kernels_sm90.cubin",
+                                         "test/gpu/kernels_sm90.fatbin"};
+  static const hrt_hal_executable_format_t kFormats[2] = {
+      HRT_HAL_EXECUTABLE_FORMAT_CUBIN, HRT_HAL_EXECUTABLE_FORMAT_FATBIN};
+  static const char* const kWhat[2] = {"cubin", "fatbin"};
+  for (int f = 0; f < 2; ++f) {
+    size_t length = 0;
+    char* image = read_file(kImages[f], &length);
+    CHECK(image != NULL);
+    hrt_hal_executable_params_t params = {
+        .format = kFormats[f],
+        .data = image,
+        .data_length = length,
+        .entry_decl_count = 2,
+        .entry_decls = &kTestKernelDecls[1],  // write_index, scale_offset
+    };
+    hrt_hal_executable_t* executable = NULL;
+    hrt_status_t status =
+        hrt_hal_device_create_executable(device, &params, &executable);
+    if (hrt_status_code(status) == HRT_STATUS_UNIMPLEMENTED) {
+      printf("  (skipped: %s)\n", hrt_status_message(status));
+      hrt_status_free(status);
+      free(image);
+      break;
+    }
+    CHECK_OK(status);
+    CHECK_EQ_INT(executable->entry_count, 2);
+    CHECK(strcmp(executable->entries[0].name, "write_index_u32") == 0);
+    check_scale_offset_f64(device, executable);
+    hrt_hal_executable_release(executable);
+    // Mismatches name the kernel, the parameter and both sizes.
+    static const hrt_hal_param_type_t kWrongType[4] = {
+        HRT_HAL_PARAM_BUFFER, HRT_HAL_PARAM_U32, HRT_HAL_PARAM_F64,
+        HRT_HAL_PARAM_BUFFER};
+    static const hrt_hal_param_type_t kFive[5] = {
+        HRT_HAL_PARAM_BUFFER, HRT_HAL_PARAM_I64, HRT_HAL_PARAM_F64,
+        HRT_HAL_PARAM_BUFFER, HRT_HAL_PARAM_F32};
+    const struct {
+      hrt_hal_entry_decl_t decl;
+      hrt_status_code_t code;
+      const char* message;
+    } kBad[] = {
+        {{"scale_offset_f64", NULL, true, 4, kWrongType},
+         HRT_STATUS_INVALID_ARGUMENT,
+         "kernel 'scale_offset_f64': parameter 1 is declared 'u32' (4 bytes) "
+         "but is 8 bytes in the"},
+        {{"scale_offset_f64", NULL, true, 3, kFive},
+         HRT_STATUS_INVALID_ARGUMENT,
+         "kernel 'scale_offset_f64': the module declares 3 parameters but "
+         "the"},
+        {{"scale_offset_f64", NULL, true, 5, kFive},
+         HRT_STATUS_INVALID_ARGUMENT,
+         "declares 5 parameters but the"},
+        {{"no_such_kernel", NULL, true, 0, NULL},
+         HRT_STATUS_NOT_FOUND,
+         "kernel 'no_such_kernel': cuModuleGetFunction failed: "
+         "CUDA_ERROR_NOT_FOUND"},
+    };
+    for (size_t b = 0; b < sizeof(kBad) / sizeof(kBad[0]); ++b) {
+      params.entry_decl_count = 1;
+      params.entry_decls = &kBad[b].decl;
+      status = hrt_hal_device_create_executable(device, &params, &executable);
+      CHECK(strstr(hrt_status_message(status), kWhat[f]) != NULL);
+      CHECK_STATUS(status, kBad[b].code, kBad[b].message);
+    }
+    free(image);
+  }
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
   hrt_hal_device_release(device);
 }
 
@@ -2097,7 +2367,7 @@ static void images_are_read_by_their_headers(void) {
                  HRT_CUDA_SUCCESS);
     CHECK_EQ_INT(g_cu.cuModuleGetFunctionCount(&count, module),
                  HRT_CUDA_SUCCESS);
-    CHECK_EQ_INT(count, 3);
+    CHECK_EQ_INT(count, 4);
     CHECK_EQ_INT(
         g_cu.cuModuleGetFunction(&function, module, "write_index_u32"),
         HRT_CUDA_SUCCESS);
@@ -2168,12 +2438,12 @@ static void by_value_params_are_sized_as_the_image_says(void) {
   size_t length = 0;
   char* cubin = read_file("test/gpu/kernels_sm90.cubin", &length);
   CHECK(cubin != NULL);
-  // write_index_u32's parameter 1 (.nv.info.write_index_u32 at 0x9a0):
+  // write_index_u32's parameter 1 (.nv.info.write_index_u32 at 0xd24):
   // attribute 0x17, 12 bytes: index 0, ordinal 1, offset 8, size 4 << 18.
   static const uint8_t kParam1[16] = {0x04, 0x17, 0x0c, 0x00, 0, 0, 0, 0,
                                       0x01, 0x00, 0x08, 0x00, 0x00, 0xf0,
                                       0x11, 0x00};
-  const size_t at = 0x9a8;
+  const size_t at = 0xd2c;
   CHECK(length > at + 16 && memcmp(cubin + at, kParam1, 16) == 0);
   const uint32_t twelve = (12u << 18) | 0xf000u;
   memcpy(cubin + at + 12, &twelve, 4);
@@ -2190,6 +2460,22 @@ static void by_value_params_are_sized_as_the_image_says(void) {
                HRT_CUDA_SUCCESS);
   CHECK(offset == 8 && size == 12);
   CHECK_EQ_INT(g_cu.cuModuleUnload(module), HRT_CUDA_SUCCESS);
+  // PTX parameters are sized by their types, arrays by their length.
+  static const char kPtx[] =
+      ".version 7.0\n.target sm_90\n.address_size 64\n"
+      ".visible .entry write_index_u32(.param .u64 .ptr .align 8 out,\n"
+      "  .param .align 4 .b8 s[12], .param .f64 a, .param .u16 h)\n{ ret; }\n";
+  CHECK_EQ_INT(g_cu.cuModuleLoadDataEx(&module, kPtx, 0, NULL, NULL),
+               HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuModuleGetFunction(&function, module, "write_index_u32"),
+               HRT_CUDA_SUCCESS);
+  static const size_t kSizes[4] = {8, 12, 8, 2};
+  for (size_t i = 0, at = 0; i < 4; at += kSizes[i++]) {
+    CHECK_EQ_INT(g_cu.cuFuncGetParamInfo(function, i, &offset, &size),
+                 HRT_CUDA_SUCCESS);
+    CHECK(offset == at && size == kSizes[i]);
+  }
+  CHECK_EQ_INT(g_cu.cuModuleUnload(module), HRT_CUDA_SUCCESS);
   CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
   hrt_hal_device_t* device = NULL;
   CHECK_OK(make_device("cuda", &device));
@@ -2200,10 +2486,38 @@ static void by_value_params_are_sized_as_the_image_says(void) {
   hrt_hal_executable_t* executable = NULL;
   hrt_status_t status =
       hrt_hal_device_create_executable(device, &params, &executable);
-  free(cubin);
   printf("  %s\n", hrt_status_message(status));
   CHECK_STATUS(status, HRT_STATUS_INVALID_ARGUMENT,
                "kernel 'write_index_u32': parameter 1 is 12 bytes");
+  // Declared, the struct mismatches its 'u32'.
+  params.entry_decl_count = 1;
+  params.entry_decls = &kTestKernelDecls[1];  // write_index_u32
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "cubin: kernel 'write_index_u32': parameter 1 is declared "
+               "'u32' (4 bytes) but is 12 bytes in the cubin");
+  // A driver without cuFuncGetParamInfo (before CUDA 12.4) cannot check:
+  // the declaration is trusted, and an undeclared layout is UNIMPLEMENTED.
+  const hrt_cuda_symbols_t* loaded = NULL;
+  CHECK_OK(hrt_cuda_symbols_load(&loaded));
+  hrt_cuda_symbols_t old = *loaded;
+  old.cuFuncGetParamInfo = NULL;
+  CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
+  CHECK_OK(hrt_cuda_executable_create(device, &old, f.context, &params,
+                                      &executable));
+  CHECK_EQ_INT(executable->entries[0].binding_count, 1);
+  CHECK_EQ_INT(executable->entries[0].constant_count, 1);
+  hrt_hal_executable_release(executable);
+  const hrt_hal_entry_decl_t untyped = {"write_index_u32", NULL, false, 0,
+                                        NULL};
+  params.entry_decls = &untyped;
+  CHECK_STATUS(
+      hrt_cuda_executable_create(device, &old, f.context, &params, &executable),
+      HRT_STATUS_UNIMPLEMENTED,
+      "kernel 'write_index_u32': the module does not declare its "
+      "parameters, and this driver cannot list them");
+  CHECK_EQ_INT(fixture_close(&f), HRT_CUDA_SUCCESS);
+  free(cubin);
   hrt_hal_device_release(device);
 }
 
@@ -2316,8 +2630,10 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(traces_deliver_staged_data_after_preceding_work),
           TEST_CASE(bad_executables_are_rejected_with_the_reason),
           TEST_CASE(ptx_entries_count_bindings_then_constants),
+          TEST_CASE(ptx_declarations_are_checked_against_param_types),
           TEST_CASE(cubin_and_fatbin_headers_are_checked_before_loading),
           TEST_CASE(cubin_and_fatbin_kernels_come_from_the_driver),
+          TEST_CASE(cubin_declarations_are_checked_by_size),
           TEST_CASE(builtin_ptx_is_current),
           TEST_CASE(submissions_wait_for_semaphores),
           TEST_CASE(out_of_memory_is_recoverable),

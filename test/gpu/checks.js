@@ -360,7 +360,7 @@ const FAULT_SCRIPT = `
     const instance = new halrt.Instance();
     const gpu = instance.createDevice('cuda');
     const module = new halrt.ModuleBuilder('d')
-      .executable('t', { cuda: { ptx: ${JSON.stringify(PTX)} } })
+      .executable('t', { cuda: { ptx: ${JSON.stringify(PTX)}, entries: { fault_illegal_address: {} } } })
       .executable('k', { cuda: { builtin: true } })
       .function('fault', (f) => f.output('y', 'u32', [4])
         .dispatch('t.fault_illegal_address', { workgroups: [1], workgroupSize: [4], bindings: ['y'], constants: [7] }))
@@ -498,7 +498,7 @@ async function checkLaunch() {
   const device = instance.createDevice('cuda');
   const hal = new halrt.HalModule(instance, device);
   const dispatch = { workgroups: [1], workgroupSize: [32], bindings: ['out'], constants: [32] };
-  const builder = new halrt.ModuleBuilder('l').executable('t', { cuda: { ptx: PTX } });
+  const builder = new halrt.ModuleBuilder('l').executable('t', { cuda: { ptx: PTX, entries: { write_index_u32: {} } } });
   for (const [name, dispatches] of [['one', 1], ['many', count]]) {
     builder.function(name, (f) => {
       f.output('out', 'u32', [32]);

@@ -26,6 +26,18 @@ extern "C" __global__ void write_index_u32(uint32_t* out, uint32_t n) {
   for (uint64_t i = block * threads + thread; i < n; i += stride) out[i] = (uint32_t)i;
 }
 
+// y[i] = a * x[i] + i for every i < n, whatever the grid (grid-stride).
+// Its 64-bit integer and double scalars, and a pointer after them, need the
+// module to declare its parameters: ["buffer", "i64", "f64", "buffer"].
+extern "C" __global__ void scale_offset_f64(const double* x, int64_t n,
+                                            double a, double* y) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    y[i] = a * x[i] + (double)i;
+  }
+}
+
 // Stores far past `out` (16 TiB on), where nothing is mapped: the launch
 // fails with CUDA_ERROR_ILLEGAL_ADDRESS and the context is lost.
 extern "C" __global__ void fault_illegal_address(uint32_t* out, uint32_t value) {

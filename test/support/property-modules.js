@@ -95,6 +95,36 @@ const BASES = [
     },
     outputs: null, // the library does not exist: linking fails
   },
+  {
+    description: {
+      format: FORMAT,
+      name: 'ty',
+      executables: {
+        t: {
+          cuda: {
+            ptx: { text: '.version 7.0' },
+            entries: {
+              scale: ['buffer', 'i64', 'f64', 'buffer'],
+              mix: { params: ['u32', 'buffer', 'i32', 'f32', 'u64'] },
+              any: {},
+            },
+          },
+        },
+      },
+      functions: {
+        h: {
+          inputs: [value('x', 'f64', [4])],
+          outputs: [value('y', 'f64', [4])],
+          body: [
+            { op: 'dispatch', kernel: 't.scale', workgroups: [1], bindings: ['x', 'y'], constants: [4, -1.5] },
+            { op: 'dispatch', kernel: 't.mix', workgroups: [1], bindings: ['y'], constants: [7, -7, { f32: 2 }, '18446744073709551615'] },
+            { op: 'dispatch', kernel: 't.any', workgroups: [1], bindings: ['x'], constants: [1, 2.5] },
+          ],
+        },
+      },
+    },
+    outputs: null, // no local kind: linking on a CPU device fails
+  },
 ];
 
 //===----------------------------------------------------------------------===//
@@ -216,6 +246,62 @@ function bytesOf(v) {
   return v.shape.reduce((a, b) => a * BigInt(b), BigInt(SIZE[v.dtype]));
 }
 
+// Declared CUDA parameter types and the constant words each takes.
+const PARAM_WORDS = { buffer: 0, u32: 1, i32: 1, f32: 1, u64: 2, i64: 2, f64: 2 };
+
+// An entry's declared parameter types, or null when it declares none
+// (`{}`: inferred). Only for entries checkEntries accepted.
+function declaredParams(declaration) {
+  if (Array.isArray(declaration)) return declaration;
+  return declaration.params === undefined ? null : declaration.params;
+}
+
+function checkEntries(entries, where) {
+  if (!isObject(entries)) return `${where}: not an object`;
+  const names = Object.keys(entries);
+  if (names.length < 1 || names.length > 4096) return `${where}: not 1 to 4096 entries`;
+  for (const name of names) {
+    if (name === '') return `${where}: an empty entry name`;
+    const declaration = entries[name];
+    let params = declaration;
+    if (isObject(declaration)) {
+      const extra = extraKey(declaration, ['params']);
+      if (extra !== undefined) return `${where}.${name}: unknown field '${extra}'`;
+      if (!('params' in declaration)) continue;
+      params = declaration.params;
+    }
+    if (!Array.isArray(params)) return `${where}.${name}: params not an array`;
+    let buffers = 0;
+    let words = 0;
+    for (const type of params) {
+      if (typeof type !== 'string' || !Object.hasOwn(PARAM_WORDS, type)) return `${where}.${name}: unknown type`;
+      buffers += type === 'buffer';
+      words += PARAM_WORDS[type];
+    }
+    if (buffers > 32 || words > 64) return `${where}.${name}: too many parameters`;
+  }
+  return null;
+}
+
+// Why constant `c` cannot be given for a declared parameter of `type`.
+function checkTypedConstant(c, type, where) {
+  const isDecimal = (text, signed) => typeof text === 'string' && (signed ? /^-?[0-9]+$/ : /^[0-9]+$/).test(text);
+  switch (type) {
+    case 'u32': return inRange(c, 0, 2 ** 32 - 1) ? null : `${where}: not a u32`;
+    case 'i32': return inRange(c, -(2 ** 31), 2 ** 31 - 1) ? null : `${where}: not an i32`;
+    case 'f32':
+      return typeof c === 'number' || (isObject(c) && Object.keys(c).length === 1 && typeof c.f32 === 'number') ? null
+        : `${where}: not a number or {f32}`;
+    case 'f64': return typeof c === 'number' ? null : `${where}: not a number`;
+    case 'u64':
+      if (isDecimal(c, false)) return BigInt(c) < 2n ** 64n ? null : `${where}: beyond u64`;
+      return inRange(c, 0, 2 ** 53 - 1) ? null : `${where}: not a u64`;
+    default: // i64
+      if (isDecimal(c, true)) return BigInt(c) >= -(2n ** 63n) && BigInt(c) < 2n ** 63n ? null : `${where}: beyond i64`;
+      return inRange(c, -(2 ** 53 - 1), 2 ** 53 - 1) ? null : `${where}: not an i64`;
+  }
+}
+
 function checkExecutable(name, e) {
   if (!NAME.test(name)) return `executables.${name}: not a name`;
   if (!isObject(e)) return `executables.${name}: not an object`;
@@ -235,9 +321,17 @@ function checkExecutable(name, e) {
   }
   if ('cuda' in e) {
     const c = e.cuda;
-    if (!isObject(c) || Object.keys(c).length !== 1) return `executables.${name}.cuda: not one member`;
-    const [member] = Object.keys(c);
+    if (!isObject(c)) return `executables.${name}.cuda: not an object`;
+    const members = Object.keys(c).filter((key) => key !== 'entries');
+    if (members.length !== 1) return `executables.${name}.cuda: not one member (besides entries)`;
+    const [member] = members;
     const v = c[member];
+    if ('entries' in c) {
+      if (member === 'builtin') return `executables.${name}.cuda: entries with builtin`;
+      if (e.local && e.local.builtin === true) return `executables.${name}.cuda: entries beside a built-in local kind`;
+      const reason = checkEntries(c.entries, `executables.${name}.cuda.entries`);
+      if (reason) return reason;
+    }
     if (member === 'builtin') {
       if (v !== true) return `executables.${name}.cuda.builtin: not true`;
     } else if (member === 'ptx') {
@@ -282,6 +376,21 @@ function checkDispatch(op, at, values, executables) {
   }
   if (!Array.isArray(op.bindings) || op.bindings.length < 1 || op.bindings.length > 32) return `${at}.bindings: not 1 to 32 names`;
   for (const name of op.bindings) if (typeof name !== 'string' || !values.has(name)) return `${at}.bindings: unknown value`;
+  const entries = executable && executable.cuda && executable.cuda.entries;
+  if (entries && !Object.hasOwn(entries, entry)) return `${at}.kernel: entry not declared`;
+  const params = entries ? declaredParams(entries[entry]) : null;
+  if (params) {
+    const scalars = params.filter((type) => type !== 'buffer');
+    if (op.constants !== undefined && !Array.isArray(op.constants)) return `${at}.constants: not an array`;
+    const given = op.constants || [];
+    if (given.length !== scalars.length) return `${at}.constants: count`;
+    for (let i = 0; i < given.length; ++i) {
+      const reason = checkTypedConstant(given[i], scalars[i], `${at}.constants[${i}]`);
+      if (reason) return reason;
+    }
+    if (op.bindings.length !== params.length - scalars.length) return `${at}.bindings: count`;
+    return null;
+  }
   if (op.constants !== undefined) {
     if (!Array.isArray(op.constants) || op.constants.length > 64) return `${at}.constants: not at most 64`;
     for (const c of op.constants) {

@@ -260,6 +260,9 @@ async function programs(): Promise<void> {
   const builder = new ModuleBuilder('mlp')
     .executable('k', kinds)
     .executable('lib', { local: { library: 'k.so' }, cuda: { fatbin: 'k.fatbin' } })
+    .executable('typed', {
+      cuda: { ptx: 'k.ptx', entries: { scale: ['buffer', 'i64', 'f64', 'buffer'], add: { params: ['buffer', 'u32'] }, any: {} } },
+    })
     .function('main', (f: FunctionBuilder) =>
       f
         .input('x', 'f32', [4, 8])
@@ -269,6 +272,7 @@ async function programs(): Promise<void> {
         .local('flag', 'bool', [1])
         .dispatch('k.matmul_f32', { workgroups: [1, 1, 1], bindings: ['x', 'w', 't'], constants: [4, 8, 16] })
         .dispatch('k.axpy_f32', { workgroups: [2], bindings: ['t', 't', 'y'], constants: [64, { f32: 0.5 }], workgroupSize: [64] })
+        .dispatch('typed.scale', { workgroups: [4], bindings: ['x', 'y'], constants: ['-9223372036854775808', 0.5] })
         .fill('flag', true)
         .fill('t', 0.25)
         .copy('t', 'y')
@@ -371,6 +375,8 @@ async function programs(): Promise<void> {
   builder.executable('k2', { metal: { builtin: true } });
   // @ts-expect-error a local executable is builtin or a library
   builder.executable('k3', { local: { ptx: 'k.ptx' } });
+  // @ts-expect-error declared parameter types are buffer, u32, i32, f32, u64, i64, f64
+  builder.executable('k4', { cuda: { ptx: 'k.ptx', entries: { e: ['f16'] } } });
   // @ts-expect-error modules are HalModule or Module objects
   new Context(instance, [hal, {}]);
   // @ts-expect-error modules are read-only

@@ -398,15 +398,37 @@ static hrt_status_t hrt_cuda_enqueue_dispatch(
     const hrt_cuda_submission_t* sub) {
   hrt_hal_buffer_ref_t bindings[HRT_HAL_MAX_DISPATCH_BINDINGS];
   hrt_cu_deviceptr_t pointers[HRT_HAL_MAX_DISPATCH_BINDINGS];
+  // A 64-bit scalar's two constant words, joined in an 8-byte aligned slot.
+  uint64_t wide[HRT_HAL_MAX_DISPATCH_CONSTANTS / 2];
   void* params[HRT_HAL_MAX_DISPATCH_BINDINGS + HRT_HAL_MAX_DISPATCH_CONSTANTS];
   for (uint32_t i = 0; i < dispatch->binding_count; ++i) {
     bindings[i] = hrt_hal_pending_submission_resolve(&sub->pending,
                                                      &dispatch->bindings[i]);
     pointers[i] = hrt_cuda_address(&bindings[i]);
-    params[i] = &pointers[i];
   }
-  for (uint32_t i = 0; i < dispatch->constant_count; ++i) {
-    params[dispatch->binding_count + i] = (void*)&dispatch->constants[i];
+  // The entry's layout (hal/executable.h), whose counts the command buffer
+  // checked the dispatch against: declared, or bindings then 32-bit words.
+  const hrt_hal_executable_entry_t* entry =
+      &dispatch->executable->entries[dispatch->entry_ordinal];
+  const uint32_t param_count =
+      entry->params ? entry->param_count
+                    : dispatch->binding_count + dispatch->constant_count;
+  for (uint32_t p = 0, b = 0, w = 0, s = 0; p < param_count; ++p) {
+    const hrt_hal_param_type_t type = entry->params ? entry->params[p]
+                                      : p < dispatch->binding_count
+                                          ? HRT_HAL_PARAM_BUFFER
+                                          : HRT_HAL_PARAM_U32;
+    const uint32_t words = hrt_hal_param_type_words(type);
+    if (words == 0) {
+      params[p] = &pointers[b++];
+    } else if (words == 1) {
+      params[p] = (void*)&dispatch->constants[w++];
+    } else {
+      wide[s] = (uint64_t)dispatch->constants[w] |
+                (uint64_t)dispatch->constants[w + 1] << 32;
+      params[p] = &wide[s++];
+      w += 2;
+    }
   }
   const hrt_cuda_kernel_t* kernel =
       hrt_cuda_executable_kernel(dispatch->executable, dispatch->entry_ordinal);
@@ -425,9 +447,8 @@ static hrt_status_t hrt_cuda_enqueue_dispatch(
                      block[1], block[2], 0, device->stream, params, NULL));
   return hrt_status_annotate(
       status, "kernel '%s' of executable '%s' (grid %ux%ux%u, block %ux%ux%u)",
-      dispatch->executable->entries[dispatch->entry_ordinal].name,
-      dispatch->executable->name, grid[0], grid[1], grid[2], block[0], block[1],
-      block[2]);
+      entry->name, dispatch->executable->name, grid[0], grid[1], grid[2],
+      block[0], block[1], block[2]);
 }
 
 // Records a checkpoint after everything enqueued so far (commands < end).

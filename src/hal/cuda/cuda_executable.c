@@ -40,11 +40,40 @@ static const hrt_hal_executable_vtable_t hrt_cuda_executable_vtable = {
 
 // A kernel as found in the module, before it is packed into the executable.
 typedef struct hrt_cuda_found_s {
-  const char* name;  // borrowed from the PTX entries or the driver
+  const char* name;    // the entry's name (borrowed: PTX, driver or decl)
+  const char* symbol;  // the kernel's name in the module (borrowed)
   uint32_t binding_count;
-  uint32_t constant_count;
+  uint32_t constant_count;             // 32-bit words
+  uint32_t param_count;                // declared layout, or 0
+  const hrt_hal_param_type_t* params;  // declared (borrowed), or NULL
   hrt_cu_function_t function;
 } hrt_cuda_found_t;
+
+// Takes `decl`'s parameter types as `found`'s layout, within the dispatch
+// limits.
+static hrt_status_t hrt_cuda_found_declare(const hrt_hal_entry_decl_t* decl,
+                                           hrt_cuda_found_t* found) {
+  uint32_t buffers = 0, words = 0;
+  for (uint32_t i = 0; i < decl->param_count; ++i) {
+    const uint32_t n = hrt_hal_param_type_words(decl->params[i]);
+    buffers += n == 0;
+    words += n;
+  }
+  if (buffers > HRT_HAL_MAX_DISPATCH_BINDINGS ||
+      words > HRT_HAL_MAX_DISPATCH_CONSTANTS) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "kernel '%s' is declared with %u buffers and %u "
+                           "constant words; at most %d and %d",
+                           decl->name, buffers, words,
+                           HRT_HAL_MAX_DISPATCH_BINDINGS,
+                           HRT_HAL_MAX_DISPATCH_CONSTANTS);
+  }
+  found->binding_count = buffers;
+  found->constant_count = words;
+  found->param_count = decl->param_count;
+  found->params = decl->params;
+  return HRT_OK;
+}
 
 static hrt_status_t hrt_cuda_load_module(const hrt_cuda_symbols_t* cu,
                                          const void* image, const char* what,
@@ -64,19 +93,73 @@ static hrt_status_t hrt_cuda_load_module(const hrt_cuda_symbols_t* cu,
   return annotated;
 }
 
-// Resolves `count` PTX entries to functions of `module`.
-static hrt_status_t hrt_cuda_resolve_ptx(const hrt_cuda_symbols_t* cu,
-                                         hrt_cu_module_t module,
-                                         const hrt_cuda_ptx_entry_t* entries,
-                                         uint32_t count,
-                                         hrt_cuda_found_t* found) {
+// The symbol of declared entry `index`: symbols[index] (a name NVRTC
+// lowered), or the entry's own name.
+static const char* hrt_cuda_decl_symbol(
+    const hrt_hal_executable_params_t* params, const char* const* symbols,
+    uint32_t index) {
+  return symbols ? symbols[index] : params->entry_decls[index].name;
+}
+
+// Chooses the PTX entries to expose: with no declarations every entry, with
+// its inferred layout; otherwise the declared entries, each found in the PTX
+// by its symbol (hrt_cuda_decl_symbol) and checked against it. `found` has
+// room for max(count, declarations).
+static hrt_status_t hrt_cuda_select_ptx(
+    const hrt_cuda_ptx_entry_t* entries, uint32_t count,
+    const hrt_hal_executable_params_t* params, const char* const* symbols,
+    hrt_cuda_found_t* found, uint32_t* out_count) {
+  if (params->entry_decl_count == 0) {
+    for (uint32_t i = 0; i < count; ++i) {
+      found[i] = (hrt_cuda_found_t){.name = entries[i].name,
+                                    .symbol = entries[i].name};
+      HRT_RETURN_IF_ERROR(hrt_cuda_ptx_infer(
+          &entries[i], &found[i].binding_count, &found[i].constant_count));
+    }
+    *out_count = count;
+    return HRT_OK;
+  }
+  for (uint32_t d = 0; d < params->entry_decl_count; ++d) {
+    const hrt_hal_entry_decl_t* decl = &params->entry_decls[d];
+    const char* symbol = hrt_cuda_decl_symbol(params, symbols, d);
+    const hrt_cuda_ptx_entry_t* entry = NULL;
+    for (uint32_t i = 0; i < count && !entry; ++i) {
+      if (strcmp(entries[i].name, symbol) == 0) entry = &entries[i];
+    }
+    if (!entry && symbol == decl->name) {
+      return hrt_status_make(HRT_STATUS_NOT_FOUND,
+                             "the PTX has no entry '%s' (declared in the "
+                             "module's entries)",
+                             decl->name);
+    }
+    if (!entry) {
+      return hrt_status_make(HRT_STATUS_NOT_FOUND,
+                             "entry '%s': the PTX has no kernel '%s'",
+                             decl->name, symbol);
+    }
+    found[d] = (hrt_cuda_found_t){.name = decl->name, .symbol = entry->name};
+    if (decl->typed) {
+      HRT_RETURN_IF_ERROR(
+          hrt_cuda_ptx_check(entry, decl->param_count, decl->params));
+      HRT_RETURN_IF_ERROR(hrt_cuda_found_declare(decl, &found[d]));
+    } else {
+      HRT_RETURN_IF_ERROR(hrt_cuda_ptx_infer(entry, &found[d].binding_count,
+                                             &found[d].constant_count));
+    }
+  }
+  *out_count = params->entry_decl_count;
+  return HRT_OK;
+}
+
+// Resolves the `count` chosen kernels to functions of `module`.
+static hrt_status_t hrt_cuda_resolve(const hrt_cuda_symbols_t* cu,
+                                     hrt_cu_module_t module, uint32_t count,
+                                     hrt_cuda_found_t* found) {
   for (uint32_t i = 0; i < count; ++i) {
-    found[i] = (hrt_cuda_found_t){entries[i].name, entries[i].binding_count,
-                                  entries[i].constant_count, NULL};
     hrt_status_t status = HRT_CUDA_CALL(
-        cu, cuModuleGetFunction, (&found[i].function, module, entries[i].name));
+        cu, cuModuleGetFunction, (&found[i].function, module, found[i].symbol));
     if (status != HRT_OK) {
-      return hrt_status_annotate(status, "kernel '%s'", entries[i].name);
+      return hrt_status_annotate(status, "kernel '%s'", found[i].symbol);
     }
   }
   return HRT_OK;
@@ -121,6 +204,74 @@ static hrt_status_t hrt_cuda_count_params(const hrt_cuda_symbols_t* cu,
   return HRT_OK;
 }
 
+// Checks `decl`'s types against the sizes the driver reports for
+// `found->function`'s parameters (8 bytes for a buffer or a 64-bit scalar,
+// 4 for a 32-bit one), and takes them as its layout.
+static hrt_status_t hrt_cuda_check_sizes(const hrt_cuda_symbols_t* cu,
+                                         const char* what,
+                                         const hrt_hal_entry_decl_t* decl,
+                                         hrt_cuda_found_t* found) {
+  for (uint32_t index = 0; index <= decl->param_count; ++index) {
+    size_t offset = 0, size = 0;
+    hrt_cu_result_t result =
+        cu->cuFuncGetParamInfo(found->function, index, &offset, &size);
+    const bool past_last = result == HRT_CUDA_ERROR_INVALID_VALUE;
+    if (!past_last) {
+      HRT_RETURN_IF_ERROR(
+          hrt_cuda_result_status(cu, result, "cuFuncGetParamInfo"));
+    }
+    if (past_last != (index == decl->param_count)) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "kernel '%s': the module declares %u parameters "
+                             "but the %s has %s",
+                             found->name, decl->param_count, what,
+                             past_last ? "fewer" : "more");
+    }
+    if (past_last) break;
+    const hrt_hal_param_type_t type = decl->params[index];
+    const size_t expected = hrt_hal_param_type_words(type) == 1 ? 4 : 8;
+    if (size != expected) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "kernel '%s': parameter %u is declared '%s' (%zu "
+                             "bytes) but is %zu bytes in the %s",
+                             found->name, index, hrt_hal_param_type_name(type),
+                             expected, size, what);
+    }
+  }
+  return hrt_cuda_found_declare(decl, found);
+}
+
+// Finds the declared kernels of a cubin or fatbin module by symbol
+// (hrt_cuda_decl_symbol). Without the driver's parameter introspection
+// (CUDA 12.4) typed declarations are trusted, and untyped ones cannot be
+// laid out (UNIMPLEMENTED).
+static hrt_status_t hrt_cuda_find_declared(
+    const hrt_cuda_symbols_t* cu, hrt_cu_module_t module, const char* what,
+    const hrt_hal_executable_params_t* params, const char* const* symbols,
+    hrt_cuda_found_t* found) {
+  for (uint32_t d = 0; d < params->entry_decl_count; ++d) {
+    const hrt_hal_entry_decl_t* decl = &params->entry_decls[d];
+    found[d] = (hrt_cuda_found_t){
+        .name = decl->name, .symbol = hrt_cuda_decl_symbol(params, symbols, d)};
+    HRT_RETURN_IF_ERROR(hrt_cuda_resolve(cu, module, 1, &found[d]));
+    if (decl->typed && !cu->cuFuncGetParamInfo) {
+      HRT_RETURN_IF_ERROR(hrt_cuda_found_declare(decl, &found[d]));
+    } else if (decl->typed) {
+      HRT_RETURN_IF_ERROR(hrt_cuda_check_sizes(cu, what, decl, &found[d]));
+    } else if (!cu->cuFuncGetParamInfo) {
+      return hrt_status_make(HRT_STATUS_UNIMPLEMENTED,
+                             "kernel '%s': the module does not declare its "
+                             "parameters, and this driver cannot list them "
+                             "(cuFuncGetParamInfo, CUDA 12.4+); declare them "
+                             "or use PTX",
+                             decl->name);
+    } else {
+      HRT_RETURN_IF_ERROR(hrt_cuda_count_params(cu, &found[d]));
+    }
+  }
+  return HRT_OK;
+}
+
 // Enumerates the kernels of a cubin or fatbin module. On success `*out_found`
 // is a heap array of `*out_count` kernels whose names the driver owns.
 static hrt_status_t hrt_cuda_enumerate(const hrt_cuda_symbols_t* cu,
@@ -158,6 +309,7 @@ static hrt_status_t hrt_cuda_enumerate(const hrt_cuda_symbols_t* cu,
   for (unsigned int i = 0; i < count && status == HRT_OK; ++i) {
     found[i].function = functions[i];
     status = HRT_CUDA_CALL(cu, cuFuncGetName, (&found[i].name, functions[i]));
+    found[i].symbol = found[i].name;
     if (status == HRT_OK) status = hrt_cuda_count_params(cu, &found[i]);
   }
   free(functions);
@@ -192,48 +344,6 @@ static hrt_status_t hrt_cuda_match_builtins(const hrt_cuda_found_t* found,
   return HRT_OK;
 }
 
-// The entries an executable exposes, when not every kernel of its module:
-// entry i is the kernel whose symbol is symbols[i], named names[i].
-typedef struct hrt_cuda_selection_s {
-  uint32_t count;
-  const char* const* names;
-  const char* const* symbols;
-} hrt_cuda_selection_t;
-
-// Replaces `*found` (`*count` kernels, heap) with the selected kernels, in
-// selection order and under their selected names. NOT_FOUND naming an entry
-// whose symbol is not a kernel of the module.
-static hrt_status_t hrt_cuda_select(const hrt_cuda_selection_t* selection,
-                                    uint32_t* count, hrt_cuda_found_t** found) {
-  hrt_cuda_found_t* selected = NULL;
-  HRT_RETURN_IF_ERROR(hrt_allocate(selection->count * sizeof(*selected),
-                                   "kernels", (void**)&selected));
-  for (uint32_t i = 0; i < selection->count; ++i) {
-    uint32_t k = 0;
-    while (k < *count && strcmp((*found)[k].name, selection->symbols[i]) != 0) {
-      ++k;
-    }
-    if (k == *count) {
-      hrt_status_t status =
-          strcmp(selection->names[i], selection->symbols[i]) == 0
-              ? hrt_status_make(HRT_STATUS_NOT_FOUND,
-                                "entry '%s': no kernel of that name",
-                                selection->names[i])
-              : hrt_status_make(HRT_STATUS_NOT_FOUND,
-                                "entry '%s': no kernel '%s'",
-                                selection->names[i], selection->symbols[i]);
-      free(selected);
-      return status;
-    }
-    selected[i] = (*found)[k];
-    selected[i].name = selection->names[i];
-  }
-  free(*found);
-  *found = selected;
-  *count = selection->count;
-  return HRT_OK;
-}
-
 // Packs the found kernels into a new executable that takes `module`.
 static hrt_status_t hrt_cuda_executable_pack(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
@@ -241,16 +351,22 @@ static hrt_status_t hrt_cuda_executable_pack(
     bool builtin, const hrt_cuda_found_t* found, uint32_t count,
     hrt_hal_executable_t** out_executable) {
   size_t names_size = strlen(name) + 1;
-  for (uint32_t i = 0; i < count; ++i) names_size += strlen(found[i].name) + 1;
+  size_t param_count = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    names_size += strlen(found[i].name) + 1;
+    param_count += found[i].param_count;
+  }
   hrt_cuda_executable_t* executable = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
       sizeof(*executable) +
           count *
               (sizeof(hrt_hal_executable_entry_t) + sizeof(hrt_cuda_kernel_t)) +
-          names_size,
+          param_count * sizeof(hrt_hal_param_type_t) + names_size,
       "executable", (void**)&executable));
   executable->kernels = (hrt_cuda_kernel_t*)(executable->entries + count);
-  char* names = (char*)(executable->kernels + count);
+  hrt_hal_param_type_t* params =
+      (hrt_hal_param_type_t*)(executable->kernels + count);
+  char* names = (char*)(params + param_count);
   if (builtin) {
     hrt_status_t status =
         hrt_cuda_match_builtins(found, count, executable->kernels);
@@ -267,7 +383,12 @@ static hrt_status_t hrt_cuda_executable_pack(
     const size_t length = strlen(found[i].name) + 1;
     memcpy(names, found[i].name, length);
     executable->entries[i] = (hrt_hal_executable_entry_t){
-        names, found[i].binding_count, found[i].constant_count};
+        names, found[i].binding_count, found[i].constant_count,
+        found[i].param_count, found[i].params ? params : NULL};
+    if (found[i].param_count) {
+      memcpy(params, found[i].params, found[i].param_count * sizeof(*params));
+      params += found[i].param_count;
+    }
     executable->kernels[i].function = found[i].function;
     names += length;
   }
@@ -281,11 +402,12 @@ static hrt_status_t hrt_cuda_executable_pack(
   return HRT_OK;
 }
 
-// PTX (built-in or given): load, parse the entries, resolve them.
+// PTX (built-in or given): load, parse the entries, choose and resolve
+// them.
 static hrt_status_t hrt_cuda_executable_create_ptx(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
     hrt_cu_context_t context, const char* text, bool builtin,
-    const hrt_cuda_selection_t* selection,
+    const hrt_hal_executable_params_t* params, const char* const* symbols,
     hrt_hal_executable_t** out_executable) {
   const char* name = builtin ? "builtin" : "ptx";
   hrt_cu_module_t module = NULL;
@@ -294,22 +416,23 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
                                                      "PTX"
                                                    : "PTX",
                                            &module));
-  uint32_t count = 0;
+  uint32_t count = 0, chosen = 0;
   hrt_cuda_ptx_entry_t* entries = NULL;
   hrt_cuda_found_t* found = NULL;
   hrt_status_t status = hrt_cuda_ptx_parse_entries(text, &count, &entries);
   if (status == HRT_OK) {
-    status = hrt_allocate(count * sizeof(*found), "kernels", (void**)&found);
+    const uint32_t room =
+        count > params->entry_decl_count ? count : params->entry_decl_count;
+    status = hrt_allocate(room * sizeof(*found), "kernels", (void**)&found);
   }
   if (status == HRT_OK) {
-    status = hrt_cuda_resolve_ptx(cu, module, entries, count, found);
+    status =
+        hrt_cuda_select_ptx(entries, count, params, symbols, found, &chosen);
   }
-  if (status == HRT_OK && selection) {
-    status = hrt_cuda_select(selection, &count, &found);
-  }
+  if (status == HRT_OK) status = hrt_cuda_resolve(cu, module, chosen, found);
   if (status == HRT_OK) {
     status = hrt_cuda_executable_pack(device, cu, context, module, name,
-                                      builtin, found, count, out_executable);
+                                      builtin, found, chosen, out_executable);
   }
   free(found);
   free(entries);
@@ -320,15 +443,22 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
 static hrt_status_t hrt_cuda_executable_create_image(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
     hrt_cu_context_t context, const void* image, const char* what,
-    const hrt_cuda_selection_t* selection,
+    const hrt_hal_executable_params_t* params, const char* const* symbols,
     hrt_hal_executable_t** out_executable) {
   hrt_cu_module_t module = NULL;
   HRT_RETURN_IF_ERROR(hrt_cuda_load_module(cu, image, what, &module));
-  uint32_t count = 0;
+  uint32_t count = params->entry_decl_count;
   hrt_cuda_found_t* found = NULL;
-  hrt_status_t status = hrt_cuda_enumerate(cu, module, what, &count, &found);
-  if (status == HRT_OK && selection) {
-    status = hrt_cuda_select(selection, &count, &found);
+  hrt_status_t status = HRT_OK;
+  if (count == 0) {
+    status = hrt_cuda_enumerate(cu, module, what, &count, &found);
+  } else {
+    status = hrt_allocate(count * sizeof(*found), "kernels", (void**)&found);
+    if (status == HRT_OK) {
+      status = hrt_status_annotate(
+          hrt_cuda_find_declared(cu, module, what, params, symbols, found),
+          "%s", what);
+    }
   }
   if (status == HRT_OK) {
     status = hrt_cuda_executable_pack(device, cu, context, module, what, false,
@@ -398,24 +528,22 @@ static hrt_status_t hrt_cuda_executable_create_source(
   const char* source_name =
       params->source_name ? params->source_name : "source.cu";
   const uint32_t count = params->entry_decl_count;
-  // The source with a NUL; the entries' names, symbols and expressions.
+  // The source with a NUL; the entries' symbols and expressions.
   char* source = NULL;
-  const char** names = NULL;
+  const char** symbols = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_allocate(params->data_length + 1, "CUDA source", (void**)&source));
-  hrt_status_t status = hrt_allocate((3 * (size_t)count + 1) * sizeof(char*),
-                                     "entry names", (void**)&names);
+  hrt_status_t status = hrt_allocate((2 * (size_t)count + 1) * sizeof(char*),
+                                     "entry symbols", (void**)&symbols);
   if (status != HRT_OK) {
     free(source);
     return status;
   }
   memcpy(source, params->data, params->data_length);
   source[params->data_length] = 0;
-  const char** symbols = names + count;
   const char** expressions = symbols + count;
   uint32_t expression_count = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    names[i] = params->entry_decls[i].name;
     symbols[i] = params->entry_decls[i].name;
     if (params->entry_decls[i].expression) {
       expressions[expression_count++] = params->entry_decls[i].expression;
@@ -430,23 +558,22 @@ static hrt_status_t hrt_cuda_executable_create_source(
         symbols[i] = output->lowered_names[e++];
       }
     }
-    const hrt_cuda_selection_t selection = {count, names, symbols};
-    const hrt_cuda_selection_t* selected = count ? &selection : NULL;
     if (output->cubin) {
       status = hrt_cuda_image_check_cubin(output->image, output->image_length);
       if (status == HRT_OK) {
-        status =
-            hrt_cuda_executable_create_image(device, cu, context, output->image,
-                                             "cubin", selected, out_executable);
+        status = hrt_cuda_executable_create_image(
+            device, cu, context, output->image, "cubin", params, symbols,
+            out_executable);
       }
     } else {
-      status = hrt_cuda_executable_create_ptx(
-          device, cu, context, output->image, false, selected, out_executable);
+      status = hrt_cuda_executable_create_ptx(device, cu, context,
+                                              output->image, false, params,
+                                              symbols, out_executable);
     }
     status = hrt_status_annotate(status, "%s compiled by NVRTC", source_name);
   }
   free(output);
-  free(names);
+  free(symbols);
   free(source);
   return status;
 }
@@ -456,10 +583,13 @@ hrt_status_t hrt_cuda_executable_create(
     hrt_cu_context_t context, const hrt_hal_executable_params_t* params,
     hrt_hal_executable_t** out_executable) {
   switch (params->format) {
-    case HRT_HAL_EXECUTABLE_FORMAT_BUILTIN:
+    case HRT_HAL_EXECUTABLE_FORMAT_BUILTIN: {
+      // Every built-in kernel, whatever the caller declares.
+      const hrt_hal_executable_params_t all = {.format = params->format};
       return hrt_cuda_executable_create_ptx(device, symbols, context,
-                                            hrt_cuda_builtin_ptx, true, NULL,
-                                            out_executable);
+                                            hrt_cuda_builtin_ptx, true, &all,
+                                            NULL, out_executable);
+    }
     case HRT_HAL_EXECUTABLE_FORMAT_PTX: {
       if (!params->data || params->data_length == 0) {
         return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
@@ -472,7 +602,7 @@ hrt_status_t hrt_cuda_executable_create(
       memcpy(text, params->data, params->data_length);
       text[params->data_length] = 0;
       hrt_status_t status = hrt_cuda_executable_create_ptx(
-          device, symbols, context, text, false, NULL, out_executable);
+          device, symbols, context, text, false, params, NULL, out_executable);
       free(text);
       return status;
     }
@@ -486,13 +616,12 @@ hrt_status_t hrt_cuda_executable_create(
       HRT_RETURN_IF_ERROR(
           params->format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN
               ? hrt_cuda_image_check_cubin(params->data, params->data_length)
-              : hrt_cuda_image_check_fatbin(params->data,
-                                            params->data_length));
+              : hrt_cuda_image_check_fatbin(params->data, params->data_length));
       return hrt_cuda_executable_create_image(
           device, symbols, context, params->data,
           params->format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN ? "cubin"
                                                             : "fatbin",
-          NULL, out_executable);
+          params, NULL, out_executable);
     case HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE:
       return hrt_cuda_executable_create_source(device, symbols, context, params,
                                                out_executable);

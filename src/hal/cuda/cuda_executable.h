@@ -1,22 +1,35 @@
 // Executables of the CUDA device: one CUmodule and its kernels.
 //
-// Formats and where each entry's binding and constant counts come from:
+// Formats and where each entry's layout (hal/executable.h) comes from:
 //   BUILTIN  the embedded built-in PTX (builtin_ptx.h); entries are its
 //            kernels, counts from the built-in signature table
 //            (hal/builtin_signatures.h), which must agree with the PTX.
-//   PTX      PTX text (NUL-terminated or not); counts from the `.entry`
-//            parameter lists (the rule in cuda_ptx.h).
-//   CUBIN,   an image for the driver; entries and counts come from the
-//   FATBIN   driver (cuModuleEnumerateFunctions, cuFuncGetName,
-//            cuFuncGetParamInfo; CUDA 12.4+): every 8-byte parameter is a
-//            binding (a device pointer), every 4-byte one a constant, and
-//            bindings come first, as for PTX. Older drivers, and any other
-//            parameter size, give UNIMPLEMENTED / INVALID_ARGUMENT.
+//   PTX      PTX text (NUL-terminated or not); the `.entry` parameter
+//            lists (cuda_ptx.h).
+//   CUBIN,   an image for the driver; parameter sizes from the driver
+//   FATBIN   (cuFuncGetParamInfo; CUDA 12.4+).
 //   CUDA_    CUDA C++ compiled by NVRTC for the device (cuda_nvrtc.h), or
 //   SOURCE   taken from the kernel cache (cuda_kernel_cache.h), into a cubin
-//            or PTX, then handled as those; with entry declarations only
-//            the declared entries, in order, under their declared names
-//            (found by the symbol: the name, or its lowered expression).
+//            or PTX, then handled as those; a declared entry with a name
+//            expression is found by the symbol NVRTC lowered it to, and
+//            keeps its declared name.
+// Without entry declarations (params->entry_decl_count == 0) every kernel
+// of the module is an entry with the inferred layout: PTX by the rule in
+// cuda_ptx.h; a cubin/fatbin's kernels are listed by the driver
+// (cuModuleEnumerateFunctions, cuFuncGetName; CUDA 12.4+, else
+// UNIMPLEMENTED) and every 8-byte parameter is a binding, every 4-byte one
+// a constant, bindings first (any other size or order is INVALID_ARGUMENT).
+// With declarations exactly the declared entries are exposed, in
+// declaration order, each looked up by name (NOT_FOUND when the module
+// lacks it; other kernels are ignored). A typed declaration is the entry's
+// layout, checked against the PTX types (hrt_cuda_ptx_check) or the
+// driver's parameter sizes (8 bytes for a buffer or a 64-bit scalar, 4 for
+// a 32-bit one, the same count); INVALID_ARGUMENT naming the kernel, the
+// parameter and both types otherwise, or when it takes more buffers or
+// constant words than a dispatch can hold. A driver without cuFuncGetParamInfo
+// cannot check a cubin/fatbin, so the declaration is trusted there; an
+// untyped declaration is inferred as above (UNIMPLEMENTED for a
+// cubin/fatbin on such a driver).
 // The module is loaded with cuModuleLoadDataEx; a driver rejection (bad
 // PTX, wrong architecture) is INVALID_ARGUMENT carrying the JIT error log.
 //

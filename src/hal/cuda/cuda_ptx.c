@@ -97,8 +97,9 @@ static bool hrt_ptx_is_type(const hrt_ptx_token_t* token) {
 typedef struct hrt_ptx_entry_span_s {
   const char* name;
   size_t name_length;
-  uint32_t binding_count;
-  uint32_t constant_count;
+  uint32_t line;
+  uint32_t first_param;  // index into the parser's params
+  uint32_t param_count;
 } hrt_ptx_entry_span_t;
 
 typedef struct hrt_ptx_parser_s {
@@ -106,7 +107,29 @@ typedef struct hrt_ptx_parser_s {
   hrt_ptx_entry_span_t* entries;
   uint32_t count;
   uint32_t capacity;
+  hrt_cuda_ptx_param_t* params;  // of all entries, in order
+  uint32_t param_count;
+  uint32_t param_capacity;
 } hrt_ptx_parser_t;
+
+// Makes room for one more item in `*items` (of `*capacity`, `count` used).
+static hrt_status_t hrt_ptx_grow(void** items, uint32_t count,
+                                 uint32_t* capacity, size_t item_size) {
+  if (count < *capacity) return HRT_OK;
+  if (*capacity > UINT32_MAX / 2) {
+    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                           "PTX declares too many entries or parameters");
+  }
+  const uint32_t grown = *capacity ? *capacity * 2 : 16;
+  void* resized = realloc(*items, grown * item_size);
+  if (!resized) {
+    return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                           "out of host memory parsing PTX");
+  }
+  *items = resized;
+  *capacity = grown;
+  return HRT_OK;
+}
 
 static hrt_status_t hrt_ptx_malformed(const hrt_ptx_entry_span_t* entry,
                                       uint32_t line, const char* what) {
@@ -115,12 +138,11 @@ static hrt_status_t hrt_ptx_malformed(const hrt_ptx_entry_span_t* entry,
                          (int)entry->name_length, entry->name, line, what);
 }
 
-// Classifies parameter `index` (its tokens, up to the ',' or ')') and adds
-// it to `entry`.
-static hrt_status_t hrt_ptx_add_param(hrt_ptx_entry_span_t* entry,
+// Records a parameter of `entry` from its tokens (up to the ',' or ')').
+static hrt_status_t hrt_ptx_add_param(hrt_ptx_parser_t* parser,
+                                      hrt_ptx_entry_span_t* entry,
                                       const hrt_ptx_token_t* tokens,
-                                      uint32_t token_count, uint32_t index,
-                                      bool is_array) {
+                                      uint32_t token_count, bool is_array) {
   const hrt_ptx_token_t* type = NULL;
   for (uint32_t i = 0; i < token_count && !type; ++i) {
     if (hrt_ptx_is_type(&tokens[i])) type = &tokens[i];
@@ -131,41 +153,14 @@ static hrt_status_t hrt_ptx_add_param(hrt_ptx_entry_span_t* entry,
                              "a parameter is not a '.param .<type> name' "
                              "declaration");
   }
-  static const char* const kRule =
-      "halrt passes bindings as 64-bit device pointers (.u64/.b64), then "
-      "constants as 32-bit values (.u32/.b32/.s32/.f32)";
-  char message[320];
-  if (is_array) {
-    snprintf(message, sizeof(message),
-             "parameter %u is an array or struct passed by value; %s", index,
-             kRule);
-    return hrt_ptx_malformed(entry, line, message);
-  }
-  const bool pointer = hrt_ptx_is(type, ".u64") || hrt_ptx_is(type, ".b64");
-  const bool constant = hrt_ptx_is(type, ".u32") || hrt_ptx_is(type, ".b32") ||
-                        hrt_ptx_is(type, ".s32") || hrt_ptx_is(type, ".f32");
-  if (!pointer && !constant) {
-    snprintf(message, sizeof(message), "parameter %u has type %.*s; %s", index,
-             (int)type->length, type->text, kRule);
-    return hrt_ptx_malformed(entry, line, message);
-  }
-  if (pointer && entry->constant_count > 0) {
-    snprintf(message, sizeof(message),
-             "pointer parameter %u follows a 32-bit parameter; %s", index,
-             kRule);
-    return hrt_ptx_malformed(entry, line, message);
-  }
-  if (pointer) {
-    if (++entry->binding_count > HRT_HAL_MAX_DISPATCH_BINDINGS) {
-      snprintf(message, sizeof(message), "more than %d pointer parameters",
-               HRT_HAL_MAX_DISPATCH_BINDINGS);
-      return hrt_ptx_malformed(entry, line, message);
-    }
-  } else if (++entry->constant_count > HRT_HAL_MAX_DISPATCH_CONSTANTS) {
-    snprintf(message, sizeof(message), "more than %d 32-bit parameters",
-             HRT_HAL_MAX_DISPATCH_CONSTANTS);
-    return hrt_ptx_malformed(entry, line, message);
-  }
+  HRT_RETURN_IF_ERROR(hrt_ptx_grow((void**)&parser->params, parser->param_count,
+                                   &parser->param_capacity,
+                                   sizeof(*parser->params)));
+  hrt_cuda_ptx_param_t* param = &parser->params[parser->param_count++];
+  *param = (hrt_cuda_ptx_param_t){.array = is_array, .line = line};
+  snprintf(param->type, sizeof(param->type), "%.*s", (int)type->length,
+           type->text);
+  ++entry->param_count;
   return HRT_OK;
 }
 
@@ -184,7 +179,7 @@ static hrt_status_t hrt_ptx_parse_params(hrt_ptx_parser_t* parser,
     if (close || hrt_ptx_is(&token, ",")) {
       if (close && token_count == 0 && index == 0) return HRT_OK;  // "()"
       HRT_RETURN_IF_ERROR(
-          hrt_ptx_add_param(entry, tokens, token_count, index, is_array));
+          hrt_ptx_add_param(parser, entry, tokens, token_count, is_array));
       if (close) return HRT_OK;
       token_count = 0;
       is_array = false;
@@ -219,19 +214,12 @@ static hrt_status_t hrt_ptx_parse_entry(hrt_ptx_parser_t* parser, int* depth) {
                              (int)name.length, name.text, name.line);
     }
   }
-  if (parser->count == parser->capacity) {
-    uint32_t capacity = parser->capacity ? parser->capacity * 2 : 16;
-    hrt_ptx_entry_span_t* entries =
-        realloc(parser->entries, capacity * sizeof(*entries));
-    if (!entries) {
-      return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                             "out of host memory parsing PTX");
-    }
-    parser->entries = entries;
-    parser->capacity = capacity;
-  }
+  HRT_RETURN_IF_ERROR(hrt_ptx_grow((void**)&parser->entries, parser->count,
+                                   &parser->capacity,
+                                   sizeof(*parser->entries)));
   hrt_ptx_entry_span_t* entry = &parser->entries[parser->count];
-  *entry = (hrt_ptx_entry_span_t){name.text, name.length, 0, 0};
+  *entry = (hrt_ptx_entry_span_t){name.text, name.length, name.line,
+                                  parser->param_count, 0};
   hrt_ptx_token_t token;
   if (hrt_ptx_next(&parser->lexer, &token)) {
     if (hrt_ptx_is(&token, "(")) {
@@ -244,22 +232,29 @@ static hrt_status_t hrt_ptx_parse_entry(hrt_ptx_parser_t* parser, int* depth) {
   return HRT_OK;
 }
 
-// Copies the spans into one block: the entries, then their names.
+// Copies the spans into one block: the entries, their parameters, then
+// their names.
 static hrt_status_t hrt_ptx_pack(const hrt_ptx_parser_t* parser,
                                  hrt_cuda_ptx_entry_t** out_entries) {
-  size_t size = parser->count * sizeof(hrt_cuda_ptx_entry_t);
+  size_t size = parser->count * sizeof(hrt_cuda_ptx_entry_t) +
+                parser->param_count * sizeof(hrt_cuda_ptx_param_t);
   for (uint32_t i = 0; i < parser->count; ++i) {
     size += parser->entries[i].name_length + 1;
   }
   hrt_cuda_ptx_entry_t* entries = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate(size, "PTX entries", (void**)&entries));
-  char* names = (char*)(entries + parser->count);
+  hrt_cuda_ptx_param_t* params =
+      (hrt_cuda_ptx_param_t*)(entries + parser->count);
+  if (parser->param_count) {
+    memcpy(params, parser->params, parser->param_count * sizeof(*params));
+  }
+  char* names = (char*)(params + parser->param_count);
   for (uint32_t i = 0; i < parser->count; ++i) {
     const hrt_ptx_entry_span_t* span = &parser->entries[i];
     memcpy(names, span->name, span->name_length);
     names[span->name_length] = 0;
-    entries[i] = (hrt_cuda_ptx_entry_t){names, span->binding_count,
-                                        span->constant_count};
+    entries[i] = (hrt_cuda_ptx_entry_t){names, span->line, span->param_count,
+                                        params + span->first_param};
     names += span->name_length + 1;
   }
   *out_entries = entries;
@@ -289,8 +284,111 @@ hrt_status_t hrt_cuda_ptx_parse_entries(const char* text, uint32_t* out_count,
   if (status == HRT_OK) status = hrt_ptx_pack(&parser, &entries);
   uint32_t count = parser.count;
   free(parser.entries);
+  free(parser.params);
   if (status != HRT_OK) return status;
   *out_count = count;
   *out_entries = entries;
+  return HRT_OK;
+}
+
+// Whether `param` is a scalar of one of the space-separated `types`.
+static bool hrt_ptx_type_in(const hrt_cuda_ptx_param_t* param,
+                            const char* types) {
+  if (param->array) return false;
+  const size_t length = strlen(param->type);
+  for (const char* at = strstr(types, param->type); at;
+       at = strstr(at + 1, param->type)) {
+    if ((at == types || at[-1] == ' ') &&
+        (at[length] == ' ' || at[length] == 0)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+static hrt_status_t hrt_ptx_entry_error(const hrt_cuda_ptx_entry_t* entry,
+                                        uint32_t line, const char* what) {
+  return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                         "PTX entry '%s' (line %u): %s", entry->name, line,
+                         what);
+}
+
+hrt_status_t hrt_cuda_ptx_infer(const hrt_cuda_ptx_entry_t* entry,
+                                uint32_t* out_binding_count,
+                                uint32_t* out_constant_count) {
+  static const char* const kRule =
+      "halrt passes bindings as 64-bit device pointers (.u64/.b64), then "
+      "constants as 32-bit values (.u32/.b32/.s32/.f32), unless the module "
+      "declares the entry's parameters";
+  uint32_t bindings = 0, constants = 0;
+  char message[384];
+  for (uint32_t i = 0; i < entry->param_count; ++i) {
+    const hrt_cuda_ptx_param_t* param = &entry->params[i];
+    const bool pointer = hrt_ptx_type_in(param, ".u64 .b64");
+    if (param->array) {
+      snprintf(message, sizeof(message),
+               "parameter %u is an array or struct passed by value; %s", i,
+               kRule);
+    } else if (!pointer && !hrt_ptx_type_in(param, ".u32 .b32 .s32 .f32")) {
+      snprintf(message, sizeof(message), "parameter %u has type %s; %s", i,
+               param->type, kRule);
+    } else if (pointer && constants > 0) {
+      snprintf(message, sizeof(message),
+               "pointer parameter %u follows a 32-bit parameter; %s", i, kRule);
+    } else if (pointer && ++bindings > HRT_HAL_MAX_DISPATCH_BINDINGS) {
+      snprintf(message, sizeof(message), "more than %d pointer parameters",
+               HRT_HAL_MAX_DISPATCH_BINDINGS);
+    } else if (!pointer && ++constants > HRT_HAL_MAX_DISPATCH_CONSTANTS) {
+      snprintf(message, sizeof(message), "more than %d 32-bit parameters",
+               HRT_HAL_MAX_DISPATCH_CONSTANTS);
+    } else {
+      continue;
+    }
+    return hrt_ptx_entry_error(entry, param->line, message);
+  }
+  *out_binding_count = bindings;
+  *out_constant_count = constants;
+  return HRT_OK;
+}
+
+// Whether a parameter of PTX type `param` can take a declared `type`.
+static bool hrt_ptx_matches(const hrt_cuda_ptx_param_t* param,
+                            hrt_hal_param_type_t type) {
+  switch (type) {
+    case HRT_HAL_PARAM_BUFFER:
+      return hrt_ptx_type_in(param, ".u64 .b64");
+    case HRT_HAL_PARAM_U64:
+    case HRT_HAL_PARAM_I64:
+      return hrt_ptx_type_in(param, ".u64 .b64 .s64");
+    case HRT_HAL_PARAM_F64:
+      return hrt_ptx_type_in(param, ".f64 .b64");
+    case HRT_HAL_PARAM_U32:
+    case HRT_HAL_PARAM_I32:
+      return hrt_ptx_type_in(param, ".u32 .b32 .s32");
+    case HRT_HAL_PARAM_F32:
+      return hrt_ptx_type_in(param, ".f32 .b32");
+  }
+  return false;
+}
+
+hrt_status_t hrt_cuda_ptx_check(const hrt_cuda_ptx_entry_t* entry,
+                                uint32_t count,
+                                const hrt_hal_param_type_t* types) {
+  char message[256];
+  if (count != entry->param_count) {
+    snprintf(message, sizeof(message),
+             "the module declares %u parameters but the PTX has %u", count,
+             entry->param_count);
+    return hrt_ptx_entry_error(entry, entry->line, message);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    const hrt_cuda_ptx_param_t* param = &entry->params[i];
+    if (hrt_ptx_matches(param, types[i])) continue;
+    snprintf(message, sizeof(message),
+             "parameter %u is declared '%s' but is %s%s in the PTX", i,
+             hrt_hal_param_type_name(types[i]), param->type,
+             param->array ? " [...] (an array or struct passed by value)" : "");
+    return hrt_ptx_entry_error(entry, param->line, message);
+  }
   return HRT_OK;
 }

@@ -130,8 +130,9 @@ hrt_status_t hrt_local_executable_create(
   }
   for (uint32_t i = 0; i < table->kernel_count; ++i) {
     executable->entries[i] = (hrt_hal_executable_entry_t){
-        table->kernels[i].name, table->kernels[i].binding_count,
-        table->kernels[i].constant_count};
+        .name = table->kernels[i].name,
+        .binding_count = table->kernels[i].binding_count,
+        .constant_count = table->kernels[i].constant_count};
   }
   executable->library = library;
   executable->table = table;

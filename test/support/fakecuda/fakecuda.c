@@ -30,6 +30,8 @@ HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE, FAKE_DECLARE_EITHER)
 #define FAKE_MAX_DEVICES 8
 #define FAKE_TOTAL_MEMORY ((size_t)1 << 30)
 #define FAKE_MAX_PARAMS 96
+// The parameter bytes one launch may carry (CUDA's classic 4 KiB limit).
+#define FAKE_MAX_PARAM_BYTES 4096
 #define FAKE_STACK_DEPTH 16
 
 // cuLaunchKernel's limits, those of every GPU halrt supports (compute
@@ -91,6 +93,14 @@ typedef struct fake_launch_s {
   void* bindings[FAKE_MAX_PARAMS];
   size_t lengths[FAKE_MAX_PARAMS];  // 0 for a pointer outside every allocation
   uint32_t constants[FAKE_MAX_PARAMS];
+  // Every parameter as the kernel declares it: its bytes, read from the
+  // caller's pointer by the declared size, and for an 8-byte one its index
+  // in `bindings` (each is also taken as a possible pointer).
+  uint32_t param_count;
+  uint8_t param_sizes[FAKE_MAX_PARAMS];
+  uint16_t param_offsets[FAKE_MAX_PARAMS];
+  uint32_t param_bindings[FAKE_MAX_PARAMS];
+  uint8_t param_data[FAKE_MAX_PARAM_BYTES];
 } fake_launch_t;
 
 typedef enum {
@@ -364,6 +374,46 @@ static hrt_cu_result_t fake_write_index_u32(const fake_launch_t* launch) {
   return HRT_CUDA_SUCCESS;
 }
 
+// Parameter `index`'s bytes into `out`; false unless the kernel declares it
+// with `size` bytes.
+static bool fake_param(const fake_launch_t* launch, uint32_t index, size_t size,
+                       void* out) {
+  if (index >= launch->param_count || launch->param_sizes[index] != size) {
+    return false;
+  }
+  memcpy(out, launch->param_data + launch->param_offsets[index], size);
+  return true;
+}
+
+// Parameter `index` as a device pointer to at least `count` elements of
+// `size` bytes, or NULL.
+static void* fake_param_buffer(const fake_launch_t* launch, uint32_t index,
+                               uint64_t count, uint64_t size) {
+  if (index >= launch->param_count || launch->param_sizes[index] != 8) {
+    return NULL;
+  }
+  const uint32_t b = launch->param_bindings[index];
+  return fake_fits(launch, b, count, size) ? launch->bindings[b] : NULL;
+}
+
+// scale_offset_f64(x, n, a, y), n an int64 and a a double passed by value:
+// y[i] = a * x[i] + i for every i < n, whatever the grid.
+static hrt_cu_result_t fake_scale_offset_f64(const fake_launch_t* launch) {
+  int64_t n = 0;
+  double a = 0;
+  if (!fake_param(launch, 1, 8, &n) || !fake_param(launch, 2, 8, &a)) {
+    return HRT_CUDA_ERROR_LAUNCH_FAILED;
+  }
+  if (n <= 0) return HRT_CUDA_SUCCESS;
+  const double* x = fake_param_buffer(launch, 0, (uint64_t)n, sizeof(double));
+  double* y = fake_param_buffer(launch, 3, (uint64_t)n, sizeof(double));
+  if (fake_thread_count(launch) == 0 || !x || !y) {
+    return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = a * x[i] + (double)i;
+  return HRT_CUDA_SUCCESS;
+}
+
 static hrt_cu_result_t fake_fault_illegal_address(const fake_launch_t* launch) {
   (void)launch;
   return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -416,6 +466,7 @@ static fake_kernel_fn_t fake_kernel_for(const char* name) {
       // write_index_u32<unsigned int> of a C++ template kernel
       // (test/nvrtc.test.js), as NVRTC lowers its name.
       {"_Z15write_index_u32IjEvPT_j", fake_write_index_u32},
+      {"scale_offset_f64", fake_scale_offset_f64},
       {"fault_illegal_address", fake_fault_illegal_address},
   };
   for (size_t i = 0; i < sizeof(kTestKernels) / sizeof(kTestKernels[0]); ++i) {
@@ -480,6 +531,23 @@ static int fake_jit_check(const char* text, char* message, size_t size) {
   return 0;
 }
 
+// The size of the `.param` declaration in [c, stop): its type's (`.u64`,
+// `.b8` ...; the qualifiers `.ptr`, `.global`, `.align N` are skipped)
+// times the element count of `name[N]`, as the driver sizes by-value
+// structs and arrays. At most 255.
+static uint8_t fake_ptx_param_size(const char* c, const char* stop) {
+  unsigned long bytes = 4;
+  for (const char* t = c; t < stop; ++t) {
+    if (t[0] == '.' && strchr("bsuf", t[1]) && t[2] >= '0' && t[2] <= '9') {
+      bytes = strtoul(t + 2, NULL, 10) / 8;
+      break;
+    }
+  }
+  const char* bracket = memchr(c, '[', (size_t)(stop - c));
+  if (bracket) bytes *= strtoul(bracket + 1, NULL, 10);
+  return (uint8_t)(bytes > 255 ? 255 : bytes);
+}
+
 // Parses `.entry NAME(.param .TYPE name, ...)` at `c` (just past ".entry")
 // into `function`. Returns the text after the parameter list.
 static const char* fake_parse_entry(const char* c,
@@ -498,12 +566,8 @@ static const char* fake_parse_entry(const char* c,
   for (const char* p = strstr(c, ".param"); p && p < end;
        p = strstr(p + 6, ".param")) {
     if (function->param_count == FAKE_MAX_PARAMS) break;
-    const char* type = p + 6;
-    while (*type == ' ' || *type == '\t') ++type;
-    const bool wide =
-        strncmp(type, ".u64", 4) == 0 || strncmp(type, ".b64", 4) == 0 ||
-        strncmp(type, ".s64", 4) == 0 || strncmp(type, ".f64", 4) == 0;
-    function->param_sizes[function->param_count++] = wide ? 8 : 4;
+    function->param_sizes[function->param_count++] =
+        fake_ptx_param_size(p + 6, p + strcspn(p, ",)"));
   }
   return end + 1;
 }
@@ -533,6 +597,9 @@ static uint32_t fake_count_entries(const char* text) {
 #define FAKE_STT_FUNC 2
 #define FAKE_STB_GLOBAL 1
 #define FAKE_STB_WEAK 2  // template kernel instances are weak
+// st_other bit nvcc and NVRTC set on kernel (__global__) symbols; weak
+// device functions the compiler adds (64-bit division helpers) lack it.
+#define FAKE_STO_CUDA_ENTRY 0x10
 #define FAKE_FATBIN_KIND_ELF 2
 #define FAKE_SM 90  // the compute capability the fake reports, 9.0
 #define FAKE_EIATTR_KPARAM_INFO 0x17
@@ -668,13 +735,16 @@ static hrt_cu_result_t fake_elf_params(const fake_elf_t* elf,
   return HRT_CUDA_SUCCESS;
 }
 
-// Whether a symbol's st_info is a global or weak function.
-static bool fake_is_function(uint8_t info) {
+// Whether the symbol at `symbol` (an Elf64_Sym) is a kernel: a global or
+// weak function marked as a CUDA entry.
+static bool fake_is_kernel(const uint8_t* symbol) {
+  const uint8_t info = symbol[4], other = symbol[5];
   return (info & 0xf) == FAKE_STT_FUNC &&
-         ((info >> 4) == FAKE_STB_GLOBAL || (info >> 4) == FAKE_STB_WEAK);
+         ((info >> 4) == FAKE_STB_GLOBAL || (info >> 4) == FAKE_STB_WEAK) &&
+         (other & FAKE_STO_CUDA_ENTRY);
 }
 
-// A module with one function per global or weak FUNC symbol of the cubin.
+// A module with one function per kernel symbol of the cubin.
 static hrt_cu_result_t fake_load_cubin(const uint8_t* base, uint64_t limit,
                                        struct hrt_cu_module_s** out) {
   fake_elf_t elf;
@@ -693,15 +763,13 @@ static hrt_cu_result_t fake_load_cubin(const uint8_t* base, uint64_t limit,
   if (!symbols) return HRT_CUDA_ERROR_INVALID_IMAGE;
   uint32_t count = 0;
   for (uint64_t at = 0; at + 24 <= symbols_size; at += 24) {
-    const uint8_t info = symbols[at + 4];
-    count += fake_is_function(info);
+    count += fake_is_kernel(symbols + at);
   }
   struct hrt_cu_module_s* loaded =
       calloc(1, sizeof(*loaded) + count * sizeof(loaded->functions[0]));
   if (!loaded) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
   for (uint64_t at = 0; at + 24 <= symbols_size && !result; at += 24) {
-    const uint8_t info = symbols[at + 4];
-    if (!fake_is_function(info)) continue;
+    if (!fake_is_kernel(symbols + at)) continue;
     const char* name =
         fake_elf_string(&elf, strings, fake_read(symbols + at, 4));
     struct hrt_cu_function_s* function = &loaded->functions[loaded->count++];
@@ -896,11 +964,23 @@ hrt_cu_result_t cuLaunchKernel(hrt_cu_function_t function, unsigned int grid_x,
   if (injected && fake_is_sticky(injected) && context && !context->lost) {
     context->lost = injected;
   }
+  uint32_t bytes = 0;
   for (uint32_t i = 0; i < function->param_count && !injected; ++i) {
-    if (function->param_sizes[i] == 8) {
+    const uint8_t size = function->param_sizes[i];
+    if (bytes + size > FAKE_MAX_PARAM_BYTES) {
+      injected = HRT_CUDA_ERROR_INVALID_VALUE;
+      break;
+    }
+    launch->param_sizes[i] = size;
+    launch->param_offsets[i] = (uint16_t)bytes;
+    memcpy(launch->param_data + bytes, params[i], size);
+    bytes += size;
+    launch->param_count = i + 1;
+    if (size == 8) {
       uint64_t pointer = 0;
       memcpy(&pointer, params[i], 8);
       uint32_t b = launch->binding_count++;
+      launch->param_bindings[i] = b;
       launch->bindings[b] = fake_device_pointer(pointer);
       fake_allocation_t* allocation = fake_find(launch->bindings[b], 0, false);
       launch->lengths[b] = allocation
@@ -908,7 +988,8 @@ hrt_cu_result_t cuLaunchKernel(hrt_cu_function_t function, unsigned int grid_x,
                                           (char*)launch->bindings[b])
                                : 0;
     } else {
-      memcpy(&launch->constants[launch->constant_count++], params[i], 4);
+      memcpy(&launch->constants[launch->constant_count++], params[i],
+             size < 4 ? size : 4);
     }
   }
   hrt_cu_result_t result = injected;

@@ -26,15 +26,19 @@
 //   start with a `.version` directive and lines using an instruction named
 //   `bogus...`, writing a ptxas-style message to CU_JIT_ERROR_LOG_BUFFER.
 //   Each `.entry NAME(...)` becomes a function whose parameter sizes come
-//   from its `.param` types. Launching runs a C implementation chosen by
+//   from its `.param` types (`.b8 s[12]`: 12 bytes). cuLaunchKernel copies
+//   each parameter's bytes by its size (at most 4 KiB in all, else
+//   CUDA_ERROR_INVALID_VALUE). Launching runs a C implementation chosen by
 //   name: the built-in kernels (halrt's CPU library, called through its ABI
 //   with the grid as workgroup count, 8-byte parameters as bindings whose
 //   lengths run to the end of their allocation, 4-byte ones as constants)
 //   and the test kernels of test/gpu/kernels.cu (vector_add_f32,
-//   write_index_u32, fault_illegal_address), also as the C++ template
-//   instance write_index_u32<unsigned int> (_Z15write_index_u32IjEvPT_j,
-//   compiled by NVRTC in test/nvrtc.test.js). Any other name fails
-//   cuModuleGetFunction with CUDA_ERROR_NOT_FOUND.
+//   write_index_u32, scale_offset_f64, which reads its int64 and double
+//   parameters as 8 bytes at their offsets, fault_illegal_address), also
+//   write_index_u32 as the C++ template instance write_index_u32<unsigned
+//   int> (_Z15write_index_u32IjEvPT_j, compiled by NVRTC in
+//   test/nvrtc.test.js). Any other name fails cuModuleGetFunction with
+//   CUDA_ERROR_NOT_FOUND.
 // - A kernel that touches memory outside its bindings, or
 //   fault_illegal_address, fails with CUDA_ERROR_ILLEGAL_ADDRESS: the
 //   context is lost, queued work is dropped, and every later call on it
