@@ -197,6 +197,37 @@ describe(`CUDA source executables${skipReason ? ` (skipped: ${skipReason})` : ''
       error.code === 'NOT_FOUND' && /_Z15write_index_u32IjEvPT_j/.test(error.message));
   });
 
+  it('typed entries apply to compiled source: an int64 and a double run, a mismatch names the parameter', async () => {
+    // NVRTC has no standard headers: long long is the int64_t of kernels.cu.
+    const source = `extern "C" __global__ void scale_offset_f64(const double* x, long long n, double a, double* y) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    y[i] = a * x[i] + (double)i;
+}
+`;
+    const build = (instance, entries) => new halrt.ModuleBuilder('s')
+      .executable('t', { cuda: { source: { text: source }, entries } })
+      .function('main', (f) => f.input('x', 'f64', [5]).output('y', 'f64', [5])
+        .dispatch('t.scale_offset_f64', { workgroups: [1], workgroupSize: [32], bindings: ['x', 'y'], constants: [5, 0.5] }))
+      .build(instance);
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('cuda');
+    const hal = new halrt.HalModule(instance, device);
+    const module = build(instance, { scale_offset_f64: ['buffer', 'i64', 'f64', 'buffer'] });
+    const context = new halrt.Context(instance, [hal, module]);
+    const fn = context.lookupFunction('s.main');
+    const x = device.tensor(Float64Array.of(2, 4, 6, 8, 10), [5]);
+    const wrong = build(instance, { scale_offset_f64: ['buffer', 'i64', 'f32', 'buffer'] });
+    try {
+      const [y] = await fn.invoke([x]);
+      assert.deepStrictEqual(Array.from(await y.read()), [1, 3, 5, 7, 9]);
+      y.close();
+      assertThrowsHalrt(() => new halrt.Context(instance, [hal, wrong]), 'INVALID_ARGUMENT',
+        "kernel 'scale_offset_f64'", "parameter 2 is declared 'f32'");
+    } finally {
+      closeAll(x, fn, context, module, wrong, hal, device, instance);
+    }
+  });
+
   it('a name expression that names nothing is INVALID_ARGUMENT with the compile log', async () => {
     await assert.rejects(runIota({ source: { text: TEMPLATE }, entries: { iota: { expression: 'no_such<int>' } } }, 'iota'),
       (error) => error.code === 'INVALID_ARGUMENT' && /executables\.t/.test(error.message) &&
