@@ -430,8 +430,8 @@ static hrt_cu_result_t fake_write_index_u32(const fake_launch_t* launch) {
   return HRT_CUDA_SUCCESS;
 }
 
-// sleep_ms(ms): keeps the stream busy for `ms` milliseconds (the GPU-bound
-// work of the tests that check what waits for the GPU).
+// sleep_ms(unused, ms): keeps the stream busy for `ms` milliseconds (the
+// GPU-bound work of the tests that check what waits for the GPU).
 static hrt_cu_result_t fake_sleep_ms(const fake_launch_t* launch) {
   if (launch->constant_count < 1) return HRT_CUDA_ERROR_LAUNCH_FAILED;
   struct timespec delay = {(time_t)(launch->constants[0] / 1000),

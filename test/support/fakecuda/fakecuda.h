@@ -47,8 +47,8 @@
 //   with the grid as workgroup count, 8-byte parameters as bindings whose
 //   lengths run to the end of their allocation, 4-byte ones as constants)
 //   and the test kernels of test/gpu/kernels.cu (vector_add_f32,
-//   write_index_u32, fault_illegal_address), and sleep_ms(u32 ms), which
-//   keeps its stream busy for `ms` milliseconds (the PTX in
+//   write_index_u32, fault_illegal_address), and sleep_ms(buffer, u32 ms),
+//   which keeps its stream busy for `ms` milliseconds (the PTX in
 //   test/cuda-memory.test.js spins on %globaltimer for as long on a GPU).
 //   Any other name fails cuModuleGetFunction with CUDA_ERROR_NOT_FOUND.
 // - A kernel that touches memory outside its bindings, or
