@@ -121,6 +121,18 @@ hrt_status_t hrt_cuda_allocator_allocate(hrt_cuda_allocator_t* allocator,
           : HRT_CUDA_CALL(cu, cuMemAlloc_v2, (&block->pointer, size));
   if (status != HRT_OK) {
     free(block);
+    if (!allocator->pool) {
+      // What the cache holds goes to the release list, so that a retry
+      // after release_pending can have it.
+      hrt_mutex_lock(&allocator->mutex);
+      hrt_cuda_block_t** tail = &allocator->releases;
+      while (*tail) tail = &(*tail)->next;
+      *tail = allocator->cached;
+      allocator->cached = NULL;
+      allocator->cached_count = 0;
+      allocator->cached_bytes = 0;
+      hrt_mutex_unlock(&allocator->mutex);
+    }
     return status;
   }
   *out_block = block;

@@ -82,7 +82,9 @@ bool hrt_cuda_allocator_uses_pool(const hrt_cuda_allocator_t* allocator);
 
 // A block of at least `size` bytes (1 when `size` is 0), usable by work
 // enqueued on the stream after this returns. Failures are what the driver
-// reported (out of memory is RESOURCE_EXHAUSTED).
+// reported (out of memory is RESOURCE_EXHAUSTED); after one, the cache's
+// blocks wait in the release list, so that a retry after release_pending
+// finds the memory.
 hrt_status_t hrt_cuda_allocator_allocate(
     hrt_cuda_allocator_t* allocator, size_t size,
     hrt_cuda_block_t** out_block) HRT_MUST_USE;

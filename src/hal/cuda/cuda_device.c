@@ -258,9 +258,16 @@ static hrt_status_t hrt_cuda_allocate_memory(hrt_cuda_device_t* device,
                                              const void* initial_data,
                                              hrt_cuda_block_t** out_block) {
   hrt_cuda_block_t* block = NULL;
-  HRT_RETURN_IF_ERROR(hrt_cuda_allocator_allocate(&device->allocator,
-                                                  (size_t)byte_length, &block));
-  hrt_status_t status = HRT_OK;
+  hrt_status_t status = hrt_cuda_allocator_allocate(
+      &device->allocator, (size_t)byte_length, &block);
+  if (status != HRT_OK) {
+    // The completion thread releases what the allocator gave up.
+    hrt_mutex_lock(&device->mutex);
+    device->release_due = true;
+    hrt_cond_signal(&device->completion_cond);
+    hrt_mutex_unlock(&device->mutex);
+    return status;
+  }
   if (byte_length && initial_data) {
     status = hrt_cuda_upload(device, block->pointer, initial_data,
                              (size_t)byte_length);

@@ -1314,6 +1314,10 @@ hrt_cu_result_t cuMemAllocAsync(hrt_cu_deviceptr_t* pointer, size_t bytes,
         best = link;
       }
     }
+    // Short of memory, the pool first gives back what it holds unused.
+    if (!best && padded > FAKE_TOTAL_MEMORY - fake_device_bytes) {
+      fake_pool_release(pool, 0);
+    }
     if (best) {
       allocation = *best;
       *best = allocation->next;
