@@ -2248,13 +2248,11 @@ static void raw_close(raw_stream_t* raw) {
 
 // Initialises `allocator` as a driver with (`pools`) or without memory
 // pools would have it (FAKECUDA_NO_MEMORY_POOLS).
-static hrt_status_t allocator_open(const raw_stream_t* raw, bool pools,
-                                   hrt_cuda_allocator_t* allocator) {
+static void allocator_open(const raw_stream_t* raw, bool pools,
+                           hrt_cuda_allocator_t* allocator) {
   if (!pools) setenv("FAKECUDA_NO_MEMORY_POOLS", "1", 1);
-  hrt_status_t status = hrt_cuda_allocator_initialize(raw->cu, raw->device,
-                                                      raw->stream, allocator);
+  hrt_cuda_allocator_initialize(raw->cu, raw->device, raw->stream, allocator);
   unsetenv("FAKECUDA_NO_MEMORY_POOLS");
-  return status;
 }
 
 // A CUDA device as a driver with or without memory pools makes it.
@@ -2285,7 +2283,7 @@ static void allocator_cache_reuses_blocks_within_its_bounds(void) {
   raw_stream_t raw;
   CHECK_OK(raw_open(&raw));
   hrt_cuda_allocator_t allocator;
-  CHECK_OK(allocator_open(&raw, false, &allocator));
+  allocator_open(&raw, false, &allocator);
   CHECK(!hrt_cuda_allocator_uses_pool(&allocator));
   const fakecuda_memory_t before = fake_memory();
   hrt_cuda_block_t* block = NULL;
@@ -2358,7 +2356,7 @@ static void allocator_pool_keeps_freed_memory_until_trimmed(void) {
   raw_stream_t raw;
   CHECK_OK(raw_open(&raw));
   hrt_cuda_allocator_t allocator;
-  CHECK_OK(allocator_open(&raw, true, &allocator));
+  allocator_open(&raw, true, &allocator);
   CHECK(hrt_cuda_allocator_uses_pool(&allocator));
   const fakecuda_memory_t before = fake_memory();
   CHECK(before.release_threshold == UINT64_MAX);

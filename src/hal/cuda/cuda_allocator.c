@@ -5,7 +5,8 @@
 
 #include "base/alloc.h"
 
-// Whether the driver and device offer stream-ordered pools; fills `pool`.
+// Whether the driver and device offer stream-ordered pools; fills `pool`
+// and sets its release threshold.
 static bool hrt_cuda_allocator_find_pool(const hrt_cuda_symbols_t* cu,
                                          hrt_cu_device_t device,
                                          hrt_cu_mempool_t* out_pool) {
@@ -21,27 +22,22 @@ static bool hrt_cuda_allocator_find_pool(const hrt_cuda_symbols_t* cu,
       !supported) {
     return false;
   }
+  uint64_t threshold = UINT64_MAX;
   return cu->cuDeviceGetDefaultMemPool(out_pool, device) == HRT_CUDA_SUCCESS &&
-         *out_pool;
+         *out_pool &&
+         cu->cuMemPoolSetAttribute(*out_pool,
+                                   HRT_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                   &threshold) == HRT_CUDA_SUCCESS;
 }
 
-hrt_status_t hrt_cuda_allocator_initialize(const hrt_cuda_symbols_t* cu,
-                                           hrt_cu_device_t device,
-                                           hrt_cu_stream_t stream,
-                                           hrt_cuda_allocator_t* allocator) {
+void hrt_cuda_allocator_initialize(const hrt_cuda_symbols_t* cu,
+                                   hrt_cu_device_t device,
+                                   hrt_cu_stream_t stream,
+                                   hrt_cuda_allocator_t* allocator) {
   *allocator = (hrt_cuda_allocator_t){.cu = cu, .stream = stream};
   hrt_cu_mempool_t pool = NULL;
-  if (hrt_cuda_allocator_find_pool(cu, device, &pool)) {
-    uint64_t threshold = UINT64_MAX;
-    HRT_RETURN_IF_ERROR(hrt_status_annotate(
-        HRT_CUDA_CALL(
-            cu, cuMemPoolSetAttribute,
-            (pool, HRT_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold)),
-        "setting the release threshold of the default memory pool"));
-    allocator->pool = pool;
-  }
+  if (hrt_cuda_allocator_find_pool(cu, device, &pool)) allocator->pool = pool;
   hrt_mutex_init(&allocator->mutex);
-  return HRT_OK;
 }
 
 // cuMemFree of every block in `list`. Nothing to report to: freeing only

@@ -68,11 +68,12 @@ typedef struct hrt_cuda_allocator_s {
   hrt_cuda_block_t* releases;  // freed beyond the bounds, not yet released
 } hrt_cuda_allocator_t;
 
-// Chooses the strategy for `device` and, for the pool, sets the release
-// threshold (a failure there is returned: the device cannot be used).
-hrt_status_t hrt_cuda_allocator_initialize(
-    const hrt_cuda_symbols_t* cu, hrt_cu_device_t device,
-    hrt_cu_stream_t stream, hrt_cuda_allocator_t* allocator) HRT_MUST_USE;
+// Chooses the strategy for `device`: the pool when every step of setting it
+// up succeeds (finding it, setting its release threshold), else the cache.
+void hrt_cuda_allocator_initialize(const hrt_cuda_symbols_t* cu,
+                                   hrt_cu_device_t device,
+                                   hrt_cu_stream_t stream,
+                                   hrt_cuda_allocator_t* allocator);
 // Releases every cached and pending block (cache) or trims the pool. No
 // block may be in use by a buffer any more.
 void hrt_cuda_allocator_deinitialize(hrt_cuda_allocator_t* allocator);

@@ -1105,7 +1105,8 @@ static hrt_status_t hrt_cuda_query_info(const hrt_cuda_symbols_t* cu,
   return HRT_OK;
 }
 
-// Retains the primary context and creates the stream.
+// Retains the primary context, creates the stream and sets up the
+// allocator.
 static hrt_status_t hrt_cuda_open(hrt_cuda_device_t* device) {
   const hrt_cuda_symbols_t* cu = device->cu;
   HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuDevicePrimaryCtxRetain,
@@ -1114,6 +1115,10 @@ static hrt_status_t hrt_cuda_open(hrt_cuda_device_t* device) {
   if (status == HRT_OK) {
     status = HRT_CUDA_CALL(cu, cuStreamCreate,
                            (&device->stream, HRT_CU_STREAM_NON_BLOCKING));
+    if (status == HRT_OK) {
+      hrt_cuda_allocator_initialize(cu, device->cu_device, device->stream,
+                                    &device->allocator);
+    }
     hrt_cuda_leave(device);
   }
   if (status != HRT_OK) {
@@ -1146,21 +1151,6 @@ hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
   hrt_cond_init(&device->issue_cond);
   hrt_cond_init(&device->completion_cond);
   hrt_cuda_staging_pool_initialize(symbols, &device->staging);
-  status = hrt_cuda_enter(device);
-  if (status == HRT_OK) {
-    status = hrt_cuda_allocator_initialize(symbols, device->cu_device,
-                                           device->stream, &device->allocator);
-    hrt_cuda_leave(device);
-  }
-  if (status != HRT_OK) {
-    hrt_cuda_staging_pool_deinitialize(&device->staging);
-    hrt_cond_deinit(&device->completion_cond);
-    hrt_cond_deinit(&device->issue_cond);
-    hrt_mutex_deinit(&device->mutex);
-    hrt_cuda_close(device);
-    free(device);
-    return hrt_status_annotate(status, "creating CUDA device %u", ordinal);
-  }
   status = hrt_thread_create("halrt-cu-issue", hrt_cuda_issue_main, device,
                              &device->issue_thread);
   if (status == HRT_OK) {
