@@ -5,7 +5,8 @@
 // Two strategies behind one API, chosen at initialisation:
 // - Pool (the driver exports cuMemAllocAsync, cuMemFreeAsync,
 //   cuDeviceGetDefaultMemPool, cuMemPoolSetAttribute and cuMemPoolTrimTo,
-//   and the device reports CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED):
+//   the device reports CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, and the
+//   release threshold can be set):
 //   blocks come from the device's default memory pool with cuMemAllocAsync
 //   and go back with cuMemFreeAsync, both on the stream. The pool's release
 //   threshold is set to UINT64_MAX, so that the driver keeps freed memory
@@ -31,9 +32,11 @@
 // Threads: every function needs the device's context current on the calling
 // thread. allocate and free may be called from any thread (the allocator
 // has its own lock) and never wait for the GPU: in the pool, cuMemAllocAsync
-// and cuMemFreeAsync; in the cache, a cached block or cuMemAlloc on a miss.
-// release_pending, trim and deinitialize are for the device's own threads:
-// they may call cuMemFree.
+// and cuMemFreeAsync; in the cache, a cached block, or cuMemAlloc on a miss
+// (which CUDA does not document as waiting for queued work, unlike
+// cuMemFree). release_pending, trim and deinitialize are for the device's
+// own threads: they may call cuMemFree (deinitialize also runs on the
+// creating thread when device creation fails, with nothing to free).
 #ifndef HRT_HAL_CUDA_CUDA_ALLOCATOR_H_
 #define HRT_HAL_CUDA_CUDA_ALLOCATOR_H_
 
