@@ -17,6 +17,7 @@
 #include "base/live.h"
 #include "base/threads.h"
 #include "hal/builtin_signatures.h"
+#include "hal/cuda/cuda_allocator.h"
 #include "hal/cuda/cuda_api.h"
 #include "hal/cuda/cuda_driver.h"
 #include "hal/cuda/cuda_executable.h"
@@ -39,6 +40,7 @@ static struct {
   fakecuda_queued_operations_fn queued_operations;
   fakecuda_fail_next_launch_fn fail_next_launch;
   fakecuda_destroy_contexts_fn destroy_contexts;
+  fakecuda_memory_fn memory;
 } g_cuda;
 
 // The fake's own entry points, for the cases that check a rule of the
@@ -108,17 +110,19 @@ static bool cuda_setup(void) {
   // Two devices, so that ordinals are exercised.
   setenv("FAKECUDA_DEVICE_COUNT", "2", 1);
   setenv("HALRT_CUDA_LIBRARY", path, 1);
-  void* symbols[4] = {dlsym(handle, "fakecuda_hold_streams"),
+  void* symbols[5] = {dlsym(handle, "fakecuda_hold_streams"),
                       dlsym(handle, "fakecuda_queued_operations"),
                       dlsym(handle, "fakecuda_fail_next_launch"),
-                      dlsym(handle, "fakecuda_destroy_contexts")};
+                      dlsym(handle, "fakecuda_destroy_contexts"),
+                      dlsym(handle, "fakecuda_memory")};
   memcpy(&g_cuda.hold_streams, &symbols[0], sizeof(void*));
   memcpy(&g_cuda.queued_operations, &symbols[1], sizeof(void*));
   memcpy(&g_cuda.fail_next_launch, &symbols[2], sizeof(void*));
   memcpy(&g_cuda.destroy_contexts, &symbols[3], sizeof(void*));
+  memcpy(&g_cuda.memory, &symbols[4], sizeof(void*));
   g_cuda.fake = g_cuda.hold_streams && g_cuda.queued_operations &&
                 g_cuda.fail_next_launch && g_cuda.destroy_contexts &&
-                resolve_fake_entries(handle);
+                g_cuda.memory && resolve_fake_entries(handle);
   g_cuda.ready = g_cuda.fake;
   // The runtime opens the same file: both handles share one instance.
   return g_cuda.ready;
@@ -2107,7 +2111,7 @@ static hrt_cu_result_t fixture_close(fixture_t* f) {
 // Every call that works in a context, made on a thread with none current;
 // destroying calls last, so that a double that wrongly obeys them breaks
 // nothing the others use.
-enum { CONTEXT_CALLS = 21 };
+enum { CONTEXT_CALLS = 23 };
 static const char* const kContextCalls[CONTEXT_CALLS] = {
     "cuMemAlloc_v2",         "cuMemAllocHost_v2",
     "cuMemcpyHtoDAsync_v2",  "cuMemcpyDtoHAsync_v2",
@@ -2117,7 +2121,8 @@ static const char* const kContextCalls[CONTEXT_CALLS] = {
     "cuEventElapsedTime",    "cuModuleLoadDataEx",
     "cuModuleGetFunction",   "cuModuleGetFunctionCount",
     "cuFuncGetName",         "cuFuncGetParamInfo",
-    "cuLaunchKernel",        "cuMemFree_v2",
+    "cuLaunchKernel",        "cuMemAllocAsync",
+    "cuMemFree_v2",          "cuMemFreeAsync",
     "cuMemFreeHost",         "cuEventDestroy_v2",
     "cuModuleUnload"};
 
@@ -2159,10 +2164,12 @@ static void* make_calls_without_context(void* arg) {
   r[14] = g_cu.cuFuncGetName(&name, f->function);
   r[15] = g_cu.cuFuncGetParamInfo(f->function, 0, &offset, &size);
   r[16] = fixture_launch(f, one, one);
-  r[17] = g_cu.cuMemFree_v2(f->memory);
-  r[18] = g_cu.cuMemFreeHost(f->host);
-  r[19] = g_cu.cuEventDestroy_v2(f->event);
-  r[20] = g_cu.cuModuleUnload(f->module);
+  r[17] = g_cu.cuMemAllocAsync(&memory, 16, f->stream);
+  r[18] = g_cu.cuMemFree_v2(f->memory);
+  r[19] = g_cu.cuMemFreeAsync(f->memory, f->stream);
+  r[20] = g_cu.cuMemFreeHost(f->host);
+  r[21] = g_cu.cuEventDestroy_v2(f->event);
+  r[22] = g_cu.cuModuleUnload(f->module);
   calls->stream_destroy = g_cu.cuStreamDestroy_v2(f->stream);
   return NULL;
 }
@@ -2521,6 +2528,351 @@ static void by_value_params_are_sized_as_the_image_says(void) {
   hrt_hal_device_release(device);
 }
 
+//===----------------------------------------------------------------------===//
+// Device memory (cuda_allocator.h), on the fake: its counts show which
+// calls were made, and on which side of the work
+//===----------------------------------------------------------------------===//
+
+static fakecuda_memory_t fake_memory(void) {
+  fakecuda_memory_t memory;
+  g_cuda.memory(&memory);
+  return memory;
+}
+
+// A context made current on this thread and a stream in it, for the cases
+// that drive an allocator directly.
+typedef struct {
+  const hrt_cuda_symbols_t* cu;
+  hrt_cu_device_t device;
+  hrt_cu_context_t context;
+  hrt_cu_stream_t stream;
+} raw_stream_t;
+
+static hrt_status_t raw_open(raw_stream_t* raw) {
+  memset(raw, 0, sizeof(*raw));
+  HRT_RETURN_IF_ERROR(hrt_cuda_symbols_load(&raw->cu));
+  const hrt_cuda_symbols_t* cu = raw->cu;
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuDeviceGet, (&raw->device, 0)));
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuDevicePrimaryCtxRetain,
+                                    (&raw->context, raw->device)));
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuCtxPushCurrent_v2, (raw->context)));
+  return HRT_CUDA_CALL(cu, cuStreamCreate,
+                       (&raw->stream, HRT_CU_STREAM_NON_BLOCKING));
+}
+
+static void raw_close(raw_stream_t* raw) {
+  hrt_cu_context_t popped = NULL;
+  (void)raw->cu->cuStreamDestroy_v2(raw->stream);
+  (void)raw->cu->cuCtxPopCurrent_v2(&popped);
+  (void)raw->cu->cuDevicePrimaryCtxRelease_v2(raw->device);
+}
+
+// Initialises `allocator` as a driver with (`pools`) or without memory
+// pools would have it (FAKECUDA_NO_MEMORY_POOLS).
+static void allocator_open(const raw_stream_t* raw, bool pools,
+                           hrt_cuda_allocator_t* allocator) {
+  if (!pools) setenv("FAKECUDA_NO_MEMORY_POOLS", "1", 1);
+  hrt_cuda_allocator_initialize(raw->cu, raw->device, raw->stream, allocator);
+  unsetenv("FAKECUDA_NO_MEMORY_POOLS");
+}
+
+// A CUDA device as a driver with or without memory pools makes it.
+static hrt_status_t make_device_with_pools(bool pools, hrt_hal_device_t** out) {
+  if (!pools) setenv("FAKECUDA_NO_MEMORY_POOLS", "1", 1);
+  hrt_status_t status = make_device("cuda", out);
+  unsetenv("FAKECUDA_NO_MEMORY_POOLS");
+  return status;
+}
+
+// Waits up to 5 s for the fake to hold `count` live device allocations;
+// returns how many it holds.
+static long long wait_for_allocations(long long count) {
+  int64_t deadline = hrt_time_now_ns() + 5000000000LL;
+  while (fake_memory().allocations != count && hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+  return fake_memory().allocations;
+}
+
+// Without pools: freed blocks are kept for requests they fit (at least the
+// request rounded to the granule, at most twice it), within the count and
+// byte bounds; the rest waits for release_pending; trim frees the cache;
+// nothing but those two calls cuMemFree.
+static void allocator_cache_reuses_blocks_within_its_bounds(void) {
+  FAKE_ONLY();
+  raw_stream_t raw;
+  CHECK_OK(raw_open(&raw));
+  hrt_cuda_allocator_t allocator;
+  allocator_open(&raw, false, &allocator);
+  CHECK(!hrt_cuda_allocator_uses_pool(&allocator));
+  const fakecuda_memory_t before = fake_memory();
+  hrt_cuda_block_t* block = NULL;
+  CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 3000, &block));
+  CHECK_EQ_INT(block->size, 3072);
+  const hrt_cu_deviceptr_t first = block->pointer;
+  CHECK(!hrt_cuda_allocator_free(&allocator, block));
+  CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 2000, &block));
+  CHECK(block->pointer == first);  // 3072 serves 2048: the same block
+  CHECK(!hrt_cuda_allocator_free(&allocator, block));
+  CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 1000, &block));
+  CHECK(block->pointer != first);  // 3072 is more than twice 1024
+  CHECK_EQ_INT(block->size, 1024);
+  const hrt_cu_deviceptr_t small = block->pointer;
+  CHECK(!hrt_cuda_allocator_free(&allocator, block));
+  CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 0, &block));
+  CHECK(block->pointer == small);  // zero bytes: one granule, in 1024
+  CHECK(!hrt_cuda_allocator_free(&allocator, block));
+  fakecuda_memory_t now = fake_memory();
+  CHECK_EQ_INT(now.mem_alloc_calls - before.mem_alloc_calls, 2);
+  CHECK_EQ_INT(now.mem_free_calls, before.mem_free_calls);
+  hrt_cuda_allocator_trim(&allocator);
+  CHECK_EQ_INT(fake_memory().mem_free_calls - before.mem_free_calls, 2);
+  CHECK_EQ_INT(fake_memory().allocations, before.allocations);
+
+  // The count bound: the block after HRT_CUDA_ALLOCATOR_MAX_CACHED waits.
+  hrt_cuda_block_t* blocks[HRT_CUDA_ALLOCATOR_MAX_CACHED + 1];
+  for (int i = 0; i <= HRT_CUDA_ALLOCATOR_MAX_CACHED; ++i) {
+    CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 512, &blocks[i]));
+  }
+  for (int i = 0; i < HRT_CUDA_ALLOCATOR_MAX_CACHED; ++i) {
+    CHECK(!hrt_cuda_allocator_free(&allocator, blocks[i]));
+  }
+  CHECK(hrt_cuda_allocator_free(&allocator,
+                                blocks[HRT_CUDA_ALLOCATOR_MAX_CACHED]));
+  now = fake_memory();
+  CHECK_EQ_INT(now.mem_free_calls - before.mem_free_calls, 2);
+  hrt_cuda_allocator_release_pending(&allocator);
+  CHECK_EQ_INT(fake_memory().mem_free_calls - now.mem_free_calls, 1);
+  hrt_cuda_allocator_trim(&allocator);
+  CHECK_EQ_INT(fake_memory().mem_free_calls - now.mem_free_calls,
+               1 + HRT_CUDA_ALLOCATOR_MAX_CACHED);
+
+  // The byte bound.
+  hrt_cuda_block_t* big = NULL;
+  hrt_cuda_block_t* more = NULL;
+  CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 200 << 20, &big));
+  CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 100 << 20, &more));
+  CHECK(!hrt_cuda_allocator_free(&allocator, big));
+  CHECK(hrt_cuda_allocator_free(&allocator, more));  // 300 MiB > 256 MiB
+  hrt_cuda_allocator_release_pending(&allocator);
+
+  // Out of memory: the cache is handed to release_pending, so that a
+  // retry can have the memory.
+  CHECK_STATUS(hrt_cuda_allocator_allocate(&allocator, (size_t)2 << 30, &big),
+               HRT_STATUS_RESOURCE_EXHAUSTED, "CUDA_ERROR_OUT_OF_MEMORY");
+  now = fake_memory();
+  CHECK_EQ_INT(now.allocations, before.allocations + 1);  // the 200 MiB
+  hrt_cuda_allocator_release_pending(&allocator);
+  CHECK_EQ_INT(fake_memory().allocations, before.allocations);
+  hrt_cuda_allocator_deinitialize(&allocator);
+  raw_close(&raw);
+}
+
+// With pools: blocks come from the default pool with cuMemAllocAsync and go
+// back with cuMemFreeAsync; the release threshold keeps freed memory in the
+// pool across synchronisations (for reuse) until trim.
+static void allocator_pool_keeps_freed_memory_until_trimmed(void) {
+  FAKE_ONLY();
+  raw_stream_t raw;
+  CHECK_OK(raw_open(&raw));
+  hrt_cuda_allocator_t allocator;
+  allocator_open(&raw, true, &allocator);
+  CHECK(hrt_cuda_allocator_uses_pool(&allocator));
+  const fakecuda_memory_t before = fake_memory();
+  CHECK(before.release_threshold == UINT64_MAX);
+  hrt_cuda_block_t* block = NULL;
+  CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 1 << 20, &block));
+  const hrt_cu_deviceptr_t first = block->pointer;
+  CHECK(!hrt_cuda_allocator_free(&allocator, block));
+  CHECK_OK(HRT_CUDA_CALL(raw.cu, cuStreamSynchronize, (raw.stream)));
+  fakecuda_memory_t now = fake_memory();
+  CHECK_EQ_INT(now.alloc_async_calls - before.alloc_async_calls, 1);
+  CHECK_EQ_INT(now.free_async_calls - before.free_async_calls, 1);
+  CHECK_EQ_INT(now.allocations, before.allocations);
+  CHECK_EQ_INT(now.pool_reserved_bytes - before.pool_reserved_bytes, 1 << 20);
+  CHECK_OK(hrt_cuda_allocator_allocate(&allocator, 1 << 20, &block));
+  CHECK(block->pointer == first);  // reused from the pool
+  CHECK(!hrt_cuda_allocator_free(&allocator, block));
+  CHECK_OK(HRT_CUDA_CALL(raw.cu, cuStreamSynchronize, (raw.stream)));
+  CHECK_EQ_INT(fake_memory().pool_reserved_bytes - before.pool_reserved_bytes,
+               1 << 20);
+  CHECK_EQ_INT(fake_memory().mem_alloc_calls, before.mem_alloc_calls);
+  hrt_cuda_allocator_trim(&allocator);
+  now = fake_memory();
+  CHECK_EQ_INT(now.trims - before.trims, 1);
+  CHECK_EQ_INT(now.pool_reserved_bytes, before.pool_reserved_bytes);
+  CHECK_EQ_INT(now.mem_free_calls, before.mem_free_calls);
+  hrt_cuda_allocator_deinitialize(&allocator);
+  raw_close(&raw);
+}
+
+// A buffer released while work that uses it is queued (its zero fill, a
+// submission): the caller's thread makes no cuMemFree, the work still runs
+// on valid memory, and the memory goes back only after it (the pool's free
+// runs in the stream; the cache keeps the block until the device's thread
+// frees it).
+static void memory_is_freed_after_its_last_use(void) {
+  FAKE_ONLY();
+  for (int pools = 1; pools >= 0; --pools) {
+    printf("  %s\n", pools ? "pool" : "cache");
+    wait_for_no_devices();
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device_with_pools(pools, &device));
+    const fakecuda_memory_t before = fake_memory();
+    g_cuda.hold_streams(1);
+    // Freed with its zero fill still queued.
+    hrt_hal_buffer_t* dropped = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4096, NULL, &dropped));
+    hrt_hal_buffer_release(dropped);
+    // Freed while a submission that fills and reads it is queued.
+    hrt_hal_buffer_t* buffer = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 256, NULL, &buffer));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    uint32_t out[64];
+    memset(out, 0, sizeof(out));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 0xabcd1234u, 4));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(buffer), out));
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t completion;
+    CHECK_OK(submit(device, cb, NULL, 0, &completion));
+    wait_for_queued(3 + 2 + 1);  // 2 memsets, fill, read, event (+ free)
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_command_buffer_release(cb);
+    fakecuda_memory_t now = fake_memory();
+    CHECK_EQ_INT(now.mem_free_calls, before.mem_free_calls);
+    CHECK_EQ_INT(now.allocations, before.allocations + 2);  // still valid
+    g_cuda.hold_streams(0);
+    CHECK_OK(completion_wait(&completion));
+    CHECK_EQ_INT(out[0], 0xabcd1234u);
+    CHECK_EQ_INT(out[63], 0xabcd1234u);
+    if (pools) {
+      // Both stream-ordered frees have run after the work.
+      CHECK_EQ_INT(wait_for_allocations(before.allocations),
+                   before.allocations);
+      CHECK_EQ_INT(fake_memory().free_async_calls - before.free_async_calls, 2);
+    } else {
+      // Kept for reuse: an allocation of a fitting size gets a block back.
+      hrt_hal_buffer_t* again = NULL;
+      CHECK_OK(hrt_hal_device_allocate_buffer(device, 4000, NULL, &again));
+      CHECK_EQ_INT(fake_memory().allocations, before.allocations + 2);
+      CHECK_EQ_INT(fake_memory().mem_alloc_calls, before.mem_alloc_calls + 2);
+      hrt_hal_buffer_release(again);
+    }
+    CHECK_EQ_INT(fake_memory().mem_free_calls, before.mem_free_calls);
+    hrt_hal_device_release(device);
+    wait_for_no_devices();
+    if (!pools) {
+      // The device's thread freed the cache as the device went away.
+      CHECK_EQ_INT(fake_memory().mem_free_calls - before.mem_free_calls, 2);
+    }
+    CHECK_EQ_INT(fake_memory().allocations, before.allocations - 0);
+  }
+}
+
+// Memory freed on an idle device is given back by its completion thread
+// HRT_CUDA_IDLE_TRIM_NS (500 ms) later, not at once.
+static void idle_devices_give_memory_back(void) {
+  FAKE_ONLY();
+  for (int pools = 1; pools >= 0; --pools) {
+    printf("  %s\n", pools ? "pool" : "cache");
+    wait_for_no_devices();
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device_with_pools(pools, &device));
+    const fakecuda_memory_t before = fake_memory();
+    hrt_hal_buffer_t* buffer = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4 << 20, NULL, &buffer));
+    hrt_hal_buffer_release(buffer);
+    const int64_t freed = hrt_time_now_ns();
+    fakecuda_memory_t now = fake_memory();
+    CHECK_EQ_INT(now.trims, before.trims);
+    CHECK_EQ_INT(now.mem_free_calls, before.mem_free_calls);
+    int64_t deadline = freed + 5000000000LL;
+    while (hrt_time_now_ns() < deadline) {
+      now = fake_memory();
+      if (pools ? now.trims > before.trims &&
+                      now.pool_reserved_bytes == before.pool_reserved_bytes
+                : now.mem_free_calls > before.mem_free_calls) {
+        break;
+      }
+      struct timespec pause = {0, 2000000};
+      nanosleep(&pause, NULL);
+    }
+    const int64_t waited_ms = (hrt_time_now_ns() - freed) / 1000000;
+    printf("    given back after %lld ms\n", (long long)waited_ms);
+    CHECK(waited_ms >= 400 && waited_ms < 5000);
+    CHECK_EQ_INT(now.allocations, before.allocations);
+    if (pools) {
+      CHECK_EQ_INT(now.pool_reserved_bytes, before.pool_reserved_bytes);
+    } else {
+      CHECK_EQ_INT(now.mem_free_calls - before.mem_free_calls, 1);
+    }
+    hrt_hal_device_release(device);
+  }
+}
+
+// On a lost context, buffers (cached, pooled, zero-byte, with data) are
+// still released without leaks, and allocating fails with DEVICE_LOST.
+static void memory_of_a_lost_device_is_released(void) {
+  FAKE_ONLY();
+  for (int pools = 1; pools >= 0; --pools) {
+    printf("  %s\n", pools ? "pool" : "cache");
+    wait_for_no_devices();
+    const long long live = fake_memory().allocations;
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device_with_pools(pools, &device));
+    hrt_hal_buffer_t* kept = NULL;
+    hrt_hal_buffer_t* cached = NULL;
+    const uint32_t data[4] = {1, 2, 3, 4};
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(data), data, &kept));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 0, NULL, &cached));
+    uint32_t out[4] = {0, 0, 0, 0};
+    CHECK_OK(read_back(device, kept, out));
+    CHECK_EQ_INT(out[3], 4);
+    hrt_hal_buffer_release(cached);
+    g_cuda.destroy_contexts();
+    hrt_hal_buffer_t* more = NULL;
+    CHECK_STATUS(hrt_hal_device_allocate_buffer(device, 16, data, &more),
+                 HRT_STATUS_DEVICE_LOST, "CUDA_ERROR_CONTEXT_IS_DESTROYED");
+    CHECK_STATUS(hrt_hal_device_allocate_buffer(device, 16, NULL, &more),
+                 HRT_STATUS_DEVICE_LOST, "is lost");
+    hrt_hal_buffer_release(kept);
+    hrt_hal_device_release(device);
+    wait_for_no_devices();
+    CHECK_EQ_INT(wait_for_allocations(live), live);
+  }
+}
+
+// Zero-byte buffers get an address of their own, take part in submissions
+// (empty fills and reads), with or without initial data, and are freed.
+static void zero_byte_buffers_have_an_address(void) {
+  FAKE_ONLY();
+  for (int pools = 1; pools >= 0; --pools) {
+    wait_for_no_devices();
+    const long long live = fake_memory().allocations;
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device_with_pools(pools, &device));
+    hrt_hal_buffer_t* buffers[2] = {NULL, NULL};
+    const char data[1] = {7};
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 0, NULL, &buffers[0]));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 0, data, &buffers[1]));
+    for (int i = 0; i < 2; ++i) {
+      CHECK_EQ_INT(buffers[i]->byte_length, 0);
+      CHECK_OK(run_fill(device, whole(buffers[i]), 0x55, 1));
+      char out[1] = {9};
+      CHECK_OK(read_back(device, buffers[i], out));
+      CHECK_EQ_INT(out[0], 9);  // nothing read
+    }
+    CHECK_EQ_INT(fake_memory().allocations, live + 2);
+    hrt_hal_buffer_release(buffers[0]);
+    hrt_hal_buffer_release(buffers[1]);
+    hrt_hal_device_release(device);
+    wait_for_no_devices();
+    CHECK_EQ_INT(wait_for_allocations(live), live);
+  }
+}
+
 // The names halrt loads are those cuda.h maps each API to (`#define cuX
 // cuX_v2`, per-stream variants unwrapped: halrt uses the legacy default
 // stream), read from the installed header at test time: an entry loaded
@@ -2650,4 +3002,10 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(images_are_read_by_their_headers),
           TEST_CASE(by_value_params_are_sized_as_the_image_says),
           TEST_CASE(symbol_names_match_cuda_h),
+          TEST_CASE(allocator_cache_reuses_blocks_within_its_bounds),
+          TEST_CASE(allocator_pool_keeps_freed_memory_until_trimmed),
+          TEST_CASE(memory_is_freed_after_its_last_use),
+          TEST_CASE(idle_devices_give_memory_back),
+          TEST_CASE(memory_of_a_lost_device_is_released),
+          TEST_CASE(zero_byte_buffers_have_an_address),
           TEST_CASE(every_object_is_destroyed))

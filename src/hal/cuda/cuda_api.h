@@ -28,6 +28,7 @@ typedef struct hrt_cu_module_s* hrt_cu_module_t;
 typedef struct hrt_cu_function_s* hrt_cu_function_t;
 typedef struct hrt_cu_stream_s* hrt_cu_stream_t;
 typedef struct hrt_cu_event_s* hrt_cu_event_t;
+typedef struct hrt_cu_mempool_s* hrt_cu_mempool_t;  // CUmemoryPool
 
 _Static_assert(sizeof(hrt_cu_deviceptr_t) == sizeof(unsigned long long),
                "CUdeviceptr is unsigned long long");
@@ -84,6 +85,12 @@ enum {
   HRT_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   HRT_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   HRT_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  HRT_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
+};
+
+// CUmemPool_attribute values.
+enum {
+  HRT_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,  // value type cuuint64_t
 };
 
 // CUjit_option values (cuModuleLoadDataEx).
@@ -176,6 +183,16 @@ enum {
   OPTIONAL(cuFuncGetName, (const char** name, hrt_cu_function_t function))    \
   OPTIONAL(cuFuncGetParamInfo,                                                \
            (hrt_cu_function_t function, size_t index, size_t* offset,        \
-            size_t* size))
+            size_t* size))                                                    \
+  /* CUDA 11.2+: stream-ordered allocation from memory pools. */             \
+  OPTIONAL(cuMemAllocAsync, (hrt_cu_deviceptr_t * pointer, size_t bytes,     \
+                             hrt_cu_stream_t stream))                         \
+  OPTIONAL(cuMemFreeAsync,                                                    \
+           (hrt_cu_deviceptr_t pointer, hrt_cu_stream_t stream))              \
+  OPTIONAL(cuDeviceGetDefaultMemPool,                                         \
+           (hrt_cu_mempool_t * pool, hrt_cu_device_t device))                 \
+  OPTIONAL(cuMemPoolSetAttribute,                                             \
+           (hrt_cu_mempool_t pool, int attribute, void* value))               \
+  OPTIONAL(cuMemPoolTrimTo, (hrt_cu_mempool_t pool, size_t min_bytes_to_keep))
 
 #endif  // HRT_HAL_CUDA_CUDA_API_H_

@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/threads.h"
 #include "hal/cuda/builtin_ptx.h"
+#include "hal/cuda/cuda_allocator.h"
 #include "hal/cuda/cuda_executable.h"
 #include "hal/cuda/cuda_staging.h"
 #include "hal/pending_submission.h"
@@ -14,6 +15,20 @@
 // Staged ranges start at multiples of this (DMA-friendly, and aligned for
 // any element type a trace callback reads).
 #define HRT_CUDA_STAGING_ALIGNMENT 64u
+
+// How long the device stays idle (nothing to complete, memory freed since
+// the last trim) before the completion thread trims the allocator.
+#define HRT_CUDA_IDLE_TRIM_NS ((int64_t)500 * 1000 * 1000)
+
+// An upload enqueued by allocate (a buffer's initial data): the staging
+// block its copy reads, released by the completion thread once `event`
+// (recorded after the copy) has completed. event NULL: recording failed;
+// the completion thread waits for the whole stream instead.
+typedef struct hrt_cuda_upload_s {
+  struct hrt_cuda_upload_s* next;
+  hrt_cu_event_t event;
+  hrt_cuda_staging_t staging;
+} hrt_cuda_upload_t;
 
 // An event recorded after commands [previous checkpoint's end, end).
 typedef struct hrt_cuda_checkpoint_s {
@@ -55,6 +70,7 @@ typedef struct hrt_cuda_device_s {
   hrt_cu_context_t context;  // primary context, retained
   hrt_cu_stream_t stream;
   hrt_cuda_staging_pool_t staging;
+  hrt_cuda_allocator_t allocator;
   hrt_thread_t issue_thread;
   hrt_thread_t completion_thread;
   hrt_mutex_t mutex;
@@ -65,6 +81,10 @@ typedef struct hrt_cuda_device_s {
   hrt_cuda_submission_t* issue_tail;
   hrt_cuda_submission_t* completion_head;  // issued, not yet completed
   hrt_cuda_submission_t* completion_tail;
+  hrt_cuda_upload_t* upload_head;  // enqueued, staging not yet released
+  hrt_cuda_upload_t* upload_tail;
+  bool memory_freed;  // a buffer was freed since the completion thread looked
+  bool release_due;   // the allocator holds blocks for release_pending
   bool shutdown;
   bool free_on_exit;  // destroyed from the completion thread itself
   hrt_status_t lost;  // the first fatal failure (DEVICE_LOST); owned
@@ -80,7 +100,7 @@ typedef struct hrt_cuda_device_s {
 
 typedef struct hrt_cuda_buffer_s {
   hrt_hal_buffer_t base;
-  hrt_cu_deviceptr_t pointer;
+  hrt_cuda_block_t* block;  // owned
 } hrt_cuda_buffer_t;
 
 static hrt_cuda_device_t* hrt_cuda_device_cast(hrt_hal_device_t* base) {
@@ -88,7 +108,7 @@ static hrt_cuda_device_t* hrt_cuda_device_cast(hrt_hal_device_t* base) {
 }
 
 static hrt_cu_deviceptr_t hrt_cuda_address(const hrt_hal_buffer_ref_t* ref) {
-  return ((const hrt_cuda_buffer_t*)ref->buffer)->pointer + ref->offset;
+  return ((const hrt_cuda_buffer_t*)ref->buffer)->block->pointer + ref->offset;
 }
 
 //===----------------------------------------------------------------------===//
@@ -150,14 +170,32 @@ static void hrt_cuda_close(hrt_cuda_device_t* device) {
 // Buffers
 //===----------------------------------------------------------------------===//
 
+// Gives `block` back to the allocator (the context is current) and tells
+// the completion thread, which trims when the device goes idle and releases
+// what the allocator could not keep.
+static void hrt_cuda_free_block(hrt_cuda_device_t* device,
+                                hrt_cuda_block_t* block) {
+  const bool release = hrt_cuda_allocator_free(&device->allocator, block);
+  hrt_mutex_lock(&device->mutex);
+  device->memory_freed = true;
+  device->release_due = device->release_due || release;
+  hrt_cond_signal(&device->completion_cond);
+  hrt_mutex_unlock(&device->mutex);
+}
+
+// Any thread: every submission that used the buffer retained it and has
+// completed, and its initial fill or upload was enqueued before allocate
+// returned, so all its work is on the stream already (cuda_allocator.h).
 static void hrt_cuda_buffer_destroy(hrt_hal_buffer_t* base) {
   hrt_cuda_buffer_t* buffer = (hrt_cuda_buffer_t*)base;
   hrt_cuda_device_t* device = hrt_cuda_device_cast(base->device);
-  // Freeing only fails on a lost context, and there is no one to tell.
   hrt_status_t status = hrt_cuda_enter(device);
   if (status == HRT_OK) {
-    (void)device->cu->cuMemFree_v2(buffer->pointer);
+    hrt_cuda_free_block(device, buffer->block);
     hrt_cuda_leave(device);
+  } else {
+    // Without the context nothing can be freed; the memory goes with it.
+    free(buffer->block);
   }
   hrt_status_free(status);
   free(buffer);
@@ -167,30 +205,82 @@ static const hrt_hal_buffer_vtable_t hrt_cuda_buffer_vtable = {
     .destroy = hrt_cuda_buffer_destroy,
 };
 
+// Enqueues the copy of `length` bytes of `data` to `target` through a
+// pinned staging block (a copy from pageable memory may wait for the
+// stream) and hands the block to the completion thread, which releases it
+// once the copy has run. The context is current.
+static hrt_status_t hrt_cuda_upload(hrt_cuda_device_t* device,
+                                    hrt_cu_deviceptr_t target, const void* data,
+                                    size_t length) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  hrt_cuda_upload_t* upload = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate_zeroed(sizeof(*upload), "upload", (void**)&upload));
+  hrt_status_t status =
+      hrt_cuda_staging_acquire(&device->staging, length, &upload->staging);
+  if (status == HRT_OK) {
+    status = HRT_CUDA_CALL(cu, cuEventCreate,
+                           (&upload->event, HRT_CU_EVENT_BLOCKING_SYNC |
+                                                HRT_CU_EVENT_DISABLE_TIMING));
+  }
+  if (status == HRT_OK) {
+    memcpy(upload->staging.host, data, length);
+    status =
+        HRT_CUDA_CALL(cu, cuMemcpyHtoDAsync_v2,
+                      (target, upload->staging.host, length, device->stream));
+  }
+  if (status != HRT_OK) {
+    // Nothing was enqueued that reads the block.
+    if (upload->event) (void)cu->cuEventDestroy_v2(upload->event);
+    hrt_cuda_staging_release(&device->staging, upload->staging);
+    free(upload);
+    return status;
+  }
+  if (cu->cuEventRecord(upload->event, device->stream) != HRT_CUDA_SUCCESS) {
+    (void)cu->cuEventDestroy_v2(upload->event);
+    upload->event = NULL;
+  }
+  hrt_mutex_lock(&device->mutex);
+  if (device->upload_tail) {
+    device->upload_tail->next = upload;
+  } else {
+    device->upload_head = upload;
+  }
+  device->upload_tail = upload;
+  hrt_cond_signal(&device->completion_cond);
+  hrt_mutex_unlock(&device->mutex);
+  return HRT_OK;
+}
+
 // Allocates and initialises device memory; the context is current.
 static hrt_status_t hrt_cuda_allocate_memory(hrt_cuda_device_t* device,
                                              uint64_t byte_length,
                                              const void* initial_data,
-                                             hrt_cu_deviceptr_t* out_pointer) {
-  const hrt_cuda_symbols_t* cu = device->cu;
-  hrt_cu_deviceptr_t pointer = 0;
-  // cuMemAlloc rejects 0 bytes; an empty buffer still needs an address.
-  const size_t size = byte_length ? (size_t)byte_length : 1;
-  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuMemAlloc_v2, (&pointer, size)));
-  hrt_status_t status = HRT_OK;
-  if (byte_length && initial_data) {
-    status = HRT_CUDA_CALL(
-        cu, cuMemcpyHtoDAsync_v2,
-        (pointer, initial_data, (size_t)byte_length, device->stream));
-  } else if (byte_length) {
-    status = HRT_CUDA_CALL(cu, cuMemsetD8Async,
-                           (pointer, 0, (size_t)byte_length, device->stream));
-  }
+                                             hrt_cuda_block_t** out_block) {
+  hrt_cuda_block_t* block = NULL;
+  hrt_status_t status = hrt_cuda_allocator_allocate(
+      &device->allocator, (size_t)byte_length, &block);
   if (status != HRT_OK) {
-    (void)cu->cuMemFree_v2(pointer);
+    // The completion thread releases what the allocator gave up.
+    hrt_mutex_lock(&device->mutex);
+    device->release_due = true;
+    hrt_cond_signal(&device->completion_cond);
+    hrt_mutex_unlock(&device->mutex);
     return status;
   }
-  *out_pointer = pointer;
+  if (byte_length && initial_data) {
+    status = hrt_cuda_upload(device, block->pointer, initial_data,
+                             (size_t)byte_length);
+  } else if (byte_length) {
+    status =
+        HRT_CUDA_CALL(device->cu, cuMemsetD8Async,
+                      (block->pointer, 0, (size_t)byte_length, device->stream));
+  }
+  if (status != HRT_OK) {
+    hrt_cuda_free_block(device, block);
+    return status;
+  }
+  *out_block = block;
   return HRT_OK;
 }
 
@@ -211,7 +301,7 @@ static hrt_status_t hrt_cuda_allocate_buffer(hrt_hal_device_t* base,
   hrt_status_t status = hrt_cuda_enter(device);
   if (status == HRT_OK) {
     status = hrt_cuda_allocate_memory(device, byte_length, initial_data,
-                                      &buffer->pointer);
+                                      &buffer->block);
     hrt_cuda_leave(device);
   }
   if (status != HRT_OK) {
@@ -853,24 +943,67 @@ static void hrt_cuda_device_free(hrt_cuda_device_t* device) {
   free(device);
 }
 
+// Waits for an upload's copy and releases its staging block. A failed wait
+// that loses the device marks it lost; the buffer's later users see that.
+static void hrt_cuda_finish_upload(hrt_cuda_device_t* device,
+                                   hrt_cuda_upload_t* upload) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  hrt_status_t status =
+      upload->event ? HRT_CUDA_CALL(cu, cuEventSynchronize, (upload->event))
+                    : HRT_CUDA_CALL(cu, cuStreamSynchronize, (device->stream));
+  hrt_status_free(hrt_cuda_check_lost(device, status));
+  if (upload->event) (void)cu->cuEventDestroy_v2(upload->event);
+  hrt_cuda_staging_release(&device->staging, upload->staging);
+  free(upload);
+}
+
+// Runs uploads and submissions as they are handed over, in FIFO order
+// each; releases what the allocator could not keep as soon as nothing else
+// waits, and trims the allocator once the device has been idle for
+// HRT_CUDA_IDLE_TRIM_NS after any work or free. At shutdown (every queue
+// empty) it deinitialises the allocator, so that every cuMemFree runs here.
 static void* hrt_cuda_completion_main(void* arg) {
   hrt_cuda_device_t* device = arg;
   (void)device->cu->cuCtxSetCurrent(device->context);
+  int64_t trim_at = HRT_TIME_INFINITE_FUTURE;
   hrt_mutex_lock(&device->mutex);
   for (;;) {
-    while (!device->completion_head && !device->shutdown) {
-      hrt_cond_wait(&device->completion_cond, &device->mutex);
-    }
+    hrt_cuda_upload_t* upload = device->upload_head;
     hrt_cuda_submission_t* sub = device->completion_head;
-    if (!sub) break;  // shut down with nothing left
-    device->completion_head = sub->next;
-    if (!device->completion_head) device->completion_tail = NULL;
-    hrt_mutex_unlock(&device->mutex);
-    hrt_cuda_complete(device, sub);
+    if (upload || sub || device->memory_freed) {
+      trim_at = hrt_time_now_ns() + HRT_CUDA_IDLE_TRIM_NS;
+      device->memory_freed = false;
+    }
+    if (upload) {
+      device->upload_head = upload->next;
+      if (!device->upload_head) device->upload_tail = NULL;
+      hrt_mutex_unlock(&device->mutex);
+      hrt_cuda_finish_upload(device, upload);
+    } else if (sub) {
+      device->completion_head = sub->next;
+      if (!device->completion_head) device->completion_tail = NULL;
+      hrt_mutex_unlock(&device->mutex);
+      hrt_cuda_complete(device, sub);
+    } else if (device->release_due) {
+      device->release_due = false;
+      hrt_mutex_unlock(&device->mutex);
+      hrt_cuda_allocator_release_pending(&device->allocator);
+    } else if (device->shutdown) {
+      break;
+    } else if (hrt_time_now_ns() >= trim_at) {
+      trim_at = HRT_TIME_INFINITE_FUTURE;
+      hrt_mutex_unlock(&device->mutex);
+      hrt_cuda_allocator_trim(&device->allocator);
+    } else {
+      (void)hrt_cond_wait_until(&device->completion_cond, &device->mutex,
+                                trim_at);
+      continue;
+    }
     hrt_mutex_lock(&device->mutex);
   }
   const bool free_on_exit = device->free_on_exit;
   hrt_mutex_unlock(&device->mutex);
+  hrt_cuda_allocator_deinitialize(&device->allocator);
   if (free_on_exit) {
     hrt_thread_detach(&device->completion_thread);
     hrt_cuda_device_free(device);
@@ -993,7 +1126,8 @@ static hrt_status_t hrt_cuda_query_info(const hrt_cuda_symbols_t* cu,
   return HRT_OK;
 }
 
-// Retains the primary context and creates the stream.
+// Retains the primary context, creates the stream and sets up the
+// allocator.
 static hrt_status_t hrt_cuda_open(hrt_cuda_device_t* device) {
   const hrt_cuda_symbols_t* cu = device->cu;
   HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuDevicePrimaryCtxRetain,
@@ -1002,6 +1136,10 @@ static hrt_status_t hrt_cuda_open(hrt_cuda_device_t* device) {
   if (status == HRT_OK) {
     status = HRT_CUDA_CALL(cu, cuStreamCreate,
                            (&device->stream, HRT_CU_STREAM_NON_BLOCKING));
+    if (status == HRT_OK) {
+      hrt_cuda_allocator_initialize(cu, device->cu_device, device->stream,
+                                    &device->allocator);
+    }
     hrt_cuda_leave(device);
   }
   if (status != HRT_OK) {
@@ -1048,6 +1186,10 @@ hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
     }
   }
   if (status != HRT_OK) {
+    hrt_status_t entered = hrt_cuda_enter(device);
+    hrt_cuda_allocator_deinitialize(&device->allocator);
+    if (entered == HRT_OK) hrt_cuda_leave(device);
+    hrt_status_free(entered);
     hrt_cuda_staging_pool_deinitialize(&device->staging);
     hrt_cond_deinit(&device->completion_cond);
     hrt_cond_deinit(&device->issue_cond);

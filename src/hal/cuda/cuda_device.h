@@ -1,10 +1,35 @@
 // The CUDA device: one GPU through the CUDA Driver API.
 //
-// Memory: buffers are device allocations (cuMemAlloc; host_ptr is NULL),
-// zero-filled or initialised from the caller's data with work enqueued on
-// the device's stream before allocate returns (so every later submission
-// sees it). Host data moves through pinned staging memory
-// (cuda_staging.h).
+// Memory: buffers are blocks of the device's allocator (cuda_allocator.h:
+// the driver's memory pool, stream-ordered, or a caching allocator;
+// host_ptr is NULL), zero-filled (cuMemsetD8Async) or initialised from the
+// caller's data with work enqueued on the device's stream before allocate
+// returns, so every later submission sees it. The caller's data is copied
+// into a pinned staging block (cuda_staging.h) and uploaded from there; the
+// completion thread releases the block once the copy's event has completed.
+// A buffer's memory goes back to the allocator when its last reference
+// drops, on any thread: every submission that used it held a reference
+// until it completed and its initial fill or upload was enqueued at
+// allocate, so all its uses are on the stream already and the
+// stream-ordered free (or a reuse of the block) comes after them.
+//
+// No call that can wait for the GPU runs on a caller's thread (the JS
+// thread). CUDA calls by thread:
+// - callers (allocate, buffer release, executables): cuMemAllocAsync and
+//   cuMemFreeAsync, or cuMemAlloc on a cache miss; cuMemsetD8Async;
+//   cuMemAllocHost on a staging miss, cuEventCreate, cuMemcpyHtoDAsync from
+//   pinned memory and cuEventRecord for uploads; context push/pop; module
+//   loading (cuda_executable.h).
+// - issue thread: the commands' async memsets, copies (pinned host side)
+//   and launches, cuEventCreate/Record, cuMemAllocHost on a staging miss,
+//   cuStreamSynchronize only when a final event cannot be recorded.
+// - completion thread: cuEventSynchronize, cuEventElapsedTime,
+//   cuEventDestroy, cuMemFreeHost beyond the staging cache's bounds, and
+//   the allocator's release, trim and deinitialisation (cuMemFree,
+//   cuMemPoolTrimTo), trimming once the device has been idle for 500 ms.
+// - the thread that destroys the device (no submission is pending then):
+//   cuStreamDestroy, cuMemFreeHost of cached staging, primary context
+//   release.
 //
 // Threads. Each device has one stream and two threads of its own; both keep
 // the device's primary context current.

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hal/cuda/cuda_api.h"
 #include "hal/local/builtin_kernels.h"
@@ -53,12 +54,26 @@ struct hrt_cu_context_s {
   hrt_cu_result_t lost;  // sticky error, or 0
 };
 
+struct hrt_cu_mempool_s;
+
 typedef struct fake_allocation_s {
   struct fake_allocation_s* next;
   char* base;
-  size_t size;
-  bool pinned;  // cuMemAllocHost; otherwise device memory
+  size_t size;      // bytes asked for: what copies and kernels may touch
+  size_t capacity;  // bytes reserved (size rounded up to 256)
+  bool pinned;      // cuMemAllocHost; otherwise device memory
+  struct hrt_cu_mempool_s* pool;  // cuMemAllocAsync's pool, or NULL
+  bool freed;  // cuMemFreeAsync was called: no later work may use it
 } fake_allocation_t;
+
+// A device's default memory pool.
+struct hrt_cu_mempool_s {
+  uint64_t release_threshold;  // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+  size_t reserved;             // bytes held: handed out or in `free_blocks`
+  // Memory held but not handed out (its free ran in its stream), kept as
+  // the allocations it was, for reuse.
+  fake_allocation_t* free_blocks;
+};
 
 struct fake_launch_s;
 typedef hrt_cu_result_t (*fake_kernel_fn_t)(const struct fake_launch_s* launch);
@@ -107,7 +122,8 @@ typedef enum {
   FAKE_OP_COPY,
   FAKE_OP_SET,
   FAKE_OP_LAUNCH,
-  FAKE_OP_RECORD
+  FAKE_OP_RECORD,
+  FAKE_OP_FREE
 } fake_op_kind_t;
 
 typedef struct fake_op_s {
@@ -133,6 +149,7 @@ typedef struct fake_op_s {
       fake_launch_t* launch;  // owned
     } launch;
     struct hrt_cu_event_s* record;
+    fake_allocation_t* free;  // a stream-ordered free (cuMemFreeAsync)
   };
 } fake_op_t;
 
@@ -157,6 +174,8 @@ static hrt_cu_result_t fake_next_launch_error;
 static fake_allocation_t* fake_allocations;
 static struct hrt_cu_stream_s* fake_streams;
 static struct hrt_cu_context_s* fake_primary[FAKE_MAX_DEVICES];
+static struct hrt_cu_mempool_s fake_pools[FAKE_MAX_DEVICES];
+static fakecuda_memory_t fake_counters;  // the call counts of fakecuda_memory
 
 static _Thread_local struct hrt_cu_context_s* fake_stack[FAKE_STACK_DEPTH];
 static _Thread_local int fake_depth;
@@ -214,7 +233,8 @@ static fake_allocation_t* fake_find(const void* pointer, size_t bytes,
                                     bool pinned) {
   const char* p = pointer;
   for (fake_allocation_t* a = fake_allocations; a; a = a->next) {
-    if (a->pinned == pinned && p >= a->base && p <= a->base + a->size &&
+    if (a->pinned == pinned && !a->freed && p >= a->base &&
+        p <= a->base + a->size &&
         bytes <= (size_t)(a->base + a->size - p)) {
       return a;
     }
@@ -232,6 +252,50 @@ static hrt_cu_result_t fake_context_checked(void) {
 
 static void* fake_device_pointer(hrt_cu_deviceptr_t pointer) {
   return (void*)(uintptr_t)pointer;
+}
+
+// Unlinks `allocation` from the live list. Lock held.
+static void fake_unlink(fake_allocation_t* allocation) {
+  fake_allocation_t** link = &fake_allocations;
+  while (*link && *link != allocation) link = &(*link)->next;
+  if (*link) *link = allocation->next;
+}
+
+// Gives memory back to the system until `pool` holds at most `keep` bytes
+// or has nothing unused left. Lock held.
+static void fake_pool_release(struct hrt_cu_mempool_s* pool, uint64_t keep) {
+  while (pool->reserved > keep && pool->free_blocks) {
+    fake_allocation_t* block = pool->free_blocks;
+    pool->free_blocks = block->next;
+    pool->reserved -= block->capacity;
+    fake_device_bytes -= block->capacity;
+    free(block->base);
+    free(block);
+  }
+}
+
+// A stream-ordered free has reached its point in the stream: the memory
+// goes back to its pool, unused. Lock held.
+static void fake_pool_take_back(fake_allocation_t* allocation) {
+  fake_unlink(allocation);
+  allocation->next = allocation->pool->free_blocks;
+  allocation->pool->free_blocks = allocation;
+}
+
+// As the driver does at every stream, event or context synchronisation:
+// pools holding more than their release threshold give memory back. Lock
+// held.
+static void fake_pools_synchronized(void) {
+  for (int i = 0; i < FAKE_MAX_DEVICES; ++i) {
+    fake_pool_release(&fake_pools[i], fake_pools[i].release_threshold);
+  }
+}
+
+// Whether devices report CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED (not
+// with FAKECUDA_NO_MEMORY_POOLS=1, read at every call).
+static bool fake_pools_supported(void) {
+  const char* value = getenv("FAKECUDA_NO_MEMORY_POOLS");
+  return !(value && strcmp(value, "1") == 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -257,6 +321,7 @@ static hrt_cu_result_t fake_run(const fake_op_t* op) {
     case FAKE_OP_LAUNCH:
       return op->launch.run(op->launch.launch);
     case FAKE_OP_RECORD:
+    case FAKE_OP_FREE:  // fake_stream_main returns the memory to its pool
       return HRT_CUDA_SUCCESS;
   }
   return HRT_CUDA_SUCCESS;
@@ -287,6 +352,7 @@ static void* fake_stream_main(void* arg) {
     hrt_cu_result_t result = lost ? lost : fake_run(op);
     pthread_mutex_lock(&fake_mutex);
     if (result && !stream->context->lost) stream->context->lost = result;
+    if (op->kind == FAKE_OP_FREE) fake_pool_take_back(op->free);
     if (op->kind == FAKE_OP_RECORD) {
       op->record->error = stream->context->lost;
       op->record->reached = true;
@@ -414,6 +480,17 @@ static hrt_cu_result_t fake_scale_offset_f64(const fake_launch_t* launch) {
   return HRT_CUDA_SUCCESS;
 }
 
+// sleep_ms(unused, ms): keeps the stream busy for `ms` milliseconds (the
+// GPU-bound work of the tests that check what waits for the GPU).
+static hrt_cu_result_t fake_sleep_ms(const fake_launch_t* launch) {
+  if (launch->constant_count < 1) return HRT_CUDA_ERROR_LAUNCH_FAILED;
+  struct timespec delay = {(time_t)(launch->constants[0] / 1000),
+                           (long)(launch->constants[0] % 1000) * 1000000L};
+  while (nanosleep(&delay, &delay) != 0) {
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
 static hrt_cu_result_t fake_fault_illegal_address(const fake_launch_t* launch) {
   (void)launch;
   return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -468,6 +545,7 @@ static fake_kernel_fn_t fake_kernel_for(const char* name) {
       {"_Z15write_index_u32IjEvPT_j", fake_write_index_u32},
       {"scale_offset_f64", fake_scale_offset_f64},
       {"fault_illegal_address", fake_fault_illegal_address},
+      {"sleep_ms", fake_sleep_ms},
   };
   for (size_t i = 0; i < sizeof(kTestKernels) / sizeof(kTestKernels[0]); ++i) {
     if (strcmp(kTestKernels[i].name, name) == 0) return kTestKernels[i].run;
@@ -1074,6 +1152,9 @@ hrt_cu_result_t cuDeviceGetAttribute(int* value, int attribute,
     case HRT_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
       *value = 4;
       break;
+    case HRT_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      *value = fake_pools_supported();
+      break;
     default:
       return HRT_CUDA_ERROR_INVALID_VALUE;
   }
@@ -1109,6 +1190,8 @@ hrt_cu_result_t cuDevicePrimaryCtxRelease_v2(hrt_cu_device_t device) {
   if (retained && --primary->retains == 0) {
     free(primary);
     fake_primary[device] = NULL;
+    // The context's pool memory goes with it.
+    fake_pool_release(&fake_pools[device], 0);
   }
   pthread_mutex_unlock(&fake_mutex);
   return retained ? HRT_CUDA_SUCCESS : HRT_CUDA_ERROR_INVALID_CONTEXT;
@@ -1194,7 +1277,8 @@ static hrt_cu_result_t fake_allocate(void** pointer, size_t bytes,
   if (!pointer || bytes == 0) return HRT_CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&fake_mutex);
   hrt_cu_result_t result = fake_check_context();
-  if (!result && !pinned && bytes > FAKE_TOTAL_MEMORY - fake_device_bytes) {
+  if (!result && !pinned &&
+      (bytes + 255) / 256 * 256 > FAKE_TOTAL_MEMORY - fake_device_bytes) {
     result = HRT_CUDA_ERROR_OUT_OF_MEMORY;
   }
   fake_allocation_t* allocation = NULL;
@@ -1207,9 +1291,16 @@ static hrt_cu_result_t fake_allocate(void** pointer, size_t bytes,
       free(allocation);
       result = HRT_CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-      *allocation = (fake_allocation_t){fake_allocations, base, bytes, pinned};
+      *allocation = (fake_allocation_t){.next = fake_allocations,
+                                        .base = base,
+                                        .size = bytes,
+                                        .capacity = padded,
+                                        .pinned = pinned};
       fake_allocations = allocation;
-      if (!pinned) fake_device_bytes += bytes;
+      if (!pinned) {
+        fake_device_bytes += padded;
+        ++fake_counters.mem_alloc_calls;
+      }
       *pointer = base;
     }
   }
@@ -1242,13 +1333,18 @@ static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
   fake_allocation_t** link = &fake_allocations;
-  while (*link && !((*link)->base == pointer && (*link)->pinned == pinned)) {
+  while (*link && !((*link)->base == pointer && (*link)->pinned == pinned &&
+                    !(*link)->freed)) {
     link = &(*link)->next;
   }
   fake_allocation_t* allocation = *link;
   if (allocation) {
     *link = allocation->next;
-    if (!pinned) fake_device_bytes -= allocation->size;
+    if (allocation->pool) allocation->pool->reserved -= allocation->capacity;
+    if (!pinned) {
+      fake_device_bytes -= allocation->capacity;
+      ++fake_counters.mem_free_calls;
+    }
   }
   hrt_cu_result_t lost = fake_current()->lost;
   pthread_mutex_unlock(&fake_mutex);
@@ -1277,6 +1373,139 @@ hrt_cu_result_t cuMemFreeHost(void* pointer) {
   return fake_free(pointer, true);
 }
 
+// The current context's device's pool, or NULL when pools are off. Lock
+// held, context checked.
+static struct hrt_cu_mempool_s* fake_current_pool(void) {
+  return fake_pools_supported() ? &fake_pools[fake_current()->device] : NULL;
+}
+
+// Stream-ordered allocation from the device's default pool: memory the pool
+// holds unused is reused (the smallest block that fits), else reserved
+// anew. The memory is usable by work enqueued after the call.
+hrt_cu_result_t cuMemAllocAsync(hrt_cu_deviceptr_t* pointer, size_t bytes,
+                                hrt_cu_stream_t stream) {
+  if (!pointer || bytes == 0) return HRT_CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_check_context();
+  struct hrt_cu_mempool_s* pool = result ? NULL : fake_current_pool();
+  if (!result && !pool) result = HRT_CUDA_ERROR_NOT_SUPPORTED;
+  if (!result && (!stream || stream->context != fake_current())) {
+    result = HRT_CUDA_ERROR_INVALID_HANDLE;
+  }
+  const size_t padded = (bytes + 255) & ~(size_t)255;
+  fake_allocation_t* allocation = NULL;
+  if (!result) {
+    fake_allocation_t** best = NULL;
+    for (fake_allocation_t** link = &pool->free_blocks; *link;
+         link = &(*link)->next) {
+      if ((*link)->capacity >= padded &&
+          (!best || (*link)->capacity < (*best)->capacity)) {
+        best = link;
+      }
+    }
+    // Short of memory, the pool first gives back what it holds unused.
+    if (!best && padded > FAKE_TOTAL_MEMORY - fake_device_bytes) {
+      fake_pool_release(pool, 0);
+    }
+    if (best) {
+      allocation = *best;
+      *best = allocation->next;
+    } else if (padded > FAKE_TOTAL_MEMORY - fake_device_bytes) {
+      result = HRT_CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      allocation = calloc(1, sizeof(*allocation));
+      char* base = allocation ? aligned_alloc(256, padded) : NULL;
+      if (!base) {
+        free(allocation);
+        allocation = NULL;
+        result = HRT_CUDA_ERROR_OUT_OF_MEMORY;
+      } else {
+        *allocation = (fake_allocation_t){
+            .base = base, .capacity = padded, .pool = pool};
+        pool->reserved += padded;
+        fake_device_bytes += padded;
+      }
+    }
+  }
+  if (allocation) {
+    allocation->size = bytes;
+    allocation->freed = false;
+    allocation->next = fake_allocations;
+    fake_allocations = allocation;
+    ++fake_counters.alloc_async_calls;
+    *pointer = (hrt_cu_deviceptr_t)(uintptr_t)allocation->base;
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+// Stream-ordered free: from the call on, no work may be enqueued that uses
+// the memory (it is no allocation any more: INVALID_VALUE for copies and
+// memsets, an illegal address for kernels); work enqueued before may still
+// use it until the free runs in the stream, which returns it to its pool.
+hrt_cu_result_t cuMemFreeAsync(hrt_cu_deviceptr_t pointer,
+                               hrt_cu_stream_t stream) {
+  fake_op_t* op = fake_op_new(FAKE_OP_FREE);
+  if (!op) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&fake_mutex);
+  fake_allocation_t* allocation = fake_find(fake_device_pointer(pointer), 0,
+                                            false);
+  hrt_cu_result_t result = HRT_CUDA_SUCCESS;
+  if (!allocation || !allocation->pool ||
+      allocation->base != fake_device_pointer(pointer)) {
+    result = fake_check_context();
+    if (!result) result = HRT_CUDA_ERROR_INVALID_VALUE;
+    fake_op_free(op);
+  } else {
+    op->free = allocation;
+    result = fake_enqueue(stream, op);
+    if (!result) {
+      allocation->freed = true;
+      ++fake_counters.free_async_calls;
+    } else if (fake_current() && fake_current()->lost) {
+      // A lost context still gives the memory back, as every destroying
+      // call does, so that tests end without leaks.
+      fake_pool_take_back(allocation);
+    }
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+hrt_cu_result_t cuDeviceGetDefaultMemPool(hrt_cu_mempool_t* pool,
+                                          hrt_cu_device_t device) {
+  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
+  if (device < 0 || device >= fake_device_count) {
+    return HRT_CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (!fake_pools_supported()) return HRT_CUDA_ERROR_NOT_SUPPORTED;
+  *pool = &fake_pools[device];
+  return HRT_CUDA_SUCCESS;
+}
+
+hrt_cu_result_t cuMemPoolSetAttribute(hrt_cu_mempool_t pool, int attribute,
+                                      void* value) {
+  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
+  if (!pool || !value || attribute != HRT_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+    return HRT_CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&fake_mutex);
+  memcpy(&pool->release_threshold, value, sizeof(uint64_t));
+  pthread_mutex_unlock(&fake_mutex);
+  return HRT_CUDA_SUCCESS;
+}
+
+// Gives back what the pool holds unused beyond `keep` bytes; never waits.
+hrt_cu_result_t cuMemPoolTrimTo(hrt_cu_mempool_t pool, size_t keep) {
+  if (!fake_initialized) return HRT_CUDA_ERROR_NOT_INITIALIZED;
+  if (!pool) return HRT_CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fake_mutex);
+  fake_pool_release(pool, keep);
+  ++fake_counters.trims;
+  pthread_mutex_unlock(&fake_mutex);
+  return HRT_CUDA_SUCCESS;
+}
+
 // Queues a copy after checking its ranges: device ranges must lie in device
 // allocations and host targets in pinned memory. A pageable host source is
 // copied now. Lock not held.
@@ -1293,6 +1522,11 @@ static hrt_cu_result_t fake_copy(void* target, bool target_on_device,
   if (source_on_device) {
     valid = valid && fake_find(source, bytes, false) != NULL;
   } else if (!fake_find(source, bytes, true)) {
+    // From pageable memory the driver copies through its own staging and
+    // may wait for the stream first, as the fake does (unless held).
+    while (!fake_hold && stream && (stream->head || stream->busy)) {
+      pthread_cond_wait(&fake_changed, &fake_mutex);
+    }
     op->copy.snapshot = malloc(bytes ? bytes : 1);
     if (op->copy.snapshot) memcpy(op->copy.snapshot, source, bytes);
     valid = valid && op->copy.snapshot;
@@ -1451,6 +1685,7 @@ hrt_cu_result_t cuStreamSynchronize(hrt_cu_stream_t stream) {
   }
   hrt_cu_result_t result = fake_check_context();
   if (!result) result = stream->context->lost;
+  fake_pools_synchronized();
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
@@ -1488,6 +1723,7 @@ hrt_cu_result_t cuEventSynchronize(hrt_cu_event_t event) {
   }
   while (event->pending > 0) pthread_cond_wait(&fake_changed, &fake_mutex);
   hrt_cu_result_t result = event->error ? event->error : fake_check_context();
+  fake_pools_synchronized();
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
@@ -1562,6 +1798,21 @@ FAKE_EXPORT int fakecuda_queued_operations(void) {
   }
   pthread_mutex_unlock(&fake_mutex);
   return queued;
+}
+
+FAKE_EXPORT void fakecuda_memory(fakecuda_memory_t* out) {
+  pthread_mutex_lock(&fake_mutex);
+  *out = fake_counters;
+  out->allocations = 0;
+  out->allocated_bytes = 0;
+  for (fake_allocation_t* a = fake_allocations; a; a = a->next) {
+    if (a->pinned) continue;
+    ++out->allocations;
+    out->allocated_bytes += (long long)a->size;
+  }
+  out->pool_reserved_bytes = (long long)fake_pools[0].reserved;
+  out->release_threshold = fake_pools[0].release_threshold;
+  pthread_mutex_unlock(&fake_mutex);
 }
 
 FAKE_EXPORT void fakecuda_fail_next_launch(int result) {

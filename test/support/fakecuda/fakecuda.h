@@ -13,7 +13,24 @@
 //   waits for them. Async copies to the host must target pinned memory
 //   (cuMemAllocHost), which is stricter than CUDA and proves halrt stages;
 //   host-to-device copies from pageable memory are snapshotted at the call,
-//   as the driver does.
+//   as the driver does, after waiting for the stream to drain (unless
+//   streams are held), as the driver may: halrt must stage uploads.
+// - What waits for the GPU on a real driver waits here: cuMemFree and
+//   cuMemFreeHost wait for every stream's queued work, cuStreamSynchronize
+//   and cuEventSynchronize for theirs (the frees do not wait while streams
+//   are held, when waiting would never end).
+// - Stream-ordered memory: each device has a default memory pool
+//   (cuDeviceGetDefaultMemPool). cuMemAllocAsync reuses memory the pool
+//   holds unused (the smallest block that fits) or reserves more;
+//   cuMemFreeAsync makes the memory unusable for work enqueued after it
+//   (copies and memsets fail, kernels fault with an illegal address) and
+//   returns it to the pool when the free runs in the stream. At every
+//   stream or event synchronisation a pool holding more than its release
+//   threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, default 0) gives the
+//   unused memory back; cuMemPoolTrimTo does so at once; neither waits.
+//   FAKECUDA_NO_MEMORY_POOLS=1 (read at each call) makes every device
+//   report CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 0 and the pool
+//   calls return CUDA_ERROR_NOT_SUPPORTED, as a driver without pools.
 // - Module images are told apart by their first bytes, as the driver does.
 //   A cubin (ELF) and a fatbin (magic 0xBA55ED50) are read by their
 //   headers: the fatbin's uncompressed sm_90 cubin is loaded (no PTX is
@@ -37,8 +54,10 @@
 //   parameters as 8 bytes at their offsets, fault_illegal_address), also
 //   write_index_u32 as the C++ template instance write_index_u32<unsigned
 //   int> (_Z15write_index_u32IjEvPT_j, compiled by NVRTC in
-//   test/nvrtc.test.js). Any other name fails cuModuleGetFunction with
-//   CUDA_ERROR_NOT_FOUND.
+//   test/nvrtc.test.js), and sleep_ms(buffer, u32 ms), which keeps its
+//   stream busy for `ms` milliseconds (the PTX in test/cuda-memory.test.js
+//   spins on %globaltimer for as long on a GPU). Any other name fails
+//   cuModuleGetFunction with CUDA_ERROR_NOT_FOUND.
 // - A kernel that touches memory outside its bindings, or
 //   fault_illegal_address, fails with CUDA_ERROR_ILLEGAL_ADDRESS: the
 //   context is lost, queued work is dropped, and every later call on it
@@ -69,9 +88,25 @@ void fakecuda_fail_next_launch(int result);
 // CUDA_ERROR_CONTEXT_IS_DESTROYED.
 void fakecuda_destroy_contexts(void);
 
+// Device memory as the fake sees it, and counts of calls since the library
+// was loaded.
+typedef struct fakecuda_memory_s {
+  long long allocations;          // live device allocations (any kind)
+  long long allocated_bytes;      // their requested bytes
+  long long pool_reserved_bytes;  // device 0's pool: handed out or kept
+  unsigned long long release_threshold;  // of device 0's pool
+  long long mem_alloc_calls;      // successful cuMemAlloc_v2
+  long long mem_free_calls;       // successful cuMemFree_v2
+  long long alloc_async_calls;    // successful cuMemAllocAsync
+  long long free_async_calls;     // successful cuMemFreeAsync
+  long long trims;                // cuMemPoolTrimTo
+} fakecuda_memory_t;
+void fakecuda_memory(fakecuda_memory_t* out);
+
 typedef void (*fakecuda_hold_streams_fn)(int hold);
 typedef int (*fakecuda_queued_operations_fn)(void);
 typedef void (*fakecuda_fail_next_launch_fn)(int result);
 typedef void (*fakecuda_destroy_contexts_fn)(void);
+typedef void (*fakecuda_memory_fn)(fakecuda_memory_t* out);
 
 #endif  // HRT_TEST_FAKECUDA_H_

@@ -1,0 +1,178 @@
+'use strict';
+// The CUDA device's memory never makes the JavaScript thread wait for the
+// GPU (docs/cuda.md, "Memory and commands"): while a kernel keeps the GPU
+// busy for seconds, closing or collecting tensors, making tensors from data
+// or empty ones, and the synchronous part of invoke() all return at once,
+// and every result is right once the GPU is done. Run with the driver's
+// memory pool and, on the driver test double, with the caching allocator
+// that stands in where the driver has no pools (FAKECUDA_NO_MEMORY_POOLS=1).
+//
+// Runs where halrt.drivers() reports cuda as available (a GPU, or the test
+// double through test/run-cuda.js); skipped elsewhere with the reason.
+const assert = require('assert');
+const halrt = require('..');
+const { BUILTIN, closeAll, cudaDriver } = require('./helpers');
+
+const cuda = cudaDriver();
+const FAKE = /libfakecuda/.test(process.env.HALRT_CUDA_LIBRARY ?? '');
+const title = cuda.available
+  ? `CUDA memory never blocks the JS thread (${FAKE ? 'driver test double' : 'CUDA driver'})`
+  : `CUDA memory never blocks the JS thread (skipped: ${cuda.reason})`;
+
+// sleep_ms(unused, ms): one thread spins on the GPU's nanosecond timer for
+// `ms` milliseconds (a dispatch needs a binding; it is not touched). The
+// test double runs its own sleep_ms for the same time.
+const SLEEP_PTX = `.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry sleep_ms(.param .u64 unused, .param .u32 ms)
+{
+  .reg .pred %p;
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<6>;
+  ld.param.u32 %r1, [ms];
+  cvt.u64.u32 %rd1, %r1;
+  mul.lo.u64 %rd2, %rd1, 1000000;
+  mov.u64 %rd3, %globaltimer;
+WAIT:
+  mov.u64 %rd4, %globaltimer;
+  sub.u64 %rd5, %rd4, %rd3;
+  setp.lt.u64 %p, %rd5, %rd2;
+  @%p bra WAIT;
+  ret;
+}
+`;
+
+const BUSY_MS = 1500;
+// Each call must return well within this; on the old code they waited for
+// the whole BUSY_MS.
+const BOUND_MS = 100;
+const N = 4096;
+
+function program() {
+  const instance = new halrt.Instance();
+  const device = instance.createDevice('cuda');
+  const builder = new halrt.ModuleBuilder('m')
+    .executable('k', BUILTIN)
+    .executable('s', { cuda: { ptx: { text: SLEEP_PTX } } })
+    .function('slow', (f) => f
+      .input('a', 'f32', [N]).output('out', 'f32', [N])
+      .dispatch('s.sleep_ms', { workgroups: [1], workgroupSize: [1], bindings: ['out'], constants: [BUSY_MS] })
+      .dispatch('k.add_f32', { workgroups: [4], bindings: ['a', 'a', 'out'], constants: [N] }))
+    .function('double', (f) => f
+      .input('a', 'f32', [N]).output('out', 'f32', [N])
+      .dispatch('k.add_f32', { workgroups: [4], bindings: ['a', 'a', 'out'], constants: [N] }));
+  const hal = new halrt.HalModule(instance, device);
+  const module = builder.build(instance);
+  const context = new halrt.Context(instance, [hal, module]);
+  return {
+    device,
+    lookup: (name) => context.lookupFunction(`m.${name}`),
+    close: () => closeAll(context, module, hal, device, instance),
+  };
+}
+
+/** Runs `fn` and returns [its result, the milliseconds it took]. */
+function timed(fn) {
+  const start = process.hrtime.bigint();
+  const result = fn();
+  return [result, Number(process.hrtime.bigint() - start) / 1e6];
+}
+
+/** Two full collections, letting finalizers run; resolves with the milliseconds taken. */
+async function collect() {
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < 2; ++i) {
+    global.gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
+const values = (seed) => Float32Array.from({ length: N }, (_, i) => seed * 1000 + i);
+const doubled = (array) => array.map((v) => v + v);
+
+async function checkNoStall() {
+  const p = program();
+  const slow = p.lookup('slow');
+  const double = p.lookup('double');
+  const keep = [];
+  try {
+    // Warm up: the first launch of each kernel and the first upload.
+    const a = p.device.tensor(values(1), [N], 'f32');
+    keep.push(a);
+    const [warm] = await double.invoke([a]);
+    assert.deepStrictEqual(await warm.read(), doubled(values(1)));
+    // What a collection takes here anyway, GPU or not.
+    const collectMs = await collect();
+    const toClose = p.device.tensor(values(2), [N], 'f32');
+    let toCollect = p.device.tensor(values(3), [N], 'f32');
+    // The GPU is busy from here for BUSY_MS.
+    let settled = false;
+    const [busy, invokeMs] = timed(() => slow.invoke([a]));
+    busy.then(() => { settled = true; }, () => { settled = true; });
+    const started = Date.now();
+    const times = { 'invoke() while the GPU is busy': invokeMs };
+    [, times['close() of a tensor whose upload and memory are on the stream']] = timed(() => warm.close());
+    [, times['close() of a tensor']] = timed(() => toClose.close());
+    const uploads = [];
+    for (let i = 0; i < 8; ++i) {
+      // Each upload's staging must outlive its copy: distinct data each.
+      const [tensor, ms] = timed(() => p.device.tensor(values(10 + i), [N], 'f32'));
+      uploads.push(tensor);
+      times[`device.tensor(data) #${i}`] = ms;
+    }
+    keep.push(...uploads);
+    const [empty, emptyMs] = timed(() => p.device.empty([N], 'f32'));
+    keep.push(empty);
+    times['device.empty()'] = emptyMs;
+    const [second, secondMs] = timed(() => double.invoke([uploads[0]]));
+    times['invoke() queued behind the busy one'] = secondMs;
+    toCollect = null;
+    // Beyond what a collection takes anyway.
+    times['gc() of a dropped tensor, and its finalizer'] = (await collect()) - collectMs;
+    for (const [what, ms] of Object.entries(times)) {
+      assert.ok(ms < BOUND_MS, `${what} took ${ms.toFixed(1)} ms on the JS thread while the GPU was busy (bound ${BOUND_MS} ms)`);
+    }
+    // All of that happened while the GPU was still busy.
+    assert.strictEqual(settled, false, `the busy invocation ended after ${Date.now() - started} ms: the check proves nothing`);
+    // Then every result is right.
+    const [out] = await busy;
+    keep.push(out);
+    assert.ok(Date.now() - started >= BUSY_MS - 50, 'the busy invocation took its time');
+    assert.deepStrictEqual(await out.read(), doubled(values(1)));
+    for (let i = 0; i < uploads.length; ++i) {
+      assert.deepStrictEqual(await uploads[i].read(), values(10 + i), `upload #${i}`);
+    }
+    assert.deepStrictEqual(await empty.read(), new Float32Array(N));
+    const [secondOut] = await second;
+    keep.push(secondOut);
+    assert.deepStrictEqual(await secondOut.read(), doubled(values(10)));
+    assert.strictEqual(toCollect, null);
+  } finally {
+    closeAll(keep, slow, double);
+    p.close();
+  }
+}
+
+describe(title, function () {
+  this.timeout(30000);
+  before(function () {
+    if (!cuda.available) this.skip();
+  });
+
+  it("with the driver's memory pool: close, GC, tensor(data), empty() and invoke() return at once while a kernel runs", async () => {
+    await checkNoStall();
+  });
+
+  it('with the caching allocator (a driver without pools): the same', async function () {
+    if (!FAKE) this.skip(); // a real driver cannot be told to hide its pools
+    process.env.FAKECUDA_NO_MEMORY_POOLS = '1';
+    try {
+      await checkNoStall();
+    } finally {
+      delete process.env.FAKECUDA_NO_MEMORY_POOLS;
+    }
+  });
+});
