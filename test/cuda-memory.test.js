@@ -2,7 +2,8 @@
 // The CUDA device's memory never makes the JavaScript thread wait for the
 // GPU (docs/cuda.md, "Memory and commands"): while a kernel keeps the GPU
 // busy for seconds, closing or collecting tensors, making tensors from data
-// or empty ones, and the synchronous part of invoke() all return at once,
+// or empty ones, closing a context (its kernels are unloaded), and the
+// synchronous part of invoke() all return at once,
 // and every result is right once the GPU is done. Run with the driver's
 // memory pool and, on the driver test double, with the caching allocator
 // that stands in where the driver has no pools (FAKECUDA_NO_MEMORY_POOLS=1).
@@ -69,6 +70,8 @@ function program() {
   return {
     device,
     lookup: (name) => context.lookupFunction(`m.${name}`),
+    // Another context of the same module: its own executables.
+    context: () => new halrt.Context(instance, [hal, module]),
     close: () => closeAll(context, module, hal, device, instance),
   };
 }
@@ -107,6 +110,7 @@ async function checkNoStall() {
     // What a collection takes here anyway, GPU or not.
     const collectMs = await collect();
     const toClose = p.device.tensor(values(2), [N], 'f32');
+    const other = p.context();
     let toCollect = p.device.tensor(values(3), [N], 'f32');
     // The GPU is busy from here for BUSY_MS.
     let settled = false;
@@ -116,6 +120,7 @@ async function checkNoStall() {
     const times = { 'invoke() while the GPU is busy': invokeMs };
     [, times['close() of a tensor whose upload and memory are on the stream']] = timed(() => warm.close());
     [, times['close() of a tensor']] = timed(() => toClose.close());
+    [, times['close() of another Context (its executables are released)']] = timed(() => other.close());
     const uploads = [];
     for (let i = 0; i < 8; ++i) {
       // Each upload's staging must outlive its copy: distinct data each.

@@ -2510,7 +2510,7 @@ static void by_value_params_are_sized_as_the_image_says(void) {
   hrt_cuda_symbols_t old = *loaded;
   old.cuFuncGetParamInfo = NULL;
   CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
-  CHECK_OK(hrt_cuda_executable_create(device, &old, f.context, &params,
+  CHECK_OK(hrt_cuda_executable_create(device, &old, &params,
                                       &executable));
   CHECK_EQ_INT(executable->entries[0].binding_count, 1);
   CHECK_EQ_INT(executable->entries[0].constant_count, 1);
@@ -2519,7 +2519,7 @@ static void by_value_params_are_sized_as_the_image_says(void) {
                                         NULL};
   params.entry_decls = &untyped;
   CHECK_STATUS(
-      hrt_cuda_executable_create(device, &old, f.context, &params, &executable),
+      hrt_cuda_executable_create(device, &old, &params, &executable),
       HRT_STATUS_UNIMPLEMENTED,
       "kernel 'write_index_u32': the module does not declare its "
       "parameters, and this driver cannot list them");

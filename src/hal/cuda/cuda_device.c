@@ -30,6 +30,13 @@ typedef struct hrt_cuda_upload_s {
   hrt_cuda_staging_t staging;
 } hrt_cuda_upload_t;
 
+// A module of a released executable, for the completion thread to unload
+// (hrt_cuda_device_unload_module).
+typedef struct hrt_cuda_unload_s {
+  struct hrt_cuda_unload_s* next;
+  hrt_cu_module_t module;
+} hrt_cuda_unload_t;
+
 // An event recorded after commands [previous checkpoint's end, end).
 typedef struct hrt_cuda_checkpoint_s {
   hrt_cu_event_t event;
@@ -83,6 +90,7 @@ typedef struct hrt_cuda_device_s {
   hrt_cuda_submission_t* completion_tail;
   hrt_cuda_upload_t* upload_head;  // enqueued, staging not yet released
   hrt_cuda_upload_t* upload_tail;
+  hrt_cuda_unload_t* unloads;  // modules to unload, any order
   bool memory_freed;  // a buffer was freed since the completion thread looked
   bool release_due;   // the allocator holds blocks for release_pending
   bool shutdown;
@@ -327,8 +335,8 @@ static hrt_status_t hrt_cuda_create_executable(
   HRT_RETURN_IF_ERROR(hrt_cuda_lost_status(device));
   hrt_status_t status = hrt_cuda_enter(device);
   if (status == HRT_OK) {
-    status = hrt_cuda_executable_create(base, device->cu, device->context,
-                                        params, out_executable);
+    status =
+        hrt_cuda_executable_create(base, device->cu, params, out_executable);
     hrt_cuda_leave(device);
   }
   return hrt_cuda_check_lost(device, status);
@@ -984,6 +992,17 @@ static void* hrt_cuda_completion_main(void* arg) {
       if (!device->completion_head) device->completion_tail = NULL;
       hrt_mutex_unlock(&device->mutex);
       hrt_cuda_complete(device, sub);
+    } else if (device->unloads) {
+      hrt_cuda_unload_t* unloads = device->unloads;
+      device->unloads = NULL;
+      hrt_mutex_unlock(&device->mutex);
+      while (unloads) {
+        hrt_cuda_unload_t* next = unloads->next;
+        // Fails only on a lost context, and there is no one to tell.
+        (void)device->cu->cuModuleUnload(unloads->module);
+        free(unloads);
+        unloads = next;
+      }
     } else if (device->release_due) {
       device->release_due = false;
       hrt_mutex_unlock(&device->mutex);
@@ -1032,6 +1051,28 @@ static void hrt_cuda_device_destroy(hrt_hal_device_t* base) {
   if (on_completion_thread) return;
   hrt_thread_join(&device->completion_thread);
   hrt_cuda_device_free(device);
+}
+
+void hrt_cuda_device_unload_module(hrt_hal_device_t* base,
+                                   hrt_cu_module_t module) {
+  hrt_cuda_device_t* device = hrt_cuda_device_cast(base);
+  hrt_cuda_unload_t* unload = malloc(sizeof(*unload));
+  if (!unload) {
+    // Out of memory: unload here, at the cost of a wait.
+    hrt_status_t status = hrt_cuda_enter(device);
+    if (status == HRT_OK) {
+      (void)device->cu->cuModuleUnload(module);
+      hrt_cuda_leave(device);
+    }
+    hrt_status_free(status);
+    return;
+  }
+  unload->module = module;
+  hrt_mutex_lock(&device->mutex);
+  unload->next = device->unloads;
+  device->unloads = unload;
+  hrt_cond_signal(&device->completion_cond);
+  hrt_mutex_unlock(&device->mutex);
 }
 
 static uint32_t hrt_cuda_count_commands(const hrt_hal_command_buffer_t* cb,

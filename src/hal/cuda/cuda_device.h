@@ -19,14 +19,17 @@
 //   cuMemFreeAsync, or cuMemAlloc on a cache miss; cuMemsetD8Async;
 //   cuMemAllocHost on a staging miss, cuEventCreate, cuMemcpyHtoDAsync from
 //   pinned memory and cuEventRecord for uploads; context push/pop; module
-//   loading (cuda_executable.h).
+//   loading (cuModuleLoadDataEx, cuda_executable.h; no GPU wait, but it
+//   may JIT-compile PTX).
 // - issue thread: the commands' async memsets, copies (pinned host side)
 //   and launches, cuEventCreate/Record, cuMemAllocHost on a staging miss,
 //   cuStreamSynchronize only when a final event cannot be recorded.
 // - completion thread: cuEventSynchronize, cuEventElapsedTime,
 //   cuEventDestroy, cuMemFreeHost beyond the staging cache's bounds, and
 //   the allocator's release, trim and deinitialisation (cuMemFree,
-//   cuMemPoolTrimTo), trimming once the device has been idle for 500 ms.
+//   cuMemPoolTrimTo), trimming once the device has been idle for 500 ms;
+//   cuModuleUnload of released executables (hrt_cuda_device_unload_module),
+//   since unloading may wait for the GPU.
 // - the thread that destroys the device (no submission is pending then):
 //   cuStreamDestroy, cuMemFreeHost of cached staging, primary context
 //   release.
@@ -55,11 +58,11 @@
 // side effects of later commands (reads, later traces) do not happen.
 //
 // Failures. A kernel fault or another error that leaves the context unusable
-// (hrt_cuda_result_loses_device) marks the device lost: the submission that saw it and every pending one
-// complete with DEVICE_LOST naming the first cause, and later submissions,
-// allocations and executable loads fail with DEVICE_LOST at once. Nothing
-// aborts; objects are still released normally. Out of memory is
-// RESOURCE_EXHAUSTED and leaves the device usable, and so does any other
+// (hrt_cuda_result_loses_device) marks the device lost: the submission that saw
+// it and every pending one complete with DEVICE_LOST naming the first cause,
+// and later submissions, allocations and executable loads fail with DEVICE_LOST
+// at once. Nothing aborts; objects are still released normally. Out of memory
+// is RESOURCE_EXHAUSTED and leaves the device usable, and so does any other
 // failed call (the submission fails with that status).
 //
 // Lifetime: as for the CPU devices, each pending submission retains the
@@ -78,5 +81,12 @@
 hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
                                     uint32_t ordinal,
                                     hrt_hal_device_t** out_device) HRT_MUST_USE;
+
+// Any thread (a released executable): hands `module`, loaded in `device`'s
+// context, to the device's completion thread, which unloads it before the
+// device goes. The caller still holds its reference to `device` and no
+// longer uses `module`. Out of memory: unloads it on the calling thread.
+void hrt_cuda_device_unload_module(hrt_hal_device_t* device,
+                                   hrt_cu_module_t module);
 
 #endif  // HRT_HAL_CUDA_CUDA_DEVICE_H_

@@ -6,6 +6,7 @@
 #include "base/alloc.h"
 #include "hal/command_buffer.h"
 #include "hal/cuda/builtin_ptx.h"
+#include "hal/cuda/cuda_device.h"
 #include "hal/cuda/cuda_image.h"
 #include "hal/cuda/cuda_kernel_cache.h"
 #include "hal/cuda/cuda_nvrtc.h"
@@ -14,8 +15,6 @@
 
 typedef struct hrt_cuda_executable_s {
   hrt_hal_executable_t base;
-  const hrt_cuda_symbols_t* symbols;
-  hrt_cu_context_t context;  // the device's; the device outlives us
   hrt_cu_module_t module;
   hrt_cuda_kernel_t* kernels;  // [entry_count], inside this allocation
   hrt_hal_executable_entry_t entries[];  // then the kernels, then the names
@@ -23,13 +22,8 @@ typedef struct hrt_cuda_executable_s {
 
 static void hrt_cuda_executable_destroy(hrt_hal_executable_t* base) {
   hrt_cuda_executable_t* executable = (hrt_cuda_executable_t*)base;
-  const hrt_cuda_symbols_t* cu = executable->symbols;
-  // Unloading only fails on a lost context, and there is no one to tell.
-  if (cu->cuCtxPushCurrent_v2(executable->context) == HRT_CUDA_SUCCESS) {
-    (void)cu->cuModuleUnload(executable->module);
-    hrt_cu_context_t popped = NULL;
-    (void)cu->cuCtxPopCurrent_v2(&popped);
-  }
+  // cuModuleUnload may wait for the GPU: the device's thread does it.
+  hrt_cuda_device_unload_module(base->device, executable->module);
   hrt_hal_executable_deinitialize(base);
   free(executable);
 }
@@ -346,8 +340,7 @@ static hrt_status_t hrt_cuda_match_builtins(const hrt_cuda_found_t* found,
 
 // Packs the found kernels into a new executable that takes `module`.
 static hrt_status_t hrt_cuda_executable_pack(
-    hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
-    hrt_cu_context_t context, hrt_cu_module_t module, const char* name,
+    hrt_hal_device_t* device, hrt_cu_module_t module, const char* name,
     bool builtin, const hrt_cuda_found_t* found, uint32_t count,
     hrt_hal_executable_t** out_executable) {
   size_t names_size = strlen(name) + 1;
@@ -392,8 +385,6 @@ static hrt_status_t hrt_cuda_executable_pack(
     executable->kernels[i].function = found[i].function;
     names += length;
   }
-  executable->symbols = cu;
-  executable->context = context;
   executable->module = module;
   hrt_hal_executable_initialize(&hrt_cuda_executable_vtable, device,
                                 executable_name, count, executable->entries,
@@ -405,10 +396,9 @@ static hrt_status_t hrt_cuda_executable_pack(
 // PTX (built-in or given): load, parse the entries, choose and resolve
 // them.
 static hrt_status_t hrt_cuda_executable_create_ptx(
-    hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
-    hrt_cu_context_t context, const char* text, bool builtin,
-    const hrt_hal_executable_params_t* params, const char* const* symbols,
-    hrt_hal_executable_t** out_executable) {
+    hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu, const char* text,
+    bool builtin, const hrt_hal_executable_params_t* params,
+    const char* const* symbols, hrt_hal_executable_t** out_executable) {
   const char* name = builtin ? "builtin" : "ptx";
   hrt_cu_module_t module = NULL;
   HRT_RETURN_IF_ERROR(hrt_cuda_load_module(cu, text,
@@ -431,8 +421,8 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
   }
   if (status == HRT_OK) status = hrt_cuda_resolve(cu, module, chosen, found);
   if (status == HRT_OK) {
-    status = hrt_cuda_executable_pack(device, cu, context, module, name,
-                                      builtin, found, chosen, out_executable);
+    status = hrt_cuda_executable_pack(device, module, name, builtin, found,
+                                      chosen, out_executable);
   }
   free(found);
   free(entries);
@@ -441,10 +431,9 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
 }
 
 static hrt_status_t hrt_cuda_executable_create_image(
-    hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
-    hrt_cu_context_t context, const void* image, const char* what,
-    const hrt_hal_executable_params_t* params, const char* const* symbols,
-    hrt_hal_executable_t** out_executable) {
+    hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu, const void* image,
+    const char* what, const hrt_hal_executable_params_t* params,
+    const char* const* symbols, hrt_hal_executable_t** out_executable) {
   hrt_cu_module_t module = NULL;
   HRT_RETURN_IF_ERROR(hrt_cuda_load_module(cu, image, what, &module));
   uint32_t count = params->entry_decl_count;
@@ -461,8 +450,8 @@ static hrt_status_t hrt_cuda_executable_create_image(
     }
   }
   if (status == HRT_OK) {
-    status = hrt_cuda_executable_pack(device, cu, context, module, what, false,
-                                      found, count, out_executable);
+    status = hrt_cuda_executable_pack(device, module, what, false, found, count,
+                                      out_executable);
   }
   free(found);
   if (status != HRT_OK) (void)cu->cuModuleUnload(module);
@@ -519,7 +508,7 @@ static hrt_status_t hrt_cuda_compile_source(
 // lowered its expression to), or every kernel when none is declared.
 static hrt_status_t hrt_cuda_executable_create_source(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
-    hrt_cu_context_t context, const hrt_hal_executable_params_t* params,
+    const hrt_hal_executable_params_t* params,
     hrt_hal_executable_t** out_executable) {
   if (!params->data || params->data_length == 0) {
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
@@ -561,14 +550,13 @@ static hrt_status_t hrt_cuda_executable_create_source(
     if (output->cubin) {
       status = hrt_cuda_image_check_cubin(output->image, output->image_length);
       if (status == HRT_OK) {
-        status = hrt_cuda_executable_create_image(
-            device, cu, context, output->image, "cubin", params, symbols,
-            out_executable);
+        status =
+            hrt_cuda_executable_create_image(device, cu, output->image, "cubin",
+                                             params, symbols, out_executable);
       }
     } else {
-      status = hrt_cuda_executable_create_ptx(device, cu, context,
-                                              output->image, false, params,
-                                              symbols, out_executable);
+      status = hrt_cuda_executable_create_ptx(device, cu, output->image, false,
+                                              params, symbols, out_executable);
     }
     status = hrt_status_annotate(status, "%s compiled by NVRTC", source_name);
   }
@@ -580,13 +568,13 @@ static hrt_status_t hrt_cuda_executable_create_source(
 
 hrt_status_t hrt_cuda_executable_create(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* symbols,
-    hrt_cu_context_t context, const hrt_hal_executable_params_t* params,
+    const hrt_hal_executable_params_t* params,
     hrt_hal_executable_t** out_executable) {
   switch (params->format) {
     case HRT_HAL_EXECUTABLE_FORMAT_BUILTIN: {
       // Every built-in kernel, whatever the caller declares.
       const hrt_hal_executable_params_t all = {.format = params->format};
-      return hrt_cuda_executable_create_ptx(device, symbols, context,
+      return hrt_cuda_executable_create_ptx(device, symbols,
                                             hrt_cuda_builtin_ptx, true, &all,
                                             NULL, out_executable);
     }
@@ -602,7 +590,7 @@ hrt_status_t hrt_cuda_executable_create(
       memcpy(text, params->data, params->data_length);
       text[params->data_length] = 0;
       hrt_status_t status = hrt_cuda_executable_create_ptx(
-          device, symbols, context, text, false, params, NULL, out_executable);
+          device, symbols, text, false, params, NULL, out_executable);
       free(text);
       return status;
     }
@@ -618,12 +606,12 @@ hrt_status_t hrt_cuda_executable_create(
               ? hrt_cuda_image_check_cubin(params->data, params->data_length)
               : hrt_cuda_image_check_fatbin(params->data, params->data_length));
       return hrt_cuda_executable_create_image(
-          device, symbols, context, params->data,
+          device, symbols, params->data,
           params->format == HRT_HAL_EXECUTABLE_FORMAT_CUBIN ? "cubin"
                                                             : "fatbin",
           params, NULL, out_executable);
     case HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE:
-      return hrt_cuda_executable_create_source(device, symbols, context, params,
+      return hrt_cuda_executable_create_source(device, symbols, params,
                                                out_executable);
     default:
       return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,

@@ -34,8 +34,9 @@
 // PTX, wrong architecture) is INVALID_ARGUMENT carrying the JIT error log.
 //
 // Threads: create with the device's context current on the calling thread
-// (the device does this); a source is compiled on that thread. Destroy may run on any thread: it makes the
-// context current itself (push/pop) to unload the module.
+// (the device does this); a source is compiled on that thread. Destroy may
+// run on any thread: it hands the module to the device's completion thread
+// to unload (hrt_cuda_device_unload_module).
 #ifndef HRT_HAL_CUDA_CUDA_EXECUTABLE_H_
 #define HRT_HAL_CUDA_CUDA_EXECUTABLE_H_
 
@@ -53,7 +54,7 @@ typedef struct hrt_cuda_kernel_s {
 
 hrt_status_t hrt_cuda_executable_create(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* symbols,
-    hrt_cu_context_t context, const hrt_hal_executable_params_t* params,
+    const hrt_hal_executable_params_t* params,
     hrt_hal_executable_t** out_executable) HRT_MUST_USE;
 
 // The kernel at `ordinal` (< executable->entry_count) of a CUDA executable.

@@ -943,12 +943,21 @@ hrt_cu_result_t cuModuleLoadDataEx(hrt_cu_module_t* module, const void* image,
 
 // Unloads even on a lost context (returning its error), so that tests end
 // without leaks.
+static bool fake_streams_busy(void);
+
+// Waits for the queued work first, as cuMemFree does (a module may not go
+// while a kernel of it can still run), except while streams are held.
 hrt_cu_result_t cuModuleUnload(hrt_cu_module_t module) {
   hrt_cu_result_t result = fake_context_checked();
   if (result == HRT_CUDA_ERROR_NOT_INITIALIZED ||
       result == HRT_CUDA_ERROR_INVALID_CONTEXT) {
     return result;
   }
+  pthread_mutex_lock(&fake_mutex);
+  while (!fake_hold && fake_streams_busy()) {
+    pthread_cond_wait(&fake_changed, &fake_mutex);
+  }
+  pthread_mutex_unlock(&fake_mutex);
   free(module);
   return result;
 }
