@@ -79,6 +79,37 @@ static napi_value hrt_js_set_hook(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// Sets `available` (whether `status` is OK), then `version` when `version`
+// is not NULL (the string, or null when unavailable), then `reason` (null,
+// or the status message) on `object`.
+static napi_status hrt_js_set_availability(napi_env env, napi_value object,
+                                           hrt_status_t status,
+                                           const char* version) {
+  napi_value available = NULL, text = NULL, reason = NULL;
+  napi_status result = napi_get_boolean(env, status == HRT_OK, &available);
+  if (result == napi_ok) {
+    result = napi_set_named_property(env, object, "available", available);
+  }
+  if (result == napi_ok && version) {
+    result = status == HRT_OK ? napi_create_string_utf8(env, version,
+                                                        NAPI_AUTO_LENGTH, &text)
+                              : napi_get_null(env, &text);
+    if (result == napi_ok) {
+      result = napi_set_named_property(env, object, "version", text);
+    }
+  }
+  if (result == napi_ok) {
+    result = status == HRT_OK
+                 ? napi_get_null(env, &reason)
+                 : napi_create_string_utf8(env, hrt_status_message(status),
+                                           NAPI_AUTO_LENGTH, &reason);
+  }
+  if (result == napi_ok) {
+    result = napi_set_named_property(env, object, "reason", reason);
+  }
+  return result;
+}
+
 // {available, version, reason} of a driver's compiler, as property
 // `info.name` of `entry`. Returns false with an exception pending.
 static bool hrt_js_set_compiler(napi_env env, const hrt_hal_driver_t* driver,
@@ -88,32 +119,12 @@ static bool hrt_js_set_compiler(napi_env env, const hrt_hal_driver_t* driver,
   char version[32];
   snprintf(version, sizeof(version), "%d.%d", info.version_major,
            info.version_minor);
-  napi_value object = NULL, available = NULL, text = NULL, reason = NULL;
+  napi_value object = NULL;
   napi_status result = napi_create_object(env, &object);
   if (result == napi_ok) {
-    result = napi_get_boolean(env, status == HRT_OK, &available);
-  }
-  if (result == napi_ok) {
-    result = status == HRT_OK ? napi_create_string_utf8(env, version,
-                                                        NAPI_AUTO_LENGTH, &text)
-                              : napi_get_null(env, &text);
-  }
-  if (result == napi_ok) {
-    result = status == HRT_OK
-                 ? napi_get_null(env, &reason)
-                 : napi_create_string_utf8(env, hrt_status_message(status),
-                                           NAPI_AUTO_LENGTH, &reason);
+    result = hrt_js_set_availability(env, object, status, version);
   }
   hrt_status_free(status);
-  if (result == napi_ok) {
-    result = napi_set_named_property(env, object, "available", available);
-  }
-  if (result == napi_ok) {
-    result = napi_set_named_property(env, object, "version", text);
-  }
-  if (result == napi_ok) {
-    result = napi_set_named_property(env, object, "reason", reason);
-  }
   if (result == napi_ok) {
     result = napi_set_named_property(env, entry, info.name, object);
   }
@@ -136,31 +147,22 @@ static napi_value hrt_js_drivers(napi_env env, napi_callback_info info) {
     hrt_status_t status = drivers[i]->probe();
     napi_value entry = NULL;
     napi_value name = NULL;
-    napi_value available = NULL;
-    napi_value reason = NULL;
     napi_status result = napi_create_object(env, &entry);
     if (result == napi_ok) {
       result = napi_create_string_utf8(env, drivers[i]->name, NAPI_AUTO_LENGTH,
                                        &name);
     }
     if (result == napi_ok) {
-      result = napi_get_boolean(env, status == HRT_OK, &available);
+      result = napi_set_named_property(env, entry, "name", name);
     }
     if (result == napi_ok) {
-      result = status == HRT_OK
-                   ? napi_get_null(env, &reason)
-                   : napi_create_string_utf8(env, hrt_status_message(status),
-                                             NAPI_AUTO_LENGTH, &reason);
+      result = hrt_js_set_availability(env, entry, status, NULL);
     }
     hrt_status_free(status);
     if (result != napi_ok) {
       hrt_js_throw_napi_failure(env, result, "drivers");
       return NULL;
     }
-    HRT_NAPI_CALL(env, napi_set_named_property(env, entry, "name", name));
-    HRT_NAPI_CALL(env,
-                  napi_set_named_property(env, entry, "available", available));
-    HRT_NAPI_CALL(env, napi_set_named_property(env, entry, "reason", reason));
     if (drivers[i]->probe_compiler &&
         !hrt_js_set_compiler(env, drivers[i], entry)) {
       return NULL;
