@@ -4,6 +4,7 @@
 // it); where it is missing they print why and pass without checking.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -346,6 +347,8 @@ static void cache_concurrent_writers_in_processes(void) {
   CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
   enum { kWriters = 3, kStores = 40 };
   pid_t writers[kWriters];
+  fflush(stdout);  // a child must not print what the parent buffered
+  fflush(stderr);
   for (int w = 0; w < kWriters; ++w) {
     writers[w] = fork();
     CHECK(writers[w] >= 0);
@@ -448,6 +451,82 @@ static const hrt_nvrtc_t* nvrtc_or_skip(void) {
     return NULL;
   }
   return nvrtc;
+}
+
+// Threads that load NVRTC at once (the first load of this process: this
+// case runs before any other loads it) and compile and cache concurrently,
+// into one folder: each gets the one table and its own whole output.
+typedef struct nvrtc_thread_s {
+  const char* dir;
+  int index;
+  const hrt_nvrtc_t* nvrtc;
+  hrt_status_t status;
+  bool hit;
+} nvrtc_thread_t;
+
+static void* nvrtc_thread_main(void* argument) {
+  nvrtc_thread_t* thread = argument;
+  hrt_status_t status = hrt_nvrtc_load(&thread->nvrtc);
+  hrt_nvrtc_target_t target;
+  if (status == HRT_OK) {
+    status = hrt_nvrtc_pick_target(thread->nvrtc, 9, 0, &target);
+  }
+  char source[128];
+  snprintf(source, sizeof(source),
+           "extern \"C\" __global__ void k%d(int* o) { *o = %d; }\n",
+           thread->index % 2, thread->index % 2);
+  hrt_nvrtc_output_t* output = NULL;
+  hrt_nvrtc_output_t* loaded = NULL;
+  hrt_cuda_kernel_cache_key_t key = {NULL, 0, 0};
+  if (status == HRT_OK) {
+    status = hrt_nvrtc_compile(thread->nvrtc, source, "k.cu", 0, NULL, 0, NULL,
+                               &target, &output);
+  }
+  if (status == HRT_OK) {
+    status = hrt_cuda_kernel_cache_key_initialize(
+        "k.cu", source, strlen(source), 0, NULL, 0, NULL,
+        thread->nvrtc->identity, target.option, &key);
+  }
+  if (status == HRT_OK) {
+    status = hrt_cuda_kernel_cache_store(thread->dir, &key, output);
+  }
+  if (status == HRT_OK) {
+    thread->hit =
+        hrt_cuda_kernel_cache_load(thread->dir, &key, &loaded) &&
+        loaded->image_length == output->image_length &&
+        memcmp(loaded->image, output->image, output->image_length) == 0;
+  }
+  free(loaded);
+  free(output);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  thread->status = status;
+  return NULL;
+}
+
+static void nvrtc_loads_and_compiles_on_many_threads(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  enum { kThreads = 4 };
+  pthread_t threads[kThreads];
+  nvrtc_thread_t state[kThreads];
+  for (int i = 0; i < kThreads; ++i) {
+    state[i] = (nvrtc_thread_t){dir, i, NULL, HRT_OK, false};
+    CHECK(pthread_create(&threads[i], NULL, nvrtc_thread_main, &state[i]) == 0);
+  }
+  for (int i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);
+  const hrt_nvrtc_t* nvrtc = nvrtc_or_skip();
+  for (int i = 0; i < kThreads; ++i) {
+    if (!nvrtc) {
+      hrt_status_free(state[i].status);
+      continue;
+    }
+    CHECK_OK(state[i].status);
+    CHECK(state[i].nvrtc == nvrtc);
+    CHECK(state[i].hit);
+  }
+  if (nvrtc) CHECK_EQ_INT(count_files(dir), 2);
+  remove_folder(dir);
 }
 
 static void nvrtc_targets_the_device_architecture(void) {
@@ -759,6 +838,7 @@ TEST_MAIN(TEST_CASE(cache_hit_returns_what_was_stored),
           TEST_CASE(cache_failed_store_leaves_nothing),
           TEST_CASE(cache_concurrent_writers_in_processes),
           TEST_CASE(cache_folder_comes_from_the_environment),
+          TEST_CASE(nvrtc_loads_and_compiles_on_many_threads),
           TEST_CASE(nvrtc_targets_the_device_architecture),
           TEST_CASE(nvrtc_rejects_architecture_options),
           TEST_CASE(nvrtc_compile_lowers_names_and_reports_errors),
