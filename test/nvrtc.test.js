@@ -50,15 +50,15 @@ function entries(folder) {
   });
 }
 
-/** Runs `script` (with `halrt` and `run` in scope) in a child process with `env` added; returns its JSON output. */
-function child(script, env) {
+/** Runs `script` (with `halrt` and `run` in scope) in a child process with `env` added (killed after `timeout` ms); returns its JSON output. */
+function child(script, env, timeout = 60000) {
   const source = `const halrt = require(${LIB});
     const run = ${runIota.toString()};
     const closeAll = ${closeEach.toString()};
     (async () => { ${script} })().then((value) => process.stdout.write(JSON.stringify(value)),
       (error) => process.stdout.write(JSON.stringify({ code: error.code, message: error.message })));`;
   const result = spawnSync(process.execPath, ['-e', source], {
-    encoding: 'utf8', timeout: 60000, env: { ...process.env, ...env },
+    encoding: 'utf8', timeout, env: { ...process.env, ...env },
   });
   assert.strictEqual(result.status, 0, result.stderr);
   return JSON.parse(result.stdout);
@@ -120,6 +120,35 @@ describe('drivers() reports NVRTC', () => {
     assert.strictEqual(report.version, null);
     assert.match(report.reason, /HALRT_NVRTC_LIBRARY=\/nonexistent\/libnvrtc\.so/);
     assert.match(report.reason, /cannot open shared object file/);
+  });
+
+  it('HALRT_NVRTC_LIBRARY naming a FIFO or a folder: unavailable at once, saying what it is (dlopen would wait on a FIFO)', function () {
+    this.timeout(30000);
+    const folder = tempFolder('lib');
+    try {
+      const fifo = path.join(folder, 'libnvrtc.so');
+      const made = spawnSync('mkfifo', [fifo]);
+      if (made.status !== 0) this.skip();
+      const started = Date.now();
+      const report = child(`return halrt.drivers().find((d) => d.name === 'cuda').nvrtc;`,
+        { HALRT_NVRTC_LIBRARY: fifo }, 10000);
+      assert.ok(Date.now() - started < 10000);
+      assert.strictEqual(report.available, false);
+      assert.match(report.reason, /NVRTC is not usable \(tried HALRT_NVRTC_LIBRARY=.*libnvrtc\.so\): '.*libnvrtc\.so' is a FIFO, not a regular file/);
+      const dir = child(`return halrt.drivers().find((d) => d.name === 'cuda').nvrtc;`,
+        { HALRT_NVRTC_LIBRARY: folder });
+      assert.match(dir.reason, /is a directory, not a regular file/);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('HALRT_NVRTC_LIBRARY naming a library that is not NVRTC: unavailable, naming the missing entry point', () => {
+    const addon = path.join(__dirname, '..', 'build', 'Release', 'halrt.node');
+    const report = child(`return halrt.drivers().find((d) => d.name === 'cuda').nvrtc;`,
+      { HALRT_NVRTC_LIBRARY: addon });
+    assert.strictEqual(report.available, false);
+    assert.match(report.reason, /lacks nvrtcVersion \(not NVRTC/);
   });
 
   it('`halrt devices` prints the NVRTC line under cuda', () => {
@@ -187,6 +216,25 @@ describe(`CUDA source executables${skipReason ? ` (skipped: ${skipReason})` : ''
     assert.deepStrictEqual(await runIota({ source: { text: KERNELS }, options: ['-DWITH_INDEX=1'] }), IOTA);
     await assert.rejects(runIota({ source: { text: KERNELS } }), (error) =>
       error.code === 'NOT_FOUND' && /write_index_u32/.test(error.message));
+  });
+
+  it('an option that expects a value ("-I", "--include-path") last in options does not take the target\'s place', async () => {
+    for (const option of ['-I', '--include-path']) {
+      assert.deepStrictEqual(await runIota({ source: { text: KERNELS }, options: ['-DWITH_INDEX=1', option] }), IOTA);
+    }
+  });
+
+  it('a NUL byte in a source file is INVALID_ARGUMENT naming its offset (NVRTC would ignore the rest)', async () => {
+    const folder = tempFolder('nul');
+    try {
+      const file = path.join(folder, 'nul.cu');
+      fs.writeFileSync(file, `${KERNELS}\0#error unseen\n`);
+      await assert.rejects(runIota({ source: file, options: ['-DWITH_INDEX=1'] }),
+        (error) => error.code === 'INVALID_ARGUMENT' &&
+          error.message.includes(`CUDA source nul.cu has a NUL byte at offset ${Buffer.byteLength(KERNELS)}`));
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
   });
 
   it('an extern "C++" template kernel is reached through its name expression, under the declared name', async () => {

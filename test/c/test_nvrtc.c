@@ -4,8 +4,12 @@
 // it); where it is missing they print why and pass without checking.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hal/cuda/cuda_driver.h"
@@ -51,12 +55,14 @@ static int count_files(const char* path) {
 
 static const char* const kOptions[] = {"-DN=4", "--use_fast_math"};
 static const char* const kExpressions[] = {"f<int>"};
+static const char kCompiler[] =
+    "NVRTC 13.0 /lib/libnvrtc.so.13 100 bytes, modified 1.000000000";
 
 static hrt_status_t make_key(const char* source, const char* target,
                              hrt_cuda_kernel_cache_key_t* key) {
   return hrt_cuda_kernel_cache_key_initialize("k.cu", source, strlen(source), 2,
-                                              kOptions, 1, kExpressions, 13, 0,
-                                              target, key);
+                                              kOptions, 1, kExpressions,
+                                              kCompiler, target, key);
 }
 
 // An output as NVRTC would give it: "PTX" text and one lowered name.
@@ -94,13 +100,15 @@ static void cache_hit_returns_what_was_stored(void) {
   CHECK_OK(make_key("source B", "--gpu-architecture=sm_90", &other));
   CHECK(other.hash != key.hash);
   hrt_cuda_kernel_cache_key_deinitialize(&other);
+  // Another build of the same NVRTC version (a patch release).
   CHECK_OK(hrt_cuda_kernel_cache_key_initialize(
-      "k.cu", "source A", 8, 2, kOptions, 1, kExpressions, 12, 9,
+      "k.cu", "source A", 8, 2, kOptions, 1, kExpressions,
+      "NVRTC 13.0 /lib/libnvrtc.so.13 101 bytes, modified 2.000000000",
       "--gpu-architecture=sm_90", &other));
   CHECK(other.hash != key.hash);
   hrt_cuda_kernel_cache_key_deinitialize(&other);
   CHECK_OK(hrt_cuda_kernel_cache_key_initialize(
-      "k.cu", "source A", 8, 1, kOptions, 1, kExpressions, 13, 0,
+      "k.cu", "source A", 8, 1, kOptions, 1, kExpressions, kCompiler,
       "--gpu-architecture=sm_90", &other));
   CHECK(other.hash != key.hash);
   hrt_cuda_kernel_cache_key_deinitialize(&other);
@@ -245,6 +253,140 @@ static void cache_store_replaces_entries_atomically(void) {
   remove_folder(dir);
 }
 
+// Keys are predictable, so an entry is used only when this user wrote it:
+// not through a symbolic link, not writable by group or others, not owned
+// by another user (checked where the test runs as root and can chown). Nor
+// is a FIFO (never opened for long) or a large file that is not an entry.
+static void cache_untrusted_entries_are_misses(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  hrt_cuda_kernel_cache_key_t key;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
+  hrt_nvrtc_output_t* stored = NULL;
+  hrt_nvrtc_output_t* loaded = NULL;
+  CHECK_OK(make_output(".version 9.0 // A", &stored));
+  CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, stored));
+  char* path = NULL;
+  CHECK_OK(hrt_cuda_kernel_cache_entry_path(dir, &key, &path));
+  CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  free(loaded);
+  CHECK(chmod(path, 0620) == 0);
+  CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  CHECK(chmod(path, 0602) == 0);
+  CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  CHECK(chmod(path, 0600) == 0);
+  CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  free(loaded);
+  if (geteuid() == 0) {
+    CHECK(chown(path, 1, 1) == 0);
+    CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+    CHECK(chown(path, 0, 0) == 0);
+    CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+    free(loaded);
+  }
+  // The same bytes behind a symbolic link.
+  char moved[1200];
+  snprintf(moved, sizeof(moved), "%s/elsewhere", dir);
+  CHECK(rename(path, moved) == 0);
+  CHECK(symlink(moved, path) == 0);
+  CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  CHECK(unlink(path) == 0);
+  CHECK(unlink(moved) == 0);
+  CHECK(mkfifo(path, 0600) == 0);
+  CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  CHECK(unlink(path) == 0);
+  CHECK(mkdir(path, 0700) == 0);
+  CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  // A store cannot replace a folder; it leaves no temporary file.
+  CHECK_STATUS(hrt_cuda_kernel_cache_store(dir, &key, stored),
+               HRT_STATUS_UNAVAILABLE, "cannot write kernel cache entry");
+  CHECK_EQ_INT(count_files(dir), 1);
+  CHECK(rmdir(path) == 0);
+  free(path);
+  free(stored);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  remove_folder(dir);
+}
+
+// A write cut short (here by the file size limit, as a full disk would)
+// fails, and removes its temporary file.
+static void cache_failed_store_leaves_nothing(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  hrt_cuda_kernel_cache_key_t key;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
+  hrt_nvrtc_output_t* big = NULL;
+  CHECK_OK(hrt_nvrtc_output_allocate(false, 1 << 20, 0, NULL, &big));
+  memset((char*)big->image, 'x', big->image_length);
+  struct rlimit saved, limit;
+  CHECK(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  limit = saved;
+  limit.rlim_cur = 4096;
+  void (*previous)(int) = signal(SIGXFSZ, SIG_IGN);
+  CHECK(setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  hrt_status_t status = hrt_cuda_kernel_cache_store(dir, &key, big);
+  CHECK(setrlimit(RLIMIT_FSIZE, &saved) == 0);
+  signal(SIGXFSZ, previous);
+  CHECK_STATUS(status, HRT_STATUS_UNAVAILABLE,
+               "cannot write kernel cache entry");
+  CHECK_EQ_INT(count_files(dir), 0);
+  free(big);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  remove_folder(dir);
+}
+
+// Processes that store the same entry while another reads it: every read is
+// a miss or one whole entry, and no temporary file is left.
+static void cache_concurrent_writers_in_processes(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  hrt_cuda_kernel_cache_key_t key;
+  CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
+  enum { kWriters = 3, kStores = 40 };
+  pid_t writers[kWriters];
+  fflush(stdout);  // a child must not print what the parent buffered
+  fflush(stderr);
+  for (int w = 0; w < kWriters; ++w) {
+    writers[w] = fork();
+    CHECK(writers[w] >= 0);
+    if (writers[w] == 0) {
+      char text[64];
+      snprintf(text, sizeof(text), ".version 9.0 // writer %d", w);
+      hrt_nvrtc_output_t* output = NULL;
+      hrt_status_t status = make_output(text, &output);
+      for (int i = 0; i < kStores && status == HRT_OK; ++i) {
+        status = hrt_cuda_kernel_cache_store(dir, &key, output);
+      }
+      _exit(status == HRT_OK ? 0 : 1);
+    }
+  }
+  int hits = 0, wrong = 0;
+  for (int i = 0; i < 400; ++i) {
+    hrt_nvrtc_output_t* loaded = NULL;
+    if (!hrt_cuda_kernel_cache_load(dir, &key, &loaded)) continue;
+    ++hits;
+    wrong += strncmp(loaded->image, ".version 9.0 // writer ", 23) != 0 ||
+             loaded->lowered_count != 1;
+    free(loaded);
+  }
+  for (int w = 0; w < kWriters; ++w) {
+    int wstatus = 0;
+    CHECK(waitpid(writers[w], &wstatus, 0) == writers[w]);
+    CHECK(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  }
+  CHECK_EQ_INT(wrong, 0);
+  hrt_nvrtc_output_t* loaded = NULL;
+  CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
+  free(loaded);
+  CHECK_EQ_INT(count_files(dir), 1);
+  (void)hits;
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  remove_folder(dir);
+}
+
 // HALRT_CACHE_DIR, else $XDG_CACHE_HOME/halrt/kernels, else
 // $HOME/.cache/halrt/kernels; created with mode 0700. A folder that cannot
 // be created is UNAVAILABLE, and a store into it fails without harm.
@@ -309,6 +451,82 @@ static const hrt_nvrtc_t* nvrtc_or_skip(void) {
     return NULL;
   }
   return nvrtc;
+}
+
+// Threads that load NVRTC at once (the first load of this process: this
+// case runs before any other loads it) and compile and cache concurrently,
+// into one folder: each gets the one table and its own whole output.
+typedef struct nvrtc_thread_s {
+  const char* dir;
+  int index;
+  const hrt_nvrtc_t* nvrtc;
+  hrt_status_t status;
+  bool hit;
+} nvrtc_thread_t;
+
+static void* nvrtc_thread_main(void* argument) {
+  nvrtc_thread_t* thread = argument;
+  hrt_status_t status = hrt_nvrtc_load(&thread->nvrtc);
+  hrt_nvrtc_target_t target;
+  if (status == HRT_OK) {
+    status = hrt_nvrtc_pick_target(thread->nvrtc, 9, 0, &target);
+  }
+  char source[128];
+  snprintf(source, sizeof(source),
+           "extern \"C\" __global__ void k%d(int* o) { *o = %d; }\n",
+           thread->index % 2, thread->index % 2);
+  hrt_nvrtc_output_t* output = NULL;
+  hrt_nvrtc_output_t* loaded = NULL;
+  hrt_cuda_kernel_cache_key_t key = {NULL, 0, 0};
+  if (status == HRT_OK) {
+    status = hrt_nvrtc_compile(thread->nvrtc, source, "k.cu", 0, NULL, 0, NULL,
+                               &target, &output);
+  }
+  if (status == HRT_OK) {
+    status = hrt_cuda_kernel_cache_key_initialize(
+        "k.cu", source, strlen(source), 0, NULL, 0, NULL,
+        thread->nvrtc->identity, target.option, &key);
+  }
+  if (status == HRT_OK) {
+    status = hrt_cuda_kernel_cache_store(thread->dir, &key, output);
+  }
+  if (status == HRT_OK) {
+    thread->hit =
+        hrt_cuda_kernel_cache_load(thread->dir, &key, &loaded) &&
+        loaded->image_length == output->image_length &&
+        memcmp(loaded->image, output->image, output->image_length) == 0;
+  }
+  free(loaded);
+  free(output);
+  hrt_cuda_kernel_cache_key_deinitialize(&key);
+  thread->status = status;
+  return NULL;
+}
+
+static void nvrtc_loads_and_compiles_on_many_threads(void) {
+  char dir[64];
+  make_folder(dir, sizeof(dir));
+  CHECK(dir[0]);
+  enum { kThreads = 4 };
+  pthread_t threads[kThreads];
+  nvrtc_thread_t state[kThreads];
+  for (int i = 0; i < kThreads; ++i) {
+    state[i] = (nvrtc_thread_t){dir, i, NULL, HRT_OK, false};
+    CHECK(pthread_create(&threads[i], NULL, nvrtc_thread_main, &state[i]) == 0);
+  }
+  for (int i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);
+  const hrt_nvrtc_t* nvrtc = nvrtc_or_skip();
+  for (int i = 0; i < kThreads; ++i) {
+    if (!nvrtc) {
+      hrt_status_free(state[i].status);
+      continue;
+    }
+    CHECK_OK(state[i].status);
+    CHECK(state[i].nvrtc == nvrtc);
+    CHECK(state[i].hit);
+  }
+  if (nvrtc) CHECK_EQ_INT(count_files(dir), 2);
+  remove_folder(dir);
 }
 
 static void nvrtc_targets_the_device_architecture(void) {
@@ -402,6 +620,81 @@ static void nvrtc_compile_lowers_names_and_reports_errors(void) {
       hrt_nvrtc_compile(nvrtc, source, "fill.cu", 1, options, 1,
                         (const char* const[]){"nofill<int>"}, &target, &output),
       HRT_STATUS_INVALID_ARGUMENT, "identifier \"nofill\" is undefined");
+}
+
+// The loaded NVRTC says which file it is, so that the cache tells apart
+// builds of one version.
+static void nvrtc_identity_names_the_loaded_file(void) {
+  const hrt_nvrtc_t* nvrtc = nvrtc_or_skip();
+  if (!nvrtc) return;
+  char prefix[64];
+  snprintf(prefix, sizeof(prefix), "NVRTC %d.%d /", nvrtc->version_major,
+           nvrtc->version_minor);
+  CHECK(strncmp(nvrtc->identity, prefix, strlen(prefix)) == 0);
+  CHECK(strstr(nvrtc->identity, "libnvrtc") != NULL);
+  CHECK(strstr(nvrtc->identity, " bytes, modified ") != NULL);
+  CHECK(strstr(nvrtc->identity, " 0 bytes") == NULL);
+}
+
+// Options that expect a value ("-I dir") at the end of the user's list do
+// not take the target option as their value; options asking NVRTC for
+// other output than PTX or a cubin are a clear error.
+static void nvrtc_options_cannot_displace_the_target(void) {
+  const hrt_nvrtc_t* nvrtc = nvrtc_or_skip();
+  if (!nvrtc) return;
+  const char* source = "extern \"C\" __global__ void k(int* o) { *o = 1; }\n";
+  const hrt_nvrtc_target_t ptx = {"--gpu-architecture=compute_90", false};
+  const char* const trailing[][1] = {{"-I"}, {"--include-path"}};
+  hrt_nvrtc_output_t* output = NULL;
+  for (int i = 0; i < 2; ++i) {
+    CHECK_OK(hrt_nvrtc_compile(nvrtc, source, "k.cu", 1, trailing[i], 0, NULL,
+                               &ptx, &output));
+    CHECK(strstr(output->image, ".target sm_90") != NULL);
+    free(output);
+  }
+  hrt_nvrtc_target_t target;
+  CHECK_OK(hrt_nvrtc_pick_target(nvrtc, 9, 0, &target));
+  CHECK_OK(hrt_nvrtc_compile(nvrtc, source, "k.cu", 1, trailing[0], 0, NULL,
+                             &target, &output));
+  CHECK(output->image_length > 4);
+  free(output);
+  const char* const lto[] = {"-dlto"};
+  CHECK_STATUS(
+      hrt_nvrtc_compile(nvrtc, source, "k.cu", 1, lto, 0, NULL, &ptx, &output),
+      HRT_STATUS_INVALID_ARGUMENT, "NVRTC made no PTX");
+  if (target.cubin) {
+    CHECK_STATUS(hrt_nvrtc_compile(nvrtc, source, "k.cu", 1, lto, 0, NULL,
+                                   &target, &output),
+                 HRT_STATUS_INVALID_ARGUMENT, "NVRTC made no cubin");
+  }
+}
+
+// A log longer than a status message holds is cut at a line end, with a
+// note saying so; its first error is kept.
+static void nvrtc_long_compile_log_is_cut_visibly(void) {
+  const hrt_nvrtc_t* nvrtc = nvrtc_or_skip();
+  if (!nvrtc) return;
+  hrt_nvrtc_target_t target;
+  CHECK_OK(hrt_nvrtc_pick_target(nvrtc, 9, 0, &target));
+  char source[4096] = "";
+  for (int i = 0; i < 60; ++i) {
+    char line[64];
+    snprintf(line, sizeof(line), "int v%d = undefined_%d;\n", i, i);
+    strcat(source, line);
+  }
+  hrt_nvrtc_output_t* output = NULL;
+  hrt_status_t status = hrt_nvrtc_compile(nvrtc, source, "long.cu", 0, NULL, 0,
+                                          NULL, &target, &output);
+  CHECK_EQ_INT(hrt_status_code(status), HRT_STATUS_INVALID_ARGUMENT);
+  const char* message = hrt_status_message(status);
+  const bool first = strstr(message, "long.cu(1): error") != NULL;
+  const char* cut = strstr(message, "\n[log cut: the first ");
+  const bool marked = cut && strstr(cut, " bytes]") && cut[-1] == '\n';
+  const size_t length = strlen(message);
+  hrt_status_free(status);
+  CHECK(first);
+  CHECK(marked);
+  CHECK(length < 900);
 }
 
 // The CUDA device test double (HRT_TEST_FAKECUDA, or libfakecuda.so beside
@@ -515,12 +808,42 @@ static void source_executables_compile_once(void) {
   every_object_is_destroyed();
 }
 
+// NVRTC would stop at a NUL in the source and compile only what is before
+// it: a source with one is refused, naming where.
+static void source_with_a_nul_byte_is_refused(void) {
+  if (!nvrtc_or_skip()) return;
+  hrt_hal_device_t* device = fake_device_or_skip();
+  if (!device) return;
+  static const char text[] =
+      "extern \"C\" __global__ void k(int* o) { *o = 1; }\n\0garbage";
+  const hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_CUDA_SOURCE,
+      .data = text,
+      .data_length = sizeof(text) - 1,
+      .source_name = "nul.cu",
+  };
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "CUDA source nul.cu has a NUL byte at offset 49");
+  hrt_hal_device_release(device);
+  every_object_is_destroyed();
+}
+
 TEST_MAIN(TEST_CASE(cache_hit_returns_what_was_stored),
           TEST_CASE(cache_key_material_mismatch_is_a_miss),
           TEST_CASE(cache_truncated_or_corrupt_entry_is_a_miss),
           TEST_CASE(cache_store_replaces_entries_atomically),
+          TEST_CASE(cache_untrusted_entries_are_misses),
+          TEST_CASE(cache_failed_store_leaves_nothing),
+          TEST_CASE(cache_concurrent_writers_in_processes),
           TEST_CASE(cache_folder_comes_from_the_environment),
+          TEST_CASE(nvrtc_loads_and_compiles_on_many_threads),
           TEST_CASE(nvrtc_targets_the_device_architecture),
           TEST_CASE(nvrtc_rejects_architecture_options),
           TEST_CASE(nvrtc_compile_lowers_names_and_reports_errors),
-          TEST_CASE(source_executables_compile_once))
+          TEST_CASE(nvrtc_identity_names_the_loaded_file),
+          TEST_CASE(nvrtc_options_cannot_displace_the_target),
+          TEST_CASE(nvrtc_long_compile_log_is_cut_visibly),
+          TEST_CASE(source_executables_compile_once),
+          TEST_CASE(source_with_a_nul_byte_is_refused))

@@ -477,8 +477,8 @@ static hrt_status_t hrt_cuda_compile_source(
   hrt_cuda_kernel_cache_key_t key;
   HRT_RETURN_IF_ERROR(hrt_cuda_kernel_cache_key_initialize(
       source_name, source, strlen(source), params->option_count,
-      params->options, expression_count, expressions, nvrtc->version_major,
-      nvrtc->version_minor, target.option, &key));
+      params->options, expression_count, expressions, nvrtc->identity,
+      target.option, &key));
   char* directory = NULL;
   hrt_status_t status = hrt_cuda_kernel_cache_directory(&directory);
   hrt_status_free(status);  // no folder: compile without the cache
@@ -510,26 +510,37 @@ static hrt_status_t hrt_cuda_executable_create_source(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* cu,
     const hrt_hal_executable_params_t* params,
     hrt_hal_executable_t** out_executable) {
-  if (!params->data || params->data_length == 0) {
+  // The text, without the NUL that may end it. NVRTC reads up to a NUL: one
+  // inside the text would drop the rest unseen.
+  const char* text = params->data;
+  size_t length = text ? params->data_length : 0;
+  if (length > 0 && text[length - 1] == 0) --length;
+  if (length == 0) {
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                            "a CUDA source executable needs source text");
   }
   const char* source_name =
       params->source_name ? params->source_name : "source.cu";
+  const char* nul = memchr(text, 0, length);
+  if (nul) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "CUDA source %s has a NUL byte at offset %zu; "
+                           "source is text",
+                           source_name, (size_t)(nul - text));
+  }
   const uint32_t count = params->entry_decl_count;
   // The source with a NUL; the entries' symbols and expressions.
   char* source = NULL;
   const char** symbols = NULL;
-  HRT_RETURN_IF_ERROR(
-      hrt_allocate(params->data_length + 1, "CUDA source", (void**)&source));
+  HRT_RETURN_IF_ERROR(hrt_allocate(length + 1, "CUDA source", (void**)&source));
   hrt_status_t status = hrt_allocate((2 * (size_t)count + 1) * sizeof(char*),
                                      "entry symbols", (void**)&symbols);
   if (status != HRT_OK) {
     free(source);
     return status;
   }
-  memcpy(source, params->data, params->data_length);
-  source[params->data_length] = 0;
+  memcpy(source, text, length);
+  source[length] = 0;
   const char** expressions = symbols + count;
   uint32_t expression_count = 0;
   for (uint32_t i = 0; i < count; ++i) {

@@ -1,6 +1,7 @@
 #include "hal/cuda/cuda_kernel_cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,6 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "base/file.h"
 
 // The largest entry a read accepts: larger files are not ours.
 #define HRT_KERNEL_CACHE_MAX_ENTRY_BYTES (UINT64_C(1) << 30)
@@ -73,16 +73,15 @@ static hrt_status_t hrt_bytes_append_field(hrt_bytes_t* bytes,
 hrt_status_t hrt_cuda_kernel_cache_key_initialize(
     const char* source_name, const char* source, size_t source_length,
     uint32_t option_count, const char* const* options,
-    uint32_t expression_count, const char* const* expressions, int nvrtc_major,
-    int nvrtc_minor, const char* target_option,
+    uint32_t expression_count, const char* const* expressions,
+    const char* compiler, const char* target_option,
     hrt_cuda_kernel_cache_key_t* out_key) {
   hrt_bytes_t bytes = {NULL, 0, 0};
-  char version[64];
-  snprintf(version, sizeof(version), "%d.%d", nvrtc_major, nvrtc_minor);
-  static const char header[] = "halrt kernel cache key 1\n";
+  static const char header[] = "halrt kernel cache key 2\n";
   hrt_status_t status = hrt_bytes_append(&bytes, header, sizeof(header) - 1);
   if (status == HRT_OK) {
-    status = hrt_bytes_append_field(&bytes, "nvrtc", version, strlen(version));
+    status =
+        hrt_bytes_append_field(&bytes, "compiler", compiler, strlen(compiler));
   }
   if (status == HRT_OK) {
     status = hrt_bytes_append_field(&bytes, "target", target_option,
@@ -234,6 +233,61 @@ static bool hrt_kernel_cache_parse(const char* data, size_t length,
   return true;
 }
 
+// Reads `count` bytes of `fd` into `data`; false on an error or an early
+// end.
+static bool hrt_read_exactly(int fd, char* data, size_t count) {
+  while (count > 0) {
+    const ssize_t got = read(fd, data, count);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    data += got;
+    count -= (size_t)got;
+  }
+  return true;
+}
+
+// Reads the entry at `path` whole when it can be ours and for `key`: not a
+// symbolic link, a regular file owned by this user and writable by no one
+// else (anyone else could plant code for a key: keys are predictable), and
+// exactly as long as its header says with `key`'s material length. The
+// header is read first, so a large file that is not an entry costs little.
+static bool hrt_kernel_cache_read(const char* path,
+                                  const hrt_cuda_kernel_cache_key_t* key,
+                                  char** out_data, size_t* out_length) {
+  // O_NONBLOCK: a FIFO put in the entry's place does not wait for a writer.
+  const int fd =
+      open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  hrt_kernel_cache_header_t header;
+  char* data = NULL;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_uid == geteuid() && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 &&
+            (uint64_t)st.st_size <= HRT_KERNEL_CACHE_MAX_ENTRY_BYTES &&
+            hrt_read_exactly(fd, (char*)&header, sizeof(header)) &&
+            memcmp(header.magic, hrt_kernel_cache_magic, 8) == 0 &&
+            header.key_length == key->length &&
+            header.image_length <= HRT_KERNEL_CACHE_MAX_ENTRY_BYTES &&
+            header.names_length <= HRT_KERNEL_CACHE_MAX_ENTRY_BYTES &&
+            sizeof(header) + header.key_length + header.image_length +
+                    header.names_length + sizeof(uint64_t) ==
+                (uint64_t)st.st_size &&
+            (data = malloc((size_t)st.st_size + 1)) != NULL;
+  if (ok) {
+    memcpy(data, &header, sizeof(header));
+    ok = hrt_read_exactly(fd, data + sizeof(header),
+                          (size_t)st.st_size - sizeof(header));
+  }
+  close(fd);
+  if (!ok) {
+    free(data);
+    return false;
+  }
+  *out_data = data;
+  *out_length = (size_t)st.st_size;
+  return true;
+}
+
 bool hrt_cuda_kernel_cache_load(const char* directory,
                                 const hrt_cuda_kernel_cache_key_t* key,
                                 hrt_nvrtc_output_t** out_output) {
@@ -241,12 +295,9 @@ bool hrt_cuda_kernel_cache_load(const char* directory,
   char* data = NULL;
   size_t length = 0;
   hrt_status_t status = hrt_cuda_kernel_cache_entry_path(directory, key, &path);
-  if (status == HRT_OK) {
-    status = hrt_file_read(path, HRT_KERNEL_CACHE_MAX_ENTRY_BYTES,
-                           "a kernel cache entry", &data, &length);
-  }
-  const bool hit =
-      status == HRT_OK && hrt_kernel_cache_parse(data, length, key, out_output);
+  const bool hit = status == HRT_OK &&
+                   hrt_kernel_cache_read(path, key, &data, &length) &&
+                   hrt_kernel_cache_parse(data, length, key, out_output);
   hrt_status_free(status);
   free(data);
   free(path);

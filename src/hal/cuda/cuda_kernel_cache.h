@@ -4,10 +4,11 @@
 //
 // Key. Everything that decides NVRTC's output, written out as "key
 // material": the source name and text, the user's options in order, the
-// name expressions in order, NVRTC's version and the target option
-// (--gpu-architecture=sm_90 or compute_90). Headers the source includes from
-// disk (with -I options) are not part of it. The entry's file name is a
-// 64-bit FNV-1a hash of the material in hex (<hash>.kernel).
+// name expressions in order, the compiler (hrt_nvrtc_t.identity: NVRTC's
+// version and the loaded file's path, size and modification time) and the
+// target option (--gpu-architecture=sm_90 or compute_90). Headers the source
+// includes from disk (with -I options) are not part of it. The entry's file
+// name is a 64-bit FNV-1a hash of the material in hex (<hash>.kernel).
 //
 // Folder: $HALRT_CACHE_DIR, else $XDG_CACHE_HOME/halrt/kernels, else
 // $HOME/.cache/halrt/kernels (an empty variable counts as unset); missing
@@ -18,8 +19,13 @@
 // (FNV-1a 64) of everything before it. A read compares the material byte
 // for byte and checks sizes and checksum, so a hash collision, a truncated
 // or corrupt entry, or one from another version is a miss, never wrong
-// code. Entries are written to a temporary file in the same folder and
-// renamed over the entry, so readers see a whole entry or none.
+// code. Only an entry that this user could have written is read: one that
+// is a symbolic link, not a regular file, owned by another user or writable
+// by group or others is a miss (keys are predictable, so anyone able to
+// place a file under the entry's name could otherwise choose the code).
+// Entries are written (mode 0600) to a temporary file in the same folder and
+// renamed over the entry, so readers see a whole entry or none; a write that
+// fails removes its temporary file.
 //
 // No shared state: any thread. Failures to read or write are misses, not
 // errors: a cache that cannot be used never stops a compile.
@@ -44,8 +50,8 @@ typedef struct hrt_cuda_kernel_cache_key_s {
 hrt_status_t hrt_cuda_kernel_cache_key_initialize(
     const char* source_name, const char* source, size_t source_length,
     uint32_t option_count, const char* const* options,
-    uint32_t expression_count, const char* const* expressions, int nvrtc_major,
-    int nvrtc_minor, const char* target_option,
+    uint32_t expression_count, const char* const* expressions,
+    const char* compiler, const char* target_option,
     hrt_cuda_kernel_cache_key_t* out_key) HRT_MUST_USE;
 void hrt_cuda_kernel_cache_key_deinitialize(hrt_cuda_kernel_cache_key_t* key);
 
@@ -59,7 +65,8 @@ hrt_status_t hrt_cuda_kernel_cache_entry_path(
     char** out_path) HRT_MUST_USE;
 
 // The cached output for `key` (free() it), or false on a miss (no entry, an
-// unreadable one, or one that does not match `key` in every byte).
+// unreadable or untrusted one, or one that does not match `key` in every
+// byte).
 bool hrt_cuda_kernel_cache_load(const char* directory,
                                 const hrt_cuda_kernel_cache_key_t* key,
                                 hrt_nvrtc_output_t** out_output);

@@ -1,12 +1,20 @@
 #include "hal/cuda/cuda_nvrtc.h"
 
+#include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/alloc.h"
+#include "base/file.h"
+
+// The most bytes of a compile log that an error message shows: status
+// messages hold about 1 KiB, and the annotations callers add must fit too.
+#define HRT_NVRTC_LOG_SHOWN 640
 
 // Written once under hrt_nvrtc_once, read-only afterwards.
 static pthread_once_t hrt_nvrtc_once = PTHREAD_ONCE_INIT;
@@ -91,6 +99,45 @@ static hrt_status_t hrt_nvrtc_query(hrt_nvrtc_t* nvrtc) {
   return HRT_OK;
 }
 
+// "NVRTC <major>.<minor> <file> <size> <mtime>" for the file the loader
+// opened: patch releases keep the version (and often the file name).
+static hrt_status_t hrt_nvrtc_identify(hrt_dynlib_t* library,
+                                       hrt_nvrtc_t* nvrtc) {
+  void* address = NULL;
+  Dl_info info;
+  char real[PATH_MAX];
+  struct stat st;
+  const char* file = hrt_dynlib_path(library);
+  memset(&st, 0, sizeof(st));
+  if (hrt_dynlib_symbol(library, "nvrtcVersion", &address) == HRT_OK &&
+      dladdr(address, &info) != 0 && info.dli_fname &&
+      realpath(info.dli_fname, real) && stat(real, &st) == 0) {
+    file = real;
+  }
+  const char* format = "NVRTC %d.%d %s %lld bytes, modified %lld.%09ld";
+  const int length = snprintf(NULL, 0, format, nvrtc->version_major,
+                              nvrtc->version_minor, file, (long long)st.st_size,
+                              (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  char* identity = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_allocate((size_t)length + 1, "NVRTC identity", (void**)&identity));
+  snprintf(identity, (size_t)length + 1, format, nvrtc->version_major,
+           nvrtc->version_minor, file, (long long)st.st_size,
+           (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  nvrtc->identity = identity;
+  return HRT_OK;
+}
+
+// `status` (not OK) as UNAVAILABLE, keeping its message: whatever stops
+// NVRTC from loading means "no NVRTC".
+static hrt_status_t hrt_nvrtc_unavailable(hrt_status_t status) {
+  if (hrt_status_code(status) == HRT_STATUS_UNAVAILABLE) return status;
+  hrt_status_t unavailable =
+      hrt_status_make(HRT_STATUS_UNAVAILABLE, "%s", hrt_status_message(status));
+  hrt_status_free(status);
+  return unavailable;
+}
+
 static hrt_status_t hrt_nvrtc_initialize(hrt_nvrtc_t* nvrtc) {
   const char* override = getenv("HALRT_NVRTC_LIBRARY");
   static const char* const defaults[] = {"libnvrtc.so.13",   "libnvrtc.so.12",
@@ -98,31 +145,38 @@ static hrt_status_t hrt_nvrtc_initialize(hrt_nvrtc_t* nvrtc) {
                                          "libnvrtc.so.11.0", "libnvrtc.so"};
   const char* const* paths = defaults;
   int path_count = (int)(sizeof(defaults) / sizeof(defaults[0]));
+  hrt_status_t status = HRT_OK;
   if (override && override[0]) {
     paths = &override;
     path_count = 1;
+    // A path (not a name the loader searches for) must be a regular file:
+    // dlopen of a FIFO waits for a writer forever.
+    // (A path that does not exist is left to dlopen, whose message says so.)
+    struct stat st;
+    if (strchr(override, '/') && stat(override, &st) == 0) {
+      status = hrt_file_check(override, UINT64_MAX, "NVRTC");
+    }
   }
   hrt_dynlib_t* library = NULL;
-  hrt_status_t status = hrt_dynlib_open(paths, path_count, &library);
+  if (status == HRT_OK) status = hrt_dynlib_open(paths, path_count, &library);
   if (status != HRT_OK) {
-    return hrt_status_annotate(status, "NVRTC is not usable (tried %s%s)",
-                               override && override[0]
-                                   ? "HALRT_NVRTC_LIBRARY="
-                                   : "libnvrtc.so.13, .12, .11.2, .11.1, "
-                                     ".11.0 and libnvrtc.so",
-                               override && override[0] ? override : "");
+    return hrt_status_annotate(
+        hrt_nvrtc_unavailable(status), "NVRTC is not usable (tried %s%s)",
+        path_count == 1 ? "HALRT_NVRTC_LIBRARY="
+                        : "libnvrtc.so.13, .12, .11.2, .11.1, "
+                          ".11.0 and libnvrtc.so",
+        path_count == 1 ? override : "");
   }
   status = hrt_nvrtc_resolve(library, nvrtc);
   if (status == HRT_OK) status = hrt_nvrtc_query(nvrtc);
+  if (status == HRT_OK) status = hrt_nvrtc_identify(library, nvrtc);
   if (status != HRT_OK) {
+    free(nvrtc->archs);
+    nvrtc->archs = NULL;
+    nvrtc->arch_count = 0;
     hrt_dynlib_close(library);
-    if (hrt_status_code(status) != HRT_STATUS_UNAVAILABLE) {
-      hrt_status_t unavailable = hrt_status_make(HRT_STATUS_UNAVAILABLE, "%s",
-                                                 hrt_status_message(status));
-      hrt_status_free(status);
-      status = unavailable;
-    }
-    return hrt_status_annotate(status, "NVRTC is not usable");
+    return hrt_status_annotate(hrt_nvrtc_unavailable(status),
+                               "NVRTC is not usable");
   }
   nvrtc->library = library;
   return HRT_OK;
@@ -192,7 +246,21 @@ hrt_status_t hrt_nvrtc_check_options(uint32_t option_count,
   return HRT_OK;
 }
 
-// INVALID_ARGUMENT with the compile log, for a failed compile.
+// How much of `log[0..length)` an error message shows: all of it when it
+// fits, else up to the last line end (or, in a single long line, a UTF-8
+// character boundary) within HRT_NVRTC_LOG_SHOWN bytes.
+static size_t hrt_nvrtc_log_shown(const char* log, size_t length) {
+  if (length <= HRT_NVRTC_LOG_SHOWN) return length;
+  size_t shown = HRT_NVRTC_LOG_SHOWN;
+  while (shown > 0 && log[shown - 1] != '\n') --shown;
+  if (shown > 0) return shown;
+  shown = HRT_NVRTC_LOG_SHOWN;
+  while (shown > 0 && ((unsigned char)log[shown] & 0xC0) == 0x80) --shown;
+  return shown;
+}
+
+// INVALID_ARGUMENT with the compile log (its start, when it is long), for a
+// failed compile.
 static hrt_status_t hrt_nvrtc_compile_error(const hrt_nvrtc_t* nvrtc,
                                             hrt_nvrtc_program_t program,
                                             hrt_status_t status,
@@ -206,10 +274,18 @@ static hrt_status_t hrt_nvrtc_compile_error(const hrt_nvrtc_t* nvrtc,
     log = NULL;
   }
   if (log) log[size - 1] = 0;
+  const size_t length = log ? strlen(log) : 0;
+  const size_t shown = hrt_nvrtc_log_shown(log, length);
+  char cut[80] = "";
+  if (shown < length) {
+    snprintf(cut, sizeof(cut), "\n[log cut: the first %zu of %zu bytes]", shown,
+             length);
+  }
   hrt_status_t annotated = hrt_status_make(
-      HRT_STATUS_INVALID_ARGUMENT, "compiling %s with NVRTC %d.%d: %s%s%s",
+      HRT_STATUS_INVALID_ARGUMENT, "compiling %s with NVRTC %d.%d: %s%s%.*s%s",
       source_name, nvrtc->version_major, nvrtc->version_minor,
-      hrt_status_message(status), log ? "; log:\n" : "", log ? log : "");
+      hrt_status_message(status), log ? "; log:\n" : "", (int)shown,
+      log ? log : "", cut);
   free(log);
   hrt_status_free(status);
   return annotated;
@@ -262,6 +338,13 @@ static hrt_status_t hrt_nvrtc_collect(const hrt_nvrtc_t* nvrtc,
   HRT_RETURN_IF_ERROR(
       cubin ? HRT_NVRTC_CALL(nvrtc, nvrtcGetCUBINSize, (program, &image_length))
             : HRT_NVRTC_CALL(nvrtc, nvrtcGetPTXSize, (program, &image_length)));
+  // The PTX size counts its NUL.
+  if (image_length <= (cubin ? 0u : 1u)) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "NVRTC made no %s (an option such as -dlto asks it "
+                           "for other output)",
+                           cubin ? "cubin" : "PTX");
+  }
   // The lowered names belong to the program, which the caller destroys.
   const char** lowered = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate((expression_count + 1) * sizeof(char*),
@@ -302,8 +385,10 @@ hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
   const char** all_options = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate((option_count + 1) * sizeof(char*),
                                    "compiler options", (void**)&all_options));
-  for (uint32_t i = 0; i < option_count; ++i) all_options[i] = options[i];
-  all_options[option_count] = target->option;
+  // The target first: a user option that takes the next argument as its
+  // value ("-I", "--include-path") cannot swallow it.
+  all_options[0] = target->option;
+  for (uint32_t i = 0; i < option_count; ++i) all_options[i + 1] = options[i];
   hrt_nvrtc_program_t program = NULL;
   hrt_status_t status =
       HRT_NVRTC_CALL(nvrtc, nvrtcCreateProgram,

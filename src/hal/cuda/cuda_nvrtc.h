@@ -5,7 +5,8 @@
 // libnvrtc.so.11.2 (the name every CUDA 11.2-11.8 NVRTC has),
 // libnvrtc.so.11.1, libnvrtc.so.11.0 and libnvrtc.so that loads; when the
 // environment variable HALRT_NVRTC_LIBRARY is set (and not empty) only that
-// path is tried. Loaded once per process (thread-safe); the outcome, success
+// path is tried (one with a '/' must be a regular file: a FIFO would block
+// dlopen). Loaded once per process (thread-safe); the outcome, success
 // or failure, is kept for the life of the process. No library is
 // UNAVAILABLE naming every path tried and the loader's message for each.
 //
@@ -74,10 +75,13 @@ typedef struct hrt_nvrtc_s {
 #define HRT_NVRTC_SYMBOL_FIELD(type, name, params) type(*name) params;
   HRT_NVRTC_SYMBOLS(HRT_NVRTC_SYMBOL_FIELD, HRT_NVRTC_SYMBOL_FIELD)
 #undef HRT_NVRTC_SYMBOL_FIELD
-  int version_major;      // nvrtcVersion, e.g. 13
-  int version_minor;      // e.g. 0
-  int arch_count;         // 0 when NVRTC cannot list its architectures
-  int* archs;             // [arch_count] ascending, e.g. 75 80 ... 90 100 ...
+  int version_major;  // nvrtcVersion, e.g. 13
+  int version_minor;  // e.g. 0
+  int arch_count;     // 0 when NVRTC cannot list its architectures
+  int* archs;         // [arch_count] ascending, e.g. 75 80 ... 90 100 ...
+  // "NVRTC 13.0 <real path of the loaded file> <size> bytes, modified
+  // <mtime>": tells builds apart that share a version (patch releases).
+  const char* identity;
   hrt_dynlib_t* library;  // open for the life of the process
 } hrt_nvrtc_t;
 
@@ -126,11 +130,17 @@ hrt_status_t hrt_nvrtc_output_allocate(
     hrt_nvrtc_output_t** out_output) HRT_MUST_USE;
 
 // Compiles the NUL-terminated `source` named `source_name` for `target`
-// with the user's `options` (then the target option), adding each of
-// `expressions[0..expression_count)` as a name expression and lowering it
-// afterwards. A compile failure is INVALID_ARGUMENT "compiling <name> with
-// NVRTC <version> failed: <NVRTC error>; log:\n<the full log>"; an invalid
-// name expression is INVALID_ARGUMENT naming it.
+// with the target option then the user's `options` (so that an option
+// expecting a value, such as a trailing "-I", cannot take the target's
+// place), adding each of `expressions[0..expression_count)` as a name
+// expression and lowering it afterwards. A compile failure is
+// INVALID_ARGUMENT "compiling <name> with NVRTC <version>:
+// nvrtcCompileProgram failed: <NVRTC error>; log:\n<the log>"; a log over
+// 640 bytes (status messages hold about 1 KiB) is cut after the last line
+// end in its first 640 bytes (in a single line: at a character boundary)
+// and followed by "\n[log cut: the first N of M bytes]". An invalid name
+// expression is INVALID_ARGUMENT naming it; an empty PTX or cubin (options
+// such as -dlto ask for other output) is INVALID_ARGUMENT.
 hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
                                const char* source_name, uint32_t option_count,
                                const char* const* options,
