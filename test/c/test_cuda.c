@@ -1343,6 +1343,43 @@ static void ptx_entries_count_bindings_then_constants(void) {
   hrt_hal_device_release(device);
 }
 
+// nvcc declares a kernel whose address is taken before its definition with a
+// prototype (`.entry name (...) ;`), and one of another module with
+// `.extern .entry`: neither is an entry of the module, and the definition
+// that follows a prototype is not a second declaration.
+static void ptx_entry_prototypes_are_not_entries(void) {
+  static const char kPtx[] =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".visible .entry _Z5childPi\n(\n\t.param .u64 _Z5childPi_param_0\n)\n;\n"
+      ".extern .entry _Z5otherPi\n(\n\t.param .u64 _Z5otherPi_param_0\n)\n;\n"
+      ".visible .entry bare_prototype;\n"
+      ".visible .entry _Z6parentPy(\n\t.param .u64 _Z6parentPy_param_0\n)\n"
+      ".maxntid 32, 1, 1\n{\n ret;\n}\n"
+      ".visible .entry _Z5childPi(\n\t.param .u64 _Z5childPi_param_0,\n"
+      "\t.param .u32 n\n)\n{\n ret;\n}\n";
+  uint32_t count = 0;
+  hrt_cuda_ptx_entry_t* entries = NULL;
+  CHECK_OK(hrt_cuda_ptx_parse_entries(kPtx, &count, &entries));
+  CHECK_EQ_INT(count, 2);
+  CHECK(strcmp(entries[0].name, "_Z6parentPy") == 0);
+  CHECK_EQ_INT(entries[0].param_count, 1);
+  CHECK(strcmp(entries[1].name, "_Z5childPi") == 0);
+  CHECK_EQ_INT(entries[1].line, 22);
+  CHECK_EQ_INT(entries[1].param_count, 2);
+  CHECK(strcmp(entries[1].params[1].type, ".u32") == 0);
+  free(entries);
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(
+                   ".extern .entry only(.param .u64 p);\n", &count, &entries),
+               HRT_STATUS_INVALID_ARGUMENT, "no '.entry'");
+  // Two definitions are still two.
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(
+                   ".entry k(.param .u64 p);\n.entry k(.param .u64 p)\n{}\n"
+                   ".entry k(.param .u64 p)\n{}\n",
+                   &count, &entries),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "PTX declares entry 'k' twice (line 4)");
+}
+
 // Each declared type against each PTX parameter type (docs/cuda.md): the
 // pairs that match, and the message naming entry, parameter and both types.
 static void ptx_declarations_are_checked_against_param_types(void) {
@@ -2982,6 +3019,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(traces_deliver_staged_data_after_preceding_work),
           TEST_CASE(bad_executables_are_rejected_with_the_reason),
           TEST_CASE(ptx_entries_count_bindings_then_constants),
+          TEST_CASE(ptx_entry_prototypes_are_not_entries),
           TEST_CASE(ptx_declarations_are_checked_against_param_types),
           TEST_CASE(cubin_and_fatbin_headers_are_checked_before_loading),
           TEST_CASE(cubin_and_fatbin_kernels_come_from_the_driver),

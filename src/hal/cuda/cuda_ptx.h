@@ -8,7 +8,9 @@
 //   - declared (hrt_cuda_ptx_check): the module's types, each checked
 //     against the PTX type of its parameter.
 // State-space, `.ptr` and `.align N` qualifiers are ignored. `.func`
-// declarations are not kernels and are skipped; comments are ignored.
+// declarations are not kernels and are skipped, and so are `.entry`
+// prototypes (a header closed by ';': nvcc's for a kernel used before its
+// definition, and `.extern .entry`); comments are ignored.
 //
 // Pure functions of their arguments; any thread.
 #ifndef HRT_HAL_CUDA_CUDA_PTX_H_
