@@ -580,6 +580,18 @@ describe('bad input', () => {
           'bindings (got 1)');
       });
 
+      it('an entry declared without a buffer parameter cannot be dispatched, and the error says why', () => {
+        // A dispatch names 1 to 32 bindings, so none fits such an entry.
+        const entries = { all: ['u32', 'f64'] };
+        assertThrowsHalrt(fromObject(typed([1, 2], { bindings: ['a'] }, entries)), 'INVALID_ARGUMENT',
+          "functions.main.body[0].bindings: kernel 'all' declares no buffer parameter, and a dispatch takes 1 to 32 " +
+          'bindings: it cannot be dispatched');
+        assertThrowsHalrt(fromObject(typed([1, 2], { bindings: [] }, entries)), 'INVALID_ARGUMENT',
+          'functions.main.body[0].bindings: must name 1 to 32 values (got 0)');
+        // Declaring it is fine.
+        halrt.Module.fromObject(instance, typed(GOOD, { kernel: 't.all' }, { all: TYPES, scalars: entries.all })).close();
+      });
+
       it('a dispatch of an entry the executable does not declare is NOT_FOUND naming the kernel field', () => {
         assertThrowsHalrt(fromObject(typed(GOOD, { kernel: 't.other' })), 'NOT_FOUND',
           "functions.main.body[0].kernel: executable 't' declares no entry 'other' (executables.t.cuda.entries)");

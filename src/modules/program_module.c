@@ -1038,6 +1038,13 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
     for (uint32_t p = 0; p < decl->param_count; ++p) {
       buffers += decl->params[p] == HRT_HAL_PARAM_BUFFER;
     }
+    if (buffers == 0) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
+                             "kernel '%s' declares no buffer parameter, and a "
+                             "dispatch takes 1 to %d bindings: it cannot be "
+                             "dispatched",
+                             decl->name, HRT_HAL_MAX_DISPATCH_BINDINGS);
+    }
     if (op->operand_count != buffers) {
       return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
                              "kernel '%s' declares %u buffer parameters, so "
