@@ -1380,6 +1380,38 @@ static void ptx_entry_prototypes_are_not_entries(void) {
                "PTX declares entry 'k' twice (line 4)");
 }
 
+// A kernel parameter of an opaque type (.texref, .samplerref, .surfref) is
+// valid PTX: it fails only the entry that has it (when inferred or
+// declared), not the parsing of the module, whose other kernels stay
+// usable.
+static void ptx_opaque_parameters_fail_only_their_entry(void) {
+  static const char kPtx[] =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".entry tex(.param .u64 out, .param .texref t)\n{\n ret;\n}\n"
+      ".entry plain(.param .u64 out)\n{\n ret;\n}\n";
+  uint32_t count = 0;
+  hrt_cuda_ptx_entry_t* entries = NULL;
+  CHECK_OK(hrt_cuda_ptx_parse_entries(kPtx, &count, &entries));
+  CHECK_EQ_INT(count, 2);
+  CHECK(strcmp(entries[0].params[1].type, ".texref") == 0);
+  uint32_t bindings = 0, constants = 0;
+  CHECK_STATUS(hrt_cuda_ptx_infer(&entries[0], &bindings, &constants),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "PTX entry 'tex' (line 4): parameter 1 has type .texref");
+  const hrt_hal_param_type_t types[2] = {HRT_HAL_PARAM_BUFFER,
+                                         HRT_HAL_PARAM_U64};
+  CHECK_STATUS(hrt_cuda_ptx_check(&entries[0], 2, types),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "parameter 1 is declared 'u64' but is .texref in the PTX");
+  CHECK_OK(hrt_cuda_ptx_infer(&entries[1], &bindings, &constants));
+  CHECK_EQ_INT(bindings, 1);
+  free(entries);
+  // Without any type it is still malformed.
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(".entry k(.param t)\n{}\n", &count,
+                                          &entries),
+               HRT_STATUS_INVALID_ARGUMENT, "not a '.param .<type> name'");
+}
+
 // Each declared type against each PTX parameter type (docs/cuda.md): the
 // pairs that match, and the message naming entry, parameter and both types.
 static void ptx_declarations_are_checked_against_param_types(void) {
@@ -3020,6 +3052,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(bad_executables_are_rejected_with_the_reason),
           TEST_CASE(ptx_entries_count_bindings_then_constants),
           TEST_CASE(ptx_entry_prototypes_are_not_entries),
+          TEST_CASE(ptx_opaque_parameters_fail_only_their_entry),
           TEST_CASE(ptx_declarations_are_checked_against_param_types),
           TEST_CASE(cubin_and_fatbin_headers_are_checked_before_loading),
           TEST_CASE(cubin_and_fatbin_kernels_come_from_the_driver),

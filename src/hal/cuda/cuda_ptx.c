@@ -147,6 +147,11 @@ static hrt_status_t hrt_ptx_add_param(hrt_ptx_parser_t* parser,
   for (uint32_t i = 0; i < token_count && !type; ++i) {
     if (hrt_ptx_is_type(&tokens[i])) type = &tokens[i];
   }
+  // Else an opaque type (.texref, .samplerref, .surfref): the directive
+  // before the name. Only the entry that has it fails (infer, check).
+  if (!type && token_count >= 3 && tokens[token_count - 2].text[0] == '.') {
+    type = &tokens[token_count - 2];
+  }
   const uint32_t line = token_count ? tokens[0].line : 0;
   if (token_count == 0 || !hrt_ptx_is(&tokens[0], ".param") || !type) {
     return hrt_ptx_malformed(entry, line,

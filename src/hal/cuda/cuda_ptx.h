@@ -24,8 +24,10 @@
 
 // One `.param` of an entry.
 typedef struct hrt_cuda_ptx_param_s {
-  char type[12];  // its PTX type: ".u64", ".f32", ".b8", ".pred" ...
-                  // (NUL-terminated; longer names are cut)
+  char type[12];  // its PTX type: ".u64", ".f32", ".b8", ".pred" ...,
+                  // or an opaque ".texref", ".samplerref", ".surfref",
+                  // which no rule takes (NUL-terminated; longer names
+                  // are cut)
   bool array;     // `name[N]`: an array or struct passed by value
   uint32_t line;  // where it is declared, for messages
 } hrt_cuda_ptx_param_t;
