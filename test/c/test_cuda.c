@@ -1742,6 +1742,42 @@ static void cubin_declarations_are_checked_by_size(void) {
   hrt_hal_device_release(device);
 }
 
+// Two declarations of one entry name would leave the second unreachable
+// (dispatches find entries by name): INVALID_ARGUMENT naming it, for every
+// CUDA format that takes declarations.
+static void declared_entry_names_are_unique(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  const hrt_hal_entry_decl_t decls[3] = {
+      kTestKernelDecls[1],
+      kTestKernelDecls[2],
+      {"write_index_u32", NULL, false, 0, NULL},
+  };
+  size_t length = 0;
+  char* ptx = read_file("test/gpu/kernels.ptx", &length);
+  CHECK(ptx != NULL);
+  const hrt_hal_executable_format_t formats[2] = {
+      HRT_HAL_EXECUTABLE_FORMAT_PTX, HRT_HAL_EXECUTABLE_FORMAT_CUBIN};
+  for (int f = 0; f < 2; ++f) {
+    hrt_hal_executable_params_t params = {
+        .format = formats[f],
+        .data = ptx,
+        .data_length = length,
+        .entry_decl_count = 3,
+        .entry_decls = decls,
+    };
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_STATUS(
+        hrt_hal_device_create_executable(device, &params, &executable),
+        HRT_STATUS_INVALID_ARGUMENT,
+        "declared entries 0 and 2 are both named 'write_index_u32'");
+  }
+  free(ptx);
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
+  hrt_hal_device_release(device);
+}
+
 // The committed builtin_ptx.c matches kernels/builtin.cu: its recorded
 // source hash always, its bytes too when nvcc is here.
 static void builtin_ptx_is_current(void) {
@@ -3053,6 +3089,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(ptx_entries_count_bindings_then_constants),
           TEST_CASE(ptx_entry_prototypes_are_not_entries),
           TEST_CASE(ptx_opaque_parameters_fail_only_their_entry),
+          TEST_CASE(declared_entry_names_are_unique),
           TEST_CASE(ptx_declarations_are_checked_against_param_types),
           TEST_CASE(cubin_and_fatbin_headers_are_checked_before_loading),
           TEST_CASE(cubin_and_fatbin_kernels_come_from_the_driver),
