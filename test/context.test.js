@@ -569,6 +569,22 @@ describe('bad input', () => {
         }
       });
 
+      it('an integer out of range is named as written, not as the double it rounds to', () => {
+        // JSON text can hold integers a JavaScript number cannot.
+        const text = (constant) => JSON.stringify(typed(GOOD)).replace('[4294967295,', `[${constant},`);
+        const cases = [
+          ['9007199254740993', "takes a u32 here: 9007199254740993 is not an integer in [0, 4294967295]"],
+          ['-9223372036854775807', 'takes a u32 here: -9223372036854775807 is not an integer'],
+        ];
+        for (const [constant, message] of cases) {
+          assertThrowsHalrt(() => halrt.Module.fromJson(instance, text(constant)), 'INVALID_ARGUMENT',
+            'Module.fromJson: functions.main.body[0].constants[0]: ', message);
+        }
+        const i64 = JSON.stringify(typed(GOOD)).replace(',-9007199254740991,', ',9007199254740993,');
+        assertThrowsHalrt(() => halrt.Module.fromJson(instance, i64), 'INVALID_ARGUMENT',
+          'functions.main.body[0].constants[4]: ', 'takes an i64 here: 9007199254740993 is not an integer in');
+      });
+
       it('the wrong number of constants or bindings is INVALID_ARGUMENT naming the field', () => {
         assertThrowsHalrt(fromObject(typed(GOOD.slice(0, 5))), 'INVALID_ARGUMENT',
           "functions.main.body[0].constants: kernel 'all' declares 6 scalar parameters, so its dispatches take 6 " +

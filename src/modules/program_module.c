@@ -839,11 +839,17 @@ static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
   }
   if (!value->is_integer || !value->fits_int64 || value->integer < min ||
       value->integer > max) {
+    // An integer as written (a double would round 2^53 + 1).
+    char text[32];
+    if (value->fits_int64) {
+      snprintf(text, sizeof(text), "%lld", (long long)value->integer);
+    } else {
+      snprintf(text, sizeof(text), "%.17g", value->number);
+    }
     return hrt_field_error(
         HRT_STATUS_INVALID_ARGUMENT, path,
-        "kernel '%s' takes %s %s here: %.17g is not an integer in [%lld, "
-        "%lld]%s",
-        kernel, article, name, value->number, (long long)min, (long long)max,
+        "kernel '%s' takes %s %s here: %s is not an integer in [%lld, %lld]%s",
+        kernel, article, name, text, (long long)min, (long long)max,
         wide ? " (a decimal string takes the whole 64-bit range)" : "");
   }
   const uint64_t bits = (uint64_t)value->integer;
