@@ -617,6 +617,15 @@ describe('bad input', () => {
         halrt.Module.fromObject(instance, typed([4, 2.5], {}, { all: {} })).close();
       });
 
+      it('a name expression on an entry of a PTX, cubin or fatbin is INVALID_ARGUMENT saying it is for source', () => {
+        for (const kind of ['ptx', 'cubin', 'fatbin']) {
+          const value = typed(GOOD, {}, { all: { expression: 'f<int>', params: TYPES } });
+          value.executables.t.cuda = { [kind]: 'k', entries: value.executables.t.cuda.entries };
+          assertThrowsHalrt(fromObject(value), 'INVALID_ARGUMENT',
+            "executables.t.cuda.entries.all.expression: a name expression applies to 'source' only");
+        }
+      });
+
       it('entries beside built-in kernels of another kind are INVALID_ARGUMENT', () => {
         const value = typed(GOOD);
         value.executables.t.local = { builtin: true };

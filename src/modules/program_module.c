@@ -262,12 +262,16 @@ static hrt_status_t hrt_parse_entry_decls(hrt_parser_t* parser,
     hrt_path_format(params_path, "%s", entry_path);
     if (value->type == HRT_JSON_OBJECT) {
       static const char* const known[] = {"params", "expression"};
-      HRT_RETURN_IF_ERROR(
-          hrt_check_keys(value, known, source ? 2 : 1, entry_path));
+      HRT_RETURN_IF_ERROR(hrt_check_keys(value, known, 2, entry_path));
       const hrt_json_t* expression = hrt_json_get(value, "expression");
       if (expression) {
         char expression_path[HRT_PATH_MAX];
         hrt_path_format(expression_path, "%s.expression", entry_path);
+        if (!source) {
+          return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, expression_path,
+                                 "a name expression applies to 'source' "
+                                 "only");
+        }
         HRT_RETURN_IF_ERROR(
             hrt_expect(expression, HRT_JSON_STRING, expression_path));
         if (!expression->length) {
