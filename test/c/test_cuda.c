@@ -1407,9 +1407,9 @@ static void ptx_opaque_parameters_fail_only_their_entry(void) {
   CHECK_EQ_INT(bindings, 1);
   free(entries);
   // Without any type it is still malformed.
-  CHECK_STATUS(hrt_cuda_ptx_parse_entries(".entry k(.param t)\n{}\n", &count,
-                                          &entries),
-               HRT_STATUS_INVALID_ARGUMENT, "not a '.param .<type> name'");
+  CHECK_STATUS(
+      hrt_cuda_ptx_parse_entries(".entry k(.param t)\n{}\n", &count, &entries),
+      HRT_STATUS_INVALID_ARGUMENT, "not a '.param .<type> name'");
 }
 
 // Each declared type against each PTX parameter type (docs/cuda.md): the
@@ -1768,10 +1768,9 @@ static void declared_entry_names_are_unique(void) {
         .entry_decls = decls,
     };
     hrt_hal_executable_t* executable = NULL;
-    CHECK_STATUS(
-        hrt_hal_device_create_executable(device, &params, &executable),
-        HRT_STATUS_INVALID_ARGUMENT,
-        "declared entries 0 and 2 are both named 'write_index_u32'");
+    CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+                 HRT_STATUS_INVALID_ARGUMENT,
+                 "declared entries 0 and 2 are both named 'write_index_u32'");
   }
   free(ptx);
   CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
