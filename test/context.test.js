@@ -569,6 +569,22 @@ describe('bad input', () => {
         }
       });
 
+      it('an integer out of range is named as written, not as the double it rounds to', () => {
+        // JSON text can hold integers a JavaScript number cannot.
+        const text = (constant) => JSON.stringify(typed(GOOD)).replace('[4294967295,', `[${constant},`);
+        const cases = [
+          ['9007199254740993', "takes a u32 here: 9007199254740993 is not an integer in [0, 4294967295]"],
+          ['-9223372036854775807', 'takes a u32 here: -9223372036854775807 is not an integer'],
+        ];
+        for (const [constant, message] of cases) {
+          assertThrowsHalrt(() => halrt.Module.fromJson(instance, text(constant)), 'INVALID_ARGUMENT',
+            'Module.fromJson: functions.main.body[0].constants[0]: ', message);
+        }
+        const i64 = JSON.stringify(typed(GOOD)).replace(',-9007199254740991,', ',9007199254740993,');
+        assertThrowsHalrt(() => halrt.Module.fromJson(instance, i64), 'INVALID_ARGUMENT',
+          'functions.main.body[0].constants[4]: ', 'takes an i64 here: 9007199254740993 is not an integer in');
+      });
+
       it('the wrong number of constants or bindings is INVALID_ARGUMENT naming the field', () => {
         assertThrowsHalrt(fromObject(typed(GOOD.slice(0, 5))), 'INVALID_ARGUMENT',
           "functions.main.body[0].constants: kernel 'all' declares 6 scalar parameters, so its dispatches take 6 " +
@@ -580,6 +596,18 @@ describe('bad input', () => {
           'bindings (got 1)');
       });
 
+      it('an entry declared without a buffer parameter cannot be dispatched, and the error says why', () => {
+        // A dispatch names 1 to 32 bindings, so none fits such an entry.
+        const entries = { all: ['u32', 'f64'] };
+        assertThrowsHalrt(fromObject(typed([1, 2], { bindings: ['a'] }, entries)), 'INVALID_ARGUMENT',
+          "functions.main.body[0].bindings: kernel 'all' declares no buffer parameter, and a dispatch takes 1 to 32 " +
+          'bindings: it cannot be dispatched');
+        assertThrowsHalrt(fromObject(typed([1, 2], { bindings: [] }, entries)), 'INVALID_ARGUMENT',
+          'functions.main.body[0].bindings: must name 1 to 32 values (got 0)');
+        // Declaring it is fine.
+        halrt.Module.fromObject(instance, typed(GOOD, { kernel: 't.all' }, { all: TYPES, scalars: entries.all })).close();
+      });
+
       it('a dispatch of an entry the executable does not declare is NOT_FOUND naming the kernel field', () => {
         assertThrowsHalrt(fromObject(typed(GOOD, { kernel: 't.other' })), 'NOT_FOUND',
           "functions.main.body[0].kernel: executable 't' declares no entry 'other' (executables.t.cuda.entries)");
@@ -587,6 +615,15 @@ describe('bad input', () => {
 
       it('an entry declared without parameters takes untyped constants (inferred at Context creation)', () => {
         halrt.Module.fromObject(instance, typed([4, 2.5], {}, { all: {} })).close();
+      });
+
+      it('a name expression on an entry of a PTX, cubin or fatbin is INVALID_ARGUMENT saying it is for source', () => {
+        for (const kind of ['ptx', 'cubin', 'fatbin']) {
+          const value = typed(GOOD, {}, { all: { expression: 'f<int>', params: TYPES } });
+          value.executables.t.cuda = { [kind]: 'k', entries: value.executables.t.cuda.entries };
+          assertThrowsHalrt(fromObject(value), 'INVALID_ARGUMENT',
+            "executables.t.cuda.entries.all.expression: a name expression applies to 'source' only");
+        }
       });
 
       it('entries beside built-in kernels of another kind are INVALID_ARGUMENT', () => {

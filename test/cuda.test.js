@@ -8,6 +8,7 @@
 // (build/ctest/libfakecuda.so; see test/run-cuda.js). Elsewhere every test
 // is skipped, and the suite's title says why.
 const assert = require('assert');
+const fs = require('fs');
 const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
@@ -442,6 +443,43 @@ describe(title, function () {
             "new Context: linking module 'g': executables.t: the PTX has no entry 'nope' (declared in the module's entries)");
         } finally {
           closeAll(modules, missing, hal, device, instance);
+        }
+      });
+
+      it('PTX with an .entry prototype (nvcc writes one for a kernel used before its definition) loads and runs', async () => {
+        // kernels.ptx with the prototype nvcc -ptx writes for a kernel whose
+        // address another takes before the kernel is defined: it is not a
+        // second entry.
+        const prototype = `.address_size 64
+.visible .entry write_index_u32
+(
+\t.param .u64 write_index_u32_param_0,
+\t.param .u32 write_index_u32_param_1
+)
+;
+`;
+        const text = fs.readFileSync(PTX, 'utf8').replace('.address_size 64\n', prototype);
+        assert.notStrictEqual(text.indexOf(prototype), -1);
+        const n = 40;
+        for (const entries of [ENTRIES, { write_index_u32: {} }]) {
+          const instance = new halrt.Instance();
+          const device = instance.createDevice('cuda');
+          const hal = new halrt.HalModule(instance, device);
+          const module = new halrt.ModuleBuilder('g').executable('t', { cuda: { ptx: { text }, entries } })
+            .function('f', (f) => f.output('y', 'u32', [n])
+              .dispatch('t.write_index_u32', { workgroups: [1], workgroupSize: [64], bindings: ['y'], constants: [n] }))
+            .build(instance);
+          let context;
+          let fn;
+          try {
+            context = new halrt.Context(instance, [hal, module]);
+            fn = context.lookupFunction('g.f');
+            const [y] = await fn.invoke([]);
+            assert.deepStrictEqual(await y.read(), Uint32Array.from({ length: n }, (_, i) => i));
+            y.close();
+          } finally {
+            closeAll(fn, context, module, hal, device, instance);
+          }
         }
       });
 

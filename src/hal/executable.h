@@ -69,7 +69,8 @@ typedef struct hrt_hal_executable_params_s {
   const char* source_name;
   uint32_t option_count;
   const char* const* options;
-  // CUDA formats: the entries to expose. 0: every kernel of the image, with
+  // CUDA formats: the entries to expose, under distinct names
+  // (INVALID_ARGUMENT otherwise). 0: every kernel of the image, with
   // parameters inferred (docs/cuda.md).
   uint32_t entry_decl_count;
   const hrt_hal_entry_decl_t* entry_decls;

@@ -262,12 +262,16 @@ static hrt_status_t hrt_parse_entry_decls(hrt_parser_t* parser,
     hrt_path_format(params_path, "%s", entry_path);
     if (value->type == HRT_JSON_OBJECT) {
       static const char* const known[] = {"params", "expression"};
-      HRT_RETURN_IF_ERROR(
-          hrt_check_keys(value, known, source ? 2 : 1, entry_path));
+      HRT_RETURN_IF_ERROR(hrt_check_keys(value, known, 2, entry_path));
       const hrt_json_t* expression = hrt_json_get(value, "expression");
       if (expression) {
         char expression_path[HRT_PATH_MAX];
         hrt_path_format(expression_path, "%s.expression", entry_path);
+        if (!source) {
+          return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, expression_path,
+                                 "a name expression applies to 'source' "
+                                 "only");
+        }
         HRT_RETURN_IF_ERROR(
             hrt_expect(expression, HRT_JSON_STRING, expression_path));
         if (!expression->length) {
@@ -839,11 +843,17 @@ static hrt_status_t hrt_parse_typed_constant(const hrt_json_t* value,
   }
   if (!value->is_integer || !value->fits_int64 || value->integer < min ||
       value->integer > max) {
+    // An integer as written (a double would round 2^53 + 1).
+    char text[32];
+    if (value->fits_int64) {
+      snprintf(text, sizeof(text), "%lld", (long long)value->integer);
+    } else {
+      snprintf(text, sizeof(text), "%.17g", value->number);
+    }
     return hrt_field_error(
         HRT_STATUS_INVALID_ARGUMENT, path,
-        "kernel '%s' takes %s %s here: %.17g is not an integer in [%lld, "
-        "%lld]%s",
-        kernel, article, name, value->number, (long long)min, (long long)max,
+        "kernel '%s' takes %s %s here: %s is not an integer in [%lld, %lld]%s",
+        kernel, article, name, text, (long long)min, (long long)max,
         wide ? " (a decimal string takes the whole 64-bit range)" : "");
   }
   const uint64_t bits = (uint64_t)value->integer;
@@ -1037,6 +1047,13 @@ static hrt_status_t hrt_parse_dispatch(hrt_parser_t* parser,
     uint32_t buffers = 0;
     for (uint32_t p = 0; p < decl->param_count; ++p) {
       buffers += decl->params[p] == HRT_HAL_PARAM_BUFFER;
+    }
+    if (buffers == 0) {
+      return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
+                             "kernel '%s' declares no buffer parameter, and a "
+                             "dispatch takes 1 to %d bindings: it cannot be "
+                             "dispatched",
+                             decl->name, HRT_HAL_MAX_DISPATCH_BINDINGS);
     }
     if (op->operand_count != buffers) {
       return hrt_field_error(HRT_STATUS_INVALID_ARGUMENT, field,

@@ -1343,6 +1343,75 @@ static void ptx_entries_count_bindings_then_constants(void) {
   hrt_hal_device_release(device);
 }
 
+// nvcc declares a kernel whose address is taken before its definition with a
+// prototype (`.entry name (...) ;`), and one of another module with
+// `.extern .entry`: neither is an entry of the module, and the definition
+// that follows a prototype is not a second declaration.
+static void ptx_entry_prototypes_are_not_entries(void) {
+  static const char kPtx[] =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".visible .entry _Z5childPi\n(\n\t.param .u64 _Z5childPi_param_0\n)\n;\n"
+      ".extern .entry _Z5otherPi\n(\n\t.param .u64 _Z5otherPi_param_0\n)\n;\n"
+      ".visible .entry bare_prototype;\n"
+      ".visible .entry _Z6parentPy(\n\t.param .u64 _Z6parentPy_param_0\n)\n"
+      ".maxntid 32, 1, 1\n{\n ret;\n}\n"
+      ".visible .entry _Z5childPi(\n\t.param .u64 _Z5childPi_param_0,\n"
+      "\t.param .u32 n\n)\n{\n ret;\n}\n";
+  uint32_t count = 0;
+  hrt_cuda_ptx_entry_t* entries = NULL;
+  CHECK_OK(hrt_cuda_ptx_parse_entries(kPtx, &count, &entries));
+  CHECK_EQ_INT(count, 2);
+  CHECK(strcmp(entries[0].name, "_Z6parentPy") == 0);
+  CHECK_EQ_INT(entries[0].param_count, 1);
+  CHECK(strcmp(entries[1].name, "_Z5childPi") == 0);
+  CHECK_EQ_INT(entries[1].line, 22);
+  CHECK_EQ_INT(entries[1].param_count, 2);
+  CHECK(strcmp(entries[1].params[1].type, ".u32") == 0);
+  free(entries);
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(
+                   ".extern .entry only(.param .u64 p);\n", &count, &entries),
+               HRT_STATUS_INVALID_ARGUMENT, "no '.entry'");
+  // Two definitions are still two.
+  CHECK_STATUS(hrt_cuda_ptx_parse_entries(
+                   ".entry k(.param .u64 p);\n.entry k(.param .u64 p)\n{}\n"
+                   ".entry k(.param .u64 p)\n{}\n",
+                   &count, &entries),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "PTX declares entry 'k' twice (line 4)");
+}
+
+// A kernel parameter of an opaque type (.texref, .samplerref, .surfref) is
+// valid PTX: it fails only the entry that has it (when inferred or
+// declared), not the parsing of the module, whose other kernels stay
+// usable.
+static void ptx_opaque_parameters_fail_only_their_entry(void) {
+  static const char kPtx[] =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".entry tex(.param .u64 out, .param .texref t)\n{\n ret;\n}\n"
+      ".entry plain(.param .u64 out)\n{\n ret;\n}\n";
+  uint32_t count = 0;
+  hrt_cuda_ptx_entry_t* entries = NULL;
+  CHECK_OK(hrt_cuda_ptx_parse_entries(kPtx, &count, &entries));
+  CHECK_EQ_INT(count, 2);
+  CHECK(strcmp(entries[0].params[1].type, ".texref") == 0);
+  uint32_t bindings = 0, constants = 0;
+  CHECK_STATUS(hrt_cuda_ptx_infer(&entries[0], &bindings, &constants),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "PTX entry 'tex' (line 4): parameter 1 has type .texref");
+  const hrt_hal_param_type_t types[2] = {HRT_HAL_PARAM_BUFFER,
+                                         HRT_HAL_PARAM_U64};
+  CHECK_STATUS(hrt_cuda_ptx_check(&entries[0], 2, types),
+               HRT_STATUS_INVALID_ARGUMENT,
+               "parameter 1 is declared 'u64' but is .texref in the PTX");
+  CHECK_OK(hrt_cuda_ptx_infer(&entries[1], &bindings, &constants));
+  CHECK_EQ_INT(bindings, 1);
+  free(entries);
+  // Without any type it is still malformed.
+  CHECK_STATUS(
+      hrt_cuda_ptx_parse_entries(".entry k(.param t)\n{}\n", &count, &entries),
+      HRT_STATUS_INVALID_ARGUMENT, "not a '.param .<type> name'");
+}
+
 // Each declared type against each PTX parameter type (docs/cuda.md): the
 // pairs that match, and the message naming entry, parameter and both types.
 static void ptx_declarations_are_checked_against_param_types(void) {
@@ -1669,6 +1738,41 @@ static void cubin_declarations_are_checked_by_size(void) {
     }
     free(image);
   }
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
+  hrt_hal_device_release(device);
+}
+
+// Two declarations of one entry name would leave the second unreachable
+// (dispatches find entries by name): INVALID_ARGUMENT naming it, for every
+// CUDA format that takes declarations.
+static void declared_entry_names_are_unique(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  const hrt_hal_entry_decl_t decls[3] = {
+      kTestKernelDecls[1],
+      kTestKernelDecls[2],
+      {"write_index_u32", NULL, false, 0, NULL},
+  };
+  size_t length = 0;
+  char* ptx = read_file("test/gpu/kernels.ptx", &length);
+  CHECK(ptx != NULL);
+  const hrt_hal_executable_format_t formats[2] = {
+      HRT_HAL_EXECUTABLE_FORMAT_PTX, HRT_HAL_EXECUTABLE_FORMAT_CUBIN};
+  for (int f = 0; f < 2; ++f) {
+    hrt_hal_executable_params_t params = {
+        .format = formats[f],
+        .data = ptx,
+        .data_length = length,
+        .entry_decl_count = 3,
+        .entry_decls = decls,
+    };
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
+                 HRT_STATUS_INVALID_ARGUMENT,
+                 "declared entries 0 and 2 are both named 'write_index_u32'");
+  }
+  free(ptx);
   CHECK_EQ_INT(hrt_live_count(HRT_LIVE_EXECUTABLE), 0);
   hrt_hal_device_release(device);
 }
@@ -2982,6 +3086,9 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(traces_deliver_staged_data_after_preceding_work),
           TEST_CASE(bad_executables_are_rejected_with_the_reason),
           TEST_CASE(ptx_entries_count_bindings_then_constants),
+          TEST_CASE(ptx_entry_prototypes_are_not_entries),
+          TEST_CASE(ptx_opaque_parameters_fail_only_their_entry),
+          TEST_CASE(declared_entry_names_are_unique),
           TEST_CASE(ptx_declarations_are_checked_against_param_types),
           TEST_CASE(cubin_and_fatbin_headers_are_checked_before_loading),
           TEST_CASE(cubin_and_fatbin_kernels_come_from_the_driver),

@@ -577,10 +577,31 @@ static hrt_status_t hrt_cuda_executable_create_source(
   return status;
 }
 
+// Dispatches find entries by name: two declarations of one name would leave
+// the second unreachable.
+static hrt_status_t hrt_cuda_check_decl_names(
+    const hrt_hal_executable_params_t* params) {
+  for (uint32_t i = 0; i < params->entry_decl_count; ++i) {
+    for (uint32_t j = i + 1; j < params->entry_decl_count; ++j) {
+      if (strcmp(params->entry_decls[i].name, params->entry_decls[j].name) ==
+          0) {
+        return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                               "declared entries %u and %u are both named "
+                               "'%s'",
+                               i, j, params->entry_decls[i].name);
+      }
+    }
+  }
+  return HRT_OK;
+}
+
 hrt_status_t hrt_cuda_executable_create(
     hrt_hal_device_t* device, const hrt_cuda_symbols_t* symbols,
     const hrt_hal_executable_params_t* params,
     hrt_hal_executable_t** out_executable) {
+  if (params->format != HRT_HAL_EXECUTABLE_FORMAT_BUILTIN) {
+    HRT_RETURN_IF_ERROR(hrt_cuda_check_decl_names(params));
+  }
   switch (params->format) {
     case HRT_HAL_EXECUTABLE_FORMAT_BUILTIN: {
       // Every built-in kernel, whatever the caller declares.

@@ -19,9 +19,9 @@
 // (cuModuleEnumerateFunctions, cuFuncGetName; CUDA 12.4+, else
 // UNIMPLEMENTED) and every 8-byte parameter is a binding, every 4-byte one
 // a constant, bindings first (any other size or order is INVALID_ARGUMENT).
-// With declarations exactly the declared entries are exposed, in
-// declaration order, each looked up by name (NOT_FOUND when the module
-// lacks it; other kernels are ignored). A typed declaration is the entry's
+// With declarations (distinct names, else INVALID_ARGUMENT) exactly the
+// declared entries are exposed, in declaration order, each looked up by
+// name (NOT_FOUND when the module lacks it; other kernels are ignored). A typed declaration is the entry's
 // layout, checked against the PTX types (hrt_cuda_ptx_check) or the
 // driver's parameter sizes (8 bytes for a buffer or a 64-bit scalar, 4 for
 // a 32-bit one, the same count); INVALID_ARGUMENT naming the kernel, the

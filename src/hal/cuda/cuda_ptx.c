@@ -147,6 +147,11 @@ static hrt_status_t hrt_ptx_add_param(hrt_ptx_parser_t* parser,
   for (uint32_t i = 0; i < token_count && !type; ++i) {
     if (hrt_ptx_is_type(&tokens[i])) type = &tokens[i];
   }
+  // Else an opaque type (.texref, .samplerref, .surfref): the directive
+  // before the name. Only the entry that has it fails (infer, check).
+  if (!type && token_count >= 3 && tokens[token_count - 2].text[0] == '.') {
+    type = &tokens[token_count - 2];
+  }
   const uint32_t line = token_count ? tokens[0].line : 0;
   if (token_count == 0 || !hrt_ptx_is(&tokens[0], ".param") || !type) {
     return hrt_ptx_malformed(entry, line,
@@ -206,14 +211,6 @@ static hrt_status_t hrt_ptx_parse_entry(hrt_ptx_parser_t* parser, int* depth) {
                            "PTX line %u: '.entry' is not followed by a name",
                            parser->lexer.line);
   }
-  for (uint32_t i = 0; i < parser->count; ++i) {
-    if (parser->entries[i].name_length == name.length &&
-        memcmp(parser->entries[i].name, name.text, name.length) == 0) {
-      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                             "PTX declares entry '%.*s' twice (line %u)",
-                             (int)name.length, name.text, name.line);
-    }
-  }
   HRT_RETURN_IF_ERROR(hrt_ptx_grow((void**)&parser->entries, parser->count,
                                    &parser->capacity,
                                    sizeof(*parser->entries)));
@@ -221,11 +218,28 @@ static hrt_status_t hrt_ptx_parse_entry(hrt_ptx_parser_t* parser, int* depth) {
   *entry = (hrt_ptx_entry_span_t){name.text, name.length, name.line,
                                   parser->param_count, 0};
   hrt_ptx_token_t token;
-  if (hrt_ptx_next(&parser->lexer, &token)) {
-    if (hrt_ptx_is(&token, "(")) {
-      HRT_RETURN_IF_ERROR(hrt_ptx_parse_params(parser, entry));
-    } else if (hrt_ptx_is(&token, "{")) {
-      ++*depth;  // no parameter list: the body starts here
+  bool more = hrt_ptx_next(&parser->lexer, &token);
+  if (more && hrt_ptx_is(&token, "(")) {
+    HRT_RETURN_IF_ERROR(hrt_ptx_parse_params(parser, entry));
+    more = hrt_ptx_next(&parser->lexer, &token);
+  }
+  // Performance directives (.maxntid 256, 1, 1) may come before the body.
+  while (more && !hrt_ptx_is(&token, "{") && !hrt_ptx_is(&token, ";")) {
+    more = hrt_ptx_next(&parser->lexer, &token);
+  }
+  if (more && hrt_ptx_is(&token, ";")) {
+    // A prototype (nvcc's for a kernel used before its definition, or an
+    // `.extern .entry`): no entry of this module.
+    parser->param_count = entry->first_param;
+    return HRT_OK;
+  }
+  if (more) ++*depth;  // the body starts here
+  for (uint32_t i = 0; i < parser->count; ++i) {
+    if (parser->entries[i].name_length == name.length &&
+        memcmp(parser->entries[i].name, name.text, name.length) == 0) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "PTX declares entry '%.*s' twice (line %u)",
+                             (int)name.length, name.text, name.line);
     }
   }
   ++parser->count;

@@ -8,7 +8,9 @@
 //   - declared (hrt_cuda_ptx_check): the module's types, each checked
 //     against the PTX type of its parameter.
 // State-space, `.ptr` and `.align N` qualifiers are ignored. `.func`
-// declarations are not kernels and are skipped; comments are ignored.
+// declarations are not kernels and are skipped, and so are `.entry`
+// prototypes (a header closed by ';': nvcc's for a kernel used before its
+// definition, and `.extern .entry`); comments are ignored.
 //
 // Pure functions of their arguments; any thread.
 #ifndef HRT_HAL_CUDA_CUDA_PTX_H_
@@ -22,8 +24,10 @@
 
 // One `.param` of an entry.
 typedef struct hrt_cuda_ptx_param_s {
-  char type[12];  // its PTX type: ".u64", ".f32", ".b8", ".pred" ...
-                  // (NUL-terminated; longer names are cut)
+  char type[12];  // its PTX type: ".u64", ".f32", ".b8", ".pred" ...,
+                  // or an opaque ".texref", ".samplerref", ".surfref",
+                  // which no rule takes (NUL-terminated; longer names
+                  // are cut)
   bool array;     // `name[N]`: an array or struct passed by value
   uint32_t line;  // where it is declared, for messages
 } hrt_cuda_ptx_param_t;
