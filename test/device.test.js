@@ -1,6 +1,9 @@
 'use strict';
 const assert = require('assert');
+const fs = require('fs');
 const os = require('os');
+const path = require('path');
+const { spawnSync } = require('child_process');
 const halrt = require('..');
 const { assertThrowsHalrt, assertRejectsHalrt } = require('./helpers');
 
@@ -119,6 +122,33 @@ describe('Instance.createDevice', () => {
       assert.match(error.message, /^instance\.createDevice: /);
       return true;
     });
+  });
+
+  it('HALRT_CUDA_LIBRARY naming a FIFO or a folder: cuda is unavailable at once, saying what it is (dlopen would wait on a FIFO)', function () {
+    this.timeout(30000);
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-cudalib-'));
+    try {
+      const fifo = path.join(folder, 'libcuda.so.1');
+      if (spawnSync('mkfifo', [fifo]).status !== 0) this.skip();
+      const probe = (library) => {
+        const result = spawnSync(process.execPath, ['-e', `
+          const halrt = require(${JSON.stringify(path.join(__dirname, '..'))});
+          const cuda = halrt.drivers().find((d) => d.name === 'cuda');
+          let code = null;
+          try { new halrt.Instance().createDevice('cuda'); } catch (error) { code = error.code; }
+          process.stdout.write(JSON.stringify({ available: cuda.available, reason: cuda.reason, code }));`],
+        { encoding: 'utf8', timeout: 10000, env: { ...process.env, HALRT_CUDA_LIBRARY: library } });
+        assert.strictEqual(result.status, 0, result.stderr || 'the probe did not end (dlopen of a FIFO?)');
+        return JSON.parse(result.stdout);
+      };
+      const report = probe(fifo);
+      assert.strictEqual(report.available, false);
+      assert.strictEqual(report.code, 'UNAVAILABLE');
+      assert.match(report.reason, /CUDA is not usable: cannot load .*libcuda\.so\.1: '.*libcuda\.so\.1' is a FIFO, not a regular file/);
+      assert.match(probe(folder).reason, /is a directory, not a regular file/);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
   });
 });
 

@@ -134,7 +134,7 @@ describe('drivers() reports NVRTC', () => {
         { HALRT_NVRTC_LIBRARY: fifo }, 10000);
       assert.ok(Date.now() - started < 10000);
       assert.strictEqual(report.available, false);
-      assert.match(report.reason, /NVRTC is not usable \(tried HALRT_NVRTC_LIBRARY=.*libnvrtc\.so\): '.*libnvrtc\.so' is a FIFO, not a regular file/);
+      assert.match(report.reason, /NVRTC is not usable \(tried HALRT_NVRTC_LIBRARY=.*libnvrtc\.so\): cannot load .*libnvrtc\.so: '.*libnvrtc\.so' is a FIFO, not a regular file/);
       const dir = child(`return halrt.drivers().find((d) => d.name === 'cuda').nvrtc;`,
         { HALRT_NVRTC_LIBRARY: folder });
       assert.match(dir.reason, /is a directory, not a regular file/);

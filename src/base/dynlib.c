@@ -4,17 +4,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "base/file.h"
 
 struct hrt_dynlib_s {
   void* handle;
   char path[];
 };
 
+// Appends "; `reason`" (no separator first) to `errors` of `size` bytes,
+// `*used` of them used.
+static void hrt_dynlib_note(char* errors, size_t size, size_t* used,
+                            const char* reason) {
+  if (*used >= size) return;
+  int n = snprintf(errors + *used, size - *used, "%s%s", *used ? "; " : "",
+                   reason);
+  if (n > 0) *used += (size_t)n;
+}
+
 hrt_status_t hrt_dynlib_open(const char* const* paths, int count,
                              hrt_dynlib_t** out_library) {
   char errors[900] = "";
   size_t used = 0;
   for (int i = 0; i < count; ++i) {
+    // A path (not a name the loader searches for) that exists must be a
+    // regular file: dlopen of a FIFO waits for a writer forever. (A missing
+    // path is left to dlopen, whose message says so.)
+    struct stat st;
+    if (strchr(paths[i], '/') && stat(paths[i], &st) == 0 &&
+        !S_ISREG(st.st_mode)) {
+      hrt_status_t status =
+          hrt_file_check(paths[i], UINT64_MAX, "a shared library");
+      hrt_dynlib_note(errors, sizeof(errors), &used, hrt_status_message(status));
+      hrt_status_free(status);
+      continue;
+    }
     void* handle = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
     if (handle) {
       size_t length = strlen(paths[i]);
@@ -30,11 +55,7 @@ hrt_status_t hrt_dynlib_open(const char* const* paths, int count,
       return HRT_OK;
     }
     const char* reason = dlerror();
-    if (used < sizeof(errors)) {
-      int n = snprintf(errors + used, sizeof(errors) - used, "%s%s",
-                       used ? "; " : "", reason ? reason : paths[i]);
-      if (n > 0) used += (size_t)n;
-    }
+    hrt_dynlib_note(errors, sizeof(errors), &used, reason ? reason : paths[i]);
   }
   return hrt_status_make(HRT_STATUS_UNAVAILABLE, "cannot load %s: %s",
                          count ? paths[0] : "(no path)", errors);

@@ -11,7 +11,9 @@
 typedef struct hrt_dynlib_s hrt_dynlib_t;
 
 // Opens the first of `paths[0..count)` that loads (RTLD_NOW | RTLD_LOCAL).
-// The error lists every path tried.
+// A path with a '/' that exists but is not a regular file (a FIFO, on which
+// dlopen would wait forever, a folder, a device) is not opened and fails
+// with the reason. The error lists every path tried.
 hrt_status_t hrt_dynlib_open(const char* const* paths, int count,
                              hrt_dynlib_t** out_library) HRT_MUST_USE;
 hrt_status_t hrt_dynlib_symbol(hrt_dynlib_t* library, const char* name,

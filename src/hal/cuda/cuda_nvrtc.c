@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 
 #include "base/alloc.h"
-#include "base/file.h"
 
 // The most bytes of a compile log that an error message shows: status
 // messages hold about 1 KiB, and the annotations callers add must fit too.
@@ -145,20 +144,12 @@ static hrt_status_t hrt_nvrtc_initialize(hrt_nvrtc_t* nvrtc) {
                                          "libnvrtc.so.11.0", "libnvrtc.so"};
   const char* const* paths = defaults;
   int path_count = (int)(sizeof(defaults) / sizeof(defaults[0]));
-  hrt_status_t status = HRT_OK;
   if (override && override[0]) {
     paths = &override;
     path_count = 1;
-    // A path (not a name the loader searches for) must be a regular file:
-    // dlopen of a FIFO waits for a writer forever.
-    // (A path that does not exist is left to dlopen, whose message says so.)
-    struct stat st;
-    if (strchr(override, '/') && stat(override, &st) == 0) {
-      status = hrt_file_check(override, UINT64_MAX, "NVRTC");
-    }
   }
   hrt_dynlib_t* library = NULL;
-  if (status == HRT_OK) status = hrt_dynlib_open(paths, path_count, &library);
+  hrt_status_t status = hrt_dynlib_open(paths, path_count, &library);
   if (status != HRT_OK) {
     return hrt_status_annotate(
         hrt_nvrtc_unavailable(status), "NVRTC is not usable (tried %s%s)",
