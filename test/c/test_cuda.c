@@ -2812,6 +2812,45 @@ static void idle_devices_give_memory_back(void) {
   }
 }
 
+// The idle time counts from the end of the last work, not from when the
+// completion thread took it: a submission that keeps the GPU busy for
+// longer than HRT_CUDA_IDLE_TRIM_NS is not followed by a trim as soon as it
+// completes (a program that awaits each long invocation before starting
+// the next would have its memory given back and reserved again each time).
+static void idle_time_counts_from_the_end_of_work(void) {
+  FAKE_ONLY();
+  wait_for_no_devices();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device_with_pools(true, &device));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 4096, NULL, &buffer));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 7, 4));
+  hrt_hal_command_buffer_finalize(cb);
+  g_cuda.hold_streams(1);
+  completion_t completion;
+  CHECK_OK(submit(device, cb, NULL, 0, &completion));
+  // The GPU is busy for 800 ms.
+  struct timespec busy = {0, 800000000};
+  nanosleep(&busy, NULL);
+  const long long trims = fake_memory().trims;
+  g_cuda.hold_streams(0);
+  CHECK_OK(completion_wait(&completion));
+  const int64_t done = hrt_time_now_ns();
+  const int64_t deadline = done + 5000000000LL;
+  while (fake_memory().trims == trims && hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 2000000};
+    nanosleep(&pause, NULL);
+  }
+  const int64_t waited_ms = (hrt_time_now_ns() - done) / 1000000;
+  printf("  trimmed %lld ms after the completion\n", (long long)waited_ms);
+  CHECK(waited_ms >= 400 && waited_ms < 5000);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+}
+
 // On a lost context, buffers (cached, pooled, zero-byte, with data) are
 // still released without leaks, and allocating fails with DEVICE_LOST.
 static void memory_of_a_lost_device_is_released(void) {
@@ -3006,6 +3045,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(allocator_pool_keeps_freed_memory_until_trimmed),
           TEST_CASE(memory_is_freed_after_its_last_use),
           TEST_CASE(idle_devices_give_memory_back),
+          TEST_CASE(idle_time_counts_from_the_end_of_work),
           TEST_CASE(memory_of_a_lost_device_is_released),
           TEST_CASE(zero_byte_buffers_have_an_address),
           TEST_CASE(every_object_is_destroyed))

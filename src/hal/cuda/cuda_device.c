@@ -968,7 +968,8 @@ static void hrt_cuda_finish_upload(hrt_cuda_device_t* device,
 // Runs uploads and submissions as they are handed over, in FIFO order
 // each; releases what the allocator could not keep as soon as nothing else
 // waits, and trims the allocator once the device has been idle for
-// HRT_CUDA_IDLE_TRIM_NS after any work or free. At shutdown (every queue
+// HRT_CUDA_IDLE_TRIM_NS after the end of its last upload or submission, or
+// its last free. At shutdown (every queue
 // empty) it deinitialises the allocator, so that every cuMemFree runs here.
 static void* hrt_cuda_completion_main(void* arg) {
   hrt_cuda_device_t* device = arg;
@@ -978,7 +979,7 @@ static void* hrt_cuda_completion_main(void* arg) {
   for (;;) {
     hrt_cuda_upload_t* upload = device->upload_head;
     hrt_cuda_submission_t* sub = device->completion_head;
-    if (upload || sub || device->memory_freed) {
+    if (device->memory_freed) {
       trim_at = hrt_time_now_ns() + HRT_CUDA_IDLE_TRIM_NS;
       device->memory_freed = false;
     }
@@ -987,11 +988,14 @@ static void* hrt_cuda_completion_main(void* arg) {
       if (!device->upload_head) device->upload_tail = NULL;
       hrt_mutex_unlock(&device->mutex);
       hrt_cuda_finish_upload(device, upload);
+      // Idle from when the work ended, not from when it was taken.
+      trim_at = hrt_time_now_ns() + HRT_CUDA_IDLE_TRIM_NS;
     } else if (sub) {
       device->completion_head = sub->next;
       if (!device->completion_head) device->completion_tail = NULL;
       hrt_mutex_unlock(&device->mutex);
       hrt_cuda_complete(device, sub);
+      trim_at = hrt_time_now_ns() + HRT_CUDA_IDLE_TRIM_NS;
     } else if (device->unloads) {
       hrt_cuda_unload_t* unloads = device->unloads;
       device->unloads = NULL;
