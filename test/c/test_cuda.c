@@ -2883,6 +2883,41 @@ static void memory_of_a_lost_device_is_released(void) {
   }
 }
 
+// A device's last release returns at once and its completion thread
+// finishes it, holding the primary context until then. A device created
+// right after a lost one was released (the way to recover) would get that
+// lost context: it waits for the destroyed devices to be freed and tries
+// again on a fresh one. (Here the last reference is the test's: a
+// submission drops its own just after its completion has run.)
+static void device_made_after_a_lost_one_is_healthy(void) {
+  FAKE_ONLY();
+  wait_for_no_devices();
+  for (int round = 0; round < 20; ++round) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device("cuda", &device));
+    hrt_hal_buffer_t* buffer = NULL;
+    const uint32_t data[4] = {1, 2, 3, 4};
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(data), data,
+                                            &buffer));
+    g_cuda.destroy_contexts();
+    hrt_hal_buffer_t* more = NULL;
+    CHECK_STATUS(hrt_hal_device_allocate_buffer(device, 16, data, &more),
+                 HRT_STATUS_DEVICE_LOST, "CUDA_ERROR_CONTEXT_IS_DESTROYED");
+    hrt_hal_buffer_release(buffer);
+    // The last reference: no submission holds one.
+    hrt_hal_device_release(device);
+    CHECK_OK(make_device("cuda", &device));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(data), data,
+                                            &buffer));
+    uint32_t out[4] = {0, 0, 0, 0};
+    CHECK_OK(read_back(device, buffer, out));
+    CHECK_EQ_INT(out[3], 4);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_device_release(device);
+  }
+  wait_for_no_devices();
+}
+
 // Zero-byte buffers get an address of their own, take part in submissions
 // (empty fills and reads), with or without initial data, and are freed.
 static void zero_byte_buffers_have_an_address(void) {
@@ -3047,5 +3082,6 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(idle_devices_give_memory_back),
           TEST_CASE(idle_time_counts_from_the_end_of_work),
           TEST_CASE(memory_of_a_lost_device_is_released),
+          TEST_CASE(device_made_after_a_lost_one_is_healthy),
           TEST_CASE(zero_byte_buffers_have_an_address),
           TEST_CASE(every_object_is_destroyed))
