@@ -2851,6 +2851,39 @@ static void idle_time_counts_from_the_end_of_work(void) {
   hrt_hal_device_release(device);
 }
 
+// A device destroyed with stream-ordered frees still queued gives their
+// memory back too: its last trim of the GPU's pool comes after its stream
+// has run them. (Another device keeps the context, and with it the pool,
+// alive; its release threshold keeps freed memory until a trim.)
+static void destroyed_device_trims_after_its_queued_frees(void) {
+  FAKE_ONLY();
+  wait_for_no_devices();
+  hrt_hal_device_t* keeper = NULL;
+  CHECK_OK(make_device_with_pools(true, &keeper));
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device_with_pools(true, &device));
+  const fakecuda_memory_t before = fake_memory();
+  g_cuda.hold_streams(1);
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 4 << 20, NULL, &buffer));
+  hrt_hal_buffer_release(buffer);  // its free waits in the stream
+  hrt_hal_device_release(device);
+  struct timespec pause = {0, 100000000};
+  nanosleep(&pause, NULL);
+  g_cuda.hold_streams(0);
+  const int64_t deadline = hrt_time_now_ns() + 5000000000LL;
+  while (hrt_live_count(HRT_LIVE_DEVICE) != 1 &&
+         hrt_time_now_ns() < deadline) {
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 1);
+  const fakecuda_memory_t now = fake_memory();
+  CHECK_EQ_INT(now.free_async_calls - before.free_async_calls, 1);
+  CHECK_EQ_INT(now.pool_reserved_bytes, before.pool_reserved_bytes);
+  hrt_hal_device_release(keeper);
+  wait_for_no_devices();
+}
+
 // On a lost context, buffers (cached, pooled, zero-byte, with data) are
 // still released without leaks, and allocating fails with DEVICE_LOST.
 static void memory_of_a_lost_device_is_released(void) {
@@ -3081,6 +3114,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(memory_is_freed_after_its_last_use),
           TEST_CASE(idle_devices_give_memory_back),
           TEST_CASE(idle_time_counts_from_the_end_of_work),
+          TEST_CASE(destroyed_device_trims_after_its_queued_frees),
           TEST_CASE(memory_of_a_lost_device_is_released),
           TEST_CASE(device_made_after_a_lost_one_is_healthy),
           TEST_CASE(zero_byte_buffers_have_an_address),

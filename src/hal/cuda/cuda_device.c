@@ -1089,6 +1089,10 @@ static void* hrt_cuda_completion_main(void* arg) {
   hrt_mutex_unlock(&device->mutex);
   // With nothing to issue the issue thread exits at once.
   hrt_thread_join(&device->issue_thread);
+  // The stream-ordered frees still queued (and the fills before them) run
+  // first, so that the last trim gives their memory back. Fails only on a
+  // lost context.
+  (void)device->cu->cuStreamSynchronize(device->stream);
   hrt_cuda_allocator_deinitialize(&device->allocator);
   hrt_thread_detach(&device->completion_thread);
   hrt_cuda_device_free(device);

@@ -31,8 +31,9 @@
 //   after its last upload, submission or free; cuModuleUnload of released
 //   executables (hrt_cuda_device_unload_module), since unloading may wait
 //   for the GPU; and once the device is destroyed (no submission is pending
-//   then), cuStreamDestroy, cuMemFreeHost of cached staging and the
-//   primary context release.
+//   then), cuStreamSynchronize (so that the last trim comes after the
+//   stream's queued frees), cuStreamDestroy, cuMemFreeHost of cached
+//   staging and the primary context release.
 //
 // Threads. Each device has one stream and two threads of its own; both keep
 // the device's primary context current.
