@@ -2872,8 +2872,7 @@ static void destroyed_device_trims_after_its_queued_frees(void) {
   nanosleep(&pause, NULL);
   g_cuda.hold_streams(0);
   const int64_t deadline = hrt_time_now_ns() + 5000000000LL;
-  while (hrt_live_count(HRT_LIVE_DEVICE) != 1 &&
-         hrt_time_now_ns() < deadline) {
+  while (hrt_live_count(HRT_LIVE_DEVICE) != 1 && hrt_time_now_ns() < deadline) {
     nanosleep(&(struct timespec){0, 1000000}, NULL);
   }
   CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 1);
@@ -2930,8 +2929,8 @@ static void device_made_after_a_lost_one_is_healthy(void) {
     CHECK_OK(make_device("cuda", &device));
     hrt_hal_buffer_t* buffer = NULL;
     const uint32_t data[4] = {1, 2, 3, 4};
-    CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(data), data,
-                                            &buffer));
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, sizeof(data), data, &buffer));
     g_cuda.destroy_contexts();
     hrt_hal_buffer_t* more = NULL;
     CHECK_STATUS(hrt_hal_device_allocate_buffer(device, 16, data, &more),
@@ -2940,8 +2939,8 @@ static void device_made_after_a_lost_one_is_healthy(void) {
     // The last reference: no submission holds one.
     hrt_hal_device_release(device);
     CHECK_OK(make_device("cuda", &device));
-    CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(data), data,
-                                            &buffer));
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, sizeof(data), data, &buffer));
     uint32_t out[4] = {0, 0, 0, 0};
     CHECK_OK(read_back(device, buffer, out));
     CHECK_EQ_INT(out[3], 4);

@@ -94,7 +94,7 @@ typedef struct hrt_cuda_device_s {
   hrt_cuda_unload_t* unloads;  // modules to unload, any order
   bool memory_freed;  // a buffer was freed since the completion thread looked
   bool release_due;   // the allocator holds blocks for release_pending
-  bool shutdown;  // destroyed: the completion thread finishes and frees it
+  bool shutdown;      // destroyed: the completion thread finishes and frees it
   hrt_status_t lost;  // the first fatal failure (DEVICE_LOST); owned
   // Completion thread only: the device timeline of profiled dispatches (see
   // hrt_cuda_report_timings). `anchor` is the first timing event of the last
