@@ -161,6 +161,61 @@ async function checkNoStall() {
   }
 }
 
+// Two devices on one GPU share its context, and cuMemFree, cuMemFreeHost
+// and cuModuleUnload wait for all of its work: a device whose last
+// reference drops while another device keeps the GPU busy finishes on its
+// own thread, and close() returns at once.
+async function checkCloseBesideBusyDevice() {
+  const p = program();
+  const slow = p.lookup('slow');
+  const instance = new halrt.Instance();
+  let other = instance.createDevice('cuda');
+  const keep = [];
+  try {
+    const a = p.device.tensor(values(1), [N], 'f32');
+    keep.push(a);
+    // The other device has staging, cached memory and a module to unload.
+    const otherHal = new halrt.HalModule(instance, other);
+    const otherModule = new halrt.ModuleBuilder('o')
+      .executable('k', BUILTIN)
+      .function('double', (f) => f
+        .input('a', 'f32', [N]).output('out', 'f32', [N])
+        .dispatch('k.add_f32', { workgroups: [4], bindings: ['a', 'a', 'out'], constants: [N] }))
+      .build(instance);
+    const otherContext = new halrt.Context(instance, [otherHal, otherModule]);
+    const double = otherContext.lookupFunction('o.double');
+    const input = other.tensor(values(2), [N], 'f32');
+    const [out] = await double.invoke([input]);
+    assert.deepStrictEqual(await out.read(), doubled(values(2)));
+    closeAll(out, double, otherContext, otherModule, otherHal);
+    // The GPU is busy from here for BUSY_MS; the other device's upload is
+    // still on its stream when its last reference drops.
+    let settled = false;
+    const busy = slow.invoke([a]);
+    busy.then(() => { settled = true; }, () => { settled = true; });
+    const late = other.tensor(values(3), [N], 'f32');
+    const devices = halrt.liveObjects().device;
+    const started = Date.now();
+    const [, closeMs] = timed(() => closeAll(late, input, other));
+    other = null;
+    assert.ok(closeMs < BOUND_MS, `closing the last reference to a device took ${closeMs.toFixed(1)} ms while another device kept the GPU busy (bound ${BOUND_MS} ms)`);
+    assert.strictEqual(settled, false, `the busy invocation ended after ${Date.now() - started} ms: the check proves nothing`);
+    const [result] = await busy;
+    keep.push(result);
+    assert.deepStrictEqual(await result.read(), doubled(values(1)));
+    // The closed device's thread frees it once the GPU lets it.
+    while (halrt.liveObjects().device !== devices - 1 && Date.now() - started < 10000) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.strictEqual(halrt.liveObjects().device, devices - 1, 'the closed device is freed');
+  } finally {
+    closeAll(keep, slow);
+    if (other) other.close();
+    instance.close();
+    p.close();
+  }
+}
+
 describe(title, function () {
   this.timeout(30000);
   before(function () {
@@ -171,11 +226,16 @@ describe(title, function () {
     await checkNoStall();
   });
 
+  it('closing a device while another device on the GPU is busy returns at once', async () => {
+    await checkCloseBesideBusyDevice();
+  });
+
   it('with the caching allocator (a driver without pools): the same', async function () {
     if (!FAKE) this.skip(); // a real driver cannot be told to hide its pools
     process.env.FAKECUDA_NO_MEMORY_POOLS = '1';
     try {
       await checkNoStall();
+      await checkCloseBesideBusyDevice();
     } finally {
       delete process.env.FAKECUDA_NO_MEMORY_POOLS;
     }

@@ -2916,6 +2916,77 @@ static void idle_devices_give_memory_back(void) {
   }
 }
 
+// The idle time counts from the end of the last work, not from when the
+// completion thread took it: a submission that keeps the GPU busy for
+// longer than HRT_CUDA_IDLE_TRIM_NS is not followed by a trim as soon as it
+// completes (a program that awaits each long invocation before starting
+// the next would have its memory given back and reserved again each time).
+static void idle_time_counts_from_the_end_of_work(void) {
+  FAKE_ONLY();
+  wait_for_no_devices();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device_with_pools(true, &device));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 4096, NULL, &buffer));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(buffer), 7, 4));
+  hrt_hal_command_buffer_finalize(cb);
+  g_cuda.hold_streams(1);
+  completion_t completion;
+  CHECK_OK(submit(device, cb, NULL, 0, &completion));
+  // The GPU is busy for 800 ms.
+  struct timespec busy = {0, 800000000};
+  nanosleep(&busy, NULL);
+  const long long trims = fake_memory().trims;
+  g_cuda.hold_streams(0);
+  CHECK_OK(completion_wait(&completion));
+  const int64_t done = hrt_time_now_ns();
+  const int64_t deadline = done + 5000000000LL;
+  while (fake_memory().trims == trims && hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 2000000};
+    nanosleep(&pause, NULL);
+  }
+  const int64_t waited_ms = (hrt_time_now_ns() - done) / 1000000;
+  printf("  trimmed %lld ms after the completion\n", (long long)waited_ms);
+  CHECK(waited_ms >= 400 && waited_ms < 5000);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+}
+
+// A device destroyed with stream-ordered frees still queued gives their
+// memory back too: its last trim of the GPU's pool comes after its stream
+// has run them. (Another device keeps the context, and with it the pool,
+// alive; its release threshold keeps freed memory until a trim.)
+static void destroyed_device_trims_after_its_queued_frees(void) {
+  FAKE_ONLY();
+  wait_for_no_devices();
+  hrt_hal_device_t* keeper = NULL;
+  CHECK_OK(make_device_with_pools(true, &keeper));
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device_with_pools(true, &device));
+  const fakecuda_memory_t before = fake_memory();
+  g_cuda.hold_streams(1);
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 4 << 20, NULL, &buffer));
+  hrt_hal_buffer_release(buffer);  // its free waits in the stream
+  hrt_hal_device_release(device);
+  struct timespec pause = {0, 100000000};
+  nanosleep(&pause, NULL);
+  g_cuda.hold_streams(0);
+  const int64_t deadline = hrt_time_now_ns() + 5000000000LL;
+  while (hrt_live_count(HRT_LIVE_DEVICE) != 1 && hrt_time_now_ns() < deadline) {
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 1);
+  const fakecuda_memory_t now = fake_memory();
+  CHECK_EQ_INT(now.free_async_calls - before.free_async_calls, 1);
+  CHECK_EQ_INT(now.pool_reserved_bytes, before.pool_reserved_bytes);
+  hrt_hal_device_release(keeper);
+  wait_for_no_devices();
+}
+
 // On a lost context, buffers (cached, pooled, zero-byte, with data) are
 // still released without leaks, and allocating fails with DEVICE_LOST.
 static void memory_of_a_lost_device_is_released(void) {
@@ -2946,6 +3017,41 @@ static void memory_of_a_lost_device_is_released(void) {
     wait_for_no_devices();
     CHECK_EQ_INT(wait_for_allocations(live), live);
   }
+}
+
+// A device's last release returns at once and its completion thread
+// finishes it, holding the primary context until then. A device created
+// right after a lost one was released (the way to recover) would get that
+// lost context: it waits for the destroyed devices to be freed and tries
+// again on a fresh one. (Here the last reference is the test's: a
+// submission drops its own just after its completion has run.)
+static void device_made_after_a_lost_one_is_healthy(void) {
+  FAKE_ONLY();
+  wait_for_no_devices();
+  for (int round = 0; round < 20; ++round) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device("cuda", &device));
+    hrt_hal_buffer_t* buffer = NULL;
+    const uint32_t data[4] = {1, 2, 3, 4};
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, sizeof(data), data, &buffer));
+    g_cuda.destroy_contexts();
+    hrt_hal_buffer_t* more = NULL;
+    CHECK_STATUS(hrt_hal_device_allocate_buffer(device, 16, data, &more),
+                 HRT_STATUS_DEVICE_LOST, "CUDA_ERROR_CONTEXT_IS_DESTROYED");
+    hrt_hal_buffer_release(buffer);
+    // The last reference: no submission holds one.
+    hrt_hal_device_release(device);
+    CHECK_OK(make_device("cuda", &device));
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, sizeof(data), data, &buffer));
+    uint32_t out[4] = {0, 0, 0, 0};
+    CHECK_OK(read_back(device, buffer, out));
+    CHECK_EQ_INT(out[3], 4);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_device_release(device);
+  }
+  wait_for_no_devices();
 }
 
 // Zero-byte buffers get an address of their own, take part in submissions
@@ -3113,6 +3219,9 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(allocator_pool_keeps_freed_memory_until_trimmed),
           TEST_CASE(memory_is_freed_after_its_last_use),
           TEST_CASE(idle_devices_give_memory_back),
+          TEST_CASE(idle_time_counts_from_the_end_of_work),
+          TEST_CASE(destroyed_device_trims_after_its_queued_frees),
           TEST_CASE(memory_of_a_lost_device_is_released),
+          TEST_CASE(device_made_after_a_lost_one_is_healthy),
           TEST_CASE(zero_byte_buffers_have_an_address),
           TEST_CASE(every_object_is_destroyed))

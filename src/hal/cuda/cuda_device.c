@@ -1,5 +1,6 @@
 #include "hal/cuda/cuda_device.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,8 +94,7 @@ typedef struct hrt_cuda_device_s {
   hrt_cuda_unload_t* unloads;  // modules to unload, any order
   bool memory_freed;  // a buffer was freed since the completion thread looked
   bool release_due;   // the allocator holds blocks for release_pending
-  bool shutdown;
-  bool free_on_exit;  // destroyed from the completion thread itself
+  bool shutdown;      // destroyed: the completion thread finishes and frees it
   hrt_status_t lost;  // the first fatal failure (DEVICE_LOST); owned
   // Completion thread only: the device timeline of profiled dispatches (see
   // hrt_cuda_report_timings). `anchor` is the first timing event of the last
@@ -766,8 +766,70 @@ static void* hrt_cuda_issue_main(void* arg) {
 }
 
 //===----------------------------------------------------------------------===//
-// Completion (completion thread)
+// Devices being finished after destroy
 //===----------------------------------------------------------------------===//
+
+// Destroyed devices whose completion thread has not freed them yet. The
+// process waits for them at exit, so that no CUDA call runs while the
+// driver is torn down. They hold the primary context until then: a device
+// created meanwhile shares it, and if it is lost (the way to recover is to
+// release the lost devices and create a new one), waits for them and tries
+// again on a fresh one.
+static struct {
+  pthread_once_t once;
+  hrt_mutex_t mutex;
+  hrt_cond_t cond;
+  // Guarded by mutex.
+  uint32_t count;
+  uint64_t freed;  // how many were freed so far
+} hrt_cuda_finishing = {.once = PTHREAD_ONCE_INIT};
+
+// How many destroyed devices were freed, counting those being finished as
+// if they were (after waiting until they are).
+static uint64_t hrt_cuda_finishing_wait(void) {
+  hrt_mutex_lock(&hrt_cuda_finishing.mutex);
+  while (hrt_cuda_finishing.count) {
+    hrt_cond_wait(&hrt_cuda_finishing.cond, &hrt_cuda_finishing.mutex);
+  }
+  const uint64_t freed = hrt_cuda_finishing.freed;
+  hrt_mutex_unlock(&hrt_cuda_finishing.mutex);
+  return freed;
+}
+
+// How many destroyed devices were freed, waiting for none.
+static uint64_t hrt_cuda_finishing_freed(void) {
+  hrt_mutex_lock(&hrt_cuda_finishing.mutex);
+  const uint64_t freed = hrt_cuda_finishing.freed;
+  hrt_mutex_unlock(&hrt_cuda_finishing.mutex);
+  return freed;
+}
+
+static void hrt_cuda_finishing_wait_at_exit(void) {
+  (void)hrt_cuda_finishing_wait();
+}
+
+static void hrt_cuda_finishing_init(void) {
+  hrt_mutex_init(&hrt_cuda_finishing.mutex);
+  hrt_cond_init(&hrt_cuda_finishing.cond);
+  // If it cannot be registered, exit does not wait.
+  (void)atexit(hrt_cuda_finishing_wait_at_exit);
+}
+
+// Destroy: a device is being finished.
+static void hrt_cuda_finishing_begin(void) {
+  hrt_mutex_lock(&hrt_cuda_finishing.mutex);
+  ++hrt_cuda_finishing.count;
+  hrt_mutex_unlock(&hrt_cuda_finishing.mutex);
+}
+
+// Its completion thread, having freed it.
+static void hrt_cuda_finishing_end(void) {
+  hrt_mutex_lock(&hrt_cuda_finishing.mutex);
+  --hrt_cuda_finishing.count;
+  ++hrt_cuda_finishing.freed;
+  hrt_cond_broadcast(&hrt_cuda_finishing.cond);
+  hrt_mutex_unlock(&hrt_cuda_finishing.mutex);
+}
 
 // The host side of commands [begin, end), whose device work has completed:
 // reads are copied to their targets and a trace (always the last command
@@ -934,8 +996,8 @@ static void hrt_cuda_complete(hrt_cuda_device_t* device,
   hrt_hal_device_release(&device->base);
 }
 
-// Releases the CUDA resources and frees the device. Both threads are gone
-// (or this is the completion thread, about to exit).
+// Releases the CUDA resources and frees the device: the completion thread,
+// about to exit, with the issue thread gone.
 static void hrt_cuda_device_free(hrt_cuda_device_t* device) {
   hrt_status_t entered = hrt_cuda_enter(device);
   if (device->anchor) (void)device->cu->cuEventDestroy_v2(device->anchor);
@@ -968,7 +1030,8 @@ static void hrt_cuda_finish_upload(hrt_cuda_device_t* device,
 // Runs uploads and submissions as they are handed over, in FIFO order
 // each; releases what the allocator could not keep as soon as nothing else
 // waits, and trims the allocator once the device has been idle for
-// HRT_CUDA_IDLE_TRIM_NS after any work or free. At shutdown (every queue
+// HRT_CUDA_IDLE_TRIM_NS after the end of its last upload or submission, or
+// its last free. At shutdown (every queue
 // empty) it deinitialises the allocator, so that every cuMemFree runs here.
 static void* hrt_cuda_completion_main(void* arg) {
   hrt_cuda_device_t* device = arg;
@@ -978,7 +1041,7 @@ static void* hrt_cuda_completion_main(void* arg) {
   for (;;) {
     hrt_cuda_upload_t* upload = device->upload_head;
     hrt_cuda_submission_t* sub = device->completion_head;
-    if (upload || sub || device->memory_freed) {
+    if (device->memory_freed) {
       trim_at = hrt_time_now_ns() + HRT_CUDA_IDLE_TRIM_NS;
       device->memory_freed = false;
     }
@@ -987,11 +1050,14 @@ static void* hrt_cuda_completion_main(void* arg) {
       if (!device->upload_head) device->upload_tail = NULL;
       hrt_mutex_unlock(&device->mutex);
       hrt_cuda_finish_upload(device, upload);
+      // Idle from when the work ended, not from when it was taken.
+      trim_at = hrt_time_now_ns() + HRT_CUDA_IDLE_TRIM_NS;
     } else if (sub) {
       device->completion_head = sub->next;
       if (!device->completion_head) device->completion_tail = NULL;
       hrt_mutex_unlock(&device->mutex);
       hrt_cuda_complete(device, sub);
+      trim_at = hrt_time_now_ns() + HRT_CUDA_IDLE_TRIM_NS;
     } else if (device->unloads) {
       hrt_cuda_unload_t* unloads = device->unloads;
       device->unloads = NULL;
@@ -1020,13 +1086,17 @@ static void* hrt_cuda_completion_main(void* arg) {
     }
     hrt_mutex_lock(&device->mutex);
   }
-  const bool free_on_exit = device->free_on_exit;
   hrt_mutex_unlock(&device->mutex);
+  // With nothing to issue the issue thread exits at once.
+  hrt_thread_join(&device->issue_thread);
+  // The stream-ordered frees still queued (and the fills before them) run
+  // first, so that the last trim gives their memory back. Fails only on a
+  // lost context.
+  (void)device->cu->cuStreamSynchronize(device->stream);
   hrt_cuda_allocator_deinitialize(&device->allocator);
-  if (free_on_exit) {
-    hrt_thread_detach(&device->completion_thread);
-    hrt_cuda_device_free(device);
-  }
+  hrt_thread_detach(&device->completion_thread);
+  hrt_cuda_device_free(device);
+  hrt_cuda_finishing_end();
   return NULL;
 }
 
@@ -1034,23 +1104,20 @@ static void* hrt_cuda_completion_main(void* arg) {
 // Device
 //===----------------------------------------------------------------------===//
 
+// Only called at refcount zero: no submission is pending (each holds a
+// reference), so both submission queues are empty; uploads, unloads and
+// releases may still be. Waits for nothing: the completion thread finishes
+// them (which may wait for the GPU, even for other devices' work on it,
+// since cuMemFree, cuMemFreeHost and cuModuleUnload wait for the context),
+// frees the device and exits, wherever the last reference dropped.
 static void hrt_cuda_device_destroy(hrt_hal_device_t* base) {
   hrt_cuda_device_t* device = hrt_cuda_device_cast(base);
-  // Only called at refcount zero: no submission is pending (each holds a
-  // reference), so both queues are empty. The issue thread never drops a
-  // reference, so this runs on the completion thread or a caller's thread.
-  const bool on_completion_thread =
-      hrt_thread_is_current(&device->completion_thread);
   hrt_mutex_lock(&device->mutex);
+  hrt_cuda_finishing_begin();
   device->shutdown = true;
-  device->free_on_exit = on_completion_thread;
   hrt_cond_signal(&device->issue_cond);
   hrt_cond_signal(&device->completion_cond);
   hrt_mutex_unlock(&device->mutex);
-  hrt_thread_join(&device->issue_thread);
-  if (on_completion_thread) return;
-  hrt_thread_join(&device->completion_thread);
-  hrt_cuda_device_free(device);
 }
 
 void hrt_cuda_device_unload_module(hrt_hal_device_t* base,
@@ -1189,9 +1256,9 @@ static hrt_status_t hrt_cuda_open(hrt_cuda_device_t* device) {
   return status;
 }
 
-hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
-                                    uint32_t ordinal,
-                                    hrt_hal_device_t** out_device) {
+static hrt_status_t hrt_cuda_device_create_once(
+    const hrt_cuda_symbols_t* symbols, uint32_t ordinal,
+    hrt_hal_device_t** out_device) {
   hrt_cuda_device_t* device = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_allocate_zeroed(sizeof(*device), "device", (void**)&device));
@@ -1243,4 +1310,21 @@ hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
   hrt_hal_device_initialize(&hrt_cuda_device_vtable, &device->base);
   *out_device = &device->base;
   return HRT_OK;
+}
+
+hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
+                                    uint32_t ordinal,
+                                    hrt_hal_device_t** out_device) {
+  pthread_once(&hrt_cuda_finishing.once, hrt_cuda_finishing_init);
+  const uint64_t freed = hrt_cuda_finishing_freed();
+  hrt_status_t status =
+      hrt_cuda_device_create_once(symbols, ordinal, out_device);
+  // A lost primary context that destroyed devices held (or still hold):
+  // once they are freed, the next retain makes a fresh one.
+  if (hrt_status_code(status) == HRT_STATUS_DEVICE_LOST &&
+      hrt_cuda_finishing_wait() != freed) {
+    hrt_status_free(status);
+    status = hrt_cuda_device_create_once(symbols, ordinal, out_device);
+  }
+  return status;
 }

@@ -27,12 +27,13 @@
 // - completion thread: cuEventSynchronize, cuEventElapsedTime,
 //   cuEventDestroy, cuMemFreeHost beyond the staging cache's bounds, and
 //   the allocator's release, trim and deinitialisation (cuMemFree,
-//   cuMemPoolTrimTo), trimming once the device has been idle for 500 ms;
-//   cuModuleUnload of released executables (hrt_cuda_device_unload_module),
-//   since unloading may wait for the GPU.
-// - the thread that destroys the device (no submission is pending then):
-//   cuStreamDestroy, cuMemFreeHost of cached staging, primary context
-//   release.
+//   cuMemPoolTrimTo), trimming once the device has been idle for 500 ms
+//   after its last upload, submission or free; cuModuleUnload of released
+//   executables (hrt_cuda_device_unload_module), since unloading may wait
+//   for the GPU; and once the device is destroyed (no submission is pending
+//   then), cuStreamSynchronize (so that the last trim comes after the
+//   stream's queued frees), cuStreamDestroy, cuMemFreeHost of cached
+//   staging and the primary context release.
 //
 // Threads. Each device has one stream and two threads of its own; both keep
 // the device's primary context current.
@@ -66,10 +67,15 @@
 // failed call (the submission fails with that status).
 //
 // Lifetime: as for the CPU devices, each pending submission retains the
-// device. When the last reference drops on another thread, destroy joins
-// both threads; when it drops on the completion thread (a completion
-// released it), destroy joins the issue thread and the completion thread
-// frees the device as it exits.
+// device. Destroy (the last reference dropped, on any thread but the issue
+// thread) only tells the completion thread, so that the dropping thread
+// never waits for the GPU: cuMemFree, cuMemFreeHost and cuModuleUnload wait
+// for the whole context, which other devices of the GPU may keep busy. The
+// completion thread finishes the uploads, unloads and releases left, joins
+// the issue thread, frees everything and the device, and exits (detached).
+// Until then it holds the primary context; the process waits for such
+// devices at exit, and creating a device that finds the shared context
+// lost waits for them and tries once more on a fresh context.
 #ifndef HRT_HAL_CUDA_CUDA_DEVICE_H_
 #define HRT_HAL_CUDA_CUDA_DEVICE_H_
 
@@ -77,7 +83,9 @@
 #include "hal/device.h"
 
 // Creates the device for CUDA ordinal `ordinal` (< symbols->device_count):
-// retains its primary context and creates the stream and threads.
+// retains its primary context and creates the stream and threads. When
+// that fails with DEVICE_LOST while destroyed devices hold (or held) the
+// context, waits until they are freed and tries once more.
 hrt_status_t hrt_cuda_device_create(const hrt_cuda_symbols_t* symbols,
                                     uint32_t ordinal,
                                     hrt_hal_device_t** out_device) HRT_MUST_USE;
