@@ -67,12 +67,19 @@ function program() {
   const hal = new halrt.HalModule(instance, device);
   const module = builder.build(instance);
   const context = new halrt.Context(instance, [hal, module]);
+  // Loads (cuModuleLoadDataEx), then fails the declared check: its module
+  // is unloaded again.
+  const mismatched = new halrt.ModuleBuilder('bad')
+    .executable('s', { cuda: { ptx: { text: SLEEP_PTX }, entries: { sleep_ms: ['buffer', 'f64'] } } })
+    .build(instance);
   return {
     device,
     lookup: (name) => context.lookupFunction(`m.${name}`),
     // Another context of the same module: its own executables.
     context: () => new halrt.Context(instance, [hal, module]),
-    close: () => closeAll(context, module, hal, device, instance),
+    failingContext: () => assert.throws(() => new halrt.Context(instance, [hal, mismatched]),
+      (error) => error.code === 'INVALID_ARGUMENT' && /parameter 1 is declared 'f64'/.test(error.message)),
+    close: () => closeAll(context, module, mismatched, hal, device, instance),
   };
 }
 
@@ -121,6 +128,7 @@ async function checkNoStall() {
     [, times['close() of a tensor whose upload and memory are on the stream']] = timed(() => warm.close());
     [, times['close() of a tensor']] = timed(() => toClose.close());
     [, times['close() of another Context (its executables are released)']] = timed(() => other.close());
+    [, times['new Context whose executable fails its check after loading']] = timed(() => p.failingContext());
     const uploads = [];
     for (let i = 0; i < 8; ++i) {
       // Each upload's staging must outlive its copy: distinct data each.

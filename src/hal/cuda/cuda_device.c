@@ -213,10 +213,26 @@ static const hrt_hal_buffer_vtable_t hrt_cuda_buffer_vtable = {
     .destroy = hrt_cuda_buffer_destroy,
 };
 
+// Hands `upload` to the completion thread, which waits for its event (or
+// the stream) and releases its staging block.
+static void hrt_cuda_queue_upload(hrt_cuda_device_t* device,
+                                  hrt_cuda_upload_t* upload) {
+  hrt_mutex_lock(&device->mutex);
+  if (device->upload_tail) {
+    device->upload_tail->next = upload;
+  } else {
+    device->upload_head = upload;
+  }
+  device->upload_tail = upload;
+  hrt_cond_signal(&device->completion_cond);
+  hrt_mutex_unlock(&device->mutex);
+}
+
 // Enqueues the copy of `length` bytes of `data` to `target` through a
 // pinned staging block (a copy from pageable memory may wait for the
 // stream) and hands the block to the completion thread, which releases it
-// once the copy has run. The context is current.
+// once the copy has run (or, when enqueueing failed, at once). The context
+// is current.
 static hrt_status_t hrt_cuda_upload(hrt_cuda_device_t* device,
                                     hrt_cu_deviceptr_t target, const void* data,
                                     size_t length) {
@@ -238,25 +254,22 @@ static hrt_status_t hrt_cuda_upload(hrt_cuda_device_t* device,
                       (target, upload->staging.host, length, device->stream));
   }
   if (status != HRT_OK) {
-    // Nothing was enqueued that reads the block.
+    // Nothing was enqueued that reads the block, but releasing it may call
+    // cuMemFreeHost, which waits for the GPU: the completion thread does.
     if (upload->event) (void)cu->cuEventDestroy_v2(upload->event);
-    hrt_cuda_staging_release(&device->staging, upload->staging);
-    free(upload);
+    upload->event = NULL;
+    if (upload->staging.host) {
+      hrt_cuda_queue_upload(device, upload);
+    } else {
+      free(upload);
+    }
     return status;
   }
   if (cu->cuEventRecord(upload->event, device->stream) != HRT_CUDA_SUCCESS) {
     (void)cu->cuEventDestroy_v2(upload->event);
     upload->event = NULL;
   }
-  hrt_mutex_lock(&device->mutex);
-  if (device->upload_tail) {
-    device->upload_tail->next = upload;
-  } else {
-    device->upload_head = upload;
-  }
-  device->upload_tail = upload;
-  hrt_cond_signal(&device->completion_cond);
-  hrt_mutex_unlock(&device->mutex);
+  hrt_cuda_queue_upload(device, upload);
   return HRT_OK;
 }
 

@@ -426,7 +426,7 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
   }
   free(found);
   free(entries);
-  if (status != HRT_OK) (void)cu->cuModuleUnload(module);
+  if (status != HRT_OK) hrt_cuda_device_unload_module(device, module);
   return status;
 }
 
@@ -454,7 +454,7 @@ static hrt_status_t hrt_cuda_executable_create_image(
                                       out_executable);
   }
   free(found);
-  if (status != HRT_OK) (void)cu->cuModuleUnload(module);
+  if (status != HRT_OK) hrt_cuda_device_unload_module(device, module);
   return status;
 }
 
