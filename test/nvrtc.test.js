@@ -276,6 +276,13 @@ describe(`CUDA source executables${skipReason ? ` (skipped: ${skipReason})` : ''
     }
   });
 
+  it('a lowered kernel the module cannot find is NOT_FOUND naming the declared entry and the symbol', async function () {
+    // Only the test double lacks kernels it has no implementation for.
+    if (!/libfakecuda/.test(process.env.HALRT_CUDA_LIBRARY ?? '')) this.skip();
+    await assert.rejects(runIota({ source: { text: TEMPLATE }, entries: { iota: { expression: 'write_index_u32<float>' } } }, 'iota'),
+      (error) => error.code === 'NOT_FOUND' && /entry 'iota': kernel '_Z15write_index_u32IfEvPT_j'/.test(error.message));
+  });
+
   it('a name expression that names nothing is INVALID_ARGUMENT with the compile log', async () => {
     await assert.rejects(runIota({ source: { text: TEMPLATE }, entries: { iota: { expression: 'no_such<int>' } } }, 'iota'),
       (error) => error.code === 'INVALID_ARGUMENT' && /executables\.t/.test(error.message) &&

@@ -247,7 +247,11 @@ static hrt_status_t hrt_cuda_find_declared(
     const hrt_hal_entry_decl_t* decl = &params->entry_decls[d];
     found[d] = (hrt_cuda_found_t){
         .name = decl->name, .symbol = hrt_cuda_decl_symbol(params, symbols, d)};
-    HRT_RETURN_IF_ERROR(hrt_cuda_resolve(cu, module, 1, &found[d]));
+    hrt_status_t status = hrt_cuda_resolve(cu, module, 1, &found[d]);
+    if (status != HRT_OK && found[d].symbol != decl->name) {
+      return hrt_status_annotate(status, "entry '%s'", decl->name);
+    }
+    HRT_RETURN_IF_ERROR(status);
     if (decl->typed && !cu->cuFuncGetParamInfo) {
       HRT_RETURN_IF_ERROR(hrt_cuda_found_declare(decl, &found[d]));
     } else if (decl->typed) {
