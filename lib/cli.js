@@ -19,6 +19,14 @@ const npy = require('./npy');
 // A usage problem: one line on stderr, exit code 2.
 class UsageError extends Error {}
 
+function positiveInteger(value) {
+  const number = Number(value);
+  if (!Number.isSafeInteger(number) || number < 1) {
+    throw new Error('must be a positive integer');
+  }
+  return number;
+}
+
 // Each driver, its availability (or why not), and its device's properties.
 function describeDevices(out) {
   const instance = new halrt.Instance();
@@ -230,13 +238,6 @@ async function run(file, options, out) {
   } finally {
     for (const object of owned.reverse()) object.close();
   }
-}
-
-// `-r, --repeat <n>`: a positive integer.
-function positiveInteger(value) {
-  const number = Number(value);
-  if (!Number.isSafeInteger(number) || number < 1) throw new Error('must be a positive integer');
-  return number;
 }
 
 // The commands, their arguments and options: what the parser accepts and
