@@ -2,6 +2,7 @@
 // `halrt devices` and `halrt run`: the API from the command line.
 //
 //   halrt devices
+//   halrt --version
 //   halrt run mlp.halrt.json --function main --input x=@x.npy --input w=[[1,2],[3,4]]
 //       --device auto --trace stdio|npy:DIR|stats --profile trace.json --repeat N --output DIR
 //
@@ -10,7 +11,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { Command, CommanderError, InvalidArgumentError } = require('commander');
+const { parseArgs } = require('util');
 const halrt = require('./index');
 const { LIMITS, readRegularFile } = require('./files');
 const npy = require('./npy');
@@ -18,14 +19,10 @@ const npy = require('./npy');
 // A usage problem: one line on stderr, exit code 2.
 class UsageError extends Error {}
 
-function collect(value, previous) {
-  return previous.concat([value]);
-}
-
 function positiveInteger(value) {
   const number = Number(value);
   if (!Number.isSafeInteger(number) || number < 1) {
-    throw new InvalidArgumentError('must be a positive integer');
+    throw new Error('must be a positive integer');
   }
   return number;
 }
@@ -243,31 +240,170 @@ async function run(file, options, out) {
   }
 }
 
+// The commands, their arguments and options: what the parser accepts and
+// what --help prints. An option with a `value` placeholder takes a string
+// (checked and converted by `parse` if given); one without is a flag.
+const HELP_OPTION = { short: 'h', help: 'display help for command' };
+const PROGRAM_OPTIONS = { version: { help: 'print the version' }, help: HELP_OPTION };
+const COMMANDS = {
+  devices: {
+    help: 'list drivers, their availability and device properties',
+    arguments: [],
+    options: { help: HELP_OPTION },
+  },
+  run: {
+    help: 'run a function of a module file',
+    arguments: [['module', 'a .halrt.json module file']],
+    options: {
+      function: { short: 'f', value: 'name', help: 'the function to run (default: the only one)' },
+      input: { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (repeatable)' },
+      device: { short: 'd', value: 'uri', default: 'auto', help: 'device URI (default: auto)' },
+      trace: { short: 't', value: 'sink', help: 'trace sink: stdio, stats or npy:DIR' },
+      profile: { short: 'p', value: 'file', help: 'write a Chrome trace (Perfetto, chrome://tracing)' },
+      repeat: { short: 'r', value: 'n', default: 1, parse: positiveInteger, help: 'invoke N times (default: 1)' },
+      output: { short: 'o', value: 'dir', help: 'write outputs as DIR/<name>.npy instead of printing them' },
+      help: HELP_OPTION,
+    },
+  },
+  help: {
+    help: 'display help for command',
+    arguments: [['[command]', 'the command to describe']],
+    options: {},
+  },
+};
+
+// "-f, --function <name>"
+function flags(name, option) {
+  return `${option.short ? `-${option.short}, ` : ''}--${name}${option.value ? ` <${option.value}>` : ''}`;
+}
+
+function table(rows) {
+  const width = Math.max(...rows.map(([left]) => left.length)) + 2;
+  return rows.map(([left, right]) => `  ${left.padEnd(width)}${right}\n`).join('');
+}
+
+function optionRows(options) {
+  return Object.entries(options).map(([name, option]) => [flags(name, option), option.help]);
+}
+
+// "run [options] <module>"
+function usage(name) {
+  const { arguments: args, options } = COMMANDS[name];
+  const placeholders = args.map(([arg]) => (arg.startsWith('[') ? arg : `<${arg}>`));
+  return [name, ...(Object.keys(options).length ? ['[options]'] : []), ...placeholders].join(' ');
+}
+
+// The usage of `halrt` (name undefined) or of one command.
+function helpText(name) {
+  if (name === undefined) {
+    const commands = Object.keys(COMMANDS).map((command) => [usage(command), COMMANDS[command].help]);
+    return 'Usage: halrt [options] [command]\n\nRun halrt modules and inspect devices\n\n' +
+      `Options:\n${table(optionRows(PROGRAM_OPTIONS))}\nCommands:\n${table(commands)}`;
+  }
+  const { help, arguments: args, options } = COMMANDS[name];
+  return `Usage: halrt ${usage(name)}\n\n${help}\n` +
+    (args.length ? `\nArguments:\n${table(args.map(([arg, text]) => [arg.replace(/^\[(.*)\]$/, '$1'), text]))}` : '') +
+    (Object.keys(options).length ? `\nOptions:\n${table(optionRows(options))}` : '');
+}
+
+// Parses `args` (util.parseArgs tokens) against `options` of COMMANDS' form:
+// {values, positionals}, the defaults filled in. An unknown option, a
+// missing or unexpected value, or a value `parse` rejects is a UsageError.
+function parseOptions(args, options) {
+  const config = {};
+  for (const [name, option] of Object.entries(options)) {
+    config[name] = { type: option.value ? 'string' : 'boolean', multiple: Boolean(option.multiple) };
+    if (option.short) config[name].short = option.short;
+  }
+  const { tokens } = parseArgs({ args, options: config, strict: false, allowPositionals: true, tokens: true });
+  const values = {};
+  const positionals = [];
+  for (const token of tokens) {
+    if (token.kind === 'positional') positionals.push(token.value);
+    if (token.kind !== 'option') continue;
+    if (!Object.hasOwn(options, token.name)) throw new UsageError(`unknown option '${token.rawName}'`);
+    const option = options[token.name];
+    if (!option.value) {
+      if (token.value !== undefined) throw new UsageError(`option '${token.rawName}' takes no value`);
+      values[token.name] = true;
+      continue;
+    }
+    if (token.value === undefined) throw new UsageError(`option '${flags(token.name, option)}' argument missing`);
+    let value = token.value;
+    if (option.parse) {
+      try {
+        value = option.parse(value);
+      } catch (error) {
+        throw new UsageError(`option '${flags(token.name, option)}' argument '${token.value}' is invalid: ${error.message}`);
+      }
+    }
+    values[token.name] = option.multiple ? [...(values[token.name] ?? []), value] : value;
+  }
+  for (const [name, option] of Object.entries(options)) {
+    if (values[name] === undefined && (option.default !== undefined || option.multiple)) {
+      values[name] = option.default ?? [];
+    }
+  }
+  return { values, positionals };
+}
+
+// `name`'s positional arguments: exactly those COMMANDS declares, an
+// argument in [brackets] optional.
+function checkArguments(name, positionals) {
+  const declared = COMMANDS[name].arguments;
+  const required = declared.filter(([arg]) => !arg.startsWith('['));
+  if (positionals.length < required.length) {
+    throw new UsageError(`missing required argument '${required[positionals.length][0]}'`);
+  }
+  if (positionals.length > declared.length) {
+    const expected = `${declared.length} argument${declared.length === 1 ? '' : 's'}`;
+    throw new UsageError(`too many arguments for '${name}': expected ${expected}, got ${positionals.length}`);
+  }
+}
+
+function commandNamed(name) {
+  if (!Object.hasOwn(COMMANDS, name)) throw new UsageError(`unknown command '${name}'`);
+  return name;
+}
+
 // Runs the CLI on `argv` (process.argv shape); resolves with the exit code.
 async function main(argv, out = process.stdout, err = process.stderr) {
-  const program = new Command('halrt')
-    .description('Run halrt modules and inspect devices')
-    .exitOverride()
-    .configureOutput({ writeOut: (text) => out.write(text), writeErr: (text) => err.write(text) });
-  program.command('devices').description('list drivers, their availability and device properties')
-    .action(() => describeDevices(out));
-  program.command('run').description('run a function of a module file')
-    .argument('<module>', 'a .halrt.json module file')
-    .option('-f, --function <name>', 'the function to run (default: the only one)')
-    .option('-i, --input <name=value>', 'an input: NAME=@FILE.npy or NAME=JSON (repeatable)', collect, [])
-    .option('-d, --device <uri>', 'device URI', 'auto')
-    .option('-t, --trace <sink>', 'trace sink: stdio, stats or npy:DIR')
-    .option('-p, --profile <file>', 'write a Chrome trace (Perfetto, chrome://tracing)')
-    .option('-r, --repeat <n>', 'invoke N times', positiveInteger, 1)
-    .option('-o, --output <dir>', 'write outputs as DIR/<name>.npy instead of printing them')
-    .action((file, options) => run(file, options, out));
   try {
-    await program.parseAsync(argv);
+    const args = argv.slice(2);
+    // Options before the command are the program's (all flags, so the
+    // first positional is the command).
+    const first = parseArgs({ args, strict: false, allowPositionals: true, tokens: true })
+      .tokens.find((token) => token.kind === 'positional');
+    const at = first ? first.index : args.length;
+    const program = parseOptions(args.slice(0, at), PROGRAM_OPTIONS).values;
+    if (program.version) {
+      out.write(`${require('../package.json').version}\n`);
+      return 0;
+    }
+    if (program.help) {
+      out.write(helpText());
+      return 0;
+    }
+    if (!first) {
+      err.write(helpText());
+      return 2;
+    }
+    const name = commandNamed(first.value);
+    const { values, positionals } = parseOptions(args.slice(at + 1), COMMANDS[name].options);
+    if (values.help) {
+      out.write(helpText(name));
+      return 0;
+    }
+    checkArguments(name, positionals);
+    if (name === 'help') {
+      out.write(helpText(positionals.length ? commandNamed(positionals[0]) : undefined));
+    } else if (name === 'devices') {
+      describeDevices(out);
+    } else {
+      await run(positionals[0], values, out);
+    }
     return 0;
   } catch (error) {
-    if (error instanceof CommanderError) {
-      return error.exitCode === 0 ? 0 : 2;  // commander printed the message
-    }
     if (error instanceof UsageError) {
       err.write(`halrt: ${error.message}\n`);
       return 2;

@@ -172,6 +172,53 @@ describe('halrt CLI', function () {
     assert.match(lines[6], /^probs: f32\[4x3\] = \[/);
   });
 
+  it("`--version` prints package.json's version and exits 0", () => {
+    const result = halrtCli(['--version']);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.strictEqual(result.stderr, '');
+    assert.strictEqual(result.stdout, `${JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version}\n`);
+  });
+
+  it('`--help`, `-h` and `help` print the commands on stdout and exit 0; no command prints them on stderr and exits 2', () => {
+    const texts = [['--help'], ['-h'], ['help']].map((args) => {
+      const result = halrtCli(args);
+      assert.strictEqual(result.status, 0, result.stderr);
+      assert.strictEqual(result.stderr, '');
+      return result.stdout;
+    });
+    assert.strictEqual(texts[1], texts[0]);
+    assert.strictEqual(texts[2], texts[0]);
+    assert.match(texts[0], /^Usage: halrt \[options\] \[command\]\n/);
+    assert.match(texts[0], /^ {2}--version +print the version$/m);
+    for (const command of ['devices \\[options\\]', 'run \\[options\\] <module>', 'help \\[command\\]']) {
+      assert.match(texts[0], new RegExp(`^  ${command}  +\\w`, 'm'));
+    }
+    const bare = halrtCli([]);
+    assert.strictEqual(bare.status, 2);
+    assert.strictEqual(bare.stdout, '');
+    assert.strictEqual(bare.stderr, texts[0]);
+  });
+
+  it('`run --help` and `help run` list every option of run and exit 0', () => {
+    const help = halrtCli(['run', '--help']);
+    assert.strictEqual(help.status, 0, help.stderr);
+    assert.strictEqual(halrtCli(['help', 'run']).stdout, help.stdout);
+    assert.match(help.stdout, /^Usage: halrt run \[options\] <module>\n/);
+    for (const flags of ['-f, --function <name>', '-i, --input <name=value>', '-d, --device <uri>', '-t, --trace <sink>',
+      '-p, --profile <file>', '-r, --repeat <n>', '-o, --output <dir>', '-h, --help']) {
+      assert.ok(help.stdout.includes(`\n  ${flags}  `), `${flags} in ${help.stdout}`);
+    }
+  });
+
+  it('options go before or after the module, short ones with the value attached, long ones with =', () => {
+    const out = path.join(dir, 'out-forms');
+    const result = halrtCli(['run', '-dlocal-sync', `--input=x=@${files.x}`, '-i', `w1=@${files.w1}`, '--repeat=2',
+      module, `-iw2=@${files.w2}`, '-fmain', '--output', out]);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.strictEqual(result.stdout, `wrote ${path.join(out, 'probs.npy')}\n`);
+    assertClose(npy.parse(fs.readFileSync(path.join(out, 'probs.npy'))).data, expected.probs, { rtol: 1e-5, atol: 1e-7, what: 'probs.npy' });
+  });
+
   describe('bad arguments and files exit 2 with one line on stderr', () => {
     // A module with integer inputs: i64 a, u8 b, copied to the outputs.
     const integers = () => {
@@ -243,6 +290,16 @@ describe('halrt CLI', function () {
       ['a bad --device', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope'], ["--device 'nope'", "unknown driver 'nope'"]],
       ['an unknown --function', () => ['run', EXAMPLE, '--function', 'nope'], ["--function 'nope': module 'mlp' has main"]],
       ['a --repeat that is not a positive integer', () => ['run', EXAMPLE, '--repeat', '0'], ['--repeat', "argument '0' is invalid"]],
+      ['a --repeat that is negative', () => ['run', EXAMPLE, '--repeat', '-1'],
+        ["option '-r, --repeat <n>' argument '-1' is invalid: must be a positive integer"]],
+      ['an option without its value', () => ['run', EXAMPLE, '--function'], ["option '-f, --function <name>' argument missing"]],
+      ['a flag given a value', () => ['--help=yes'], ["option '--help' takes no value"]],
+      ['an unknown short option', () => ['run', EXAMPLE, '-x'], ["unknown option '-x'"]],
+      ['an option of another command', () => ['devices', '--device', 'local-sync'], ["unknown option '--device'"]],
+      ['no module', () => ['run', '--device', 'local-sync'], ["missing required argument 'module'"]],
+      ['two modules', () => ['run', EXAMPLE, EXAMPLE], ["too many arguments for 'run': expected 1 argument, got 2"]],
+      ['an argument to devices', () => ['devices', 'cuda'], ["too many arguments for 'devices': expected 0 arguments, got 1"]],
+      ['help for an unknown command', () => ['help', 'frobnicate'], ["unknown command 'frobnicate'"]],
     ];
     for (const [what, args, parts] of cases) {
       it(what, () => assertUsageError(halrtCli(args()), ...parts));
