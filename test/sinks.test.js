@@ -454,16 +454,16 @@ describe('halrt.sinks.stdio', function () {
         'e: 0x3xi32=[]',
         'u: 17xu8=[200 200 200 200 200 200 200 200 ... (17 elements) ... 200 200 200 200 200 200 200 200]',
       ];
-      assert.strictEqual(out, [...block(0), 'resolved 0', ...block(1), 'resolved 1', ''].join('\n'));
+      assert.strictEqual(out, [...block(1), 'resolved 0', ...block(2), 'resolved 1', ''].join('\n'));
     });
   }
 
   it('maxElements elides the middle: the first and last maxElements/2 elements and the count', () => {
     const out = runStdio(DEVICE_URIS[0], 'halrt.sinks.stdio({ maxElements: 5 })').split('\n');
     assert.deepStrictEqual(out.slice(0, 4), [
-      '=== doubled (m.f op 1, invocation 0) ===',
+      '=== doubled (m.f op 1, invocation 1) ===',
       'y: 2x3xf32=[1 -2.5 ... (6 elements) ... 2.46914e+08 -0]',
-      '=== many kinds (m.f op 7, invocation 0) ===',
+      '=== many kinds (m.f op 7, invocation 1) ===',
       'n: 10xi64=[0 -1000000000000 ... (10 elements) ... -8000000000000 -9000000000000]',
     ]);
     assert.strictEqual(out[4], 's: f32=[2.5]');
