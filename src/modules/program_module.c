@@ -1348,8 +1348,7 @@ static hrt_status_t hrt_program_trace(void* user_data, void* submission_context,
                                       data[i],    lengths[i]};
   }
   hrt_trace_info_t info = {call->sequence, site->function->qualified_name,
-                           site->op_index, hrt_time_now_ns(),
-                           call->invocation};
+                           site->op_index, hrt_time_now_ns(), call->invocation};
   return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
                               tensors);
 }

@@ -92,7 +92,8 @@ static napi_value hrt_js_context_construct(napi_env env,
       return NULL;
     }
     if (module->sink != NULL) sink = module->sink;
-    if (module->trace_keys != NULL) filters[filter_count++] = module->trace_keys;
+    if (module->trace_keys != NULL)
+      filters[filter_count++] = module->trace_keys;
     modules[i] = module->module;
     HRT_NAPI_CALL(env, napi_set_element(env, copy, i, element));
   }

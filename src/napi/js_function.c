@@ -104,11 +104,10 @@ static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
   // device does, so the sink's invocation event says ok: false for it too.
   // What the invocation callback itself throws is taken after it ran (and
   // dropped when a trace callback threw first, so that nothing stays kept).
-  napi_value thrown =
-      invocation->sink
-          ? hrt_js_sink_take_error(env, invocation->sink,
-                                   invocation->ids.invocation)
-          : NULL;
+  napi_value thrown = invocation->sink
+                          ? hrt_js_sink_take_error(env, invocation->sink,
+                                                   invocation->ids.invocation)
+                          : NULL;
   if (invocation->sink != NULL) {
     hrt_js_sink_report_invocation(
         env, invocation->sink, invocation->ids.invocation,

@@ -416,9 +416,8 @@ static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
 // method, in one handle scope; a throw is kept as the invocation's error.
 void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
                                    uint64_t invocation, uint64_t sequence,
-                                   const char* function,
-                                   int64_t start_ns, int64_t duration_ns,
-                                   bool ok) {
+                                   const char* function, int64_t start_ns,
+                                   int64_t duration_ns, bool ok) {
   napi_handle_scope scope = NULL;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   napi_value event = NULL;

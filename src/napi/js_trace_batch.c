@@ -348,8 +348,8 @@ bool hrt_js_trace_batch_add_timing(hrt_js_trace_batch_t* batch,
                                    uint64_t credit) {
   const char* strings[] = {event->function, event->kernel, event->device};
   size_t indices[3];
-  if (!hrt_js_prepare(batch, event->invocation, strings, 3,
-                      HRT_JS_TIMING_SLOTS, 0, indices)) {
+  if (!hrt_js_prepare(batch, event->invocation, strings, 3, HRT_JS_TIMING_SLOTS,
+                      0, indices)) {
     return false;
   }
   hrt_js_put(batch, HRT_JS_TIMING_RECORD);

@@ -215,7 +215,8 @@ static hrt_status_t make_tensor(hrt_hal_device_t* device, const float* data,
 // invocation's status (owned); on success the caller owns result->outputs
 // and `*out_ids` (out_ids may be NULL) holds the invocation's numbers.
 static hrt_status_t run_mlp(const fixture_t* f, const float* x, const float* w,
-                            result_t* result, hrt_vm_invocation_ids_t* out_ids) {
+                            result_t* result,
+                            hrt_vm_invocation_ids_t* out_ids) {
   hrt_vm_function_t function;
   HRT_RETURN_IF_ERROR(
       hrt_vm_context_lookup_function(f->context, "mlp.main", &function));
@@ -421,8 +422,8 @@ static void dispatch_trace_filters_pick_keys_functions_and_invocations(void) {
   CHECK_EQ_INT(filter.asked, 2);  // never while the calls ran
   // Per invocation: the program's own two traces; the relu dispatch's trace
   // only for the 2nd (every 2); never the matmul's (the key filter).
-  const char* expected[7] = {"after_matmul", "after_relu",      "after_matmul",
-                             "main:2:relu_f32", "after_relu",   "after_matmul",
+  const char* expected[7] = {"after_matmul",    "after_relu", "after_matmul",
+                             "main:2:relu_f32", "after_relu", "after_matmul",
                              "after_relu"};
   CHECK_EQ_INT(recorder.count, 7);
   for (int i = 0; i < 7; ++i) CHECK(strcmp(recorder.keys[i], expected[i]) == 0);
@@ -453,12 +454,10 @@ static void invocations_are_numbered_per_context(void) {
   CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
   CHECK_OK(make_tensor(other, w, 8, 16, &inputs[1]));
   hrt_vm_invocation_done_t done = {on_done, NULL};
-  CHECK_STATUS(
-      hrt_vm_invoke_async(f.context, &function, inputs, 1, done, NULL),
-      HRT_STATUS_INVALID_ARGUMENT, "takes 2 inputs");
-  CHECK_STATUS(
-      hrt_vm_invoke_async(f.context, &function, inputs, 2, done, NULL),
-      HRT_STATUS_INVALID_ARGUMENT, "is on another device");
+  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 1, done, NULL),
+               HRT_STATUS_INVALID_ARGUMENT, "takes 2 inputs");
+  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, done, NULL),
+               HRT_STATUS_INVALID_ARGUMENT, "is on another device");
   hrt_hal_buffer_view_release(inputs[0]);
   hrt_hal_buffer_view_release(inputs[1]);
   hrt_hal_device_release(other);

@@ -599,11 +599,11 @@ static void timings_and_traces_share_strings(void) {
     values[i][1] = -(int32_t)i;
     tensors[i] = (hrt_trace_tensor_t){
         "x", HRT_HAL_ELEMENT_TYPE_I32, 1, shape, values[i], sizeof(values[i])};
-    infos[i] = (hrt_trace_info_t){sequence, "model.step", i, 1000 + i,
-                                  sequence * 10};
-    events[i] = (hrt_dispatch_timing_t){
-        sequence, "model.step", i, "exe.matmul", "local-task", 5000 + i,
-        10 + i,   sequence * 10};
+    infos[i] =
+        (hrt_trace_info_t){sequence, "model.step", i, 1000 + i, sequence * 10};
+    events[i] = (hrt_dispatch_timing_t){sequence,     "model.step", i,
+                                        "exe.matmul", "local-task", 5000 + i,
+                                        10 + i,       sequence * 10};
     credit += hrt_js_trace_bytes("probe", &infos[i], 1, &tensors[i], kData) +
               hrt_js_timing_bytes(&events[i]);
     added =
@@ -852,14 +852,9 @@ static void append_make(int i, append_t* append) {
   if (i % 4 == 3) {
     append->timing = true;
     snprintf(append->kernel, sizeof(append->kernel), "exe.k%d", i % 5);
-    append->event = (hrt_dispatch_timing_t){sequence,
-                                            append->function,
-                                            (uint32_t)i,
-                                            append->kernel,
-                                            "local-task",
-                                            i * 100,
-                                            7,
-                                            sequence + 1};
+    append->event = (hrt_dispatch_timing_t){
+        sequence,     append->function, (uint32_t)i, append->kernel,
+        "local-task", i * 100,          7,           sequence + 1};
     return;
   }
   snprintf(append->key, sizeof(append->key), "key-%d", i % 6);
@@ -1068,8 +1063,8 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
       {"taken", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
   };
   const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50};
-  const hrt_dispatch_timing_t old_event = {
-      6, "old.fn", 0, "old.kernel", "device", 1, 2, 60};
+  const hrt_dispatch_timing_t old_event = {6,        "old.fn", 0, "old.kernel",
+                                           "device", 1,        2, 60};
   bool added_old =
       add_trace(&batch, pool, "old-key", &old_info, 0, 3, old_tensors, kData) &&
       hrt_js_trace_batch_add_timing(&batch, &old_event, 64);
