@@ -244,7 +244,14 @@ export type TraceTensor = { [D in DType]: TraceTensorOf<D> }[DType];
 
 /** What the debug sink is told about a trace besides its key and tensors. */
 export interface TraceInfo {
-  /** Number of the invocation that traced (per thread, counting from 0). */
+  /**
+   * Number of the invocation that traced, in its Context: the Context's
+   * first invoke() that started is 1, the next 2, and so on over all of its
+   * functions (an invoke() rejected before it starts, e.g. for a wrong
+   * input, takes no number). Each Context counts on its own, so Contexts
+   * sharing a HalModule (and its sink) reuse numbers: `function` and
+   * `sequence` name an invocation within one Context.
+   */
   sequence: number;
   /** The function that traced: 'module.function'. */
   function: string;
@@ -273,7 +280,7 @@ export type DebugSink = (key: string, tensors: TraceTensor[], info: TraceInfo) =
 
 /** How long one dispatch took (HalModule option `profile`). Times in ns, as TraceInfo.timeNs. */
 export interface TimingEvent {
-  /** The invocation (as TraceInfo.sequence). */
+  /** The invocation's number in its Context (as TraceInfo.sequence). */
   sequence: number;
   /** 'module.function'. */
   function: string;
@@ -289,6 +296,7 @@ export interface TimingEvent {
 
 /** An invocation that has completed, reported just before its promise settles. */
 export interface InvocationEvent {
+  /** The invocation's number in its Context (as TraceInfo.sequence). */
   sequence: number;
   /** 'module.function'. */
   function: string;
@@ -394,6 +402,7 @@ export interface Sinks {
   /**
    * One .npy file (format 1.0) per traced tensor in `directory` (created if
    * missing), named `<sequence>_<key prefix>-<key hash>_<index>.npy` (the
+   * invocation's number in its Context as TraceInfo.sequence; the
    * key's first 64 bytes, each byte outside [A-Za-z0-9_.-] replaced by '_',
    * then the 32-bit FNV-1a hash of the whole key in 8 hex digits); a name taken
    * gets `.1`, `.2`, ... before `.npy`, so no file is ever overwritten.
@@ -417,13 +426,22 @@ export const sinks: Sinks;
 /** Which dispatches traceDispatches covers; every filter given must hold. */
 export interface TraceDispatchesFilter {
   /**
-   * Keys ("function:op:kernel") to trace. The pattern's source is matched as
-   * a POSIX extended regular expression; of the flags only 'i' is allowed.
+   * Keys ("function:op:kernel") to trace, with JavaScript semantics and any
+   * flags: each Context, when made, tests every dispatch key of the modules
+   * it links as `re.test(key)` with `lastIndex` 0 (so 'g' changes nothing
+   * and 'y' anchors at the key's start), on a copy of the RegExp taken when
+   * the HalModule is made (changing the RegExp later has no effect). A test
+   * that throws (a replaced RegExp.prototype.exec) makes `new Context` throw
+   * ABORTED, the thrown value as `cause`.
    */
   keys?: RegExp | undefined;
   /** Names of the functions (without the module) whose dispatches to trace. */
   functions?: readonly string[] | undefined;
-  /** Trace only invocations whose sequence is a multiple of this (>= 1). */
+  /**
+   * Trace only invocations whose sequence (TraceInfo.sequence: their number
+   * in their Context) is a multiple of this (>= 1): the N-th, 2N-th, ...
+   * invocation of each Context.
+   */
   every?: number | undefined;
 }
 

@@ -19,8 +19,8 @@
 //   takeBack   with borrowed data: takeBack(from, to) detaches externals
 //              [from, to), called as soon as the callbacks of the record that
 //              lent them have returned; undefined otherwise
-// Returns [sequence, thrown, ...] for the callbacks that threw, or undefined;
-// the binding fails those invocations.
+// Returns [invocation, thrown, ...] (the record's invocation id) for the
+// callbacks that threw, or undefined; the binding fails those invocations.
 
 const TRACE = 1;
 const TIMING = 2;
@@ -42,36 +42,37 @@ function makeTraceDecoder(dtypeNames) {
     let p = 0;
     while (p < end) {
       const kind = slots[p];
-      const sequence = slots[p + 1];
-      const fn = strings[slots[p + 2]];
-      const op = slots[p + 3];
+      const invocation = slots[p + 1];
+      const sequence = slots[p + 2];
+      const fn = strings[slots[p + 3]];
+      const op = slots[p + 4];
       if (kind === TIMING) {
         const event = {
           sequence,
           function: fn,
           op,
-          kernel: strings[slots[p + 4]],
-          device: strings[slots[p + 5]],
-          startNs: slots[p + 6],
-          durationNs: slots[p + 7],
+          kernel: strings[slots[p + 5]],
+          device: strings[slots[p + 6]],
+          startNs: slots[p + 7],
+          durationNs: slots[p + 8],
         };
-        p += 8;
+        p += 9;
         for (const target of targets) {
           if (typeof target !== 'object' || target === null) continue;
           try {
             const method = target.timing;
             if (typeof method === 'function') method.call(target, event);
           } catch (error) {
-            (errors ??= []).push(sequence, error);
+            (errors ??= []).push(invocation, error);
           }
         }
         continue;
       }
       if (kind !== TRACE) throw new Error(`halrt: unknown debug-sink record kind ${kind}`);
-      const info = { sequence, function: fn, op, timeNs: slots[p + 4], dropped: slots[p + 5] };
-      const key = strings[slots[p + 6]];
-      const count = slots[p + 7];
-      p += 8;
+      const info = { sequence, function: fn, op, timeNs: slots[p + 5], dropped: slots[p + 6] };
+      const key = strings[slots[p + 7]];
+      const count = slots[p + 8];
+      p += 9;
       const tensors = [];
       const stats = [];
       let externalEnd = lentEnd;
@@ -126,7 +127,7 @@ function makeTraceDecoder(dtypeNames) {
             if (typeof method === 'function') method.call(target, key, list, info);
           }
         } catch (error) {
-          (errors ??= []).push(sequence, error);
+          (errors ??= []).push(invocation, error);
         }
       }
       if (takeBack !== undefined && externalEnd > lentEnd) {

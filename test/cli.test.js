@@ -164,9 +164,9 @@ describe('halrt CLI', function () {
     assert.strictEqual(result.status, 0, result.stderr);
     const lines = result.stdout.trimEnd().split('\n');
     assert.deepStrictEqual(lines.filter((line) => line.startsWith('===')), [
-      '=== layer1 (mlp.main op 2, invocation 0) ===',
-      '=== logits (mlp.main op 4, invocation 0) ===',
-      '=== probs (mlp.main op 6, invocation 0) ===',
+      '=== layer1 (mlp.main op 2, invocation 1) ===',
+      '=== logits (mlp.main op 4, invocation 1) ===',
+      '=== probs (mlp.main op 6, invocation 1) ===',
     ]);
     assert.match(lines[1], /^hidden: 4x16xf32=\[.* \.\.\. \(64 elements\) \.\.\. .*\]$/);
     assert.match(lines[6], /^probs: f32\[4x3\] = \[/);

@@ -454,16 +454,16 @@ describe('halrt.sinks.stdio', function () {
         'e: 0x3xi32=[]',
         'u: 17xu8=[200 200 200 200 200 200 200 200 ... (17 elements) ... 200 200 200 200 200 200 200 200]',
       ];
-      assert.strictEqual(out, [...block(0), 'resolved 0', ...block(1), 'resolved 1', ''].join('\n'));
+      assert.strictEqual(out, [...block(1), 'resolved 0', ...block(2), 'resolved 1', ''].join('\n'));
     });
   }
 
   it('maxElements elides the middle: the first and last maxElements/2 elements and the count', () => {
     const out = runStdio(DEVICE_URIS[0], 'halrt.sinks.stdio({ maxElements: 5 })').split('\n');
     assert.deepStrictEqual(out.slice(0, 4), [
-      '=== doubled (m.f op 1, invocation 0) ===',
+      '=== doubled (m.f op 1, invocation 1) ===',
       'y: 2x3xf32=[1 -2.5 ... (6 elements) ... 2.46914e+08 -0]',
-      '=== many kinds (m.f op 7, invocation 0) ===',
+      '=== many kinds (m.f op 7, invocation 1) ===',
       'n: 10xi64=[0 -1000000000000 ... (10 elements) ... -8000000000000 -9000000000000]',
     ]);
     assert.strictEqual(out[4], 's: f32=[2.5]');
@@ -984,9 +984,10 @@ for (const uri of DEVICE_URIS) {
         assert.deepStrictEqual(spans.map((e) => [e.name, e.ph, e.tid, e.args.ok]), [
           ['m.f', 'X', 1, true], ['m.f', 'X', 1, true], ['m.f', 'X', 1, true], ['m.g', 'X', 1, true],
         ]);
-        // Each span holds its dispatches.
+        // Each span holds its dispatches (sequences count per context: m.g's
+        // invocation 1 is another context's).
         for (const span of spans.slice(0, 3)) {
-          const mine = dispatches.filter((d) => d.args.sequence === span.args.sequence);
+          const mine = dispatches.filter((d) => d.args.function === span.name && d.args.sequence === span.args.sequence);
           assert.strictEqual(mine.length, 2);
           for (const d of mine) assert.ok(d.ts >= span.ts && d.ts + d.dur <= span.ts + span.dur + 1e-3, 'dispatch within its invocation');
         }

@@ -29,11 +29,16 @@
 #include "base/status.h"
 #include "hal/element_type.h"
 
+// How an invocation is named (see hrt_vm_call_t): `sequence` counts the
+// invocations of its context (1, 2, ...; what users see); `invocation` is
+// unique in the process, to tell apart invocations of several contexts that
+// share one sink.
 typedef struct hrt_trace_info_s {
-  uint64_t sequence;     // the invocation's number
+  uint64_t sequence;     // the invocation's number in its context
   const char* function;  // "module.function"
   uint32_t op_index;     // index of the op in the function body
   int64_t time_ns;       // when the trace was taken (hrt_time_now_ns())
+  uint64_t invocation;   // the invocation's id, unique in the process
 } hrt_trace_info_t;
 
 typedef struct hrt_trace_tensor_s {
@@ -46,13 +51,14 @@ typedef struct hrt_trace_tensor_s {
 } hrt_trace_tensor_t;
 
 typedef struct hrt_dispatch_timing_s {
-  uint64_t sequence;     // the invocation's number
+  uint64_t sequence;     // the invocation's number in its context
   const char* function;  // "module.function"
   uint32_t op_index;
   const char* kernel;  // "executable.entry"
   const char* device;  // the device's URI
   int64_t start_ns;    // hrt_time_now_ns() timeline
   int64_t duration_ns;
+  uint64_t invocation;  // the invocation's id, unique in the process
 } hrt_dispatch_timing_t;
 
 typedef struct hrt_debug_sink_s {

@@ -1,6 +1,5 @@
 #include "modules/hal_module.h"
 
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,12 +13,9 @@ typedef struct hrt_hal_module_s {
   hrt_debug_sink_t sink;     // released exactly once, in destroy
   hrt_hal_module_options_t options;  // strings point into `arena`
   hrt_arena_t arena;
-  bool has_keys;
-  regex_t keys;  // compiled options.trace_keys
 } hrt_hal_module_t;
 
 static void hrt_hal_module_free(hrt_hal_module_t* module) {
-  if (module->has_keys) regfree(&module->keys);
   hrt_arena_deinit(&module->arena);
   free(module);
 }
@@ -29,28 +25,10 @@ static hrt_status_t hrt_filters_oom(void) {
                          "out of host memory copying trace filters");
 }
 
-// Copies the filter strings of `options` into the module and compiles the
-// key pattern.
+// Copies the function names of `options` into the module.
 static hrt_status_t hrt_hal_module_copy_filters(
     hrt_hal_module_t* module, const hrt_hal_module_options_t* options) {
   hrt_hal_module_options_t* copy = &module->options;
-  if (options->trace_keys) {
-    int flags = REG_EXTENDED | REG_NOSUB |
-                (options->trace_keys_ignore_case ? REG_ICASE : 0);
-    int error = regcomp(&module->keys, options->trace_keys, flags);
-    if (error != 0) {
-      char reason[160];
-      regerror(error, &module->keys, reason, sizeof(reason));
-      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                             "trace key pattern '%s' does not compile as a "
-                             "POSIX extended regular expression: %s",
-                             options->trace_keys, reason);
-    }
-    module->has_keys = true;
-    copy->trace_keys = hrt_arena_strndup(&module->arena, options->trace_keys,
-                                         strlen(options->trace_keys));
-    if (!copy->trace_keys) return hrt_filters_oom();
-  }
   if (options->trace_function_count) {
     const char** names = hrt_arena_alloc(
         &module->arena, options->trace_function_count * sizeof(char*));
@@ -118,7 +96,6 @@ hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
       hrt_allocate_zeroed(sizeof(*module), "hal module", (void**)&module));
   if (options) {
     module->options = *options;
-    module->options.trace_keys = NULL;
     module->options.trace_functions = NULL;
     hrt_status_t status = hrt_hal_module_copy_filters(module, options);
     if (status != HRT_OK) {
@@ -188,5 +165,6 @@ bool hrt_hal_module_traces_dispatch(const hrt_vm_module_t* hal_module,
     }
     if (!listed) return false;
   }
-  return !module->has_keys || regexec(&module->keys, key, 0, NULL, 0) == 0;
+  return !options->trace_keys.fn ||
+         options->trace_keys.fn(options->trace_keys.user_data, key);
 }

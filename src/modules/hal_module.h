@@ -14,17 +14,28 @@
 #include "modules/debug_sink.h"
 #include "vm/module.h"
 
+// Whether trace_dispatches covers the dispatch keyed `key`
+// ("function:op:entry", see hrt_program_module_dispatch_keys). Called only
+// while a context links a program module after the HAL module, on the
+// linking thread, once per dispatch the other filters cover.
+typedef struct hrt_trace_key_filter_s {
+  bool (*fn)(void* user_data, const char* key);
+  // Not owned by the module: must stay valid whenever a context links it.
+  void* user_data;
+} hrt_trace_key_filter_t;
+
 typedef struct hrt_hal_module_options_s {
   // Trace what every dispatch writes (its bindings that are not function
   // inputs), keyed "function:op:kernel", without changing the program.
   bool trace_dispatches;
   // Which dispatches trace_dispatches covers; each filter is off when unset.
   // Copied at creation.
-  const char* trace_keys;  // POSIX extended regex a key must match
-  bool trace_keys_ignore_case;
+  hrt_trace_key_filter_t trace_keys;   // fn NULL: every key
   const char* const* trace_functions;  // function names (without module)
   uint32_t trace_function_count;
-  uint32_t trace_every;  // invocations whose sequence % every == 0 (0: all)
+  // Invocations whose sequence (their number in their context, 1, 2, ...)
+  // is a multiple of trace_every (0: all).
+  uint32_t trace_every;
   // Fail the invocation (ABORTED, naming the trace key, tensor and first bad
   // index) at the first traced tensor holding NaN or Inf, before the sink
   // sees it.
@@ -33,8 +44,7 @@ typedef struct hrt_hal_module_options_s {
   bool profile;
 } hrt_hal_module_options_t;
 
-// `sink` may be NULL (no sink). A trace_keys pattern that does not compile
-// is INVALID_ARGUMENT. On error the sink's release is not called.
+// `sink` may be NULL (no sink). On error the sink's release is not called.
 hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
                                    const hrt_debug_sink_t* sink,
                                    const hrt_hal_module_options_t* options,
@@ -53,7 +63,8 @@ hrt_status_t hrt_hal_module_trace(
     const hrt_trace_tensor_t* tensors) HRT_MUST_USE;
 
 // Whether trace_dispatches covers the dispatch keyed `key` of function
-// `function` (the key and function filters; trace_every applies per call).
+// `function` (the function and key filters; trace_every applies per call).
+// Linking thread, while a context links (see hrt_trace_key_filter_t).
 bool hrt_hal_module_traces_dispatch(const hrt_vm_module_t* hal_module,
                                     const char* function, const char* key);
 

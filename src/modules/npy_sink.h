@@ -7,14 +7,15 @@
 // files meant for the original (traces then fail with DATA_LOSS).
 //
 // File names: "<sequence>_<prefix>-<hash>_<index>.npy", where <sequence> is
-// the invocation's number, <prefix> the first HRT_NPY_KEY_PREFIX bytes of
-// the key with every byte outside [A-Za-z0-9_.-] replaced by '_', <hash>
-// the 32-bit FNV-1a hash of the key's exact bytes as 8 lowercase hex
-// digits, and <index> the tensor's position in the trace. If that name is
-// taken (the same key traced twice in an invocation, a second run into the
-// same folder, a hash collision), the file is "<same>.<n>.npy" with the
-// smallest free n in 1..HRT_NPY_MAX_RENAMES; when all are taken the trace
-// fails with DATA_LOSS. Names never exceed 120 bytes, whatever the key.
+// the invocation's number in its context (hrt_trace_info_t), <prefix> the first
+// HRT_NPY_KEY_PREFIX bytes of the key with every byte outside [A-Za-z0-9_.-]
+// replaced by '_', <hash> the 32-bit FNV-1a hash of the key's exact bytes as 8
+// lowercase hex digits, and <index> the tensor's position in the trace. If that
+// name is taken (the same key traced twice in an invocation, contexts sharing
+// the sink, a second run into the same folder, a hash collision), the file is
+// "<same>.<n>.npy" with the smallest free n in 1..HRT_NPY_MAX_RENAMES; when all
+// are taken the trace fails with DATA_LOSS. Names never exceed 120 bytes,
+// whatever the key.
 //
 // No file is ever overwritten and nothing is written outside the folder:
 // each tensor is written to a new hidden temporary file (".halrt-*.tmp",

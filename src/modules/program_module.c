@@ -75,7 +75,8 @@ typedef struct hrt_op_s {
   // fill
   uint64_t pattern;
   uint32_t pattern_length;
-  // trace
+  // trace: its key; dispatch: the key of its traceDispatches trace,
+  // "function:op:entry"
   const char* key;
 } hrt_op_t;
 
@@ -98,6 +99,8 @@ typedef struct hrt_program_module_s {
   hrt_executable_spec_t* executables;
   hrt_function_t* functions;    // [base.function_count]
   hrt_vm_function_def_t* defs;  // [base.function_count]
+  uint32_t dispatch_count;
+  const char** dispatch_keys;  // [dispatch_count]: every dispatch's op->key
 } hrt_program_module_t;
 
 //===----------------------------------------------------------------------===//
@@ -1223,8 +1226,16 @@ static hrt_status_t hrt_parse_function(hrt_parser_t* parser,
   for (size_t i = 0; i < body->length; ++i) {
     char op_path[HRT_PATH_MAX];
     hrt_path_format(op_path, "%s[%zu]", body_path, i);
-    HRT_RETURN_IF_ERROR(hrt_parse_op(parser, function, &body->items[i], op_path,
-                                     &function->ops[i]));
+    hrt_op_t* op = &function->ops[i];
+    HRT_RETURN_IF_ERROR(
+        hrt_parse_op(parser, function, &body->items[i], op_path, op));
+    if (op->kind != HRT_OP_DISPATCH) continue;
+    size_t length = strlen(name) + strlen(op->entry) + 16;
+    char* key = NULL;
+    HRT_RETURN_IF_ERROR(hrt_alloc(parser, length, (void**)&key));
+    snprintf(key, length, "%s:%zu:%s", name, i, op->entry);
+    op->key = key;
+    parser->module->dispatch_count += 1;
   }
   return HRT_OK;
 }
@@ -1266,6 +1277,18 @@ static hrt_status_t hrt_parse_module(hrt_parser_t* parser,
         parser, name->string, functions->keys[i], &functions->items[i],
         &module->functions[i], &module->defs[i]));
   }
+  HRT_RETURN_IF_ERROR(hrt_alloc(parser,
+                                module->dispatch_count * sizeof(const char*),
+                                (void**)&module->dispatch_keys));
+  uint32_t dispatch = 0;
+  for (size_t i = 0; i < functions->length; ++i) {
+    const hrt_function_t* function = &module->functions[i];
+    for (uint32_t j = 0; j < function->op_count; ++j) {
+      if (function->ops[j].kind == HRT_OP_DISPATCH) {
+        module->dispatch_keys[dispatch++] = function->ops[j].key;
+      }
+    }
+  }
   module->base.name = name->string;
   module->base.function_count = (uint32_t)functions->length;
   return HRT_OK;
@@ -1293,7 +1316,7 @@ struct hrt_program_state_s {
   hrt_hal_executable_t** executables;          // [executable_count]
   hrt_hal_command_buffer_t** command_buffers;  // [function_count]
   uint32_t** command_ops;  // [function_count][commands]: op of each command
-  hrt_arena_t arena;       // trace sites, generated keys, command_ops
+  hrt_arena_t arena;       // trace sites and their values, command_ops
 };
 
 // One call in flight: the host context of its submission.
@@ -1303,6 +1326,7 @@ typedef struct hrt_program_call_s {
   const hrt_function_t* function;
   uint32_t function_ordinal;
   uint64_t sequence;
+  uint64_t invocation;
   uint32_t output_count;
   uint32_t local_count;
   hrt_hal_buffer_view_t** outputs;  // [output_count], owned until done
@@ -1324,7 +1348,7 @@ static hrt_status_t hrt_program_trace(void* user_data, void* submission_context,
                                       data[i],    lengths[i]};
   }
   hrt_trace_info_t info = {call->sequence, site->function->qualified_name,
-                           site->op_index, hrt_time_now_ns()};
+                           site->op_index, hrt_time_now_ns(), call->invocation};
   return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
                               tensors);
 }
@@ -1422,16 +1446,11 @@ static hrt_status_t hrt_add_dispatch_trace(
   }
   if (count == 0) return HRT_OK;
   const char* function_name = strchr(function->qualified_name, '.') + 1;
-  size_t length = strlen(function_name) + strlen(op->entry) + 16;
-  char* key = NULL;
-  HRT_RETURN_IF_ERROR(
-      hrt_arena_allocate(&state->arena, length, "trace key", (void**)&key));
-  snprintf(key, length, "%s:%u:%s", function_name, op_index, op->entry);
-  if (!hrt_hal_module_traces_dispatch(state->hal, function_name, key)) {
+  if (!hrt_hal_module_traces_dispatch(state->hal, function_name, op->key)) {
     return HRT_OK;
   }
-  return hrt_add_trace(state, command_buffer, function, op_index, key, count,
-                       written,
+  return hrt_add_trace(state, command_buffer, function, op_index, op->key,
+                       count, written,
                        hrt_hal_module_options(state->hal)->trace_every);
 }
 
@@ -1585,6 +1604,7 @@ static void hrt_program_dispatch_timing(void* host_context,
   uint32_t op_index = state->command_ops[call->function_ordinal][command_index];
   hrt_dispatch_timing_t event = {
       .sequence = call->sequence,
+      .invocation = call->invocation,
       .function = call->function->qualified_name,
       .op_index = op_index,
       .kernel = call->function->ops[op_index].kernel,
@@ -1690,6 +1710,7 @@ static hrt_status_t hrt_program_begin_call(hrt_vm_module_t* base, void* opaque,
   call->function = function;
   call->function_ordinal = vm_call->function_ordinal;
   call->sequence = vm_call->sequence;
+  call->invocation = vm_call->invocation;
   hrt_status_t status =
       hrt_prepare_call(state->device, function, def, vm_call, call);
   if (status == HRT_OK) {
@@ -1727,6 +1748,17 @@ static const hrt_vm_module_vtable_t hrt_program_module_vtable = {
     .free_state = hrt_program_free_state,
     .begin_call = hrt_program_begin_call,
 };
+
+bool hrt_program_module_isa(const hrt_vm_module_t* module) {
+  return module->vtable == &hrt_program_module_vtable;
+}
+
+const char* const* hrt_program_module_dispatch_keys(
+    const hrt_vm_module_t* module, uint32_t* out_count) {
+  const hrt_program_module_t* program = (const hrt_program_module_t*)module;
+  *out_count = program->dispatch_count;
+  return program->dispatch_keys;
+}
 
 hrt_status_t hrt_program_module_create(const char* json, size_t length,
                                        const char* base_dir,

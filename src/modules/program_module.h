@@ -15,6 +15,7 @@
 #ifndef HRT_MODULES_PROGRAM_MODULE_H_
 #define HRT_MODULES_PROGRAM_MODULE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "vm/module.h"
@@ -24,5 +25,14 @@
 hrt_status_t hrt_program_module_create(
     const char* json, size_t length, const char* base_dir,
     hrt_vm_module_t** out_module) HRT_MUST_USE;
+
+// Whether `module` is a program module.
+bool hrt_program_module_isa(const hrt_vm_module_t* module);
+
+// The key of every dispatch of a program module, in function then op order:
+// "function:op:entry", the key its traceDispatches trace has (see
+// hal_module.h). Fixed at creation, valid while the module lives.
+const char* const* hrt_program_module_dispatch_keys(
+    const hrt_vm_module_t* module, uint32_t* out_count);
 
 #endif  // HRT_MODULES_PROGRAM_MODULE_H_

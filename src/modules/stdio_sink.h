@@ -1,6 +1,6 @@
 // A debug sink that prints traces as text, without entering JavaScript.
 //
-//   === key (mlp.main op 2, invocation 0) ===
+//   === key (mlp.main op 2, invocation 1) ===
 //   hidden: 4x16xf32=[2.35 2.325 ... (64 elements) ... 0 0.075]
 //
 // Tensors of more than `max_elements` elements show the first and last

@@ -104,6 +104,17 @@ bool hrt_js_throw(napi_env env, hrt_status_code_t code, const char* format,
   return false;
 }
 
+napi_value hrt_js_error_with_cause(napi_env env, hrt_status_t status,
+                                   napi_value cause) {
+  napi_value error = hrt_js_error_from_status(env, status);
+  if (error == NULL) return NULL;
+  const napi_property_descriptor property = {
+      "cause", NULL, NULL, NULL, NULL, cause, napi_writable | napi_configurable,
+      NULL};
+  napi_define_properties(env, error, 1, &property);  // best effort
+  return error;
+}
+
 napi_value hrt_js_take_pending(napi_env env) {
   napi_value error = NULL;
   if (napi_get_and_clear_last_exception(env, &error) != napi_ok ||

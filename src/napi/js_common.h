@@ -42,8 +42,6 @@ typedef struct hrt_js_env_s {
   // Carries submission results from device threads to this env. One native
   // reference is owned by this struct and dropped at teardown.
   hrt_js_channel_t* channel;
-  // The number of the next invocation (info.sequence of its traces).
-  uint64_t next_sequence;
   // Wraps pinned by the binding calls now running on this env's thread,
   // innermost call last (js_wrap.h). Empty whenever no call is running.
   hrt_js_wrap_t** pins;
@@ -95,6 +93,13 @@ void hrt_js_throw_napi_failure(napi_env env, napi_status status,
 // Creates a HalrtError for `status` (consumed). Returns NULL with a pending
 // exception when even that fails.
 napi_value hrt_js_error_from_status(napi_env env, hrt_status_t status);
+
+// Creates a HalrtError for `status` (consumed) with `cause` as its own,
+// non-enumerable `cause` (like `new Error(message, {cause})`; left out if
+// even defining it fails). Returns NULL with a pending exception when the
+// error cannot be made.
+napi_value hrt_js_error_with_cause(napi_env env, hrt_status_t status,
+                                   napi_value cause);
 
 // Throws a HalrtError for `status` (consumed; must not be OK).
 void hrt_js_throw_status(napi_env env, hrt_status_t status);

@@ -7,6 +7,7 @@
 #include "napi/js_function.h"
 #include "napi/js_instance.h"
 #include "napi/js_module.h"
+#include "napi/js_trace_keys.h"
 
 static void hrt_js_context_release(void* opaque) {
   hrt_js_context_handle_t* handle = opaque;
@@ -22,6 +23,30 @@ const hrt_js_class_t hrt_js_context_class = {
 };
 
 #define HRT_JS_MAX_CONTEXT_MODULES 64
+
+// Tests the traceDispatches.keys filter of each HAL module among `modules`
+// against the dispatch keys of the program modules among them, and hands
+// each filter its answers for the link that follows (which runs no
+// JavaScript). Every test runs before any filter gets answers: a test may
+// run user code, even a nested `new Context` with the same modules.
+static bool hrt_js_context_test_trace_keys(napi_env env, const char* method,
+                                           hrt_vm_module_t* const* modules,
+                                           uint32_t count,
+                                           hrt_js_trace_keys_t* const* filters,
+                                           uint32_t filter_count) {
+  hrt_js_trace_verdicts_t* verdicts[HRT_JS_MAX_CONTEXT_MODULES] = {NULL};
+  for (uint32_t i = 0; i < filter_count; ++i) {
+    if (!hrt_js_trace_keys_test(env, filters[i], modules, count, method,
+                                &verdicts[i])) {
+      for (uint32_t j = 0; j < i; ++j) hrt_js_trace_verdicts_free(verdicts[j]);
+      return false;
+    }
+  }
+  for (uint32_t i = 0; i < filter_count; ++i) {
+    hrt_js_trace_keys_set_verdicts(filters[i], verdicts[i]);
+  }
+  return true;
+}
 
 // new Context(instance, modules)
 static napi_value hrt_js_context_construct(napi_env env,
@@ -49,6 +74,8 @@ static napi_value hrt_js_context_construct(napi_env env,
     return NULL;
   }
   hrt_vm_module_t* modules[HRT_JS_MAX_CONTEXT_MODULES];
+  hrt_js_trace_keys_t* filters[HRT_JS_MAX_CONTEXT_MODULES];
+  uint32_t filter_count = 0;
   hrt_js_sink_t* sink = NULL;
   napi_value copy = NULL;
   HRT_NAPI_CALL(env, napi_create_array_with_length(env, count, &copy));
@@ -65,8 +92,14 @@ static napi_value hrt_js_context_construct(napi_env env,
       return NULL;
     }
     if (module->sink != NULL) sink = module->sink;
+    if (module->trace_keys != NULL)
+      filters[filter_count++] = module->trace_keys;
     modules[i] = module->module;
     HRT_NAPI_CALL(env, napi_set_element(env, copy, i, element));
+  }
+  if (!hrt_js_context_test_trace_keys(env, method, modules, count, filters,
+                                      filter_count)) {
+    return NULL;
   }
   hrt_js_context_handle_t* handle = calloc(1, sizeof(*handle));
   hrt_status_t status =
@@ -74,6 +107,9 @@ static napi_value hrt_js_context_construct(napi_env env,
                                      modules, count, &handle->context)
              : hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
                                "out of host memory");
+  for (uint32_t i = 0; i < filter_count; ++i) {
+    hrt_js_trace_keys_set_verdicts(filters[i], NULL);
+  }
   if (status != HRT_OK) {
     free(handle);
     hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));

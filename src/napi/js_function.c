@@ -37,7 +37,7 @@ typedef struct hrt_js_invocation_s {
   hrt_js_channel_t* channel;  // retained until delivered
   hrt_js_sink_t* sink;        // retained, or NULL
   napi_deferred deferred;     // JS thread only
-  uint64_t sequence;
+  hrt_vm_invocation_ids_t ids;
   int64_t start_ns;     // when invoke was called
   int64_t end_ns;       // written on the completion thread
   hrt_status_t status;  // written on the completion thread
@@ -61,24 +61,15 @@ static void hrt_js_invocation_free(hrt_js_invocation_t* invocation) {
 static napi_value hrt_js_sink_failure(napi_env env,
                                       const hrt_js_invocation_t* invocation,
                                       napi_value thrown) {
-  napi_value error = hrt_js_error_from_status(
-      env, hrt_status_make(HRT_STATUS_ABORTED,
-                           "%s: the debug sink threw while handling a trace "
-                           "of this invocation (sequence %llu)",
-                           invocation->name,
-                           (unsigned long long)invocation->sequence));
-  if (error == NULL) return thrown;
-  // Like `new Error(message, {cause})`: an own, non-enumerable property.
-  const napi_property_descriptor cause = {"cause",
-                                          NULL,
-                                          NULL,
-                                          NULL,
-                                          NULL,
-                                          thrown,
-                                          napi_writable | napi_configurable,
-                                          NULL};
-  napi_define_properties(env, error, 1, &cause);
-  return error;
+  napi_value error = hrt_js_error_with_cause(
+      env,
+      hrt_status_make(HRT_STATUS_ABORTED,
+                      "%s: the debug sink threw while handling a trace "
+                      "of this invocation (sequence %llu)",
+                      invocation->name,
+                      (unsigned long long)invocation->ids.sequence),
+      thrown);
+  return error != NULL ? error : thrown;
 }
 
 // An Array of BufferView objects taking the invocation's output references.
@@ -113,17 +104,18 @@ static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
   // device does, so the sink's invocation event says ok: false for it too.
   // What the invocation callback itself throws is taken after it ran (and
   // dropped when a trace callback threw first, so that nothing stays kept).
-  napi_value thrown =
-      invocation->sink
-          ? hrt_js_sink_take_error(env, invocation->sink, invocation->sequence)
-          : NULL;
+  napi_value thrown = invocation->sink
+                          ? hrt_js_sink_take_error(env, invocation->sink,
+                                                   invocation->ids.invocation)
+                          : NULL;
   if (invocation->sink != NULL) {
     hrt_js_sink_report_invocation(
-        env, invocation->sink, invocation->sequence, invocation->name,
-        invocation->start_ns, invocation->end_ns - invocation->start_ns,
+        env, invocation->sink, invocation->ids.invocation,
+        invocation->ids.sequence, invocation->name, invocation->start_ns,
+        invocation->end_ns - invocation->start_ns,
         invocation->status == HRT_OK && thrown == NULL);
-    napi_value late =
-        hrt_js_sink_take_error(env, invocation->sink, invocation->sequence);
+    napi_value late = hrt_js_sink_take_error(env, invocation->sink,
+                                             invocation->ids.invocation);
     if (thrown == NULL) thrown = late;
   }
   if (thrown != NULL) {
@@ -261,7 +253,6 @@ static napi_value hrt_js_function_invoke(napi_env env,
   invocation->channel =
       invocation->sink ? hrt_js_sink_channel(invocation->sink) : state->channel;
   hrt_js_channel_retain(invocation->channel);
-  invocation->sequence = state->next_sequence++;
   invocation->start_ns = hrt_time_now_ns();
   if (napi_create_promise(env, &invocation->deferred, &promise) != napi_ok) {
     hrt_js_invocation_free(invocation);
@@ -269,8 +260,9 @@ static napi_value hrt_js_function_invoke(napi_env env,
     return NULL;
   }
   hrt_status_t status = hrt_vm_invoke_async(
-      handle->context, &handle->function, views, count, invocation->sequence,
-      (hrt_vm_invocation_done_t){hrt_js_invocation_done, invocation});
+      handle->context, &handle->function, views, count,
+      (hrt_vm_invocation_done_t){hrt_js_invocation_done, invocation},
+      &invocation->ids);
   if (status != HRT_OK) {
     hrt_js_reject_status(env, invocation->deferred,
                          hrt_status_annotate(status, "%s", method));

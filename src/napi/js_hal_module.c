@@ -2,7 +2,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "modules/hal_module.h"
 #include "napi/js_args.h"
@@ -17,6 +16,7 @@ void hrt_js_module_handle_release(void* opaque) {
   hrt_vm_module_release(handle->module);
   hrt_vm_instance_release(handle->instance);
   if (handle->sink != NULL) hrt_js_sink_release(handle->sink);
+  hrt_js_trace_keys_free(handle->trace_keys);
   free(handle);
 }
 
@@ -33,9 +33,8 @@ typedef struct hrt_js_hal_options_s {
   bool has_sink;
   napi_value trace_dispatches_value;  // as given
   bool trace_dispatches;
-  // traceDispatches filters; strings malloc'd, freed by the caller.
-  char* trace_keys;
-  bool trace_keys_ignore_case;
+  // traceDispatches filters; owned, freed by the caller.
+  hrt_js_trace_keys_t* trace_keys;
   uint32_t trace_function_count;
   char* trace_functions[HRT_JS_MAX_TRACE_FUNCTIONS];
   uint32_t trace_every;
@@ -45,46 +44,10 @@ typedef struct hrt_js_hal_options_s {
 } hrt_js_hal_options_t;
 
 static void hrt_js_hal_options_free(hrt_js_hal_options_t* options) {
-  free(options->trace_keys);
+  hrt_js_trace_keys_free(options->trace_keys);
   for (uint32_t i = 0; i < options->trace_function_count; ++i) {
     free(options->trace_functions[i]);
   }
-}
-
-// traceDispatches.keys: a RegExp whose source is matched as a POSIX
-// extended regular expression; of its flags only 'i' is supported.
-static bool hrt_js_trace_keys(napi_env env, napi_value value,
-                              const char* method, hrt_js_hal_options_t* out) {
-  static const char* const name = "options.traceDispatches.keys";
-  napi_value global = NULL, regexp = NULL, source = NULL, flags = NULL;
-  bool is_regexp = false;
-  HRT_NAPI_CALL_BOOL(env, napi_get_global(env, &global));
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_get_named_property(env, global, "RegExp", &regexp));
-  napi_valuetype type = napi_undefined;
-  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
-  if (type == napi_object) {
-    HRT_NAPI_CALL_BOOL(env, napi_instanceof(env, value, regexp, &is_regexp));
-  }
-  if (!is_regexp)
-    return hrt_js_throw_type(env, value, method, name, "a RegExp");
-  char* flag_text = NULL;
-  HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, value, "flags", &flags));
-  if (!hrt_js_arg_string(env, flags, method, name, NULL, &flag_text)) {
-    return false;
-  }
-  bool supported = strspn(flag_text, "i") == strlen(flag_text);
-  out->trace_keys_ignore_case = strchr(flag_text, 'i') != NULL;
-  if (!supported) {
-    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "%s: %s flags '%s' are not supported (only 'i')", method, name,
-                 flag_text);
-  }
-  free(flag_text);
-  if (!supported) return false;
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_get_named_property(env, value, "source", &source));
-  return hrt_js_arg_string(env, source, method, name, NULL, &out->trace_keys);
 }
 
 // traceDispatches: a boolean, or {keys: RegExp, functions: [names], every: N}
@@ -113,7 +76,7 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
   }
   out->trace_every = (uint32_t)every;
   if (!hrt_js_arg_is_undefined(env, field) &&
-      !hrt_js_trace_keys(env, field, method, out)) {
+      !hrt_js_trace_keys_read(env, field, method, &out->trace_keys)) {
     return false;
   }
   if (!hrt_js_arg_option(env, value, "functions", &field)) return false;
@@ -224,10 +187,14 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
     free(handle);
     return NULL;
   }
+  // The handle owns the key filter the module asks while contexts link.
+  handle->trace_keys = options.trace_keys;
+  options.trace_keys = NULL;
   hrt_hal_module_options_t module_options = {
       .trace_dispatches = options.trace_dispatches,
-      .trace_keys = options.trace_keys,
-      .trace_keys_ignore_case = options.trace_keys_ignore_case,
+      .trace_keys = handle->trace_keys
+                        ? hrt_js_trace_keys_filter(handle->trace_keys)
+                        : (hrt_trace_key_filter_t){NULL, NULL},
       .trace_functions = (const char* const*)options.trace_functions,
       .trace_function_count = options.trace_function_count,
       .trace_every = options.trace_every,
@@ -242,6 +209,7 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
     // No module took the sink: release it as the module would have.
     if (options.has_sink) native_sink.release.fn(native_sink.release.user_data);
     if (handle->sink != NULL) hrt_js_sink_release(handle->sink);
+    hrt_js_trace_keys_free(handle->trace_keys);
     free(handle);
     hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));
     return NULL;

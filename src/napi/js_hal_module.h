@@ -13,6 +13,7 @@
 
 #include "napi/js_common.h"
 #include "napi/js_sink.h"
+#include "napi/js_trace_keys.h"
 #include "napi/js_wrap.h"
 #include "vm/instance.h"
 #include "vm/module.h"
@@ -23,6 +24,10 @@ typedef struct hrt_js_module_handle_s {
   hrt_vm_module_t* module;      // owned reference
   hrt_vm_instance_t* instance;  // owned reference
   hrt_js_sink_t* sink;          // owned reference, or NULL
+  // A HalModule's traceDispatches.keys filter, owned, or NULL. The module
+  // asks it while contexts link, which only `new Context` does, with this
+  // handle pinned.
+  hrt_js_trace_keys_t* trace_keys;
 } hrt_js_module_handle_t;
 
 extern const hrt_js_class_t hrt_js_hal_module_class;

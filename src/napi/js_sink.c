@@ -19,7 +19,7 @@
 // invocation is still rejected then, with `undefined` as the cause.
 typedef struct hrt_js_sink_error_s {
   struct hrt_js_sink_error_s* next;
-  uint64_t sequence;
+  uint64_t invocation;  // the invocation's id (hrt_trace_info_t)
   napi_ref holder;
 } hrt_js_sink_error_t;
 
@@ -111,9 +111,9 @@ static void hrt_js_sink_credit_locked(hrt_js_sink_t* sink, uint64_t bytes) {
 // holder object (napi_create_reference takes only objects before Node-API
 // 10); with no holder the invocation is still rejected, with `undefined`.
 static void hrt_js_sink_keep_error(napi_env env, hrt_js_sink_t* sink,
-                                   uint64_t sequence, napi_value error) {
+                                   uint64_t invocation, napi_value error) {
   for (hrt_js_sink_error_t* entry = sink->errors; entry; entry = entry->next) {
-    if (entry->sequence == sequence) return;
+    if (entry->invocation == invocation) return;
   }
   hrt_js_sink_error_t* entry = calloc(1, sizeof(*entry));
   if (entry == NULL) return;
@@ -123,21 +123,21 @@ static void hrt_js_sink_keep_error(napi_env env, hrt_js_sink_t* sink,
       napi_create_reference(env, holder, 1, &entry->holder) != napi_ok) {
     entry->holder = NULL;
   }
-  entry->sequence = sequence;
+  entry->invocation = invocation;
   entry->next = sink->errors;
   sink->errors = entry;
 }
 
 // Keeps the pending exception, if any, as the error of invocation
-// `sequence`.
+// `invocation` (its id).
 static void hrt_js_sink_keep_pending(napi_env env, hrt_js_sink_t* sink,
-                                     uint64_t sequence) {
+                                     uint64_t invocation) {
   bool pending = false;
   napi_value error = NULL;
   if (napi_is_exception_pending(env, &pending) == napi_ok && pending &&
       napi_get_and_clear_last_exception(env, &error) == napi_ok &&
       error != NULL) {
-    hrt_js_sink_keep_error(env, sink, sequence, error);
+    hrt_js_sink_keep_error(env, sink, invocation, error);
   }
 }
 
@@ -363,12 +363,12 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
   uint32_t length = 0;
   if (ok && napi_is_array(env, result, &is_array) == napi_ok && is_array &&
       napi_get_array_length(env, result, &length) == napi_ok) {
-    // [sequence, thrown, sequence, thrown, ...]
+    // [invocation, thrown, invocation, thrown, ...] (invocation ids)
     for (uint32_t i = 0; i + 1 < length; i += 2) {
-      napi_value sequence = NULL, thrown = NULL;
+      napi_value invocation = NULL, thrown = NULL;
       int64_t number = 0;
-      if (napi_get_element(env, result, i, &sequence) == napi_ok &&
-          napi_get_value_int64(env, sequence, &number) == napi_ok &&
+      if (napi_get_element(env, result, i, &invocation) == napi_ok &&
+          napi_get_value_int64(env, invocation, &number) == napi_ok &&
           napi_get_element(env, result, i + 1, &thrown) == napi_ok) {
         hrt_js_sink_keep_error(env, sink, (uint64_t)number, thrown);
       }
@@ -376,8 +376,8 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
   }
   if (!ok) {
     napi_value error = hrt_js_take_pending(env);
-    for (size_t i = 0; i < batch->sequence_count; ++i) {
-      hrt_js_sink_keep_error(env, sink, batch->sequences[i], error);
+    for (size_t i = 0; i < batch->invocation_count; ++i) {
+      hrt_js_sink_keep_error(env, sink, batch->invocations[i], error);
     }
   }
   napi_close_handle_scope(env, scope);
@@ -415,9 +415,9 @@ static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
 // Calls target.invocation(event) on every object target that has that
 // method, in one handle scope; a throw is kept as the invocation's error.
 void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
-                                   uint64_t sequence, const char* function,
-                                   int64_t start_ns, int64_t duration_ns,
-                                   bool ok) {
+                                   uint64_t invocation, uint64_t sequence,
+                                   const char* function, int64_t start_ns,
+                                   int64_t duration_ns, bool ok) {
   napi_handle_scope scope = NULL;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   napi_value event = NULL;
@@ -430,7 +430,7 @@ void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
         napi_get_named_property(env, target, "invocation", &method) !=
             napi_ok ||
         napi_typeof(env, method, &type) != napi_ok || type != napi_function) {
-      hrt_js_sink_keep_pending(env, sink, sequence);  // a throwing getter
+      hrt_js_sink_keep_pending(env, sink, invocation);  // a throwing getter
       continue;
     }
     // {sequence, function, startNs, durationNs, ok}, shared by the targets.
@@ -443,12 +443,12 @@ void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
          napi_get_boolean(env, ok, &ok_value) != napi_ok ||
          napi_set_named_property(env, event, "ok", ok_value) != napi_ok)) {
       event = NULL;
-      hrt_js_sink_keep_pending(env, sink, sequence);
+      hrt_js_sink_keep_pending(env, sink, invocation);
       break;
     }
     if (napi_call_function(env, target, method, 1, &event, &ignored) !=
         napi_ok) {
-      hrt_js_sink_keep_pending(env, sink, sequence);
+      hrt_js_sink_keep_pending(env, sink, invocation);
     }
   }
   napi_close_handle_scope(env, scope);
@@ -716,11 +716,11 @@ void hrt_js_sink_end_invocation(napi_env env, hrt_js_sink_t* sink) {
 }
 
 napi_value hrt_js_sink_take_error(napi_env env, hrt_js_sink_t* sink,
-                                  uint64_t sequence) {
+                                  uint64_t invocation) {
   for (hrt_js_sink_error_t** link = &sink->errors; *link;
        link = &(*link)->next) {
     hrt_js_sink_error_t* entry = *link;
-    if (entry->sequence != sequence) continue;
+    if (entry->invocation != invocation) continue;
     napi_value holder = NULL, error = NULL;
     if (entry->holder != NULL) {
       if (napi_get_reference_value(env, entry->holder, &holder) == napi_ok &&

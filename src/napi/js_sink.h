@@ -107,16 +107,18 @@ void hrt_js_sink_end_invocation(napi_env env, hrt_js_sink_t* sink);
 // JS thread. Reports an invocation that has completed to target.invocation
 // ({sequence, function, startNs, durationNs, ok}), if the target has that
 // method, just before its promise settles. A throw is kept like a trace
-// callback's (see take_error).
+// callback's (see take_error). `invocation` is the invocation's id and
+// `sequence` its number in its context (hrt_vm_invocation_ids_t).
 void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
-                                   uint64_t sequence, const char* function,
-                                   int64_t start_ns, int64_t duration_ns,
-                                   bool ok);
+                                   uint64_t invocation, uint64_t sequence,
+                                   const char* function, int64_t start_ns,
+                                   int64_t duration_ns, bool ok);
 
-// JS thread. The first value the callback threw for invocation `sequence`,
-// removed from the sink; NULL when it threw none. A callback may throw any
-// value, so a non-NULL result may be `undefined`, a string, ...
+// JS thread. The first value the callback threw for the invocation whose id
+// is `invocation`, removed from the sink; NULL when it threw none. A
+// callback may throw any value, so a non-NULL result may be `undefined`, a
+// string, ...
 napi_value hrt_js_sink_take_error(napi_env env, hrt_js_sink_t* sink,
-                                  uint64_t sequence);
+                                  uint64_t invocation);
 
 #endif  // HRT_NAPI_JS_SINK_H_

@@ -8,11 +8,11 @@
 // Slots of a trace record's header and of a tensor's fixed part (name,
 // dtype, rank, then per contents), and of a timing record.
 enum {
-  HRT_JS_TRACE_HEADER_SLOTS = 8,
+  HRT_JS_TRACE_HEADER_SLOTS = 9,
   HRT_JS_TENSOR_SLOTS = 3,
   HRT_JS_STATS_SLOTS = 6,
   HRT_JS_DATA_SLOTS = 2,
-  HRT_JS_TIMING_SLOTS = 8,
+  HRT_JS_TIMING_SLOTS = 9,
 };
 
 // Buffers above this size are given back when a batch is reset, so that one
@@ -238,8 +238,8 @@ static void hrt_js_drop_strings(hrt_js_trace_batch_t* batch,
 
 // Interns every string a record refers to (`indices[i]` receives the index
 // of `strings[i]`), and reserves `slots` record slots, `externals` external
-// entries and the record's sequence. On failure the batch is as it was.
-static bool hrt_js_prepare(hrt_js_trace_batch_t* batch, uint64_t sequence,
+// entries and the record's invocation id. On failure the batch is as it was.
+static bool hrt_js_prepare(hrt_js_trace_batch_t* batch, uint64_t invocation,
                            const char* const* strings, size_t string_count,
                            size_t slots, size_t externals, size_t* indices) {
   const size_t old_strings = batch->string_count;
@@ -250,8 +250,8 @@ static bool hrt_js_prepare(hrt_js_trace_batch_t* batch, uint64_t sequence,
       hrt_js_reserve((void**)&batch->externals, sizeof(*batch->externals),
                      &batch->external_capacity,
                      batch->external_count + externals) &&
-      hrt_js_reserve((void**)&batch->sequences, sizeof(uint64_t),
-                     &batch->sequence_capacity, batch->sequence_count + 1);
+      hrt_js_reserve((void**)&batch->invocations, sizeof(uint64_t),
+                     &batch->invocation_capacity, batch->invocation_count + 1);
   for (size_t i = 0; ok && i < string_count; ++i) {
     ok = hrt_js_intern(batch, strings[i], &indices[i]);
   }
@@ -259,9 +259,9 @@ static bool hrt_js_prepare(hrt_js_trace_batch_t* batch, uint64_t sequence,
     hrt_js_drop_strings(batch, old_strings, old_text);
     return false;
   }
-  if (batch->sequence_count == 0 ||
-      batch->sequences[batch->sequence_count - 1] != sequence) {
-    batch->sequences[batch->sequence_count++] = sequence;
+  if (batch->invocation_count == 0 ||
+      batch->invocations[batch->invocation_count - 1] != invocation) {
+    batch->invocations[batch->invocation_count++] = invocation;
   }
   return true;
 }
@@ -294,10 +294,11 @@ bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
   for (uint32_t i = 0; i < count; ++i) strings[i + 2] = tensors[i].name;
   const hrt_js_trace_layout_t layout =
       hrt_js_trace_layout(count, tensors, contents);
-  bool ok = hrt_js_prepare(batch, info->sequence, strings, string_count,
+  bool ok = hrt_js_prepare(batch, info->invocation, strings, string_count,
                            layout.slots, layout.externals, indices);
   if (ok) {
     hrt_js_put(batch, HRT_JS_TRACE_RECORD);
+    hrt_js_put(batch, (double)info->invocation);
     hrt_js_put(batch, (double)info->sequence);
     hrt_js_put(batch, (double)indices[1]);
     hrt_js_put(batch, info->op_index);
@@ -347,11 +348,12 @@ bool hrt_js_trace_batch_add_timing(hrt_js_trace_batch_t* batch,
                                    uint64_t credit) {
   const char* strings[] = {event->function, event->kernel, event->device};
   size_t indices[3];
-  if (!hrt_js_prepare(batch, event->sequence, strings, 3, HRT_JS_TIMING_SLOTS,
+  if (!hrt_js_prepare(batch, event->invocation, strings, 3, HRT_JS_TIMING_SLOTS,
                       0, indices)) {
     return false;
   }
   hrt_js_put(batch, HRT_JS_TIMING_RECORD);
+  hrt_js_put(batch, (double)event->invocation);
   hrt_js_put(batch, (double)event->sequence);
   hrt_js_put(batch, (double)indices[0]);
   hrt_js_put(batch, event->op_index);
@@ -383,7 +385,7 @@ void hrt_js_trace_batch_deinit(hrt_js_trace_batch_t* batch) {
   free(batch->offsets);
   free(batch->slots);
   free(batch->externals);
-  free(batch->sequences);
+  free(batch->invocations);
   memset(batch, 0, sizeof(*batch));
 }
 
@@ -403,7 +405,7 @@ void hrt_js_trace_batch_reset(hrt_js_trace_batch_t* batch) {
   batch->text_size = 0;
   batch->string_count = 0;
   batch->external_count = 0;
-  batch->sequence_count = 0;
+  batch->invocation_count = 0;
   batch->dtype_mask = 0;
   batch->credit = 0;
 }

@@ -11,7 +11,8 @@
 // batch's string list (each distinct string once per batch). Dtypes are
 // hrt_hal_element_type_t values (binding.dtypes[dtype] is the name).
 //
-//   TRACE   1, sequence, function, op, timeNs, dropped, key, count,
+//   TRACE   1, invocation, sequence, function, op, timeNs, dropped, key,
+//           count,
 //           then per tensor: name, dtype, rank, dims[rank],
 //             with STATS: count, min, max, mean, nanCount, infCount
 //             with DATA:  byteLength, where
@@ -19,7 +20,10 @@
 //                         slot, padded to a whole slot
 //                         where = k >= 0: the bytes are external k (large
 //                         data, not copied again; see externals)
-//   TIMING  2, sequence, function, op, kernel, device, startNs, durationNs
+//   TIMING  2, invocation, sequence, function, op, kernel, device, startNs,
+//           durationNs
+// (invocation: the invocation's id, sequence: its number in its context;
+// see hrt_trace_info_t)
 //
 // Threads and ownership: a batch is plain memory with no locking of its own;
 // the debug sink (js_sink.c) guards it with its mutex while the producer
@@ -77,12 +81,12 @@ typedef struct hrt_js_trace_batch_s {
   hrt_js_trace_external_t* externals;
   size_t external_count;
   size_t external_capacity;
-  // The invocation sequences of the records, a run of equal ones listed
-  // once (so that an undeliverable batch can fail exactly those
-  // invocations; a sequence may appear more than once).
-  uint64_t* sequences;
-  size_t sequence_count;
-  size_t sequence_capacity;
+  // The invocation ids of the records, a run of equal ones listed once (so
+  // that an undeliverable batch can fail exactly those invocations; an id
+  // may appear more than once).
+  uint64_t* invocations;
+  size_t invocation_count;
+  size_t invocation_capacity;
   uint32_t dtype_mask;  // bit t: some inline data of element type t
   uint64_t credit;      // bytes counted against the sink's bound
 } hrt_js_trace_batch_t;

@@ -1,5 +1,6 @@
 #include "vm/context.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,8 @@ struct hrt_vm_context_s {
   hrt_ref_t ref;
   hrt_vm_instance_t* instance;  // retained
   uint32_t linked_count;        // modules whose state exists
+  // The sequence number of the last call that started (0: none yet).
+  atomic_uint_fast64_t last_sequence;
   uint32_t module_count;
   hrt_vm_linked_module_t modules[];
 };
@@ -25,6 +28,9 @@ typedef struct hrt_vm_invocation_s {
   hrt_vm_context_t* context;
   hrt_vm_invocation_done_t done;
 } hrt_vm_invocation_t;
+
+// The id of the last invocation in the process (ids are never reused).
+static atomic_uint_fast64_t hrt_vm_last_invocation_id;
 
 static void hrt_vm_context_destroy(hrt_vm_context_t* context) {
   // States go in reverse link order: a module may use the states of the
@@ -59,6 +65,7 @@ hrt_status_t hrt_vm_context_create(hrt_vm_instance_t* instance,
       sizeof(*context) + module_count * sizeof(context->modules[0]), "context",
       (void**)&context));
   hrt_ref_init(&context->ref);
+  atomic_init(&context->last_sequence, 0);
   context->instance = instance;
   hrt_vm_instance_retain(instance);
   context->module_count = module_count;
@@ -192,8 +199,9 @@ static void hrt_vm_invocation_done(void* user_data, hrt_status_t status,
 hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                                  const hrt_vm_function_t* function,
                                  hrt_hal_buffer_view_t* const* inputs,
-                                 uint32_t input_count, uint64_t sequence,
-                                 hrt_vm_invocation_done_t done) {
+                                 uint32_t input_count,
+                                 hrt_vm_invocation_done_t done,
+                                 hrt_vm_invocation_ids_t* out_ids) {
   hrt_vm_module_t* module = function->module;
   void* state = NULL;
   for (uint32_t i = 0; i < context->linked_count && !state; ++i) {
@@ -214,15 +222,25 @@ hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
   invocation->done = done;
   hrt_vm_context_retain(context);
   hrt_live_add(HRT_LIVE_INVOCATION, 1);
+  const hrt_vm_invocation_ids_t ids = {
+      .sequence = atomic_fetch_add(&context->last_sequence, 1) + 1,
+      .invocation = atomic_fetch_add(&hrt_vm_last_invocation_id, 1) + 1,
+  };
+  if (out_ids) *out_ids = ids;
   hrt_vm_call_t call = {
       .function_ordinal = function->ordinal,
       .inputs = inputs,
       .input_count = input_count,
-      .sequence = sequence,
+      .sequence = ids.sequence,
+      .invocation = ids.invocation,
       .done = {hrt_vm_invocation_done, invocation},
   };
   hrt_status_t status = module->vtable->begin_call(module, state, &call);
   if (status != HRT_OK) {
+    // The number goes back unless a later call has taken the next one.
+    uint_fast64_t taken = ids.sequence;
+    atomic_compare_exchange_strong(&context->last_sequence, &taken,
+                                   ids.sequence - 1);
     hrt_vm_context_release(context);
     free(invocation);
     hrt_live_add(HRT_LIVE_INVOCATION, -1);

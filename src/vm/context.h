@@ -46,16 +46,32 @@ hrt_status_t hrt_vm_context_lookup_function(
 const hrt_vm_function_def_t* hrt_vm_function_def(
     const hrt_vm_function_t* function);
 
+// How hrt_vm_invoke_async numbered a call.
+typedef struct hrt_vm_invocation_ids_s {
+  // The call's number in its context: the context's first call that started
+  // is 1, the next 2, and so on, over all its functions. Taken once the
+  // inputs have passed the checks; a call that then fails to start gives
+  // its number back (unless another thread's call has taken the next one
+  // meanwhile). So on one thread the numbers have no gaps.
+  uint64_t sequence;
+  // Unique among all calls in the process (never 0).
+  uint64_t invocation;
+} hrt_vm_invocation_ids_t;
+
 // Checks `inputs` against the function's signature (count, dtype, shape;
 // INVALID_ARGUMENT naming the input) and starts the call. On HRT_OK `done`
 // runs exactly once on the completion thread; on error it never runs.
+// `*out_ids` (out_ids may be NULL) receives the call's numbers, as reported
+// with its traces, just before the call starts, so that `done` may read
+// them; they mean nothing when this returns an error.
 // The input views are borrowed only during this call; the device keeps their
 // buffers until the call completes. A program may write into its inputs
 // (fill, copy or dispatch targets), which changes the caller's tensors.
 hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                                  const hrt_vm_function_t* function,
                                  hrt_hal_buffer_view_t* const* inputs,
-                                 uint32_t input_count, uint64_t sequence,
-                                 hrt_vm_invocation_done_t done) HRT_MUST_USE;
+                                 uint32_t input_count,
+                                 hrt_vm_invocation_done_t done,
+                                 hrt_vm_invocation_ids_t* out_ids) HRT_MUST_USE;
 
 #endif  // HRT_VM_CONTEXT_H_

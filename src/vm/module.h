@@ -51,7 +51,9 @@ typedef struct hrt_vm_call_s {
   uint32_t function_ordinal;
   hrt_hal_buffer_view_t* const* inputs;  // already checked against the def
   uint32_t input_count;
-  uint64_t sequence;  // the invocation's number, reported with its traces
+  // Reported with the call's traces and timings (hrt_vm_invoke_async).
+  uint64_t sequence;    // the call's number in its context: 1, 2, ...
+  uint64_t invocation;  // the call's id, unique in the process
   hrt_vm_invocation_done_t done;
 } hrt_vm_call_t;
 

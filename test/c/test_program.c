@@ -30,6 +30,7 @@ typedef struct {
   int count;
   char keys[64][48];
   uint64_t sequences[64];
+  uint64_t invocations[64];
   uint32_t ops[64];
   uint32_t tensor_counts[64];
   float first[64];
@@ -50,6 +51,7 @@ static hrt_status_t record(void* user_data, const char* key,
   if (i < 64) {
     snprintf(recorder->keys[i], sizeof(recorder->keys[i]), "%s", key);
     recorder->sequences[i] = info->sequence;
+    recorder->invocations[i] = info->invocation;
     recorder->ops[i] = info->op_index;
     recorder->tensor_counts[i] = count;
     const float* data = tensors[0].data;
@@ -209,11 +211,12 @@ static hrt_status_t make_tensor(hrt_hal_device_t* device, const float* data,
   return status;
 }
 
-// Runs mlp.main of `f` once, as invocation `sequence`, on x [4,8] and
-// w [8,16], and waits. Returns the invocation's status (owned); on success
-// the caller owns result->outputs.
+// Runs mlp.main of `f` once on x [4,8] and w [8,16], and waits. Returns the
+// invocation's status (owned); on success the caller owns result->outputs
+// and `*out_ids` (out_ids may be NULL) holds the invocation's numbers.
 static hrt_status_t run_mlp(const fixture_t* f, const float* x, const float* w,
-                            uint64_t sequence, result_t* result) {
+                            result_t* result,
+                            hrt_vm_invocation_ids_t* out_ids) {
   hrt_vm_function_t function;
   HRT_RETURN_IF_ERROR(
       hrt_vm_context_lookup_function(f->context, "mlp.main", &function));
@@ -223,8 +226,9 @@ static hrt_status_t run_mlp(const fixture_t* f, const float* x, const float* w,
   if (status == HRT_OK) {
     memset(result, 0, sizeof(*result));
     hrt_notification_init(&result->done);
-    status = hrt_vm_invoke_async(f->context, &function, inputs, 2, sequence,
-                                 (hrt_vm_invocation_done_t){on_done, result});
+    status = hrt_vm_invoke_async(f->context, &function, inputs, 2,
+                                 (hrt_vm_invocation_done_t){on_done, result},
+                                 out_ids);
     if (status == HRT_OK) {
       status = wait_result(result);
     } else {
@@ -261,6 +265,7 @@ static void program_runs_and_traces_in_order(void) {
     float x[RUNS][32], w[128], expected[RUNS][64];
     for (int k = 0; k < 128; ++k) w[k] = (float)((k * 7) % 11) - 5.0f;
     result_t results[RUNS];
+    hrt_vm_invocation_ids_t ids[RUNS];
     hrt_hal_buffer_view_t* weights = NULL;
     CHECK_OK(make_tensor(f.device, w, 8, 16, &weights));
     for (int r = 0; r < RUNS; ++r) {
@@ -271,8 +276,8 @@ static void program_runs_and_traces_in_order(void) {
       memset(&results[r], 0, sizeof(results[r]));
       hrt_notification_init(&results[r].done);
       hrt_vm_invocation_done_t done = {on_done, &results[r]};
-      CHECK_OK(hrt_vm_invoke_async(f.context, &function, inputs, 2,
-                                   (uint64_t)(100 + r), done));
+      CHECK_OK(
+          hrt_vm_invoke_async(f.context, &function, inputs, 2, done, &ids[r]));
       hrt_hal_buffer_view_release(inputs[0]);  // the call holds it
     }
     hrt_hal_buffer_view_release(weights);
@@ -291,7 +296,12 @@ static void program_runs_and_traces_in_order(void) {
     for (int r = 0; r < RUNS; ++r) {
       CHECK(strcmp(recorder.keys[2 * r], "after_matmul") == 0);
       CHECK(strcmp(recorder.keys[2 * r + 1], "after_relu") == 0);
-      CHECK_EQ_INT(recorder.sequences[2 * r], 100 + r);
+      // Numbered 1, 2, 3 in their context; ids unique.
+      CHECK_EQ_INT(ids[r].sequence, r + 1);
+      CHECK_EQ_INT(recorder.sequences[2 * r], r + 1);
+      CHECK_EQ_INT(recorder.sequences[2 * r + 1], r + 1);
+      CHECK_EQ_INT(recorder.invocations[2 * r], ids[r].invocation);
+      CHECK(r == 0 || ids[r].invocation > ids[r - 1].invocation);
       CHECK_EQ_INT(recorder.ops[2 * r], 1);
       CHECK_EQ_INT(recorder.ops[2 * r + 1], 4);
       CHECK_EQ_INT(recorder.tensor_counts[2 * r + 1], 2);
@@ -315,7 +325,7 @@ static void trace_dispatches_traces_every_dispatch_output(void) {
   CHECK_OK(fixture_create("local-sync", kMlp, &sink, &options, &f));
   float x[32] = {1}, w[128] = {2};
   result_t result;
-  CHECK_OK(run_mlp(&f, x, w, 7, &result));
+  CHECK_OK(run_mlp(&f, x, w, &result, NULL));
   hrt_hal_buffer_view_release(result.outputs[0]);
   fixture_release(&f);
   CHECK_EQ_INT(recorder.count, 4);
@@ -337,7 +347,7 @@ static void profiled_dispatches_report_timings(void) {
   float x[32] = {0}, w[128] = {0};
   int64_t before = hrt_time_now_ns();
   result_t result;
-  CHECK_OK(run_mlp(&f, x, w, 42, &result));
+  CHECK_OK(run_mlp(&f, x, w, &result, NULL));
   int64_t after = hrt_time_now_ns();
   hrt_hal_buffer_view_release(result.outputs[0]);
   CHECK_EQ_INT(recorder.timing_count, 2);
@@ -345,7 +355,7 @@ static void profiled_dispatches_report_timings(void) {
   CHECK_EQ_INT(recorder.timings[0].op_index, 0);
   CHECK(strcmp(recorder.timings[1].kernel, "k.relu_f32") == 0);
   CHECK_EQ_INT(recorder.timings[1].op_index, 2);
-  CHECK_EQ_INT(recorder.timings[1].sequence, 42);
+  CHECK_EQ_INT(recorder.timings[1].sequence, 1);
   CHECK(strcmp(recorder.timings[1].function, "mlp.main") == 0);
   CHECK(strcmp(recorder.timings[1].device, "local-task?workers=2") == 0);
   CHECK(recorder.timings[0].start_ns >= before);
@@ -356,6 +366,21 @@ static void profiled_dispatches_report_timings(void) {
   CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
 }
 
+// A key filter: keys holding "relu", and the keys it was asked about.
+typedef struct {
+  int asked;
+  char keys[4][48];
+} key_filter_t;
+
+static bool relu_keys(void* user_data, const char* key) {
+  key_filter_t* filter = user_data;
+  if (filter->asked < 4) {
+    snprintf(filter->keys[filter->asked], sizeof(filter->keys[0]), "%s", key);
+  }
+  filter->asked += 1;
+  return strstr(key, "relu") != NULL;
+}
+
 static void dispatch_trace_filters_pick_keys_functions_and_invocations(void) {
   recorder_t recorder;
   recorder_init(&recorder);
@@ -364,36 +389,97 @@ static void dispatch_trace_filters_pick_keys_functions_and_invocations(void) {
   memset(&f, 0, sizeof(f));
   CHECK_OK(hrt_vm_instance_create(&f.instance));
   CHECK_OK(hrt_vm_instance_create_device(f.instance, "local-sync", &f.device));
-  hrt_hal_module_options_t bad = {.trace_dispatches = true,
-                                  .trace_keys = "relu("};
-  CHECK_STATUS(hrt_hal_module_create(f.device, &sink, &bad, &f.hal),
-               HRT_STATUS_INVALID_ARGUMENT, "trace key pattern 'relu('");
   const char* functions[2] = {"other", "main"};
+  key_filter_t filter = {0};
   hrt_hal_module_options_t options = {.trace_dispatches = true,
-                                      .trace_keys = "RELU",
-                                      .trace_keys_ignore_case = true,
+                                      .trace_keys = {relu_keys, &filter},
                                       .trace_functions = functions,
                                       .trace_function_count = 2,
                                       .trace_every = 2};
   CHECK_OK(hrt_hal_module_create(f.device, &sink, &options, &f.hal));
   CHECK_OK(hrt_program_module_create(kMlp, strlen(kMlp), NULL, &f.program));
+  uint32_t key_count = 0;
+  const char* const* keys =
+      hrt_program_module_dispatch_keys(f.program, &key_count);
+  CHECK_EQ_INT(key_count, 2);
+  CHECK(strcmp(keys[0], "main:0:matmul_f32") == 0);
+  CHECK(strcmp(keys[1], "main:2:relu_f32") == 0);
+  CHECK(hrt_program_module_isa(f.program) && !hrt_program_module_isa(f.hal));
+  CHECK_EQ_INT(filter.asked, 0);  // asked only when a context links
   hrt_vm_module_t* modules[2] = {f.hal, f.program};
   CHECK_OK(hrt_vm_context_create(f.instance, modules, 2, &f.context));
+  CHECK_EQ_INT(filter.asked, 2);
+  CHECK(strcmp(filter.keys[0], "main:0:matmul_f32") == 0);
+  CHECK(strcmp(filter.keys[1], "main:2:relu_f32") == 0);
   float x[32] = {0}, w[128] = {0};
-  for (uint64_t sequence = 0; sequence < 3; ++sequence) {
+  for (int run = 0; run < 3; ++run) {
     result_t result;
-    CHECK_OK(run_mlp(&f, x, w, sequence, &result));
+    CHECK_OK(run_mlp(&f, x, w, &result, NULL));
     hrt_hal_buffer_view_release(result.outputs[0]);
   }
   fixture_release(&f);
   CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
+  CHECK_EQ_INT(filter.asked, 2);  // never while the calls ran
   // Per invocation: the program's own two traces; the relu dispatch's trace
-  // only for sequences 0 and 2; never the matmul's (the key filter).
-  const char* expected[8] = {"after_matmul", "main:2:relu_f32", "after_relu",
-                             "after_matmul", "after_relu",      "after_matmul",
-                             "main:2:relu_f32", "after_relu"};
-  CHECK_EQ_INT(recorder.count, 8);
-  for (int i = 0; i < 8; ++i) CHECK(strcmp(recorder.keys[i], expected[i]) == 0);
+  // only for the 2nd (every 2); never the matmul's (the key filter).
+  const char* expected[7] = {"after_matmul",    "after_relu", "after_matmul",
+                             "main:2:relu_f32", "after_relu", "after_matmul",
+                             "after_relu"};
+  CHECK_EQ_INT(recorder.count, 7);
+  for (int i = 0; i < 7; ++i) CHECK(strcmp(recorder.keys[i], expected[i]) == 0);
+  CHECK_EQ_INT(recorder.sequences[3], 2);
+}
+
+// Each context numbers its own calls from 1; calls that fail before they
+// start use no number; invocation ids are unique across contexts.
+static void invocations_are_numbered_per_context(void) {
+  recorder_t recorder;
+  recorder_init(&recorder);
+  hrt_debug_sink_t sink = recorder_sink(&recorder);
+  fixture_t f;
+  CHECK_OK(fixture_create("local-sync", kMlp, &sink, NULL, &f));
+  hrt_vm_context_t* second = NULL;
+  hrt_vm_module_t* modules[2] = {f.hal, f.program};
+  CHECK_OK(hrt_vm_context_create(f.instance, modules, 2, &second));
+  fixture_t g = f;  // the same modules, the second context
+  g.context = second;
+  float x[32] = {0}, w[128] = {0};
+  // Refused inputs (checked by the context), and an input on another
+  // device (refused by the program once the call has its number).
+  hrt_vm_function_t function;
+  CHECK_OK(hrt_vm_context_lookup_function(f.context, "mlp.main", &function));
+  hrt_hal_device_t* other = NULL;
+  CHECK_OK(hrt_vm_instance_create_device(f.instance, "local-sync", &other));
+  hrt_hal_buffer_view_t* inputs[2] = {NULL, NULL};
+  CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
+  CHECK_OK(make_tensor(other, w, 8, 16, &inputs[1]));
+  hrt_vm_invocation_done_t done = {on_done, NULL};
+  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 1, done, NULL),
+               HRT_STATUS_INVALID_ARGUMENT, "takes 2 inputs");
+  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, done, NULL),
+               HRT_STATUS_INVALID_ARGUMENT, "is on another device");
+  hrt_hal_buffer_view_release(inputs[0]);
+  hrt_hal_buffer_view_release(inputs[1]);
+  hrt_hal_device_release(other);
+  // f, g, f, g, g.
+  const fixture_t* order[5] = {&f, &g, &f, &g, &g};
+  const uint64_t sequences[5] = {1, 1, 2, 2, 3};
+  hrt_vm_invocation_ids_t ids[5];
+  for (int i = 0; i < 5; ++i) {
+    result_t result;
+    CHECK_OK(run_mlp(order[i], x, w, &result, &ids[i]));
+    hrt_hal_buffer_view_release(result.outputs[0]);
+    CHECK_EQ_INT(ids[i].sequence, sequences[i]);
+    CHECK(i == 0 || ids[i].invocation > ids[i - 1].invocation);
+  }
+  CHECK_EQ_INT(recorder.count, 10);
+  for (int i = 0; i < 10; ++i) {
+    CHECK_EQ_INT(recorder.sequences[i], sequences[i / 2]);
+    CHECK_EQ_INT(recorder.invocations[i], ids[i / 2].invocation);
+  }
+  hrt_vm_context_release(second);
+  fixture_release(&f);
+  CHECK_EQ_INT(recorder_wait_released(&recorder), 1);
 }
 
 static void sink_error_fails_only_its_invocation(void) {
@@ -406,7 +492,7 @@ static void sink_error_fails_only_its_invocation(void) {
   float x[32] = {0}, w[128] = {0};
   for (int run = 0; run < 2; ++run) {
     result_t result;
-    hrt_status_t status = run_mlp(&f, x, w, (uint64_t)run, &result);
+    hrt_status_t status = run_mlp(&f, x, w, &result, NULL);
     if (run == 0) {
       CHECK_STATUS(status, HRT_STATUS_ABORTED, "sink refused trace 0");
       CHECK_EQ_INT(result.output_count, 0);
@@ -458,9 +544,9 @@ static void sink_released_once_from_the_completion_thread(void) {
   // Keep the context alive only through the invocation.
   hrt_vm_context_t* context = f.context;
   hrt_vm_context_retain(context);
-  CHECK_OK(hrt_vm_invoke_async(context, &function, inputs, 2, 1,
-                               (hrt_vm_invocation_done_t){drop_everything,
-                                                          &drop}));
+  CHECK_OK(hrt_vm_invoke_async(
+      context, &function, inputs, 2,
+      (hrt_vm_invocation_done_t){drop_everything, &drop}, NULL));
   hrt_vm_context_release(context);
   hrt_hal_buffer_view_release(inputs[0]);
   hrt_hal_buffer_view_release(inputs[1]);
@@ -509,9 +595,9 @@ static void contexts_check_names_and_inputs(void) {
   CHECK_OK(make_tensor(f.device, data, 8, 4, &wrong_shape));
   hrt_vm_invocation_done_t done = {on_done, NULL};
   hrt_hal_buffer_view_t* inputs[2] = {good, wrong_shape};
-  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 1, 0, done),
+  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 1, done, NULL),
                HRT_STATUS_INVALID_ARGUMENT, "mlp.main: takes 2 inputs (got 1)");
-  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, 0, done),
+  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, done, NULL),
                HRT_STATUS_INVALID_ARGUMENT,
                "input 1 ('w') must have shape [8,16] (got [8,4])");
   // An input from another device.
@@ -520,7 +606,7 @@ static void contexts_check_names_and_inputs(void) {
   hrt_hal_buffer_view_t* foreign = NULL;
   CHECK_OK(make_tensor(other, data, 8, 16, &foreign));
   inputs[1] = foreign;
-  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, 0, done),
+  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, done, NULL),
                HRT_STATUS_INVALID_ARGUMENT, "input 1 ('w') is on another");
   hrt_hal_buffer_view_release(foreign);
   hrt_hal_device_release(other);
@@ -678,8 +764,9 @@ static void bad_modules_name_the_field(void) {
   hrt_hal_buffer_release(buffer);
   result_t result = {.output_count = 0};
   hrt_notification_init(&result.done);
-  CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1, 0,
-                               (hrt_vm_invocation_done_t){on_done, &result}));
+  CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1,
+                               (hrt_vm_invocation_done_t){on_done, &result},
+                               NULL));
   hrt_hal_buffer_view_release(input);
   CHECK_OK(wait_result(&result));
   const float* b = hrt_hal_buffer_view_buffer(result.outputs[0])->host_ptr;
@@ -747,8 +834,9 @@ static void fills_store_values_in_each_dtype(void) {
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "m.f", &function));
   result_t result = {.output_count = 0};
   hrt_notification_init(&result.done);
-  CHECK_OK(hrt_vm_invoke_async(f.context, &function, NULL, 0, 0,
-                               (hrt_vm_invocation_done_t){on_done, &result}));
+  CHECK_OK(hrt_vm_invoke_async(f.context, &function, NULL, 0,
+                               (hrt_vm_invocation_done_t){on_done, &result},
+                               NULL));
   CHECK_OK(wait_result(&result));
   CHECK_EQ_INT(result.output_count, 5);
   const uint16_t* h = hrt_hal_buffer_view_buffer(result.outputs[0])->host_ptr;
@@ -795,8 +883,9 @@ static void nonfinite_guard_rejects_naming_key_and_index(void) {
     hrt_hal_buffer_release(buffer);
     result_t result = {.output_count = 0};
     hrt_notification_init(&result.done);
-    CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1, run,
-                                 (hrt_vm_invocation_done_t){on_done, &result}));
+    CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1,
+                                 (hrt_vm_invocation_done_t){on_done, &result},
+                                 NULL));
     hrt_hal_buffer_view_release(input);
     hrt_status_t status = wait_result(&result);
     if (run == 0) {
@@ -825,4 +914,5 @@ TEST_MAIN(TEST_CASE(program_runs_and_traces_in_order),
           TEST_CASE(nonfinite_guard_rejects_naming_key_and_index),
           TEST_CASE(profiled_dispatches_report_timings),
           TEST_CASE(dispatch_trace_filters_pick_keys_functions_and_invocations),
+          TEST_CASE(invocations_are_numbered_per_context),
           TEST_CASE(every_object_is_destroyed))

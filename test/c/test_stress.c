@@ -212,10 +212,10 @@ static hrt_status_t start_call(setup_t* setup, calls_t* calls) {
   hrt_mutex_lock(&calls->mutex);
   calls->in_flight += 1;
   hrt_mutex_unlock(&calls->mutex);
-  uint64_t sequence = (uint64_t)atomic_fetch_add(&setup->calls, 1);
-  hrt_status_t status = hrt_vm_invoke_async(
-      setup->context, &setup->function, inputs, 2, sequence,
-      (hrt_vm_invocation_done_t){call_done, calls});
+  atomic_fetch_add(&setup->calls, 1);
+  hrt_status_t status =
+      hrt_vm_invoke_async(setup->context, &setup->function, inputs, 2,
+                          (hrt_vm_invocation_done_t){call_done, calls}, NULL);
   if (status != HRT_OK) {
     hrt_mutex_lock(&calls->mutex);
     calls->in_flight -= 1;

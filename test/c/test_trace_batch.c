@@ -1,5 +1,5 @@
 // src/napi/js_trace_batch: the record encoding slot by slot, string
-// interning, large data as external pool blocks, the sequence list, credit,
+// interning, large data as external pool blocks, the invocation list, credit,
 // reset and deinit, and allocation failure at every point of an append.
 #include <math.h>
 #include <stdbool.h>
@@ -163,6 +163,7 @@ static void expect_trace(cursor_t* cursor, const char* key,
                          size_t* next_external) {
   const hrt_js_trace_batch_t* batch = cursor->batch;
   EXPECT_SLOT(cursor, HRT_JS_TRACE_RECORD);
+  EXPECT_SLOT(cursor, info->invocation);
   EXPECT_SLOT(cursor, info->sequence);
   EXPECT_STRING_SLOT(cursor, info->function);
   EXPECT_SLOT(cursor, info->op_index);
@@ -211,6 +212,7 @@ static void expect_trace(cursor_t* cursor, const char* key,
 static void expect_timing(cursor_t* cursor,
                           const hrt_dispatch_timing_t* event) {
   EXPECT_SLOT(cursor, HRT_JS_TIMING_RECORD);
+  EXPECT_SLOT(cursor, event->invocation);
   EXPECT_SLOT(cursor, event->sequence);
   EXPECT_STRING_SLOT(cursor, event->function);
   EXPECT_SLOT(cursor, event->op_index);
@@ -254,10 +256,11 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
                                  const float* logits, const int64_t* step,
                                  uint64_t credit) {
   cursor_t cursor = {batch, 0};
-  // 8 header slots; logits: 3 + 2 dims + 2 + 3 for 20 bytes; step: 3 + 2 + 1.
-  CHECK_EQ_INT(batch->size, 24 * 8);
-  EXPECT_SLOT(&cursor, 1);  // TRACE
-  EXPECT_SLOT(&cursor, 7);
+  // 9 header slots; logits: 3 + 2 dims + 2 + 3 for 20 bytes; step: 3 + 2 + 1.
+  CHECK_EQ_INT(batch->size, 25 * 8);
+  EXPECT_SLOT(&cursor, 1);   // TRACE
+  EXPECT_SLOT(&cursor, 70);  // invocation
+  EXPECT_SLOT(&cursor, 7);   // sequence
   EXPECT_STRING_SLOT(&cursor, "model.predict");
   EXPECT_SLOT(&cursor, 3);
   EXPECT_SLOT(&cursor, 123456789);
@@ -278,7 +281,7 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 8);
   EXPECT_SLOT(&cursor, -1);
   EXPECT_INLINE_BYTES(&cursor, step, 8);
-  CHECK_EQ_INT(cursor.at, 24);
+  CHECK_EQ_INT(cursor.at, 25);
   // The four strings, each once, in the order first used.
   CHECK_EQ_INT(batch->string_count, 4);
   CHECK(strcmp(hrt_js_trace_batch_string(batch, 0), "probe") == 0);
@@ -289,8 +292,8 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
                                      sizeof("logits") + sizeof("step"));
   CHECK_EQ_INT(batch->dtype_mask, (1u << HRT_HAL_ELEMENT_TYPE_F32) |
                                       (1u << HRT_HAL_ELEMENT_TYPE_I64));
-  CHECK_EQ_INT(batch->sequence_count, 1);
-  CHECK_EQ_INT(batch->sequences[0], 7);
+  CHECK_EQ_INT(batch->invocation_count, 1);
+  CHECK_EQ_INT(batch->invocations[0], 70);
   CHECK_EQ_INT(batch->external_count, 0);
   CHECK_EQ_INT(batch->credit, credit);
   // The credit bounds what the trace added.
@@ -309,7 +312,7 @@ static void inline_trace_encodes_every_slot(void) {
        sizeof(logits)},
       {"step", HRT_HAL_ELEMENT_TYPE_I64, 0, NULL, &step, sizeof(step)},
   };
-  const hrt_trace_info_t info = {7, "model.predict", 3, 123456789};
+  const hrt_trace_info_t info = {7, "model.predict", 3, 123456789, 70};
   uint64_t credit = hrt_js_trace_bytes("probe", &info, 2, tensors, kData);
   hrt_js_trace_extras_t* extras = (hrt_js_trace_extras_t*)&extras;
   bool needs_extras = hrt_js_trace_needs_extras(2, tensors, kData);
@@ -342,7 +345,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   CHECK_EQ_INT(cursor.at, slot_count_of(both));
   // The stats slots of "activations" by value: NaN and +-Inf counted and
   // left out of min, max and mean.
-  cursor_t stats = {both, 8 + 3 + 2};
+  cursor_t stats = {both, 9 + 3 + 2};
   EXPECT_SLOT(&stats, 6);
   EXPECT_SLOT(&stats, -2.5);
   EXPECT_SLOT(&stats, 4.0);
@@ -351,7 +354,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   EXPECT_SLOT(&stats, 2);
   // "empty": no elements, so NaN min, max and mean.
   cursor_t empty = {both,
-                    8 + (3 + 2 + 6 + 2 + 3) + (3 + 1 + 6 + 2 + 2) + (3 + 2)};
+                    9 + (3 + 2 + 6 + 2 + 3) + (3 + 1 + 6 + 2 + 2) + (3 + 2)};
   EXPECT_SLOT(&empty, 0);
   EXPECT_SLOT(&empty, NAN);
   EXPECT_SLOT(&empty, NAN);
@@ -362,7 +365,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   // Name, dtype, rank, dims and six stats per tensor; no data slots.
   CHECK_EQ_INT(cursor.at, slot_count_of(stats_only));
   CHECK_EQ_INT(slot_count_of(stats_only),
-               8 + (3 + 2 + 6) + (3 + 1 + 6) + (3 + 2 + 6) + (3 + 1 + 6));
+               9 + (3 + 2 + 6) + (3 + 1 + 6) + (3 + 2 + 6) + (3 + 1 + 6));
 }
 
 static void stats_slots_match_tensor_stats(void) {
@@ -385,7 +388,7 @@ static void stats_slots_match_tensor_stats(void) {
       {"empty", HRT_HAL_ELEMENT_TYPE_F32, 2, empty_shape, NULL, 0},
       {"ramp", HRT_HAL_ELEMENT_TYPE_F32, 1, ramp_shape, ramp, sizeof(ramp)},
   };
-  const hrt_trace_info_t info = {21, "model.stats", 9, 555};
+  const hrt_trace_info_t info = {21, "model.stats", 9, 555, 210};
   hrt_js_trace_batch_t both = {0};
   hrt_js_trace_batch_t stats_only = {0};
   // {stats, data}: the first three tensors (the fourth would go external).
@@ -424,6 +427,7 @@ static void expect_large_records(const hrt_js_trace_batch_t* batch,
                                  uint64_t credit) {
   cursor_t cursor = {batch, 0};
   EXPECT_SLOT(&cursor, 1);
+  EXPECT_SLOT(&cursor, 110);
   EXPECT_SLOT(&cursor, 11);
   EXPECT_STRING_SLOT(&cursor, "model.load");
   EXPECT_SLOT(&cursor, 0);
@@ -471,8 +475,8 @@ static void expect_large_records(const hrt_js_trace_batch_t* batch,
   CHECK(batch->externals[0].data != batch->externals[2].data);
   // Only inline data counts in the mask.
   CHECK_EQ_INT(batch->dtype_mask, 1u << HRT_HAL_ELEMENT_TYPE_U8);
-  CHECK_EQ_INT(batch->sequence_count, 1);
-  CHECK_EQ_INT(batch->sequences[0], 11);
+  CHECK_EQ_INT(batch->invocation_count, 1);
+  CHECK_EQ_INT(batch->invocations[0], 110);
   // The first trace's credit bounds its records, strings and externals.
   CHECK(first_record_end * 8 + sizeof("wide") + sizeof("model.load") +
             sizeof("at_limit") + sizeof("under_limit") + sizeof("larger") +
@@ -503,7 +507,7 @@ static void large_data_travels_as_a_pool_block(void) {
       {"larger", HRT_HAL_ELEMENT_TYPE_I16, 2, larger_shape, larger,
        sizeof(larger)},
   };
-  const hrt_trace_info_t info = {11, "model.load", 0, 5};
+  const hrt_trace_info_t info = {11, "model.load", 0, 5, 110};
   hrt_js_trace_batch_t batch = {0};
   uint64_t credit = hrt_js_trace_bytes("wide", &info, 3, tensors, kData);
   hrt_js_trace_extras_t* extras = NULL;
@@ -549,7 +553,7 @@ static void large_data_travels_as_a_pool_block(void) {
 }
 
 //===----------------------------------------------------------------------===//
-// Strings and sequences
+// Strings and invocations
 //===----------------------------------------------------------------------===//
 
 // The records timings_and_traces_share_strings appends: a trace, then a
@@ -569,9 +573,11 @@ static void expect_interleaved_records(const hrt_js_trace_batch_t* batch,
     if (hrt_test_failed_) return;
     // The literal layout of one timing record.
     CHECK_EQ_INT(slot_at(batch, timing_start), 2);
-    CHECK_EQ_INT(slot_at(batch, timing_start + 3), i);
-    CHECK_EQ_INT(slot_at(batch, timing_start + 6), 5000 + i);
-    CHECK_EQ_INT(slot_at(batch, timing_start + 7), 10 + i);
+    CHECK_EQ_INT(slot_at(batch, timing_start + 1), (100 + i / 3) * 10);
+    CHECK_EQ_INT(slot_at(batch, timing_start + 2), 100 + i / 3);
+    CHECK_EQ_INT(slot_at(batch, timing_start + 4), i);
+    CHECK_EQ_INT(slot_at(batch, timing_start + 7), 5000 + i);
+    CHECK_EQ_INT(slot_at(batch, timing_start + 8), 10 + i);
   }
   CHECK_EQ_INT(cursor.at, slot_count_of(batch));
 }
@@ -593,10 +599,11 @@ static void timings_and_traces_share_strings(void) {
     values[i][1] = -(int32_t)i;
     tensors[i] = (hrt_trace_tensor_t){
         "x", HRT_HAL_ELEMENT_TYPE_I32, 1, shape, values[i], sizeof(values[i])};
-    infos[i] = (hrt_trace_info_t){sequence, "model.step", i, 1000 + i};
-    events[i] =
-        (hrt_dispatch_timing_t){sequence,     "model.step", i,     "exe.matmul",
-                                "local-task", 5000 + i,     10 + i};
+    infos[i] =
+        (hrt_trace_info_t){sequence, "model.step", i, 1000 + i, sequence * 10};
+    events[i] = (hrt_dispatch_timing_t){sequence,     "model.step", i,
+                                        "exe.matmul", "local-task", 5000 + i,
+                                        10 + i,       sequence * 10};
     credit += hrt_js_trace_bytes("probe", &infos[i], 1, &tensors[i], kData) +
               hrt_js_timing_bytes(&events[i]);
     added =
@@ -608,10 +615,10 @@ static void timings_and_traces_share_strings(void) {
   // Five distinct strings, whatever the number of records.
   size_t string_count = batch.string_count;
   size_t text_size = batch.text_size;
-  size_t sequence_count = batch.sequence_count;
-  uint64_t sequences[4] = {0};
-  for (size_t i = 0; i < 4 && i < batch.sequence_count; ++i) {
-    sequences[i] = batch.sequences[i];
+  size_t invocation_count = batch.invocation_count;
+  uint64_t invocations[4] = {0};
+  for (size_t i = 0; i < 4 && i < batch.invocation_count; ++i) {
+    invocations[i] = batch.invocations[i];
   }
   uint64_t batch_credit = batch.credit;
   hrt_js_trace_batch_deinit(&batch);
@@ -621,8 +628,8 @@ static void timings_and_traces_share_strings(void) {
   CHECK_EQ_INT(text_size, sizeof("probe") + sizeof("model.step") + sizeof("x") +
                               sizeof("exe.matmul") + sizeof("local-task"));
   // One entry per invocation, in order, however many records each has.
-  CHECK_EQ_INT(sequence_count, 4);
-  for (size_t i = 0; i < 4; ++i) CHECK_EQ_INT(sequences[i], 100 + i);
+  CHECK_EQ_INT(invocation_count, 4);
+  for (size_t i = 0; i < 4; ++i) CHECK_EQ_INT(invocations[i], (100 + i) * 10);
   CHECK_EQ_INT(batch_credit, credit);
 }
 
@@ -642,7 +649,8 @@ static const char* many_trace(int i, hrt_trace_info_t* out_info,
   snprintf(keys[i], sizeof(keys[i]), "key-%d", i);
   snprintf(inputs[i], sizeof(inputs[i]), "in-%d", i);
   snprintf(outputs[i], sizeof(outputs[i]), "out-%d", i);
-  *out_info = (hrt_trace_info_t){(uint64_t)i, functions[i % 4], 0, 0};
+  *out_info =
+      (hrt_trace_info_t){(uint64_t)i, functions[i % 4], 0, 0, (uint64_t)i};
   out_tensors[0] = (hrt_trace_tensor_t){
       inputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1};
   out_tensors[1] = (hrt_trace_tensor_t){
@@ -695,7 +703,7 @@ static void hundreds_of_strings_all_resolve(void) {
   }
   size_t string_count = batch.string_count;
   size_t slot_count = batch.slot_count;
-  size_t sequence_count = batch.sequence_count;
+  size_t invocation_count = batch.invocation_count;
   hrt_js_trace_batch_deinit(&batch);
   hrt_block_pool_release(pool);
   CHECK(added);
@@ -704,8 +712,8 @@ static void hundreds_of_strings_all_resolve(void) {
   CHECK(distinct);
   // The string table grew well past its first size to hold them.
   CHECK(slot_count >= 2 * string_count);
-  // Sequences 0..299 twice: each run of a sequence is one entry.
-  CHECK_EQ_INT(sequence_count, 2 * kManyTraces);
+  // Invocations 0..299 twice: each run of an invocation is one entry.
+  CHECK_EQ_INT(invocation_count, 2 * kManyTraces);
 }
 
 //===----------------------------------------------------------------------===//
@@ -731,14 +739,14 @@ static bool batch_clone(const hrt_js_trace_batch_t* batch,
   out->slots = copy_of(batch->slots, batch->slot_count * sizeof(size_t));
   out->externals = copy_of(
       batch->externals, batch->external_capacity * sizeof(*batch->externals));
-  out->sequences =
-      copy_of(batch->sequences, batch->sequence_capacity * sizeof(uint64_t));
+  out->invocations = copy_of(batch->invocations,
+                             batch->invocation_capacity * sizeof(uint64_t));
   return (out->records || !batch->capacity) &&
          (out->text || !batch->text_capacity) &&
          (out->offsets || !batch->string_capacity) &&
          (out->slots || !batch->slot_count) &&
          (out->externals || !batch->external_capacity) &&
-         (out->sequences || !batch->sequence_capacity);
+         (out->invocations || !batch->invocation_capacity);
 }
 
 // Frees a clone. Its externals before `first_own` are the original's; those
@@ -762,7 +770,7 @@ static void expect_same_contents(const hrt_js_trace_batch_t* batch,
   CHECK_EQ_INT(batch->string_count, before->string_count);
   CHECK_EQ_INT(batch->text_size, before->text_size);
   CHECK_EQ_INT(batch->external_count, before->external_count);
-  CHECK_EQ_INT(batch->sequence_count, before->sequence_count);
+  CHECK_EQ_INT(batch->invocation_count, before->invocation_count);
   CHECK_EQ_INT(batch->dtype_mask, before->dtype_mask);
   CHECK_EQ_INT(batch->credit, before->credit);
   CHECK(same_bytes(batch->records, before->records, batch->size));
@@ -771,8 +779,8 @@ static void expect_same_contents(const hrt_js_trace_batch_t* batch,
                    batch->string_count * sizeof(size_t)));
   CHECK(same_bytes(batch->externals, before->externals,
                    batch->external_count * sizeof(*batch->externals)));
-  CHECK(same_bytes(batch->sequences, before->sequences,
-                   batch->sequence_count * sizeof(uint64_t)));
+  CHECK(same_bytes(batch->invocations, before->invocations,
+                   batch->invocation_count * sizeof(uint64_t)));
 }
 
 // Checks that the batch finds each of its strings at its own index: a clone
@@ -784,13 +792,13 @@ static void expect_every_string_found(const hrt_js_trace_batch_t* batch) {
   size_t missing = SIZE_MAX;
   for (size_t i = 0; cloned && i < batch->string_count; ++i) {
     const char* text = hrt_js_trace_batch_string(batch, i);
-    hrt_dispatch_timing_t event = {0, text, 0, text, text, 0, 0};
+    hrt_dispatch_timing_t event = {0, text, 0, text, text, 0, 0, 0};
     size_t at = slot_count_of(&probe);
     if (!hrt_js_trace_batch_add_timing(&probe, &event, 0) ||
         probe.string_count != batch->string_count ||
-        slot_at(&probe, at + 2) != (double)i ||
-        slot_at(&probe, at + 4) != (double)i ||
-        slot_at(&probe, at + 5) != (double)i) {
+        slot_at(&probe, at + 3) != (double)i ||
+        slot_at(&probe, at + 5) != (double)i ||
+        slot_at(&probe, at + 6) != (double)i) {
       missing = i;
       break;
     }
@@ -844,18 +852,14 @@ static void append_make(int i, append_t* append) {
   if (i % 4 == 3) {
     append->timing = true;
     snprintf(append->kernel, sizeof(append->kernel), "exe.k%d", i % 5);
-    append->event = (hrt_dispatch_timing_t){sequence,
-                                            append->function,
-                                            (uint32_t)i,
-                                            append->kernel,
-                                            "local-task",
-                                            i * 100,
-                                            7};
+    append->event = (hrt_dispatch_timing_t){
+        sequence,     append->function, (uint32_t)i, append->kernel,
+        "local-task", i * 100,          7,           sequence + 1};
     return;
   }
   snprintf(append->key, sizeof(append->key), "key-%d", i % 6);
   append->info = (hrt_trace_info_t){sequence, append->function, (uint32_t)i,
-                                    (int64_t)i * 10};
+                                    (int64_t)i * 10, sequence + 1};
   append->dropped = (uint64_t)(i % 3);
   append->count = counts[i % 7];
   append->contents = contents[i % 3];
@@ -895,15 +899,15 @@ static void expect_appended(const hrt_js_trace_batch_t* batch,
                             const hrt_js_trace_batch_t* before) {
   cursor_t cursor = {batch, slot_count_of(before)};
   size_t next_external = before->external_count;
-  uint64_t sequence;
+  uint64_t invocation;
   if (append->timing) {
     expect_timing(&cursor, &append->event);
-    sequence = append->event.sequence;
+    invocation = append->event.invocation;
   } else {
     expect_trace(&cursor, append->key, &append->info, append->dropped,
                  append->count, append->tensors, append->contents,
                  &next_external);
-    sequence = append->info.sequence;
+    invocation = append->info.invocation;
   }
   if (hrt_test_failed_) return;
   CHECK_EQ_INT(cursor.at, slot_count_of(batch));
@@ -912,12 +916,12 @@ static void expect_appended(const hrt_js_trace_batch_t* batch,
   CHECK(same_bytes(batch->records, before->records, before->size));
   CHECK(same_bytes(batch->externals, before->externals,
                    before->external_count * sizeof(*batch->externals)));
-  bool same_sequence =
-      before->sequence_count > 0 &&
-      before->sequences[before->sequence_count - 1] == sequence;
-  CHECK_EQ_INT(batch->sequence_count,
-               before->sequence_count + (same_sequence ? 0 : 1));
-  CHECK_EQ_INT(batch->sequences[batch->sequence_count - 1], sequence);
+  bool same_invocation =
+      before->invocation_count > 0 &&
+      before->invocations[before->invocation_count - 1] == invocation;
+  CHECK_EQ_INT(batch->invocation_count,
+               before->invocation_count + (same_invocation ? 0 : 1));
+  CHECK_EQ_INT(batch->invocations[batch->invocation_count - 1], invocation);
   uint64_t credit =
       append->timing
           ? hrt_js_timing_bytes(&append->event)
@@ -1027,8 +1031,8 @@ static void expect_new_record(const hrt_js_trace_batch_t* batch,
   CHECK(strcmp(hrt_js_trace_batch_string(batch, 0), "new-key") == 0);
   CHECK(strcmp(hrt_js_trace_batch_string(batch, 1), "new.fn") == 0);
   CHECK(strcmp(hrt_js_trace_batch_string(batch, 2), "new") == 0);
-  CHECK_EQ_INT(batch->sequence_count, 1);
-  CHECK_EQ_INT(batch->sequences[0], 9);
+  CHECK_EQ_INT(batch->invocation_count, 1);
+  CHECK_EQ_INT(batch->invocations[0], 90);
   CHECK_EQ_INT(batch->dtype_mask, 1u << HRT_HAL_ELEMENT_TYPE_U8);
   CHECK_EQ_INT(batch->external_count, 0);
   CHECK_EQ_INT(batch->credit,
@@ -1058,9 +1062,9 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
       {"kept", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
       {"taken", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
   };
-  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2};
+  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50};
   const hrt_dispatch_timing_t old_event = {6,        "old.fn", 0, "old.kernel",
-                                           "device", 1,        2};
+                                           "device", 1,        2, 60};
   bool added_old =
       add_trace(&batch, pool, "old-key", &old_info, 0, 3, old_tensors, kData) &&
       hrt_js_trace_batch_add_timing(&batch, &old_event, 64);
@@ -1079,7 +1083,7 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   const int64_t seventeen_shape[1] = {17};
   hrt_trace_tensor_t new_tensor = {
       "new", HRT_HAL_ELEMENT_TYPE_U8, 1, seventeen_shape, seventeen, 17};
-  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8};
+  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90};
   bool added_new =
       add_trace(&batch, pool, "new-key", &new_info, 3, 1, &new_tensor, kData);
   if (added_new) expect_new_record(&batch, &new_info, &new_tensor);
@@ -1122,7 +1126,7 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   CHECK_EQ_INT(after.string_count, 0);
   CHECK_EQ_INT(after.text_size, 0);
   CHECK_EQ_INT(after.external_count, 0);
-  CHECK_EQ_INT(after.sequence_count, 0);
+  CHECK_EQ_INT(after.invocation_count, 0);
   CHECK_EQ_INT(after.dtype_mask, 0);
   CHECK_EQ_INT(after.credit, 0);
   CHECK(after.records == before.records && after.capacity == before.capacity);
@@ -1133,8 +1137,8 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   CHECK(after.slots == before.slots && after.slot_count == before.slot_count);
   CHECK(after.externals == before.externals &&
         after.external_capacity == before.external_capacity);
-  CHECK(after.sequences == before.sequences &&
-        after.sequence_capacity == before.sequence_capacity);
+  CHECK(after.invocations == before.invocations &&
+        after.invocation_capacity == before.invocation_capacity);
   // The block left in the batch went back; the taken one was the taker's.
   CHECK_EQ_INT(outstanding_after_reset, 1);
   CHECK(added_new);

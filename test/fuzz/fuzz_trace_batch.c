@@ -16,8 +16,8 @@
 //   hrt_tensor_stats_compute's, inline bytes padded with zeros, external
 //   blocks holding copies; its credit bounds the bytes it added;
 // - the batch's strings are distinct (as many as the distinct strings
-//   appended since the last reset), its sequence list is the run-length
-//   list of its records' sequences, and the pool's outstanding blocks are
+//   appended since the last reset), its invocation list is the run-length
+//   list of its records' invocations, and the pool's outstanding blocks are
 //   the externals not yet given back;
 // - a batch handed over decodes, as lib/trace_batch.js reads it, to exactly
 //   its size, with its externals in record order and its dtype mask exact,
@@ -170,6 +170,7 @@ typedef struct {
 
 typedef struct {
   double type;
+  double invocation;
   double sequence;
   size_t function;
   double op;
@@ -212,6 +213,7 @@ static void decode_record(cursor_t* cursor, hrt_js_trace_contents_t contents,
   out->type = next_slot(cursor);
   FUZZ_CHECK(out->type == HRT_JS_TRACE_RECORD ||
              out->type == HRT_JS_TIMING_RECORD);
+  out->invocation = next_slot(cursor);
   out->sequence = next_slot(cursor);
   out->function = next_string(cursor);
   out->op = next_slot(cursor);
@@ -256,21 +258,23 @@ static void decode_record(cursor_t* cursor, hrt_js_trace_contents_t contents,
 
 // Decodes a whole batch knowing only each record's contents: it must end
 // exactly at the batch's size, with externals in record order, the
-// sequence list made of the records' sequences and the exact dtype mask.
+// invocation list made of the records' invocations and the exact dtype
+// mask.
 static void check_decodes(const model_t* model) {
   const hrt_js_trace_batch_t* batch = &model->batch;
   cursor_t cursor = {batch, 0};
-  size_t externals = 0, sequences = 0, records = 0;
+  size_t externals = 0, invocations = 0, records = 0;
   uint32_t dtype_mask = 0;
   decoded_record_t record;
   while (cursor.at < batch->size / 8) {
     FUZZ_CHECK(records < model->record_count);
     hrt_js_trace_contents_t contents = model->records[records++];
     decode_record(&cursor, contents, &record);
-    if (sequences == 0 ||
-        (double)batch->sequences[sequences - 1] != record.sequence) {
-      FUZZ_CHECK(sequences < batch->sequence_count);
-      FUZZ_CHECK((double)batch->sequences[sequences++] == record.sequence);
+    if (invocations == 0 ||
+        (double)batch->invocations[invocations - 1] != record.invocation) {
+      FUZZ_CHECK(invocations < batch->invocation_count);
+      FUZZ_CHECK((double)batch->invocations[invocations++] ==
+                 record.invocation);
     }
     for (size_t i = 0; contents.data && i < record.count; ++i) {
       const decoded_tensor_t* tensor = &record.tensors[i];
@@ -285,7 +289,7 @@ static void check_decodes(const model_t* model) {
   }
   FUZZ_CHECK(records == model->record_count);
   FUZZ_CHECK(externals == batch->external_count);
-  FUZZ_CHECK(sequences == batch->sequence_count);
+  FUZZ_CHECK(invocations == batch->invocation_count);
   FUZZ_CHECK(dtype_mask == batch->dtype_mask);
 }
 
@@ -359,6 +363,7 @@ static void expect_trace(const hrt_js_trace_batch_t* batch, size_t first_slot,
   decode_record(&cursor, contents, &record);
   FUZZ_CHECK(cursor.at == batch->size / 8);
   FUZZ_CHECK(record.type == HRT_JS_TRACE_RECORD);
+  expect_number(record.invocation, (double)info->invocation);
   expect_number(record.sequence, (double)info->sequence);
   expect_text(batch, record.function, info->function);
   expect_number(record.op, info->op_index);
@@ -381,6 +386,7 @@ static void expect_timing(const hrt_js_trace_batch_t* batch, size_t first_slot,
   decode_record(&cursor, (hrt_js_trace_contents_t){false, false}, &record);
   FUZZ_CHECK(cursor.at == batch->size / 8);
   FUZZ_CHECK(record.type == HRT_JS_TIMING_RECORD);
+  expect_number(record.invocation, (double)event->invocation);
   expect_number(record.sequence, (double)event->sequence);
   expect_text(batch, record.function, event->function);
   expect_number(record.op, event->op_index);
@@ -395,8 +401,8 @@ static void expect_timing(const hrt_js_trace_batch_t* batch, size_t first_slot,
 // what a successful one appends to.
 typedef struct {
   hrt_js_trace_batch_t fields;  // its pointers may dangle after the append
-  bool has_sequence;
-  uint64_t last_sequence;
+  bool has_invocation;
+  uint64_t last_invocation;
   uint8_t* records;  // NULL unless taken with bytes
   char* text;
 } snapshot_t;
@@ -405,9 +411,9 @@ static void snapshot_take(const hrt_js_trace_batch_t* batch, bool with_bytes,
                           snapshot_t* out) {
   memset(out, 0, sizeof(*out));
   out->fields = *batch;
-  out->has_sequence = batch->sequence_count > 0;
-  if (out->has_sequence) {
-    out->last_sequence = batch->sequences[batch->sequence_count - 1];
+  out->has_invocation = batch->invocation_count > 0;
+  if (out->has_invocation) {
+    out->last_invocation = batch->invocations[batch->invocation_count - 1];
   }
   if (!with_bytes) return;
   out->records = checked_alloc(batch->size);
@@ -434,7 +440,7 @@ static void expect_unchanged(const snapshot_t* snapshot,
   FUZZ_CHECK(old->text_size == 0 ||
              memcmp(batch->text, snapshot->text, old->text_size) == 0);
   FUZZ_CHECK(batch->external_count == old->external_count);
-  FUZZ_CHECK(batch->sequence_count == old->sequence_count);
+  FUZZ_CHECK(batch->invocation_count == old->invocation_count);
   FUZZ_CHECK(batch->dtype_mask == old->dtype_mask);
   FUZZ_CHECK(batch->credit == old->credit);
 }
@@ -570,12 +576,13 @@ static bool arm_failure(input_t* input) {
 }
 
 static void check_append(model_t* model, const snapshot_t* before,
-                         uint64_t sequence, uint64_t credit) {
+                         uint64_t invocation, uint64_t credit) {
   hrt_js_trace_batch_t* batch = &model->batch;
   const hrt_js_trace_batch_t* old = &before->fields;
-  bool new_run = !before->has_sequence || before->last_sequence != sequence;
-  FUZZ_CHECK(batch->sequence_count == old->sequence_count + new_run);
-  FUZZ_CHECK(batch->sequences[batch->sequence_count - 1] == sequence);
+  bool new_run =
+      !before->has_invocation || before->last_invocation != invocation;
+  FUZZ_CHECK(batch->invocation_count == old->invocation_count + new_run);
+  FUZZ_CHECK(batch->invocations[batch->invocation_count - 1] == invocation);
   FUZZ_CHECK(batch->credit == old->credit + credit);
   // The credit bounds what the append added (slots, strings, externals).
   uint64_t added = (batch->size - old->size) +
@@ -598,8 +605,8 @@ static void op_add_trace(state_t* state, input_t* input) {
   char* owned_key = take_string(input, &key);
   const char* function = NULL;
   char* owned_function = take_string(input, &function);
-  hrt_trace_info_t info = {take_u8(input) % 4, function, take_u16(input),
-                           (int64_t)take_u16(input) << 24};
+  hrt_trace_info_t info = {take_u16(input), function, take_u16(input),
+                           (int64_t)take_u16(input) << 24, take_u8(input) % 4};
   uint64_t dropped = take_u8(input);
   tensor_t tensors[FUZZ_MAX_TENSORS];
   hrt_trace_tensor_t views[FUZZ_MAX_TENSORS];
@@ -618,7 +625,7 @@ static void op_add_trace(state_t* state, input_t* input) {
                                    views, contents, extras, credit);
   g_fail_countdown = -1;
   if (added) {
-    check_append(model, &before, info.sequence, credit);
+    check_append(model, &before, info.invocation, credit);
     model_note_string(model, key);
     model_note_string(model, function);
     for (uint32_t i = 0; i < count; ++i) {
@@ -643,7 +650,8 @@ static void op_add_timing(state_t* state, input_t* input) {
   char* owned[3];
   for (int i = 0; i < 3; ++i) owned[i] = take_string(input, &strings[i]);
   hrt_dispatch_timing_t event = {
-      .sequence = take_u8(input) % 4,
+      .sequence = take_u16(input),
+      .invocation = take_u8(input) % 4,
       .function = strings[0],
       .op_index = take_u16(input),
       .kernel = strings[1],
@@ -658,7 +666,7 @@ static void op_add_timing(state_t* state, input_t* input) {
   bool added = hrt_js_trace_batch_add_timing(&model->batch, &event, credit);
   g_fail_countdown = -1;
   if (added) {
-    check_append(model, &before, event.sequence, credit);
+    check_append(model, &before, event.invocation, credit);
     for (int i = 0; i < 3; ++i) model_note_string(model, strings[i]);
     model_note_record(model, (hrt_js_trace_contents_t){false, false});
     expect_timing(&model->batch, before.fields.size / 8, &event);
@@ -698,7 +706,7 @@ static void reset_batch(model_t* model) {
   const hrt_js_trace_batch_t* batch = &model->batch;
   FUZZ_CHECK(hrt_js_trace_batch_empty(batch));
   FUZZ_CHECK(batch->string_count == 0 && batch->text_size == 0);
-  FUZZ_CHECK(batch->external_count == 0 && batch->sequence_count == 0);
+  FUZZ_CHECK(batch->external_count == 0 && batch->invocation_count == 0);
   FUZZ_CHECK(batch->dtype_mask == 0 && batch->credit == 0);
 }
 
