@@ -10,6 +10,7 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
 const npy = require('../lib/npy');
+const { f16Bits, bf16Bits } = require('../lib/half');
 const {
   DEVICE_URIS, assertClose, npyFileName, randomFloats, readNpyIndex, reference,
 } = require('./helpers');
@@ -270,6 +271,16 @@ describe('halrt CLI', function () {
     assert.strictEqual(halrtCli(['run', EXAMPLE, '--device', 'local-sync', ...inputs()]).stderr, '');
   });
 
+  it('--repeat N on a terminal counts the calls up, then prints the timings line', function () {
+    // script(1) runs halrt on a pseudo-terminal (stdout and stderr together).
+    if (spawnSync('script', ['--version']).error) this.skip();
+    const command = [process.execPath, BIN, 'run', EXAMPLE, '--device', 'local-sync', ...inputs(), '--repeat', '3']
+      .map((arg) => `'${arg.replace(/'/g, "'\\''")}'`).join(' ');
+    const result = spawnSync('script', ['-qec', command, '/dev/null'], { encoding: 'utf8', timeout: 30000, cwd: ROOT });
+    assert.strictEqual(result.status, 0, result.stdout);
+    assert.match(result.stdout, /^\rmain: 1\/3\rmain: 2\/3\rmain: 3\/3\r\nmain: 3 calls, min \d+\.\d{3} ms, median \d+\.\d{3} ms, max \d+\.\d{3} ms\r\nprobs: f32\[4x3\] = \[/);
+  });
+
   for (const [what, args] of [['devices', () => ['devices']], ['run', () => ['run', EXAMPLE, '--device', 'local-sync', ...inputs()]]]) {
     it(`\`${what}\` whose stdout reader has gone (EPIPE) ends quietly with exit code 0`, () => {
       // The reader `true` exits at once, well before halrt starts writing.
@@ -445,5 +456,27 @@ describe('halrt CLI', function () {
     const linked = halrtCli(['run', file, '--device', 'local-sync', ...inputs()]);
     assert.strictEqual(linked.status, 1, linked.stderr);
     assert.match(linked.stderr, /^halrt: NOT_FOUND: new Context: linking module 'mlp': executables\.k: no executable for device kind 'local'[^\n]*\n$/);
+  });
+});
+
+describe('lib/half: numbers to f16 and bf16 bits', () => {
+  it('rounds to nearest, ties to even, through subnormals, overflow, signed zero and NaN', () => {
+    const f16 = [[0, 0], [-0, 0x8000], [1, 0x3c00], [0.1, 0x2e66], [65504, 0x7bff], [65519.99, 0x7bff], [65520, 0x7c00],
+      [-Infinity, 0xfc00], [NaN, 0x7e00], [2 ** -14, 0x0400], [2 ** -24, 0x0001], [2 ** -25, 0x0000],
+      [3 * 2 ** -25, 0x0002], [1023.5 * 2 ** -24, 0x0400], [1 + 2 ** -11, 0x3c00], [1 + 3 * 2 ** -11, 0x3c02], [2047.5, 0x6800]];
+    assert.deepStrictEqual(f16.map(([value]) => f16Bits(value)), f16.map(([, bits]) => bits));
+    const bf16 = [[1, 0x3f80], [-2, 0xc000], [1 + 2 ** -8, 0x3f80], [1 + 3 * 2 ** -8, 0x3f82], [3.4e38, 0x7f80],
+      [3.3895e38, 0x7f7f], [3.38e38, 0x7f7e], [NaN, 0x7fc0], [2 ** -133, 0x0001], [2 ** -134, 0x0000], [-0, 0x8000]];
+    assert.deepStrictEqual(bf16.map(([value]) => bf16Bits(value)), bf16.map(([, bits]) => bits));
+  });
+
+  it('bf16 of an f32 value equals rounding its f32 bits to nearest even', () => {
+    const f32 = new Float32Array(1);
+    const word = new Uint32Array(f32.buffer);
+    for (let i = 0; i < 10000; ++i) {
+      word[0] = (Math.imul(i, 2654435761) >>> 0) & 0x7f7fffff | (i & 1) << 31;  // finite, both signs
+      const expected = (word[0] + 0x7fff + ((word[0] >>> 16) & 1)) >>> 16;
+      assert.strictEqual(bf16Bits(f32[0]), expected, `bits 0x${word[0].toString(16)}`);
+    }
   });
 });
