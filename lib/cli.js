@@ -15,7 +15,7 @@ const fs = require('fs');
 const path = require('path');
 const { parseArgs } = require('util');
 const halrt = require('./index');
-const { LIMITS, readRegularFile } = require('./files');
+const { LIMITS, kindOf, readRegularFile } = require('./files');
 const npy = require('./npy');
 const { f16Bits, bf16Bits } = require('./half');
 
@@ -197,14 +197,6 @@ function writeOutput(target, bytes) {
   } finally {
     if (fd !== undefined) fs.closeSync(fd);
   }
-}
-
-// What a non-directory or non-regular file at a path is, for messages.
-function kindOf(stats) {
-  if (stats.isFile()) return 'a file';
-  if (stats.isDirectory()) return 'a directory';
-  if (stats.isSymbolicLink()) return 'a symbolic link';
-  return 'a special file';
 }
 
 // Makes directory `dir` (parents included) unless it exists, and checks

@@ -358,7 +358,7 @@ describe('halrt CLI', function () {
         return ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--output', out];
       }, ["--output: '", "probs.npy' exists and is a symbolic link, not a regular file"]],
       ['an --output that is an existing file, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--output', files.x],
-        ["--output: cannot write into '", "x.npy': it is a file, not a directory"]],
+        ["--output: cannot write into '", "x.npy': it is a regular file, not a directory"]],
       ['an --output in a directory that cannot be made, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope',
         '--output', path.join(files.x, 'out')], ['--output: cannot write into ', "ENOTDIR"]],
       ['a --profile file that cannot be opened, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope',
@@ -366,7 +366,7 @@ describe('halrt CLI', function () {
       ['a --profile that is a directory, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--profile', dir],
         ["--profile '", 'EISDIR']],
       ['a --trace npy:DIR that is a file, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--trace', `npy:${files.x}`],
-        ["--trace 'npy:", "x.npy': it is a file, not a directory"]],
+        ["--trace 'npy:", "x.npy': it is a regular file, not a directory"]],
       ['a --trace npy:DIR that cannot be made, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope',
         '--trace', 'npy:/proc/halrt/traces'], ["--trace 'npy:/proc/halrt/traces': cannot write into '/proc/halrt/traces': ", 'ENOENT']],
       ['a bad input, before any device is made', () => ['run', EXAMPLE, ...inputs().slice(1), '--device', 'nope', '--input', 'x=[1]'],
