@@ -6,15 +6,18 @@
 //   halrt run mlp.halrt.json --function main --input x=@x.npy --input w=[[1,2],[3,4]]
 //       --device auto --trace stdio|npy:DIR|stats --profile trace.json --repeat N --output DIR
 //
-// Bad arguments and unreadable files print one line on stderr and exit 2;
-// a failed run prints the error and exits 1.
+// Bad arguments and unreadable files print one line on stderr and exit 2,
+// all checked before a device is made: inputs must match the function's
+// dtypes and shapes exactly, and convert without loss. A failed run prints
+// the error and exits 1.
 
 const fs = require('fs');
 const path = require('path');
 const { parseArgs } = require('util');
 const halrt = require('./index');
-const { LIMITS, readRegularFile } = require('./files');
+const { LIMITS, kindOf, readRegularFile } = require('./files');
 const npy = require('./npy');
+const { f16Bits, bf16Bits } = require('./half');
 
 // A usage problem: one line on stderr, exit code 2.
 class UsageError extends Error {}
@@ -49,80 +52,135 @@ function describeDevices(out) {
   }
 }
 
-// What a JSON number may be for each integer dtype: exact, never wrapped.
-// 64-bit values are limited to the integers a JSON number holds exactly.
+// The integers each integer dtype holds, as BigInts: a value outside is an
+// error, never wrapped.
 const INTEGER_RANGES = {
-  bool: [0, 1],
-  i8: [-(2 ** 7), 2 ** 7 - 1],
-  u8: [0, 2 ** 8 - 1],
-  i16: [-(2 ** 15), 2 ** 15 - 1],
-  u16: [0, 2 ** 16 - 1],
-  i32: [-(2 ** 31), 2 ** 31 - 1],
-  u32: [0, 2 ** 32 - 1],
-  i64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
-  u64: [0, Number.MAX_SAFE_INTEGER],
+  i8: [-(2n ** 7n), 2n ** 7n - 1n],
+  u8: [0n, 2n ** 8n - 1n],
+  i16: [-(2n ** 15n), 2n ** 15n - 1n],
+  u16: [0n, 2n ** 16n - 1n],
+  i32: [-(2n ** 31n), 2n ** 31n - 1n],
+  u32: [0n, 2n ** 32n - 1n],
+  i64: [-(2n ** 63n), 2n ** 63n - 1n],
+  u64: [0n, 2n ** 64n - 1n],
 };
+const HALF_BITS = { f16: f16Bits, bf16: bf16Bits };
 
-// name=@file.npy or name=<JSON number or nested array>
-function parseInput(spec, signature) {
-  const equals = spec.indexOf('=');
-  if (equals <= 0) throw new UsageError(`--input '${spec}': expected NAME=@FILE.npy or NAME=JSON`);
-  const name = spec.slice(0, equals);
-  const value = spec.slice(equals + 1);
-  const declared = signature.inputs.find((input) => input.name === name);
-  if (!declared) {
-    const names = signature.inputs.map((input) => input.name).join(', ');
-    throw new UsageError(`--input '${name}': function '${signature.name}' has no input '${name}' (inputs: ${names})`);
+// The leaves of JSON text made only of arrays, numbers and booleans, as
+// written, in the order JSON.parse visits them.
+const JSON_LEAF = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false/g;
+
+// JSON value `value` (its text `literal`) at `where` as an element of `dtype`:
+// a number, a BigInt for 64-bit integers (exact: integer literals beyond
+// 2^53 are read from their text), or the bits of an f16/bf16 rounded to
+// nearest even. Anything that does not convert exactly (1.7 or 300 for a
+// u8, 2^64 for an i64) throws a UsageError naming `where`.
+function jsonElement(value, literal, dtype, where) {
+  const bad = (rule) => new UsageError(`${where} = ${literal}: ${dtype} takes ${rule}`);
+  if (dtype === 'bool') {
+    if (value === true || value === 1) return 1;
+    if (value === false || value === 0) return 0;
+    throw bad('true, false, 0 or 1');
   }
-  if (value.startsWith('@')) {
-    const file = value.slice(1);
-    let bytes;
-    try {
-      bytes = readRegularFile(file, { caller: `--input '${name}'`, maxBytes: LIMITS.npyInput, what: 'an .npy input' });
-    } catch (error) {
-      throw new UsageError(error.message);
-    }
-    try {
-      return { declared, tensor: npy.parse(bytes, file) };
-    } catch (error) {
-      throw new UsageError(`--input '${name}': ${error.message}`);
-    }
-  }
-  let json;
-  try {
-    json = JSON.parse(value);
-  } catch (error) {
-    throw new UsageError(`--input '${name}': '${value}' is neither @FILE.npy nor JSON (${error.message})`);
-  }
-  const values = [json].flat(Infinity);
-  if (values.some((v) => typeof v !== 'number' && typeof v !== 'boolean')) {
-    throw new UsageError(`--input '${name}': JSON values must be numbers`);
-  }
-  const range = INTEGER_RANGES[declared.dtype];
-  if (range !== undefined) {
-    const bad = values.findIndex((v) => !Number.isInteger(Number(v)) || Number(v) < range[0] || Number(v) > range[1]);
-    if (bad >= 0) {
-      throw new UsageError(
-        `--input '${name}': value ${bad} (${values[bad]}) is not a ${declared.dtype} integer in [${range[0]}, ${range[1]}]`,
-      );
-    }
-  }
-  const ArrayType = npy.ARRAYS[declared.dtype];
-  const big = ArrayType === BigInt64Array || ArrayType === BigUint64Array;
-  const data = ArrayType.from(values, (v) => (big ? BigInt(Number(v)) : Number(v)));
-  return { declared, tensor: { dtype: declared.dtype, shape: declared.shape, data } };
+  if (typeof value !== 'number') throw bad('numbers');
+  const range = INTEGER_RANGES[dtype];
+  if (range === undefined) return HALF_BITS[dtype] ? HALF_BITS[dtype](value) : value;
+  const rule = `integers from ${range[0]} to ${range[1]}`;
+  let integer;
+  if (/^-?\d+$/.test(literal)) integer = BigInt(literal);
+  else if (Number.isSafeInteger(value)) integer = BigInt(value);
+  else throw bad(rule);
+  if (integer < range[0] || integer > range[1]) throw bad(rule);
+  return range[1] > 2n ** 32n ? integer : Number(integer);
 }
 
-function checkInput({ declared, tensor }) {
-  const count = declared.shape.reduce((a, b) => a * b, 1);
-  if (tensor.dtype !== declared.dtype && !(declared.dtype === 'bf16' && tensor.dtype === 'u16')) {
-    throw new UsageError(`--input '${declared.name}': expected ${declared.dtype}, got ${tensor.dtype}`);
+// The elements of JSON text `text` for input `declared`: nested arrays
+// exactly of its shape (a bare number for shape []), each converted by
+// jsonElement. `where` strings look like x[1][2].
+function jsonInput(declared, text) {
+  const { name, dtype, shape } = declared;
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`'${text}' is neither @FILE.npy nor JSON (${error.message})`);
   }
-  if (tensor.data.length !== count) {
-    throw new UsageError(
-      `--input '${declared.name}': expected shape [${declared.shape}] (${count} elements), got ${tensor.data.length} elements`,
-    );
+  const leaves = [];
+  const walk = (node, depth, where) => {
+    if (depth === shape.length) {
+      if (typeof node !== 'number' && typeof node !== 'boolean') {
+        throw new UsageError(`${where} is ${JSON.stringify(node)}; expected a number (shape [${shape}])`);
+      }
+      leaves.push([node, where]);
+      return;
+    }
+    if (!Array.isArray(node) || node.length !== shape[depth]) {
+      const got = Array.isArray(node) ? `an array of ${node.length}` : JSON.stringify(node);
+      throw new UsageError(`${where} is ${got}; expected an array of ${shape[depth]} (shape [${shape}])`);
+    }
+    node.forEach((child, i) => walk(child, depth + 1, `${where}[${i}]`));
+  };
+  walk(json, 0, name);
+  const literals = text.match(JSON_LEAF) ?? [];
+  const data = new npy.ARRAYS[dtype](leaves.length);
+  leaves.forEach(([value, where], i) => {
+    data[i] = jsonElement(value, literals[i], dtype, where);
+  });
+  return data;
+}
+
+// The data of .npy file `file` for input `declared`, named `flag` in errors:
+// its dtype and shape exactly (bf16 inputs take the u16 raw bits the npy
+// sink writes), bool bytes 0 or 1.
+function npyInput(declared, file, flag) {
+  let parsed;
+  try {
+    parsed = npy.parse(readRegularFile(file, { caller: flag, maxBytes: LIMITS.npyInput, what: 'an .npy input' }), file);
+  } catch (error) {
+    throw new UsageError(error.message.startsWith(flag) ? error.message : `${flag}: ${error.message}`);
   }
+  const { dtype, shape, data } = parsed;
+  if (dtype !== declared.dtype && !(declared.dtype === 'bf16' && dtype === 'u16')) {
+    throw new UsageError(`${flag}: ${file}: expected ${declared.dtype}, got ${dtype}`);
+  }
+  if (shape.length !== declared.shape.length || shape.some((d, i) => d !== declared.shape[i])) {
+    throw new UsageError(`${flag}: ${file}: expected shape [${declared.shape}], got [${shape}]`);
+  }
+  if (dtype === 'bool') {
+    const bad = data.findIndex((v) => v > 1);
+    if (bad >= 0) throw new UsageError(`${flag}: ${file}: element ${bad} is ${data[bad]}; bool takes 0 or 1`);
+  }
+  return data;
+}
+
+// Each input of `signature` from the --input specs (name=@file.npy or
+// name=JSON): [{declared, data}] in signature order. Every name exactly once.
+function parseInputs(specs, signature) {
+  const given = new Map();
+  for (const spec of specs) {
+    const equals = spec.indexOf('=');
+    if (equals <= 0) throw new UsageError(`--input '${spec}': expected NAME=@FILE.npy or NAME=JSON`);
+    const name = spec.slice(0, equals);
+    if (!signature.inputs.some((input) => input.name === name)) {
+      const names = signature.inputs.map((input) => input.name).join(', ');
+      throw new UsageError(`--input '${name}': function '${signature.name}' has no input '${name}' (inputs: ${names})`);
+    }
+    if (given.has(name)) throw new UsageError(`--input '${name}' is given twice`);
+    given.set(name, spec.slice(equals + 1));
+  }
+  const inputs = signature.inputs.filter((declared) => given.has(declared.name)).map((declared) => {
+    const value = given.get(declared.name);
+    const flag = `--input '${declared.name}'`;
+    if (value.startsWith('@')) return { declared, data: npyInput(declared, value.slice(1), flag) };
+    try {
+      return { declared, data: jsonInput(declared, value) };
+    } catch (error) {
+      throw new UsageError(`${flag}: ${error.message}`);
+    }
+  });
+  const missing = signature.inputs.filter((declared) => !given.has(declared.name));
+  if (missing.length) throw new UsageError(`missing --input for ${missing.map((d) => d.name).join(', ')}`);
+  return inputs;
 }
 
 // Writes `bytes` to `target`, replacing a regular file there but never
@@ -141,20 +199,80 @@ function writeOutput(target, bytes) {
   }
 }
 
-function makeSink(spec) {
-  if (spec === undefined) return undefined;
-  if (spec === 'stdio') return halrt.sinks.stdio();
-  if (spec === 'stats') {
-    return halrt.sinks.stats((key, stats) => {
+// Makes directory `dir` (parents included) unless it exists, and checks
+// that files can be made in it; `flag` names it in errors.
+function prepareDirectory(dir, flag) {
+  try {
+    const stats = fs.statSync(dir, { throwIfNoEntry: false });
+    if (stats && !stats.isDirectory()) throw new Error(`it is ${kindOf(stats)}, not a directory`);
+    if (!stats) {
+      // Parents first, one by one: Node's recursive mkdirSync loops forever
+      // under /proc.
+      const missing = [];
+      for (let d = path.resolve(dir); !fs.existsSync(d); d = path.dirname(d)) missing.push(d);
+      for (const d of missing.reverse()) fs.mkdirSync(d);
+    }
+    fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
+  } catch (error) {
+    throw new UsageError(`${flag}: cannot write into '${dir}': ${error.message}`);
+  }
+}
+
+// The files --output DIR will hold, checked before the run: DIR a writable
+// directory, and each DIR/<name>.npy either absent or a writable regular
+// file (which is replaced).
+function outputTargets(dir, signature) {
+  prepareDirectory(dir, '--output');
+  return signature.outputs.map(({ name }) => {
+    const target = path.join(dir, `${name}.npy`);
+    const stats = fs.lstatSync(target, { throwIfNoEntry: false });
+    if (stats && !stats.isFile()) throw new UsageError(`--output: '${target}' exists and is ${kindOf(stats)}, not a regular file`);
+    try {
+      if (stats) fs.accessSync(target, fs.constants.W_OK);
+    } catch (error) {
+      throw new UsageError(`--output: cannot write '${target}': ${error.message}`);
+    }
+    return target;
+  });
+}
+
+// The sinks of --trace and --profile, their directory or file checked (and
+// the profile opened) now, before any device work. Returns them as a list.
+function makeSinks({ trace, profile }) {
+  const sinks = [];
+  if (trace === 'stdio') {
+    sinks.push(halrt.sinks.stdio());
+  } else if (trace === 'stats') {
+    sinks.push(halrt.sinks.stats((key, stats) => {
       for (const s of stats) {
         process.stdout.write(
           `${key} ${s.name}: min=${s.min} max=${s.max} mean=${s.mean} nan=${s.nanCount} inf=${s.infCount}\n`,
         );
       }
-    });
+    }));
+  } else if (trace !== undefined && trace.startsWith('npy:') && trace.length > 4) {
+    prepareDirectory(trace.slice(4), `--trace '${trace}'`);
+    sinks.push(halrt.sinks.npy(trace.slice(4)));
+  } else if (trace !== undefined) {
+    throw new UsageError(`--trace '${trace}': expected stdio, stats or npy:DIR`);
   }
-  if (spec.startsWith('npy:') && spec.length > 4) return halrt.sinks.npy(spec.slice(4));
-  throw new UsageError(`--trace '${spec}': expected stdio, stats or npy:DIR`);
+  if (profile !== undefined) {
+    try {
+      sinks.push(halrt.sinks.chromeTrace(profile));
+    } catch (error) {
+      throw new UsageError(`--profile '${profile}': ${error.message}`);
+    }
+  }
+  return sinks;
+}
+
+// "main: 10 calls, min 0.101 ms, median 0.120 ms, max 0.310 ms"
+function timingSummary(name, times) {
+  const sorted = [...times].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  const median = sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+  const ms = (t) => `${t.toFixed(3)} ms`;
+  return `${name}: ${times.length} calls, min ${ms(sorted[0])}, median ${ms(median)}, max ${ms(sorted[sorted.length - 1])}`;
 }
 
 function chooseFunction(module, requested) {
@@ -186,10 +304,11 @@ async function run(file, options, out) {
     }
     owned.push(module);
     const signature = chooseFunction(module, options.function);
-    const inputs = options.input.map((spec) => parseInput(spec, signature));
-    for (const input of inputs) checkInput(input);
-    const missing = signature.inputs.filter((d) => !inputs.some((i) => i.declared.name === d.name));
-    if (missing.length) throw new UsageError(`missing --input for ${missing.map((d) => d.name).join(', ')}`);
+    // Every argument and file is checked before a device is made.
+    const inputs = parseInputs(options.input, signature);
+    const targets = options.output === undefined ? undefined : outputTargets(options.output, signature);
+    const sinks = makeSinks(options);
+    owned.push(...sinks.filter((sink) => typeof sink.close === 'function'));
     let device;
     try {
       device = instance.createDevice(options.device);
@@ -197,38 +316,39 @@ async function run(file, options, out) {
       throw new UsageError(`--device '${options.device}': ${error.message}`);
     }
     owned.push(device);
-    const sinks = [makeSink(options.trace)];
-    if (options.profile) sinks.push(halrt.sinks.chromeTrace(options.profile));
-    const present = sinks.filter((sink) => sink !== undefined);
     const hal = new halrt.HalModule(instance, device, {
-      debugSink: present.length > 1 ? halrt.sinks.tee(...present) : present[0],
-      profile: Boolean(options.profile),
+      debugSink: sinks.length > 1 ? halrt.sinks.tee(...sinks) : sinks[0],
+      profile: options.profile !== undefined,
     });
     owned.push(hal);
     const context = new halrt.Context(instance, [hal, module]);
     owned.push(context);
     const fn = context.lookupFunction(`${module.name}.${signature.name}`);
-    const views = signature.inputs.map((declared) => {
-      const { tensor } = inputs.find((i) => i.declared.name === declared.name);
-      const view = device.tensor(tensor.data, declared.shape, declared.dtype);
+    const views = inputs.map(({ declared, data }) => {
+      const view = device.tensor(data, declared.shape, declared.dtype);
       owned.push(view);
       return view;
     });
+    // With --repeat N > 1: a progress counter on a terminal, and one line
+    // of per-call timings at the end on any stderr.
     const progress = options.repeat > 1 && process.stderr.isTTY;
+    const times = [];
     let outputs = [];
     for (let i = 0; i < options.repeat; ++i) {
       for (const output of outputs) output.close();
+      const start = performance.now();
       outputs = await fn.invoke(views);
+      times.push(performance.now() - start);
       if (progress) process.stderr.write(`\r${signature.name}: ${i + 1}/${options.repeat}`);
     }
     if (progress) process.stderr.write('\n');
+    if (options.repeat > 1) process.stderr.write(`${timingSummary(signature.name, times)}\n`);
     owned.push(...outputs);
     for (let i = 0; i < outputs.length; ++i) {
       const name = signature.outputs[i].name;
       const data = await outputs[i].read();
-      if (options.output) {
-        fs.mkdirSync(options.output, { recursive: true });
-        const target = path.join(options.output, `${name}.npy`);
+      if (targets) {
+        const target = targets[i];
         writeOutput(target, npy.serialize({ dtype: outputs[i].dtype, shape: outputs[i].shape, data }));
         out.write(`wrote ${target}\n`);
       } else {
@@ -256,11 +376,11 @@ const COMMANDS = {
     arguments: [['module', 'a .halrt.json module file']],
     options: {
       function: { short: 'f', value: 'name', help: 'the function to run (default: the only one)' },
-      input: { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (repeatable)' },
+      input: { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (once per input)' },
       device: { short: 'd', value: 'uri', default: 'auto', help: 'device URI (default: auto)' },
       trace: { short: 't', value: 'sink', help: 'trace sink: stdio, stats or npy:DIR' },
       profile: { short: 'p', value: 'file', help: 'write a Chrome trace (Perfetto, chrome://tracing)' },
-      repeat: { short: 'r', value: 'n', default: 1, parse: positiveInteger, help: 'invoke N times (default: 1)' },
+      repeat: { short: 'r', value: 'n', default: 1, parse: positiveInteger, help: 'invoke N times; N > 1 prints per-call timings on stderr (default: 1)' },
       output: { short: 'o', value: 'dir', help: 'write outputs as DIR/<name>.npy instead of printing them' },
       help: HELP_OPTION,
     },

@@ -25,8 +25,10 @@ const LIMITS = Object.freeze({
 // or more); the loop reads the rest.
 const CHUNK = 1024 * MiB;
 
-// What a non-regular file is, for the message.
+// What the file of `stats` (from stat or lstat) is, for messages.
 function kindOf(stats) {
+  if (stats.isFile()) return 'a regular file';
+  if (stats.isSymbolicLink()) return 'a symbolic link';
   if (stats.isDirectory()) return 'a directory';
   if (stats.isCharacterDevice()) return 'a character device';
   if (stats.isBlockDevice()) return 'a block device';
@@ -93,4 +95,4 @@ function readRegularFile(file, rule) {
   }
 }
 
-module.exports = { LIMITS, readRegularFile };
+module.exports = { LIMITS, kindOf, readRegularFile };

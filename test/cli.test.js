@@ -10,6 +10,7 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
 const npy = require('../lib/npy');
+const { f16Bits, bf16Bits } = require('../lib/half');
 const {
   DEVICE_URIS, assertClose, npyFileName, randomFloats, readNpyIndex, reference,
 } = require('./helpers');
@@ -47,6 +48,21 @@ function parseOutputLine(line) {
   const match = /^(\w+): (\w+)\[([\dx]*)\] = \[([^\]]*)\]$/.exec(line);
   assert.ok(match, `output line ${JSON.stringify(line)}`);
   return { name: match[1], dtype: match[2], shape: match[3].split('x').map(Number), values: match[4].split(' ').map(Number) };
+}
+
+/** A module `name` whose main copies each input [name, dtype, shape] to output <name>_out. */
+function copyModule(name, specs) {
+  return {
+    format: 'halrt.module/1',
+    name,
+    functions: {
+      main: {
+        inputs: specs.map(([input, dtype, shape]) => ({ name: input, dtype, shape })),
+        outputs: specs.map(([input, dtype, shape]) => ({ name: `${input}_out`, dtype, shape })),
+        body: specs.map(([input]) => ({ op: 'copy', source: input, target: `${input}_out` })),
+      },
+    },
+  };
 }
 
 describe('halrt CLI', function () {
@@ -97,7 +113,7 @@ describe('halrt CLI', function () {
   it('`run examples/mlp.halrt.json` with JSON and @npy inputs prints the output, equal to the JavaScript reference', () => {
     const json = (data, rows, cols) => JSON.stringify(Array.from({ length: rows }, (_, r) => Array.from(data.subarray(r * cols, (r + 1) * cols))));
     const result = halrtCli(['run', EXAMPLE, '--function', 'main', '--device', 'local-sync',
-      '--input', `x=${json(x, 4, 8)}`, '--input', `w1=@${files.w1}`, '-i', `w2=${JSON.stringify(Array.from(w2))}`]);
+      '--input', `x=${json(x, 4, 8)}`, '--input', `w1=@${files.w1}`, '-i', `w2=${json(w2, 16, 3)}`]);
     assert.strictEqual(result.status, 0, result.stderr);
     assert.strictEqual(result.stderr, '');
     const lines = result.stdout.trimEnd().split('\n');
@@ -219,6 +235,62 @@ describe('halrt CLI', function () {
     assertClose(npy.parse(fs.readFileSync(path.join(out, 'probs.npy'))).data, expected.probs, { rtol: 1e-5, atol: 1e-7, what: 'probs.npy' });
   });
 
+  it('JSON numbers for f16 and bf16 inputs become the nearest value (ties to even), not raw bits', () => {
+    const file = path.join(dir, 'halves-run.halrt.json');
+    fs.writeFileSync(file, JSON.stringify(copyModule('halves', [['h', 'f16', [2, 4]], ['g', 'bf16', [4]]])));
+    const out = path.join(dir, 'out-halves');
+    const h = [[1, -2, 0.1, 65504], [65520, 1 + 2 ** -11, 1 + 3 * 2 ** -11, 3 * 2 ** -25]];
+    const g = [1.5, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -3.4e39];
+    const result = halrtCli(['run', file, '--device', 'local-sync', '--input', `h=${JSON.stringify(h)}`,
+      '--input', `g=${JSON.stringify(g)}`, '--output', out]);
+    assert.strictEqual(result.status, 0, result.stderr);
+    const read = (name) => Array.from(npy.parse(fs.readFileSync(path.join(out, `${name}.npy`))).data);
+    // 65520 is halfway to 65536 and rounds to infinity; 1+2^-11 ties down to 1, 1+3·2^-11 up.
+    assert.deepStrictEqual(read('h_out'), [0x3c00, 0xc000, 0x2e66, 0x7bff, 0x7c00, 0x3c00, 0x3c02, 0x0002]);
+    assert.deepStrictEqual(read('g_out'), [0x3fc0, 0x3f80, 0x3f82, 0xff80]);
+  });
+
+  it('JSON integers for i64 and u64 inputs are exact over their whole range', () => {
+    const file = path.join(dir, 'wide-run.halrt.json');
+    fs.writeFileSync(file, JSON.stringify(copyModule('wide', [['a', 'i64', [2]], ['b', 'u64', [2]]])));
+    const result = halrtCli(['run', file, '--device', 'local-sync', '--input', 'a=[9223372036854775807,-9223372036854775808]',
+      '--input', 'b=[18446744073709551615,9007199254740993]']);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.strictEqual(result.stdout, 'a_out: i64[2] = [9223372036854775807 -9223372036854775808]\n' +
+      'b_out: u64[2] = [18446744073709551615 9007199254740993]\n');
+  });
+
+  it('--repeat N prints one line of per-call timings on stderr when it is not a terminal', () => {
+    const result = halrtCli(['run', EXAMPLE, '--device', 'local-sync', ...inputs(), '--repeat', '5']);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.match(result.stdout, /^probs: f32\[4x3\] = \[/);
+    const match = /^main: 5 calls, min (\d+\.\d{3}) ms, median (\d+\.\d{3}) ms, max (\d+\.\d{3}) ms\n$/.exec(result.stderr);
+    assert.ok(match, JSON.stringify(result.stderr));
+    const [min, median, max] = match.slice(1).map(Number);
+    assert.ok(min <= median && median <= max, result.stderr);
+    assert.strictEqual(halrtCli(['run', EXAMPLE, '--device', 'local-sync', ...inputs()]).stderr, '');
+  });
+
+  it('--repeat N on a terminal counts the calls up, then prints the timings line', function () {
+    // script(1) runs halrt on a pseudo-terminal (stdout and stderr together).
+    if (spawnSync('script', ['--version']).error) this.skip();
+    const command = [process.execPath, BIN, 'run', EXAMPLE, '--device', 'local-sync', ...inputs(), '--repeat', '3']
+      .map((arg) => `'${arg.replace(/'/g, "'\\''")}'`).join(' ');
+    const result = spawnSync('script', ['-qec', command, '/dev/null'], { encoding: 'utf8', timeout: 30000, cwd: ROOT });
+    assert.strictEqual(result.status, 0, result.stdout);
+    assert.match(result.stdout, /^\rmain: 1\/3\rmain: 2\/3\rmain: 3\/3\r\nmain: 3 calls, min \d+\.\d{3} ms, median \d+\.\d{3} ms, max \d+\.\d{3} ms\r\nprobs: f32\[4x3\] = \[/);
+  });
+
+  for (const [what, args] of [['devices', () => ['devices']], ['run', () => ['run', EXAMPLE, '--device', 'local-sync', ...inputs()]]]) {
+    it(`\`${what}\` whose stdout reader has gone (EPIPE) ends quietly with exit code 0`, () => {
+      // The reader `true` exits at once, well before halrt starts writing.
+      const result = spawnSync('bash', ['-c', '(sleep 0.3; exec "$0" "$@") | true; exit "${PIPESTATUS[0]}"', process.execPath, BIN, ...args()],
+        { encoding: 'utf8', timeout: 30000, cwd: ROOT });
+      assert.strictEqual(result.stderr, '');
+      assert.strictEqual(result.status, 0);
+    });
+  }
+
   describe('bad arguments and files exit 2 with one line on stderr', () => {
     // A module with integer inputs: i64 a, u8 b, copied to the outputs.
     const integers = () => {
@@ -234,6 +306,22 @@ describe('halrt CLI', function () {
           },
         },
       }));
+      return file;
+    };
+    // A module of one function copying each input (dtype, shape) to an output.
+    const copies = (name, ...specs) => {
+      const file = path.join(dir, `${name}.halrt.json`);
+      fs.writeFileSync(file, JSON.stringify(copyModule(name, specs)));
+      return file;
+    };
+    const bools = () => copies('bools', ['p', 'bool', [2]]);
+    const int32s = () => copies('int32s', ['n', 'i32', [2, 1]]);
+    const halves = () => copies('halves', ['h', 'f16', [8]], ['g', 'bf16', [2]]);
+    const npyFile = (name, dtype, shape, values) => {
+      const file = path.join(dir, name);
+      const data = new npy.ARRAYS[dtype](shape.reduce((a, b) => a * b, 1));
+      if (values) data.set(values);
+      fs.writeFileSync(file, npy.serialize({ dtype, shape, data }));
       return file;
     };
     const cases = [
@@ -266,24 +354,67 @@ describe('halrt CLI', function () {
         fs.mkdirSync(out, { recursive: true });
         fs.writeFileSync(victim, 'keep');
         if (!fs.existsSync(path.join(out, 'probs.npy'))) fs.symlinkSync(victim, path.join(out, 'probs.npy'));
-        return ['run', EXAMPLE, ...inputs(), '--device', 'local-sync', '--output', out];
-      }, ["--output: cannot write '", "probs.npy': ELOOP"]],
+        // Reported before the run: before the bad --device is tried.
+        return ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--output', out];
+      }, ["--output: '", "probs.npy' exists and is a symbolic link, not a regular file"]],
+      ['an --output that is an existing file, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--output', files.x],
+        ["--output: cannot write into '", "x.npy': it is a regular file, not a directory"]],
+      ['an --output in a directory that cannot be made, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope',
+        '--output', path.join(files.x, 'out')], ['--output: cannot write into ', "ENOTDIR"]],
+      ['a --profile file that cannot be opened, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope',
+        '--profile', path.join(dir, 'no', 'such', 'dir', 'trace.json')], ["--profile '", "trace.json': ", 'ENOENT']],
+      ['a --profile that is a directory, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--profile', dir],
+        ["--profile '", 'EISDIR']],
+      ['a --trace npy:DIR that is a file, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--trace', `npy:${files.x}`],
+        ["--trace 'npy:", "x.npy': it is a regular file, not a directory"]],
+      ['a --trace npy:DIR that cannot be made, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope',
+        '--trace', 'npy:/proc/halrt/traces'], ["--trace 'npy:/proc/halrt/traces': cannot write into '/proc/halrt/traces': ", 'ENOENT']],
+      ['a bad input, before any device is made', () => ['run', EXAMPLE, ...inputs().slice(1), '--device', 'nope', '--input', 'x=[1]'],
+        ["--input 'x': x is an array of 1; expected an array of 4 (shape [4,8])"]],
       ['an unknown input name', () => ['run', EXAMPLE, '--input', 'q=[1]'], ["--input 'q': function 'main' has no input 'q' (inputs: x, w1, w2)"]],
-      ['a wrong element count', () => ['run', EXAMPLE, ...inputs().slice(0, 2), '--input', 'w2=[1,2,3]'],
-        ["--input 'w2': expected shape [16,3] (48 elements), got 3 elements"]],
+      ['JSON of the wrong length', () => ['run', EXAMPLE, ...inputs().slice(0, 2), '--input', 'w2=[1,2,3]'],
+        ["--input 'w2': w2 is an array of 3; expected an array of 16 (shape [16,3])"]],
+      ['flat JSON for a 2-d input', () => ['run', EXAMPLE, ...inputs().slice(0, 2), '--input', `w2=${JSON.stringify(Array(48).fill(1))}`],
+        ["--input 'w2': w2 is an array of 48; expected an array of 16 (shape [16,3])"]],
+      ['JSON of the transposed shape', () => ['run', EXAMPLE, ...inputs().slice(1), '--input', `x=${JSON.stringify(Array(8).fill(Array(4).fill(1)))}`],
+        ["--input 'x': x is an array of 8; expected an array of 4 (shape [4,8])"]],
+      ['JSON with one ragged row', () => {
+        const rows = Array.from({ length: 4 }, (_, r) => Array(r === 2 ? 7 : 8).fill(1));
+        return ['run', EXAMPLE, ...inputs().slice(1), '--input', `x=${JSON.stringify(rows)}`];
+      }, ["--input 'x': x[2] is an array of 7; expected an array of 8 (shape [4,8])"]],
+      ['JSON nested deeper than the shape', () => ['run', EXAMPLE, ...inputs().slice(1), '--input',
+        `x=${JSON.stringify(Array(4).fill([...Array(7).fill(1), [1]]))}`], ["--input 'x': x[0][7] is [1]; expected a number (shape [4,8])"]],
+      ['an .npy input of the transposed shape', () => ['run', EXAMPLE, ...inputs().slice(1), `--input=x=@${npyFile('x84.npy', 'f32', [8, 4])}`],
+        ["--input 'x': ", "x84.npy: expected shape [4,8], got [8,4]"]],
+      ['an .npy input of the right size but rank 1', () => ['run', EXAMPLE, ...inputs().slice(1), `--input=x=@${npyFile('x32.npy', 'f32', [32])}`],
+        ["--input 'x': ", "x32.npy: expected shape [4,8], got [32]"]],
+      ['an .npy input with fewer elements', () => ['run', EXAMPLE, ...inputs().slice(1), `--input=x=@${npyFile('x4.npy', 'f32', [4])}`],
+        ["--input 'x': ", "x4.npy: expected shape [4,8], got [4]"]],
+      ['an input given twice', () => ['run', EXAMPLE, ...inputs(), `--input=x=@${files.x}`], ["--input 'x' is given twice"]],
+      ['a bool input of 2 in JSON', () => ['run', bools(), '--input', 'p=[true,2]'], ["--input 'p': p[1] = 2: bool takes true, false, 0 or 1"]],
+      ['a bool input of 7 in an .npy file', () => ['run', bools(), `--input=p=@${npyFile('p.npy', 'bool', [2], [1, 7])}`],
+        ["--input 'p': ", 'p.npy: element 1 is 7; bool takes 0 or 1']],
       ['an input of the wrong dtype', () => {
         const ints = path.join(dir, 'ints.npy');
         fs.writeFileSync(ints, npy.serialize({ dtype: 'i32', shape: [4, 8], data: new Int32Array(32) }));
         return ['run', EXAMPLE, `--input=x=@${ints}`];
-      }, ["--input 'x': expected f32, got i32"]],
+      }, ["--input 'x': ", "ints.npy: expected f32, got i32"]],
       ['bad JSON', () => ['run', EXAMPLE, '--input', 'x=[1,2'], ["--input 'x': '[1,2' is neither @FILE.npy nor JSON"]],
-      ['JSON that is not numbers', () => ['run', EXAMPLE, '--input', 'x=["a"]'], ["--input 'x': JSON values must be numbers"]],
+      ['JSON that is not numbers', () => ['run', bools(), '--input', 'p=["a",true]'], ['--input \'p\': p[0] is "a"; expected a number (shape [2])']],
+      ['JSON null', () => ['run', bools(), '--input', 'p=[true,null]'], ["--input 'p': p[1] is null; expected a number (shape [2])"]],
       ['an i64 input that is not an integer', () => ['run', integers(), '--input', 'a=[1.5,2]', '--input', 'b=[1,2]'],
-        ["--input 'a': value 0 (1.5) is not a i64 integer in [-9007199254740991, 9007199254740991]"]],
+        ["--input 'a': a[0] = 1.5: i64 takes integers from -9223372036854775808 to 9223372036854775807"]],
+      ['an i64 input of 2^64', () => ['run', integers(), '--input', 'a=[1,18446744073709551616]', '--input', 'b=[1,2]'],
+        ["--input 'a': a[1] = 18446744073709551616: i64 takes integers from"]],
+      ['an i64 input of 2^63', () => ['run', integers(), '--input', 'a=[9223372036854775808,1]', '--input', 'b=[1,2]'],
+        ["--input 'a': a[0] = 9223372036854775808: i64 takes integers from"]],
+      ['an i32 input of 1.7', () => ['run', int32s(), '--input', 'n=[[1],[1.7]]'], ["--input 'n': n[1][0] = 1.7: i32 takes integers from -2147483648 to 2147483647"]],
+      ['a number for an f16 input given as true', () => ['run', halves(), '--input', 'h=[1,true,1,1,1,1,1,1]', '--input', 'g=[1,1]'],
+        ["--input 'h': h[1] = true: f16 takes numbers"]],
       ['an i64 input beyond what JSON holds exactly', () => ['run', integers(), '--input', 'a=[1,1e999]', '--input', 'b=[1,2]'],
-        ["--input 'a': value 1 (Infinity) is not a i64 integer"]],
+        ["--input 'a': a[1] = 1e999: i64 takes integers"]],
       ['a u8 input out of range', () => ['run', integers(), '--input', 'a=[1,2]', '--input', 'b=[1,300]'],
-        ["--input 'b': value 1 (300) is not a u8 integer in [0, 255]"]],
+        ["--input 'b': b[1] = 300: u8 takes integers from 0 to 255"]],
       ['a missing input', () => ['run', EXAMPLE, ...inputs().slice(0, 1)], ['missing --input for w1, w2']],
       ['an unknown --trace', () => ['run', EXAMPLE, ...inputs(), '--device', 'local-sync', '--trace', 'bogus'],
         ["--trace 'bogus': expected stdio, stats or npy:DIR"]],
@@ -325,5 +456,27 @@ describe('halrt CLI', function () {
     const linked = halrtCli(['run', file, '--device', 'local-sync', ...inputs()]);
     assert.strictEqual(linked.status, 1, linked.stderr);
     assert.match(linked.stderr, /^halrt: NOT_FOUND: new Context: linking module 'mlp': executables\.k: no executable for device kind 'local'[^\n]*\n$/);
+  });
+});
+
+describe('lib/half: numbers to f16 and bf16 bits', () => {
+  it('rounds to nearest, ties to even, through subnormals, overflow, signed zero and NaN', () => {
+    const f16 = [[0, 0], [-0, 0x8000], [1, 0x3c00], [0.1, 0x2e66], [65504, 0x7bff], [65519.99, 0x7bff], [65520, 0x7c00],
+      [-Infinity, 0xfc00], [NaN, 0x7e00], [2 ** -14, 0x0400], [2 ** -24, 0x0001], [2 ** -25, 0x0000],
+      [3 * 2 ** -25, 0x0002], [1023.5 * 2 ** -24, 0x0400], [1 + 2 ** -11, 0x3c00], [1 + 3 * 2 ** -11, 0x3c02], [2047.5, 0x6800]];
+    assert.deepStrictEqual(f16.map(([value]) => f16Bits(value)), f16.map(([, bits]) => bits));
+    const bf16 = [[1, 0x3f80], [-2, 0xc000], [1 + 2 ** -8, 0x3f80], [1 + 3 * 2 ** -8, 0x3f82], [3.4e38, 0x7f80],
+      [3.3895e38, 0x7f7f], [3.38e38, 0x7f7e], [NaN, 0x7fc0], [2 ** -133, 0x0001], [2 ** -134, 0x0000], [-0, 0x8000]];
+    assert.deepStrictEqual(bf16.map(([value]) => bf16Bits(value)), bf16.map(([, bits]) => bits));
+  });
+
+  it('bf16 of an f32 value equals rounding its f32 bits to nearest even', () => {
+    const f32 = new Float32Array(1);
+    const word = new Uint32Array(f32.buffer);
+    for (let i = 0; i < 10000; ++i) {
+      word[0] = (Math.imul(i, 2654435761) >>> 0) & 0x7f7fffff | (i & 1) << 31;  // finite, both signs
+      const expected = (word[0] + 0x7fff + ((word[0] >>> 16) & 1)) >>> 16;
+      assert.strictEqual(bf16Bits(f32[0]), expected, `bits 0x${word[0].toString(16)}`);
+    }
   });
 });
