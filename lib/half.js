@@ -4,6 +4,8 @@
 // directly from the double (no double rounding through f32); values beyond
 // the largest finite half become ±Infinity, NaN becomes the quiet NaN.
 
+const { HalrtError } = require('./errors');
+
 const F16 = { exponentBits: 5, mantissaBits: 10 };
 const BF16 = { exponentBits: 8, mantissaBits: 7 };
 
@@ -21,7 +23,7 @@ function encode(format, value) {
   const exponentMask = 2 ** exponentBits - 1;
   const sign = value < 0 || Object.is(value, -0) ? 1 << (exponentBits + mantissaBits) : 0;
   if (Number.isNaN(value)) return (exponentMask << mantissaBits) | (1 << (mantissaBits - 1));
-  let magnitude = Math.abs(value);
+  const magnitude = Math.abs(value);
   const minNormal = 2 ** (1 - bias);
   if (magnitude < minNormal) {
     // Subnormal (or zero): a count of the smallest steps, 2^(1-bias-mantissaBits).
@@ -37,8 +39,7 @@ function encode(format, value) {
     exponent += 1;
   }
   if (exponent > bias) return sign | (exponentMask << mantissaBits); // ±Infinity
-  magnitude = ((exponent + bias) << mantissaBits) | mantissa;
-  return sign | magnitude;
+  return sign | ((exponent + bias) << mantissaBits) | mantissa;
 }
 
 function decode(format, bits) {
@@ -54,11 +55,10 @@ function decode(format, bits) {
 }
 
 function isArrayLike(value) {
-  return Array.isArray(value) || ArrayBuffer.isView(value) && !(value instanceof DataView);
+  return Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
 }
 
 function fail(caller, what, got) {
-  const { HalrtError } = require('./errors');
   return new HalrtError(`${caller}: ${what} (got ${got})`, 'INVALID_ARGUMENT');
 }
 

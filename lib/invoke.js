@@ -28,6 +28,58 @@ function sameShape(a, b) {
   return a.length === b.length && a.every((dim, i) => dim === b[i]);
 }
 
+// The promise invoke() returns for the native `result`: outputs marked with
+// their device, `made` (uploaded inputs) closed once it settles, outputs
+// read and/or named as asked, the AbortSignal honoured. It holds only
+// strings of the function: an invocation in flight must not keep the
+// Function (and through it the HalModule and its sink) reachable.
+function deliver(result, made, delivery, signal) {
+  if (delivery !== null) {
+    const { uri } = delivery;
+    result = result.then((outputs) => outputs.map((view) => recordView(view, uri)));
+  }
+  if (made.length > 0) {
+    const release = () => {
+      for (const view of made) view.close();
+    };
+    result.then(release, release);
+  }
+  const shape = delivery !== null && (delivery.read || delivery.names !== null);
+  const finish = async (outputs) => {
+    if (!shape) return outputs;
+    let results = outputs;
+    if (delivery.read) {
+      try {
+        results = await Promise.all(outputs.map((view) => view.read()));
+      } finally {
+        for (const view of outputs) view.close();
+      }
+    }
+    if (delivery.names === null) return results;
+    return Object.fromEntries(delivery.names.map((name, i) => [name, results[i]]));
+  };
+  if (signal === undefined) return shape ? result.then(finish) : result;
+  const name = delivery === null ? 'function' : delivery.name;
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(cancelled(name, signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    result.then(
+      (outputs) => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted) {
+          for (const output of outputs) output.close();
+        } else {
+          resolve(finish(outputs));
+        }
+      },
+      (error) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
 function installInvoke(NativeFunction, { BufferView, HalModule }) {
   const nativeInvoke = NativeFunction.prototype.invoke;
 
@@ -114,19 +166,6 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
     });
   }
 
-  async function finish(fn, outputs, { named, read }) {
-    let results = outputs;
-    if (read) {
-      try {
-        results = await Promise.all(outputs.map((view) => view.read()));
-      } finally {
-        for (const view of outputs) view.close();
-      }
-    }
-    if (!named) return results;
-    return Object.fromEntries(fn.outputs.map((s, i) => [s.name, results[i]]));
-  }
-
   Object.defineProperty(NativeFunction.prototype, 'invoke', {
     value: function invoke(inputs, options = {}) {
       if (options === null || typeof options !== 'object') {
@@ -147,43 +186,23 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
       // too must be a rejection. So do the checks of host inputs here.
       const made = [];
       let result;
+      let delivery = null;
       try {
         const isFunction = this instanceof NativeFunction;
         result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made) : inputs));
         if (isFunction) {
-          const uri = deviceUri(deviceOf(this));
-          result = result.then((outputs) => outputs.map((view) => recordView(view, uri)));
+          delivery = {
+            name: this.name,
+            uri: deviceUri(deviceOf(this)),
+            names: named ? this.outputs.map((s) => s.name) : null,
+            read,
+          };
         }
       } catch (error) {
         for (const view of made) view.close();
         return Promise.reject(error);
       }
-      if (made.length > 0) {
-        const release = () => {
-          for (const view of made) view.close();
-        };
-        result.then(release, release);
-      }
-      const extras = { named, read };
-      if (signal === undefined) return named || read ? result.then((outputs) => finish(this, outputs, extras)) : result;
-      return new Promise((resolve, reject) => {
-        const onAbort = () => reject(cancelled(this.name, signal));
-        signal.addEventListener('abort', onAbort, { once: true });
-        result.then(
-          (outputs) => {
-            signal.removeEventListener('abort', onAbort);
-            if (signal.aborted) {
-              for (const output of outputs) output.close();
-            } else {
-              resolve(finish(this, outputs, extras));
-            }
-          },
-          (error) => {
-            signal.removeEventListener('abort', onAbort);
-            reject(error);
-          },
-        );
-      });
+      return deliver(result, made, delivery, signal);
     },
     writable: true,
     enumerable: false,
