@@ -328,6 +328,14 @@ describe('readable objects', () => {
       assert.doesNotMatch(show(object), /\{\}/);
       assert.doesNotMatch(String(object), /\[object /);
     }
+    const trace = halrt.sinks.chromeTrace(path.join(require('os').tmpdir(), `halrt-api-${process.pid}.json`));
+    assert.strictEqual(show(trace), `ChromeTrace { path: '${trace.path.replace(/\\/g, '\\\\')}', events: 2, closed: false }`); // its two metadata events
+    assert.strictEqual(String(trace), `ChromeTrace(${trace.path})`);
+    trace.close();
+    require('fs').rmSync(trace.path);
+    const builder = new halrt.ModuleBuilder('b').executable('k', { local: { builtin: true } }).function('f', () => {});
+    assert.strictEqual(show(builder), "ModuleBuilder { name: 'b', executables: [ 'k' ], functions: [ 'f' ] }");
+    assert.strictEqual(String(builder), 'ModuleBuilder(b)');
     y.close();
     m.close();
     assert.match(show(m.instance), /closed: true/);
