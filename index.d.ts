@@ -45,6 +45,19 @@ export type TypedArrayOf<D extends DType> = DTypeArrayMap[D];
 /** Every TypedArray that device.tensor() accepts as data. */
 export type TensorData = DTypeArrayMap[DType] | Uint8ClampedArray;
 
+/** Numbers, BigInts or booleans, nested in Arrays to any depth (a scalar alone is rank 0). */
+export type NestedArray<T> = T | readonly NestedArray<T>[];
+
+/**
+ * Everything device.tensor() takes as data with an explicit dtype: a
+ * TypedArray (converted to the dtype where exact), nested Arrays of numbers,
+ * BigInts or booleans, or Buffer/ArrayBuffer bytes (reinterpreted).
+ */
+export type HostData = TensorData | NestedArray<number | bigint | boolean> | ArrayBuffer;
+
+/** An input of function.invoke(): a BufferView, or host data uploaded for it. */
+export type InvokeInput = BufferView | HostData;
+
 /** The dtype device.tensor() infers from a TypedArray when none is given. */
 export type DTypeOf<A extends TensorData> = A extends Float32Array
   ? 'f32'
@@ -165,6 +178,8 @@ export class Instance implements Disposable {
    * CUDA when usable, otherwise local-task).
    */
   createDevice(uri?: string): Device;
+  /** Whether close() was called. */
+  readonly closed: boolean;
   /** Releases the instance. Idempotent. Devices already created stay usable. */
   close(): void;
   [Symbol.dispose](): void;
@@ -175,16 +190,34 @@ export class Device implements Disposable {
   /** Not callable: use instance.createDevice(). */
   private constructor();
   readonly info: DeviceInfo;
-  /** A tensor holding a copy of `data`, dtype inferred from the array type. */
+  /**
+   * A tensor holding a copy of `data`, dtype inferred from the array type (a
+   * Buffer is u8).
+   */
   tensor<A extends TensorData>(data: A, shape: readonly number[]): BufferView<DTypeOf<A>>;
-  /** A tensor holding a copy of `data`, which must be dtype's TypedArray. */
-  tensor<D extends DType>(
-    data: D extends 'u8' ? Uint8Array | Uint8ClampedArray : TypedArrayOf<D>,
-    shape: readonly number[],
-    dtype: D,
-  ): BufferView<D>;
+  /**
+   * A tensor of nested Arrays: the shape is inferred when `shape` is omitted
+   * or null (ragged Arrays throw INVALID_ARGUMENT naming the first bad row),
+   * f32 for numbers, bool for booleans, i64 for BigInts.
+   */
+  tensor(data: NestedArray<number>, shape?: readonly number[] | null): BufferView<'f32'>;
+  tensor(data: NestedArray<boolean>, shape?: readonly number[] | null): BufferView<'bool'>;
+  tensor(data: NestedArray<bigint>, shape?: readonly number[] | null): BufferView<'i64'>;
+  /**
+   * A tensor of `dtype` from host data. A TypedArray of another dtype, and
+   * numbers, are converted where exact: to f16/bf16 by rounding to nearest
+   * even, to f32 by rounding (a Float64Array too); to integer dtypes only
+   * integers in range (and for i64/u64 only numbers up to 2^53 - 1: larger
+   * ones need a BigInt); to bool only 0, 1, true and false. Anything else
+   * throws INVALID_ARGUMENT naming the element (`data[1][2]`). A Uint16Array
+   * for f16/bf16 is raw bits. Buffer/ArrayBuffer bytes are reinterpreted as
+   * `dtype` (little-endian); `shape` is needed except for nested Arrays.
+   */
+  tensor<D extends DType>(data: HostData, shape: readonly number[] | null | undefined, dtype: D): BufferView<D>;
   /** A zero-filled tensor. */
   empty<D extends DType>(shape: readonly number[], dtype: D): BufferView<D>;
+  /** Whether close() was called. */
+  readonly closed: boolean;
   /**
    * Copies `source` into `target` on the device. Both belong to this device
    * and have the same byteLength.
@@ -204,6 +237,12 @@ export class BufferView<D extends DType = DType> implements Disposable {
   readonly dtype: D;
   readonly byteLength: number;
   readonly rank: number;
+  /** The number of elements (the product of the shape; 1 for a scalar). */
+  readonly numel: number;
+  /** The same as numel. */
+  readonly size: number;
+  /** Whether close() was called. */
+  readonly closed: boolean;
   /**
    * A copy of the contents, after all work submitted before it. Rejects with
    * RESOURCE_EXHAUSTED, before copying, when the view has more bytes than
@@ -506,6 +545,8 @@ export class HalModule implements Disposable {
   /** options.traceDispatches as given (false when not given). */
   readonly traceDispatches: boolean | TraceDispatchesFilter;
   readonly profile: boolean;
+  /** Whether close() was called. */
+  readonly closed: boolean;
   /**
    * Releases this object's module reference. Idempotent. Contexts already
    * linked with it keep their own reference and keep working (lookupFunction,
@@ -667,6 +708,8 @@ export class Module implements Disposable {
   readonly name: string;
   /** A fresh array of the exported functions' signatures. */
   readonly functions: FunctionSignature[];
+  /** Whether close() was called. */
+  readonly closed: boolean;
   /**
    * Releases this object's module reference. Idempotent. Afterwards `name`
    * and `functions` throw FAILED_PRECONDITION and a new Context refuses it;
@@ -713,8 +756,14 @@ export class Context implements Disposable {
   constructor(instance: Instance, modules: readonly (HalModule | Module)[]);
   /** The modules given, frozen. */
   readonly modules: readonly (HalModule | Module)[];
-  /** A function by its qualified name, 'module.function'. */
+  /**
+   * A function by its qualified name, 'module.function', or by its bare
+   * name when exactly one linked (open) program module exports it (two:
+   * INVALID_ARGUMENT naming both; none: NOT_FOUND listing the functions).
+   */
   lookupFunction(name: string): HalrtFunction;
+  /** Whether close() was called. */
+  readonly closed: boolean;
   /**
    * Closes the context. Idempotent. Afterwards lookupFunction throws, and
    * invoke() of any of its functions, including those looked up before,
@@ -735,6 +784,25 @@ export interface InvokeOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** What function.invoke() resolves with, besides InvokeOptions. */
+export interface InvokeOutputOptions {
+  /** Resolve with an object of outputs by name (`{y}`) instead of an Array. */
+  named?: boolean | undefined;
+  /**
+   * Resolve with the outputs read to host arrays (what view.read() gives);
+   * the output views are closed.
+   */
+  read?: boolean | undefined;
+}
+
+/** Inputs by name: every input of the function, nothing else. */
+export interface NamedInputs {
+  readonly [name: string]: InvokeInput;
+}
+
+/** Any dtype's host array, as read() gives it. */
+export type HostArray = DTypeArrayMap[DType];
+
 /** A function of a Context (exported as `Function`). */
 declare class HalrtFunction implements Disposable {
   /** Not callable: use context.lookupFunction(). */
@@ -745,13 +813,98 @@ declare class HalrtFunction implements Disposable {
   readonly inputs: TensorSignature[];
   readonly outputs: TensorSignature[];
   /**
-   * Runs the function on the context's device. Every failure (bad inputs,
-   * closed objects, a throwing debug sink, an abort) is a rejection with a
-   * HalrtError; nothing throws.
+   * Runs the function on the context's device. Inputs are BufferViews or
+   * host data (TypedArrays of the input's dtype, nested Arrays converted to
+   * it, Buffer/ArrayBuffer bytes), in order or by name; host data must have
+   * the input's shape and is uploaded to the function's device and freed
+   * when the call settles. Every failure (bad inputs, unknown or missing
+   * names, closed objects, a throwing debug sink, an abort) is a rejection
+   * with a HalrtError; nothing throws.
    */
-  invoke(inputs: readonly BufferView[], options?: InvokeOptions): Promise<BufferView[]>;
+  invoke(
+    inputs: readonly InvokeInput[] | NamedInputs,
+    options: InvokeOptions & { named: true; read: true },
+  ): Promise<{ [name: string]: HostArray }>;
+  invoke(
+    inputs: readonly InvokeInput[] | NamedInputs,
+    options: InvokeOptions & { named: true; read?: false | undefined },
+  ): Promise<{ [name: string]: BufferView }>;
+  invoke(
+    inputs: readonly InvokeInput[] | NamedInputs,
+    options: InvokeOptions & { named?: false | undefined; read: true },
+  ): Promise<HostArray[]>;
+  invoke(
+    inputs: readonly InvokeInput[] | NamedInputs,
+    options?: InvokeOptions & { named?: false | undefined; read?: false | undefined },
+  ): Promise<BufferView[]>;
+  /** Output options not known when compiling: any of the four results. */
+  invoke(
+    inputs: readonly InvokeInput[] | NamedInputs,
+    options: InvokeOptions & InvokeOutputOptions,
+  ): Promise<BufferView[] | HostArray[] | { [name: string]: BufferView | HostArray }>;
+  /** Whether close() was called. */
+  readonly closed: boolean;
   /** Releases this object's references. Idempotent. */
   close(): void;
   [Symbol.dispose](): void;
 }
 export { HalrtFunction as Function };
+
+/** halrt.load options: the device URI, and every HalModule option. */
+export interface LoadOptions extends HalModuleOptions {
+  /** The device URI (Instance.createDevice). Default: 'auto'. */
+  device?: string | undefined;
+}
+
+/**
+ * A module file made ready by halrt.load(): it owns an Instance, a Device, a
+ * HalModule, the Module and a Context, and has each function as a method
+ * (`m.main(x, w)` or `m.main({x, w})`: fn.invoke with those inputs), except
+ * a function named like one of its own members (reach it by `functions`).
+ */
+export class LoadedModule implements Disposable {
+  /** Not callable: use halrt.load(). */
+  private constructor();
+  /** The module's name. */
+  readonly name: string;
+  readonly instance: Instance;
+  readonly device: Device;
+  readonly halModule: HalModule;
+  readonly module: Module;
+  readonly context: Context;
+  /** The module's functions by (bare) name. */
+  readonly functions: { readonly [name: string]: HalrtFunction };
+  /** Whether close() was called (the context is closed). */
+  readonly closed: boolean;
+  /** Closes the functions, context, module, HAL module, device and instance. Idempotent. */
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+/** The methods a LoadedModule has, one per function. */
+export interface LoadedFunctions {
+  readonly [name: string]: (...inputs: InvokeInput[] | [NamedInputs]) => Promise<BufferView[]>;
+}
+
+/**
+ * Loads a module file (Module.load) and links it on a new device
+ * (`options.device`, default 'auto') with a HalModule given the other
+ * options. Rejects with the first failure, having closed what it made.
+ */
+export function load(file: string, options?: LoadOptions): Promise<LoadedModule & LoadedFunctions>;
+
+/**
+ * f16 (IEEE binary16) bits of numbers, rounded to nearest even (beyond the
+ * largest finite half: ±Infinity; NaN: 0x7e00). A number gives a number.
+ */
+export function toF16Bits(values: number): number;
+export function toF16Bits(values: ArrayLike<number>): Uint16Array;
+/** The numbers of f16 bits (every f16 value is exact in a Float32Array). */
+export function fromF16Bits(bits: number): number;
+export function fromF16Bits(bits: Uint16Array | readonly number[]): Float32Array;
+/** bf16 bits (the upper half of an f32) of numbers, rounded to nearest even. */
+export function toBF16Bits(values: number): number;
+export function toBF16Bits(values: ArrayLike<number>): Uint16Array;
+/** The numbers of bf16 bits. */
+export function fromBF16Bits(bits: number): number;
+export function fromBF16Bits(bits: Uint16Array | readonly number[]): Float32Array;

@@ -17,7 +17,7 @@ const { parseArgs } = require('util');
 const halrt = require('./index');
 const { LIMITS, kindOf, readRegularFile } = require('./files');
 const npy = require('./npy');
-const { f16Bits, bf16Bits } = require('./half');
+const { toF16Bits: f16Bits, toBF16Bits: bf16Bits } = require('./half');
 
 // A usage problem: one line on stderr, exit code 2.
 class UsageError extends Error {}

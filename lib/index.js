@@ -1,12 +1,16 @@
 'use strict';
 // Public entry point. Validation and behaviour live in the native binding;
-// this file only loads it, wires HalrtError and the debug-sink decoder in,
-// and adds [Symbol.dispose].
+// this file loads it, wires HalrtError and the debug-sink decoder in, adds
+// [Symbol.dispose] and the JavaScript conveniences (lib/objects.js: host
+// data for tensor(), inspection; lib/invoke.js; lib/load.js).
 
 const path = require('path');
 const { HalrtError } = require('./errors');
 const { installModuleStatics, ModuleBuilder } = require('./module');
 const { installInvoke } = require('./invoke');
+const { installObjects } = require('./objects');
+const { load, LoadedModule } = require('./load');
+const half = require('./half');
 const sinks = require('./sinks');
 const { makeTraceDecoder } = require('./trace_batch');
 
@@ -38,7 +42,8 @@ binding.setTraceDecoder(makeTraceDecoder(binding.dtypes));
 const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
 const NativeFunction = binding.Function;
 installModuleStatics(Module);
-installInvoke(NativeFunction);
+installObjects(binding);
+installInvoke(NativeFunction, { BufferView, HalModule });
 
 const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
 for (const cls of [Instance, Device, BufferView, HalModule, Module, Context, NativeFunction]) {
@@ -62,6 +67,12 @@ module.exports = {
   Context,
   Function: NativeFunction,
   HalrtError,
+  LoadedModule,
+  load,
+  toF16Bits: half.toF16Bits,
+  fromF16Bits: half.fromF16Bits,
+  toBF16Bits: half.toBF16Bits,
+  fromBF16Bits: half.fromBF16Bits,
   sinks: Object.freeze({
     stdio: sinks.stdio,
     npy: sinks.npy,

@@ -1,54 +1,208 @@
 'use strict';
-// fn.invoke(inputs, {signal}): the native invoke plus AbortSignal support.
-// Device work cannot be interrupted; an abort settles the promise at once
-// with CANCELLED and the outputs, when they arrive, are closed unseen.
+// fn.invoke(inputs, {signal, named, read}): the native invoke plus
+// - inputs as host data (Arrays, TypedArrays, numbers for scalars), uploaded
+//   to the function's device after checking them against the signature, and
+//   closed when the invocation settles;
+// - inputs as an object of names ({x, w}): unknown or missing names reject;
+// - `named: true`: outputs as an object of names instead of an Array;
+// - `read: true`: outputs read to host arrays (the views are then closed);
+// - AbortSignal support. Device work cannot be interrupted; an abort
+//   settles the promise at once with CANCELLED and the outputs, when they
+//   arrive, are closed unseen.
 
 const { HalrtError } = require('./errors');
+const util = require('util');
+const { ARRAY_OF, carries, prepare, shapeText, isTypedArray, isHostData } = require('./host_data');
+const { deferCloses, recordView, deviceUri, isClosed } = require('./objects');
+const { describe } = require('./half');
 
 function cancelled(name, signal) {
   return new HalrtError(`${name}: the invocation was aborted`, 'CANCELLED', { cause: signal.reason });
 }
 
-function installInvoke(NativeFunction) {
+function invalid(message) {
+  return new HalrtError(message, 'INVALID_ARGUMENT');
+}
+
+function sameShape(a, b) {
+  return a.length === b.length && a.every((dim, i) => dim === b[i]);
+}
+
+// The promise invoke() returns for the native `result`: outputs marked with
+// their device, `made` (uploaded inputs) closed once it settles, outputs
+// read and/or named as asked, the AbortSignal honoured. It holds only
+// strings of the function: an invocation in flight must not keep the
+// Function (and through it the HalModule and its sink) reachable.
+function deliver(result, made, delivery, signal) {
+  if (delivery !== null) {
+    const { uri } = delivery;
+    result = result.then((outputs) => outputs.map((view) => recordView(view, uri)));
+  }
+  if (made.length > 0) {
+    const release = () => {
+      for (const view of made) view.close();
+    };
+    result.then(release, release);
+  }
+  const shape = delivery !== null && (delivery.read || delivery.names !== null);
+  const finish = async (outputs) => {
+    if (!shape) return outputs;
+    let results = outputs;
+    if (delivery.read) {
+      try {
+        results = await Promise.all(outputs.map((view) => view.read()));
+      } finally {
+        for (const view of outputs) view.close();
+      }
+    }
+    if (delivery.names === null) return results;
+    return Object.fromEntries(delivery.names.map((name, i) => [name, results[i]]));
+  };
+  if (signal === undefined) return shape ? result.then(finish) : result;
+  const name = delivery === null ? 'function' : delivery.name;
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(cancelled(name, signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    result.then(
+      (outputs) => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted) {
+          for (const output of outputs) output.close();
+        } else {
+          resolve(finish(outputs));
+        }
+      },
+      (error) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+function installInvoke(NativeFunction, { BufferView, HalModule }) {
   const nativeInvoke = NativeFunction.prototype.invoke;
+
+  function deviceOf(fn) {
+    return fn.context.modules.find((module) => module instanceof HalModule).device;
+  }
+
+  function isNamedInputs(inputs) {
+    if (inputs === null || typeof inputs !== 'object' || util.types.isProxy(inputs)) return false;
+    const prototype = Object.getPrototypeOf(inputs);
+    return prototype === Object.prototype || prototype === null;
+  }
+
+  // {values, labels}: the inputs as an Array in signature order (each element
+  // read once) and how messages name each; anything but an Array or an
+  // object of names goes to the native call as it is, which names it.
+  function ordered(fn, inputs, method) {
+    if (isNamedInputs(inputs)) {
+      const names = fn.inputs.map((s) => s.name);
+      for (const key of Object.keys(inputs)) {
+        if (!names.includes(key)) {
+          throw invalid(`${method}: inputs has no input named '${key}' (the inputs are ${names.join(', ') || 'none'})`);
+        }
+      }
+      const values = names.map((name) => {
+        const value = inputs[name];
+        if (value === undefined) throw invalid(`${method}: input '${name}' is missing (inputs.${name})`);
+        return value;
+      });
+      return { values, labels: names.map((name) => `inputs.${name}`) };
+    }
+    if (!Array.isArray(inputs) || util.types.isProxy(inputs)) return { values: inputs };
+    const values = Array.from(inputs);
+    return { values, labels: values.map((_, i) => `inputs[${i}]`) };
+  }
+
+  // A view of host data `value` for input `index` on `device`: a TypedArray
+  // of the input's dtype, Buffer/ArrayBuffer bytes of it, or (nested) Arrays
+  // and scalars converted to it.
+  function upload(fn, device, index, value, label, method) {
+    const signature = fn.inputs[index];
+    const { dtype, shape } = signature;
+    const input = `input ${index} ('${signature.name}')`;
+    const count = shape.reduce((n, d) => n * d, 1);
+    let data = value;
+    if (value instanceof ArrayBuffer || Buffer.isBuffer(value)) {
+      data = prepare(method, label, value, shape, dtype).data;
+    } else if (isTypedArray(value) && !carries(dtype, value)) {
+      throw invalid(`${method}: ${input} must be ${dtype} in a ${ARRAY_OF[dtype].name} (${label} is ${describe(value)})`);
+    }
+    if (isTypedArray(data)) {
+      if (data.length !== count) {
+        throw invalid(`${method}: ${input} must have ${count} elements for shape ${shapeText(shape)} (${label} has ${data.length})`);
+      }
+      return device.tensor(data, shape, dtype);
+    }
+    const prepared = prepare(method, label, value, undefined, dtype);
+    if (!sameShape(prepared.shape, shape)) {
+      throw invalid(`${method}: ${input} must have shape ${shapeText(shape)} (${label} has ${shapeText(prepared.shape)})`);
+    }
+    return device.tensor(prepared.data, shape, dtype);
+  }
+
+  // Views for every input; the ones made here are pushed to `made`. Without
+  // host data the inputs go to the native call, which checks them in order.
+  function toViews(fn, inputs, made) {
+    // A closed function or context: the native call rejects, before the inputs.
+    if (isClosed(fn) || isClosed(fn.context)) return inputs;
+    const method = `function.invoke: ${fn.name}`;
+    const { values, labels } = ordered(fn, inputs, method);
+    if (labels === undefined || !values.some(isHostData)) return values;
+    if (values.length !== fn.inputs.length) {
+      throw invalid(`${method} takes ${fn.inputs.length} inputs (got ${values.length})`);
+    }
+    const device = deviceOf(fn);
+    return values.map((value, i) => {
+      if (value instanceof BufferView) return value;
+      if (!isHostData(value)) {
+        throw invalid(`${method}: ${labels[i]} is neither a BufferView nor host data (got ${describe(value)})`);
+      }
+      const view = upload(fn, device, i, value, labels[i], method);
+      made.push(view);
+      return view;
+    });
+  }
+
   Object.defineProperty(NativeFunction.prototype, 'invoke', {
     value: function invoke(inputs, options = {}) {
       if (options === null || typeof options !== 'object') {
         return Promise.reject(new HalrtError('function.invoke: options must be an object', 'INVALID_ARGUMENT'));
       }
-      const { signal } = options;
+      const { signal, named = false, read = false } = options;
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
+      }
+      for (const [key, value] of [['named', named], ['read', read]]) {
+        if (typeof value !== 'boolean') {
+          return Promise.reject(new HalrtError(`function.invoke: options.${key} must be a boolean (got ${describe(value)})`, 'INVALID_ARGUMENT'));
+        }
       }
       if (signal?.aborted) return Promise.reject(cancelled(this.name, signal));
       // The native invoke reports its failures (a wrong receiver included) as
       // rejections; only failing to make the promise itself throws, and that
-      // too must be a rejection.
+      // too must be a rejection. So do the checks of host inputs here.
+      const made = [];
       let result;
+      let delivery = null;
       try {
-        result = nativeInvoke.call(this, inputs);
+        const isFunction = this instanceof NativeFunction;
+        result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made) : inputs));
+        if (isFunction) {
+          delivery = {
+            name: this.name,
+            uri: deviceUri(deviceOf(this)),
+            names: named ? this.outputs.map((s) => s.name) : null,
+            read,
+          };
+        }
       } catch (error) {
+        for (const view of made) view.close();
         return Promise.reject(error);
       }
-      if (signal === undefined) return result;
-      return new Promise((resolve, reject) => {
-        const onAbort = () => reject(cancelled(this.name, signal));
-        signal.addEventListener('abort', onAbort, { once: true });
-        result.then(
-          (outputs) => {
-            signal.removeEventListener('abort', onAbort);
-            if (signal.aborted) {
-              for (const output of outputs) output.close();
-            } else {
-              resolve(outputs);
-            }
-          },
-          (error) => {
-            signal.removeEventListener('abort', onAbort);
-            reject(error);
-          },
-        );
-      });
+      return deliver(result, made, delivery, signal);
     },
     writable: true,
     enumerable: false,

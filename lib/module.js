@@ -5,6 +5,7 @@
 // natively with errors that name the offending field.
 
 const path = require('path');
+const util = require('util');
 const { HalrtError } = require('./errors');
 const { LIMITS, readRegularFile } = require('./files');
 
@@ -135,6 +136,16 @@ class ModuleBuilder {
   build(instance, options) {
     const { Module } = require('./index');
     return Module.fromObject(instance, this._object, options);
+  }
+
+  toString() {
+    return `ModuleBuilder(${this._object.name})`;
+  }
+
+  [util.inspect.custom](depth, options, inspect = util.inspect) {
+    const { name, executables, functions } = this._object;
+    const fields = { name, executables: Object.keys(executables), functions: Object.keys(functions) };
+    return `ModuleBuilder ${inspect(fields, options)}`;
   }
 }
 

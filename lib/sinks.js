@@ -7,6 +7,7 @@
 // JSON. tee combines sinks of every kind.
 
 const fs = require('fs');
+const util = require('util');
 const { HalrtError } = require('./errors');
 
 function invalid(message) {
@@ -132,6 +133,15 @@ class ChromeTrace {
     if (this._fd === undefined) return;
     fs.closeSync(this._fd);
     this._fd = undefined;
+  }
+
+  toString() {
+    return `ChromeTrace(${this.path})`;
+  }
+
+  [util.inspect.custom](depth, options, inspect = util.inspect) {
+    const fields = { path: this.path, events: this._events, closed: this._fd === undefined };
+    return `ChromeTrace ${inspect(fields, options)}`;
   }
 }
 

@@ -10,7 +10,7 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
 const npy = require('../lib/npy');
-const { f16Bits, bf16Bits } = require('../lib/half');
+const { toF16Bits: f16Bits, toBF16Bits: bf16Bits } = require('../lib/half');
 const {
   DEVICE_URIS, assertClose, npyFileName, randomFloats, readNpyIndex, reference,
 } = require('./helpers');

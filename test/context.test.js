@@ -828,7 +828,9 @@ describe('bad input', () => {
           "context.lookupFunction: no module 'x' in the context (looking up 'x.main')");
         assertThrowsHalrt(() => context.lookupFunction('m.nope'), 'NOT_FOUND', "module 'm' has no function 'nope'");
         assertThrowsHalrt(() => context.lookupFunction('hal.main'), 'NOT_FOUND', "module 'hal' has no function 'main'");
-        for (const name of ['main', '.main', 'm.']) {
+        assertThrowsHalrt(() => context.lookupFunction('nope'), 'NOT_FOUND',
+          "context.lookupFunction: no linked module exports a function 'nope' (functions: m.main)");
+        for (const name of ['.main', 'm.']) {
           assertThrowsHalrt(() => context.lookupFunction(name), 'INVALID_ARGUMENT', `function name '${name}' must be 'module.function'`);
         }
         assertThrowsHalrt(() => context.lookupFunction(5), 'INVALID_ARGUMENT', 'context.lookupFunction: name must be a string');
@@ -872,7 +874,8 @@ describe('bad input', () => {
     });
 
     it('inputs that are not BufferViews, or not an Array, reject with INVALID_ARGUMENT', async () => {
-      await assertRejectsHalrt(fn.invoke([views.a, new Float32Array(4)]), 'INVALID_ARGUMENT', 'function.invoke: inputs[1] is not a BufferView');
+      await assertRejectsHalrt(fn.invoke([views.a, 'b']), 'INVALID_ARGUMENT', 'function.invoke: inputs[1] is not a BufferView');
+      await assertRejectsHalrt(fn.invoke([views.a, {}]), 'INVALID_ARGUMENT', 'function.invoke: inputs[1] is not a BufferView');
       await assertRejectsHalrt(fn.invoke(views.a), 'INVALID_ARGUMENT', 'function.invoke: inputs must be an Array');
       await assertRejectsHalrt(fn.invoke(), 'INVALID_ARGUMENT', 'function.invoke: inputs must be an Array');
       await assertRejectsHalrt(fn.invoke([views.a, views.a], 5), 'INVALID_ARGUMENT', 'function.invoke: options must be an object');

@@ -92,6 +92,45 @@ function arrayAccepts(dtype, type) {
   return ARRAY_TYPES[dtype].name === base || (dtype === 'u8' && base === 'Uint8ClampedArray');
 }
 
+const INTEGER_RANGES = {
+  i8: [-128, 127], u8: [0, 255], i16: [-32768, 32767], u16: [0, 65535], i32: [-(2 ** 31), 2 ** 31 - 1],
+  u32: [0, 2 ** 32 - 1], i64: [-(2 ** 63), 2 ** 63], u64: [0, 2 ** 64],
+};
+/** What tensor() makes of `data` converted to `dtype`: {values} or {error}. */
+function convertModel(data, dtype) {
+  const values = [];
+  for (const v of data) {
+    const n = Number(v);
+    if (dtype === 'f16' || dtype === 'bf16') values.push((dtype === 'f16' ? halrt.toF16Bits : halrt.toBF16Bits)(n));
+    else if (dtype === 'f32') values.push(Math.fround(n));
+    else if (dtype === 'f64') values.push(n);
+    else if (dtype === 'bool') {
+      if (n !== 0 && n !== 1) return { error: true };
+      values.push(n);
+    } else if (typeof v === 'bigint') {
+      const [lo, hi] = INTEGER_RANGES[dtype];
+      if (v < BigInt(lo) || v >= BigInt(hi) + (dtype.endsWith('64') ? 0n : 1n)) return { error: true };
+      values.push(dtype.endsWith('64') ? v : n);
+    } else {
+      const [lo, hi] = INTEGER_RANGES[dtype];
+      if (!Number.isInteger(n) || n < lo || n > hi) return { error: true };
+      if (dtype.endsWith('64') && !Number.isSafeInteger(n)) return { error: true };
+      values.push(dtype.endsWith('64') ? BigInt(n) : n);
+    }
+  }
+  return { values };
+}
+/** A Buffer's bytes as `dtype`: {values} or {error}. */
+function reinterpretModel(data, dtype) {
+  if (data.byteLength % ELEMENT_SIZE[dtype] !== 0) return { error: true };
+  return { values: new ARRAY_TYPES[dtype](Uint8Array.from(data).buffer) };
+}
+/** Junk that tensor() now takes as host data: numbers, BigInts, booleans, Arrays, ArrayBuffers. */
+function isHostJunk(value) {
+  return ['number', 'bigint', 'boolean'].includes(typeof value) || value instanceof ArrayBuffer ||
+    util.types.isTypedArray(value) || (Array.isArray(value) && !util.types.isProxy(value));
+}
+
 /** A TypedArray of `type` and `length`, at element `offset` of a larger buffer, filled from `seed`. */
 function makeTypedArray(type, length, offset, fill, seed) {
   const total = length + offset;
@@ -267,22 +306,30 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
           const snapshot = type ? Buffer.from(bytesOf(data)) : null;
 
           // The model, in the binding's order: data, shape, dtype, data type, length, bool values.
+          // TypedArrays of another dtype are converted in JavaScript first
+          // (errors name data[i]), a Buffer given a dtype is reinterpreted.
           let expected;
+          const knownDtype = typeof dtype === 'string' && DTYPES.includes(dtype);
+          const effective = dtype === undefined ? INFERRED_DTYPE[type] : dtype;
+          let converted = null;
+          if (type && knownDtype && !arrayAccepts(effective, type)) {
+            converted = type === 'Buffer' ? reinterpretModel(data, effective) : convertModel(data, effective);
+          }
           if (!type) {
+            expected = isHostJunk(data) ? { host: true } : { error: 'data' };
+          } else if (converted && converted.error) {
             expected = { error: 'data' };
           } else if (shapeInfo.throws) {
             expected = { sentinel: true };
           } else if (shapeInfo.ok === false) {
             expected = { error: 'shape' };
-          } else if (dtype !== undefined && (typeof dtype !== 'string' || !DTYPES.includes(dtype))) {
+          } else if (dtype !== undefined && !knownDtype) {
             expected = { error: 'dtype' };
           } else {
-            const effective = dtype === undefined ? INFERRED_DTYPE[type] : dtype;
-            if (!arrayAccepts(effective, type)) {
-              expected = { error: 'dtype' };
-            } else if (BigInt(data.length) !== shapeInfo.count) {
+            const length = converted ? converted.values.length : data.length;
+            if (BigInt(length) !== shapeInfo.count) {
               expected = { error: shapeInfo.ambiguous ? 'shape' : 'data' };
-            } else if (effective === 'bool' && data.some((v) => v > 1)) {
+            } else if (effective === 'bool' && !converted && data.some((v) => v > 1)) {
               expected = { error: 'bool' };
             } else {
               expected = { ok: true, dtype: effective, dims: shapeInfo.dims, ambiguous: shapeInfo.ambiguous };
@@ -297,6 +344,7 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
                 assert.ok(result.error instanceof GetterError, `the getter's own error, got ${result.error}`);
                 return;
               }
+              if (expected.host && result.error instanceof GetterError) return;
               assert.ok(!expected.ok || shapeInfo.ambiguous, `expected success, got ${result.error && result.error.message}`);
               // An ambiguous shape may be rejected first, naming the shape.
               const part = shapeInfo.ambiguous && /shape/.test(String(result.error && result.error.message)) ? 'shape' : expected.error;
@@ -307,19 +355,32 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
             }
             const view = result.value;
             made.push(view);
+            if (expected.host) {
+              // Plain host data (a number, an Array): its elements, as many as the shape needs.
+              assert.ok(view instanceof halrt.BufferView);
+              const read = await settle(view.read(), 'bufferView.read()');
+              if (!read.ok) assert.fail(`read() rejected: ${read.error && read.error.message}`);
+              assert.strictEqual(read.value.length, view.numel);
+              return;
+            }
             assert.ok(expected.ok, `expected a ${expected.error || 'getter'} error, got a view`);
             assert.ok(view instanceof halrt.BufferView);
             assert.strictEqual(view.dtype, expected.dtype);
             assert.deepStrictEqual(view.shape, expected.dims);
             assert.strictEqual(view.rank, expected.dims.length);
-            assert.strictEqual(view.byteLength, data.length * ELEMENT_SIZE[expected.dtype]);
+            const length = converted ? converted.values.length : data.length;
+            assert.strictEqual(view.byteLength, length * ELEMENT_SIZE[expected.dtype]);
             // A copy: changing the source afterwards changes nothing.
             bytesOf(data).fill(0xa5);
             const read = await settle(view.read(), 'bufferView.read()');
             if (!read.ok) assert.fail(`read() rejected: ${read.error && read.error.message}`);
             assert.ok(read.value instanceof ARRAY_TYPES[expected.dtype], `read() gives ${read.value.constructor.name}`);
-            assert.strictEqual(read.value.length, data.length);
-            assert.ok(bytesOf(read.value).equals(snapshot), 'read() returns the bytes given, bit for bit');
+            assert.strictEqual(read.value.length, length);
+            if (converted) {
+              assert.deepStrictEqual(Array.from(read.value), Array.from(converted.values), 'read() returns the converted values');
+            } else {
+              assert.ok(bytesOf(read.value).equals(snapshot), 'read() returns the bytes given, bit for bit');
+            }
           } finally {
             closeEverything(made);
             await assertNoLeak(baseline);
@@ -752,10 +813,23 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
           if (options !== undefined && (options === null || typeof options !== 'object')) fail(['INVALID_ARGUMENT'], ['options']);
           else if (options !== undefined && options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
             fail(['INVALID_ARGUMENT'], ['signal']);
+          } else if (options !== undefined && ['named', 'read'].some((key) => options[key] !== undefined && typeof options[key] !== 'boolean')) {
+            fail(['INVALID_ARGUMENT'], ['options.']);
           } else if (options !== undefined && options.signal && options.signal.aborted) fail(['CANCELLED'], ['aborted']);
           if (spec.closeFunction) fail(['FAILED_PRECONDITION'], ['closed']);
           if (spec.closeContext) fail(['FAILED_PRECONDITION'], ['closed']);
-          if (!Array.isArray(inputs) || util.types.isProxy(inputs)) fail(['INVALID_ARGUMENT'], ['inputs']);
+          // Host data among the entries (here: junk numbers, Arrays, bytes that
+          // fit no signature) is checked in JavaScript first, in order.
+          if (entries && entries.some((entry) => entry.junk && isHostJunk(entry.value))) {
+            if (entries.length !== declared.length) fail(['INVALID_ARGUMENT'], [`takes ${declared.length} inputs`]);
+            entries.forEach((entry, i) => entry.junk && fail(['INVALID_ARGUMENT'], [`inputs[${i}]`]));
+          }
+          const named = inputs !== null && typeof inputs === 'object' && !util.types.isProxy(inputs) &&
+            [Object.prototype, null].includes(Object.getPrototypeOf(inputs));
+          if (named) {
+            // Inputs by name: here a junk object, right only for a function without inputs.
+            if (Object.keys(inputs).length > 0 || declared.length > 0) fail(['INVALID_ARGUMENT'], ['input']);
+          } else if (!Array.isArray(inputs) || util.types.isProxy(inputs)) fail(['INVALID_ARGUMENT'], ['inputs']);
           (entries || []).forEach((entry, i) => {
             if (entry.junk) fail(['INVALID_ARGUMENT'], [`inputs[${i}]`]);
             else if (entry.closed) fail(['FAILED_PRECONDITION'], [`inputs[${i}]`, 'closed']);

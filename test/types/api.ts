@@ -125,6 +125,20 @@ async function main(): Promise<void> {
   const flags = device.tensor(new Uint8Array([0, 1]), [2], 'bool');
   const big = device.tensor(new BigUint64Array([3n]), [1], 'u64');
   const clamped = device.tensor(new Uint8ClampedArray(2), [2], 'u8');
+  // Host data: nested Arrays (shape inferred), conversions, bytes.
+  const nested: BufferView<'f32'> = device.tensor([[1, 2], [3, 4]]);
+  const flags2: BufferView<'bool'> = device.tensor([true, false]);
+  const bigs: BufferView<'i64'> = device.tensor([1n, 2n], [2]);
+  const halves: BufferView<'f16'> = device.tensor([0.5, 1.5], null, 'f16');
+  const converted: BufferView<'i32'> = device.tensor(new Float64Array(2), [2], 'i32');
+  const bytes: BufferView<'f32'> = device.tensor(new ArrayBuffer(8), [2], 'f32');
+  const nestedRead: Float32Array = await nested.read();
+  void [flags2, bigs, halves, converted, bytes, nestedRead];
+  const h16: Uint16Array = halrt.toF16Bits([1, 2]);
+  const h1: number = halrt.toBF16Bits(1);
+  const back: Float32Array = halrt.fromF16Bits(h16);
+  const b1: number = halrt.fromBF16Bits(0x3f80);
+  void [h1, back, b1];
   const zeros = device.empty([2, 3], 'i32');
   assertType<Equal<typeof zeros, BufferView<'i32'>>>();
 
@@ -171,12 +185,12 @@ async function main(): Promise<void> {
 
   // @ts-expect-error unknown dtype literal
   device.empty([2], 'f33');
-  // @ts-expect-error data must be the dtype's TypedArray
-  device.tensor(new Float32Array(2), [2], 'i32');
-  // @ts-expect-error f16 takes raw bits in a Uint16Array
-  device.tensor(new Float32Array(2), [2], 'f16');
-  // @ts-expect-error data must be a TypedArray
-  device.tensor([1, 2], [2]);
+  // @ts-expect-error data is a TypedArray, Arrays of numbers, BigInts or booleans, or bytes
+  device.tensor(['1', '2'], [2]);
+  // @ts-expect-error a nested Array's elements are numbers, BigInts or booleans
+  device.tensor([[{}]]);
+  // @ts-expect-error a TypedArray needs a shape
+  device.tensor(new Float32Array(2));
   // @ts-expect-error shape must be an array of numbers
   device.tensor(new Float32Array(2), 2);
   // @ts-expect-error shape elements are numbers
@@ -319,6 +333,25 @@ async function programs(): Promise<void> {
   const x = device.tensor(new Float32Array(32), [4, 8]);
   const w = device.tensor(new Float32Array(128), [8, 16]);
   const result: BufferView[] = await main.invoke([x, w]);
+  const fromHost: BufferView[] = await main.invoke([new Float32Array(32), [[1, 2], [3, 4]]]);
+  const byName: BufferView[] = await main.invoke({ x, w: new Float32Array(128) });
+  const namedOut: { [name: string]: BufferView } = await main.invoke({ x, w }, { named: true });
+  const hostOut: halrt.HostArray[] = await main.invoke([x, w], { read: true });
+  const namedHost: { [name: string]: halrt.HostArray } = await main.invoke([x, w], { named: true, read: true });
+  void [fromHost, byName, namedOut, hostOut, namedHost];
+  const bare: halrt.Function = context.lookupFunction('main');
+  const closedFlags: boolean[] = [bare.closed, context.closed, x.closed, device.closed, instance.closed];
+  const count: number = x.numel + x.size;
+  void [closedFlags, count];
+  const oneLiner = await halrt.load('mlp.halrt.json', { device: 'local-sync', debugSink: (key) => void key, profile: true });
+  const loadedOut: BufferView[] = await oneLiner.main(new Float32Array(32), [[1]]);
+  const loadedNamed: BufferView[] = await oneLiner.main({ x, w });
+  const loadedName: string = oneLiner.name;
+  const loadedFn: halrt.Function | undefined = oneLiner.functions['main'];
+  void [loadedOut, loadedNamed, loadedName, loadedFn];
+  oneLiner.close();
+  // @ts-expect-error load's device is a URI string
+  await halrt.load('mlp.halrt.json', { device: 1 });
   const controller = new AbortController();
   const invokeOptions: InvokeOptions = { signal: controller.signal };
   const aborted: Promise<BufferView[]> = main.invoke([x, w], invokeOptions);
@@ -383,8 +416,15 @@ async function programs(): Promise<void> {
   context.modules.push(hal);
   // @ts-expect-error lookupFunction takes a string
   context.lookupFunction(1);
-  // @ts-expect-error inputs are BufferViews
-  await main.invoke([new Float32Array(4)]);
+  // @ts-expect-error inputs are BufferViews or host data
+  await main.invoke(['x']);
+  // @ts-expect-error named inputs are BufferViews or host data
+  await main.invoke({ x: 'x' });
+  // @ts-expect-error named outputs are an object, not an Array
+  const notArray: BufferView[] = await main.invoke([x, w], { named: true });
+  void notArray;
+  // @ts-expect-error read is a boolean
+  await main.invoke([x, w], { read: 1 });
   // @ts-expect-error signal must be an AbortSignal
   await main.invoke([x, w], { signal: true });
   // @ts-expect-error invoke resolves with BufferView[]

@@ -1,0 +1,193 @@
+'use strict';
+// Host data to the TypedArray device.tensor() copies: nested Arrays (shape
+// inferred), TypedArrays converted to another dtype, Buffer/ArrayBuffer
+// bytes. Conversions are exact or well defined (to a float dtype: rounding
+// to nearest, ties to even); anything else is INVALID_ARGUMENT naming the
+// element. The native tensor() then validates shape and dtype as always.
+
+const { HalrtError } = require('./errors');
+const util = require('util');
+const half = require('./half');
+
+// The TypedArray that carries each dtype (f16/bf16: bits; bool: 0/1).
+const ARRAY_OF = {
+  f16: Uint16Array, bf16: Uint16Array, f32: Float32Array, f64: Float64Array,
+  i8: Int8Array, u8: Uint8Array, i16: Int16Array, u16: Uint16Array,
+  i32: Int32Array, u32: Uint32Array, i64: BigInt64Array, u64: BigUint64Array, bool: Uint8Array,
+};
+const INTEGER_RANGE = {
+  i8: [-128, 127], u8: [0, 255], i16: [-32768, 32767], u16: [0, 65535],
+  i32: [-(2 ** 31), 2 ** 31 - 1], u32: [0, 2 ** 32 - 1],
+};
+const BIGINT_RANGE = { i64: [-(2n ** 63n), 2n ** 63n - 1n], u64: [0n, 2n ** 64n - 1n] };
+
+function invalid(message) {
+  return new HalrtError(message, 'INVALID_ARGUMENT');
+}
+
+function isTypedArray(value) {
+  return ArrayBuffer.isView(value) && !(value instanceof DataView);
+}
+
+// Is `value` host data prepare() takes (not a Proxy: the binding refuses those unread)?
+function isHostData(value) {
+  if (util.types.isProxy(value)) return false;
+  return isTypedArray(value) || Array.isArray(value) || value instanceof ArrayBuffer ||
+    ['number', 'bigint', 'boolean'].includes(typeof value);
+}
+
+// Does the native tensor() take `array` for `dtype` as it is?
+function carries(dtype, array) {
+  if (dtype === 'u8' && array instanceof Uint8ClampedArray) return true;
+  const type = ARRAY_OF[dtype];
+  return type !== undefined && array.constructor === type ||
+    type === Uint8Array && Buffer.isBuffer(array);
+}
+
+function shapeText(shape) {
+  return `[${shape.join(',')}]`;
+}
+
+// `data[i][j]` of the flat index in a tensor of `shape`.
+function elementPath(name, shape, index) {
+  if (shape.length <= 1) return `${name}[${index}]`;
+  const parts = [];
+  for (let d = shape.length - 1; d >= 0; --d) {
+    parts.unshift(index % shape[d]);
+    index = Math.floor(index / shape[d]);
+  }
+  return `${name}${parts.map((p) => `[${p}]`).join('')}`;
+}
+
+// The shape of a nested Array and its elements in row-major order; a
+// ragged row or a non-Array where an Array belongs is named by its path.
+function flatten(method, name, data) {
+  const shape = [];
+  for (let level = data; Array.isArray(level); level = level[0]) {
+    shape.push(level.length);
+    if (level.length === 0) break;
+  }
+  const values = [];
+  const walk = (array, depth, path) => {
+    if (array.length !== shape[depth]) {
+      throw invalid(`${method}: ${path} has ${array.length} element${array.length === 1 ? '' : 's'} but ${path === name ? 'it' : 'its siblings have'} ${shape[depth]} (ragged ${name})`);
+    }
+    for (let i = 0; i < array.length; ++i) {
+      const item = array[i];
+      const itemPath = `${path}[${i}]`;
+      if (depth + 1 < shape.length) {
+        if (!Array.isArray(item)) {
+          throw invalid(`${method}: ${itemPath} must be an Array of ${shape[depth + 1]} elements (got ${half.describe(item)}) (ragged ${name})`);
+        }
+        walk(item, depth + 1, itemPath);
+      } else {
+        if (Array.isArray(item)) throw invalid(`${method}: ${itemPath} is an Array where its siblings are elements (ragged ${name})`);
+        values.push(item);
+      }
+    }
+  };
+  walk(data, 0, name);
+  return { shape, values };
+}
+
+// The dtype of plain elements when none is given.
+function defaultDtype(values) {
+  if (values.length > 0 && typeof values[0] === 'boolean') return 'bool';
+  if (values.length > 0 && typeof values[0] === 'bigint') return 'i64';
+  return 'f32';
+}
+
+// values (numbers, bigints, booleans) converted into `dtype`'s array.
+function convert(method, name, values, dtype, shape) {
+  const Type = ARRAY_OF[dtype];
+  const out = new Type(values.length);
+  const at = (i) => elementPath(name, shape, i);
+  for (let i = 0; i < values.length; ++i) {
+    let value = values[i];
+    if (typeof value === 'boolean') value = value ? 1 : 0;
+    if (typeof value !== 'number' && typeof value !== 'bigint') {
+      throw invalid(`${method}: ${at(i)} must be a number, BigInt or boolean (got ${half.describe(value)})`);
+    }
+    switch (dtype) {
+      case 'f16':
+      case 'bf16':
+        out[i] = half.encode(dtype === 'f16' ? half.F16 : half.BF16, Number(value));
+        break;
+      case 'f32':
+      case 'f64':
+        out[i] = Number(value);
+        break;
+      case 'i64':
+      case 'u64': {
+        if (typeof value === 'number' && !Number.isSafeInteger(value)) {
+          throw invalid(`${method}: ${at(i)} is ${value}, not ${Number.isInteger(value) ? 'exact as a number (beyond 2^53; use a BigInt)' : 'an integer'} for ${dtype}`);
+        }
+        const big = BigInt(value);
+        const [lo, hi] = BIGINT_RANGE[dtype];
+        if (big < lo || big > hi) throw invalid(`${method}: ${at(i)} is ${big}, outside the range of ${dtype}`);
+        out[i] = big;
+        break;
+      }
+      case 'bool':
+        if (value !== 0 && value !== 1 && value !== 0n && value !== 1n) {
+          throw invalid(`${method}: ${at(i)} is ${value}; bool data must be true, false, 0 or 1`);
+        }
+        out[i] = Number(value);
+        break;
+      default: {
+        const [lo, hi] = INTEGER_RANGE[dtype];
+        const number = Number(value);
+        if (typeof value === 'number' && !Number.isInteger(value)) {
+          throw invalid(`${method}: ${at(i)} is ${value}, not an integer for ${dtype}`);
+        }
+        if (number < lo || number > hi) throw invalid(`${method}: ${at(i)} is ${value}, outside the range of ${dtype}`);
+        out[i] = number;
+      }
+    }
+  }
+  return out;
+}
+
+// Buffer / ArrayBuffer bytes reinterpreted as `dtype` (little-endian host).
+function fromBytes(method, name, bytes, dtype) {
+  if (dtype === undefined) {
+    throw invalid(`${method}: ${name} is ${half.describe(bytes)} of raw bytes; give a dtype to reinterpret them`);
+  }
+  const Type = ARRAY_OF[dtype];
+  const view = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : bytes;
+  if (view.byteLength % Type.BYTES_PER_ELEMENT !== 0) {
+    throw invalid(`${method}: ${name} has ${view.byteLength} bytes, not a multiple of ${Type.BYTES_PER_ELEMENT} (the size of ${dtype})`);
+  }
+  const copy = new Uint8Array(view.byteLength);
+  copy.set(view);
+  return new Type(copy.buffer);
+}
+
+// {data, shape, dtype} ready for the native tensor(). A nested Array's
+// shape is inferred when `shape` is undefined or null (a number, BigInt or
+// boolean is a scalar); TypedArrays and bytes need one.
+function prepare(method, name, data, shape, dtype) {
+  const known = typeof dtype === 'string' && ARRAY_OF[dtype] !== undefined;
+  if (Buffer.isBuffer(data) && (!known || carries(dtype, data))) {
+    return { data, shape, dtype }; // its bytes as u8 (the native call names a bad dtype)
+  }
+  if (data instanceof ArrayBuffer && dtype !== undefined && !known) return { data, shape, dtype };
+  if (Buffer.isBuffer(data) || data instanceof ArrayBuffer) {
+    return { data: fromBytes(method, name, data, dtype), shape, dtype };
+  }
+  if (isTypedArray(data)) {
+    if (!known || carries(dtype, data)) return { data, shape, dtype };
+    return { data: convert(method, name, data, dtype, [data.length]), shape, dtype };
+  }
+  if (isHostData(data)) {
+    const { shape: inferred, values } = Array.isArray(data) ? flatten(method, name, data) : { shape: [], values: [data] };
+    const target = dtype === undefined ? defaultDtype(values) : dtype;
+    const outShape = shape === undefined || shape === null ? inferred : shape;
+    // An unknown dtype is left to the native call, which names the valid ones.
+    if (typeof target !== 'string' || ARRAY_OF[target] === undefined) return { data: new Uint8Array(0), shape: outShape, dtype: target };
+    return { data: convert(method, name, values, target, inferred), shape: outShape, dtype: target };
+  }
+  return { data, shape, dtype };
+}
+
+module.exports = { ARRAY_OF, carries, prepare, shapeText, isTypedArray, isHostData };

@@ -1,0 +1,88 @@
+'use strict';
+// halrt.load(file, options): a module file made ready to call in one step.
+// It creates and owns an Instance, a Device, a HalModule (with the debug
+// sink options), the Module and a Context, and exposes each function as a
+// method: `await m.main(x, w)` or `await m.main({x, w})`.
+
+const util = require('util');
+const { HalrtError } = require('./errors');
+const { functionText, inspector } = require('./objects');
+
+// Names a function cannot take as a method (they are LoadedModule's own).
+const RESERVED = new Set([
+  'instance', 'device', 'halModule', 'module', 'context', 'functions', 'name', 'closed', 'close',
+  'toString', 'constructor', 'hasOwnProperty', 'isPrototypeOf', 'propertyIsEnumerable', 'valueOf',
+  'toLocaleString', '__proto__', '__defineGetter__', '__defineSetter__', '__lookupGetter__', '__lookupSetter__',
+]);
+
+class LoadedModule {
+  constructor(parts, functions) {
+    Object.assign(this, parts);
+    this.functions = Object.freeze(functions);
+    for (const [name, fn] of Object.entries(functions)) {
+      if (RESERVED.has(name)) continue;
+      Object.defineProperty(this, name, {
+        // m.main(x, w) or m.main({x, w}): fn.invoke with the inputs.
+        value: (...inputs) => fn.invoke(inputs.length === 1 && isNamed(inputs[0]) ? inputs[0] : inputs),
+        enumerable: false,
+      });
+    }
+    Object.freeze(this);
+  }
+
+  get closed() {
+    return this.context.closed;
+  }
+
+  // Closes the functions, context, module, HAL module, device and instance. Idempotent.
+  close() {
+    for (const fn of Object.values(this.functions)) fn.close();
+    for (const object of [this.context, this.module, this.halModule, this.device, this.instance]) object.close();
+  }
+
+  toString() {
+    return `LoadedModule(${this.name}: ${Object.keys(this.functions).join(', ')} on ${this.device.info.uri})`;
+  }
+}
+
+LoadedModule.prototype[util.inspect.custom] = inspector('LoadedModule', (m) => ({
+  name: m.name,
+  device: m.device.info.uri,
+  functions: Object.values(m.functions).map((fn) => functionText(fn.name, fn.inputs, fn.outputs)),
+  closed: m.closed,
+}));
+LoadedModule.prototype[Symbol.dispose ?? Symbol.for('nodejs.dispose')] = function dispose() {
+  this.close();
+};
+
+function isNamed(value) {
+  return value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype;
+}
+
+async function load(file, options = {}) {
+  const { Instance, HalModule, Module, Context } = require('./index');
+  if (!isNamed(options)) {
+    throw new HalrtError(`halrt.load: options must be an object (got ${typeof options})`, 'INVALID_ARGUMENT');
+  }
+  const { device: uri = 'auto', ...halOptions } = options;
+  const made = [];
+  const keep = (object) => {
+    made.push(object);
+    return object;
+  };
+  try {
+    const instance = keep(new Instance());
+    const device = keep(instance.createDevice(uri));
+    const halModule = keep(new HalModule(instance, device, halOptions));
+    const module = keep(Module.load(instance, file));
+    const context = keep(new Context(instance, [halModule, module]));
+    const functions = {};
+    for (const { name } of module.functions) functions[name] = keep(context.lookupFunction(`${module.name}.${name}`));
+    return new LoadedModule({ name: module.name, instance, device, halModule, module, context }, functions);
+  } catch (error) {
+    for (const object of made.reverse()) object.close();
+    throw error;
+  }
+}
+
+module.exports = { load, LoadedModule };

@@ -1,0 +1,197 @@
+'use strict';
+// What the JavaScript side adds to the native classes: device.tensor() from
+// host data (lib/host_data.js), which device made each view, whether an
+// object is closed, `numel`/`size`, util.inspect and toString output, and
+// context.lookupFunction() by a bare function name.
+
+const util = require('util');
+const { HalrtError } = require('./errors');
+const { prepare, shapeText } = require('./host_data');
+
+// view -> the URI of the device holding it (views come from device.tensor,
+// device.empty and invocation outputs, all made through this file or invoke.js).
+const viewDevices = new WeakMap();
+// Objects whose close() has been called.
+const closedObjects = new WeakSet();
+
+// Closing an object while a method reads its arguments (a getter, a Proxy
+// trap) takes effect when the method returns, as in the native binding:
+// the JavaScript steps in front of a native call run inside deferCloses().
+let deferring = 0;
+const deferredCloses = [];
+
+function deferCloses(run) {
+  deferring += 1;
+  try {
+    return run();
+  } finally {
+    deferring -= 1;
+    if (deferring === 0) {
+      for (const object of deferredCloses.splice(0)) object.close();
+    }
+  }
+}
+
+function recordView(view, device) {
+  viewDevices.set(view, device);
+  return view;
+}
+
+function isClosed(object) {
+  return closedObjects.has(object);
+}
+
+// A property that may throw (a closed object): its value, or undefined.
+function tryGet(read) {
+  try {
+    return read();
+  } catch {
+    return undefined;
+  }
+}
+
+function deviceUri(device) {
+  return tryGet(() => device.info.uri);
+}
+
+function signatureText(signatures) {
+  return signatures.map((s) => `${s.name}: ${s.dtype}${shapeText(s.shape)}`).join(', ');
+}
+
+function functionText(name, inputs, outputs) {
+  return `${name}(${signatureText(inputs)}) -> (${signatureText(outputs)})`;
+}
+
+function define(prototype, key, value) {
+  Object.defineProperty(prototype, key, { value, writable: true, enumerable: false, configurable: true });
+}
+
+// `Name {fields}` with util.inspect's options (colours, depth).
+function inspector(className, fields) {
+  return function inspect(depth, options, inspectValue = util.inspect) {
+    if (depth < 0) return options.stylize(`[${className}]`, 'special');
+    return `${className} ${inspectValue(fields(this), { ...options, depth: options.depth === null ? null : options.depth - 1 })}`;
+  };
+}
+
+function installObjects(binding) {
+  const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
+  const NativeFunction = binding.Function;
+
+  for (const cls of [Instance, Device, BufferView, HalModule, Module, Context, NativeFunction]) {
+    const nativeClose = cls.prototype.close;
+    define(cls.prototype, 'close', function close() {
+      if (deferring > 0 && this instanceof cls) {
+        deferredCloses.push(this);
+        return;
+      }
+      nativeClose.call(this);
+      closedObjects.add(this);
+    });
+    Object.defineProperty(cls.prototype, 'closed', {
+      get() {
+        return closedObjects.has(this);
+      },
+      enumerable: false,
+      configurable: true,
+    });
+  }
+
+  const nativeTensor = Device.prototype.tensor;
+  define(Device.prototype, 'tensor', function tensor(data, shape, dtype) {
+    return deferCloses(() => {
+      const prepared = prepare('device.tensor', 'data', data, shape, dtype);
+      const view = prepared.dtype === undefined
+        ? nativeTensor.call(this, prepared.data, prepared.shape)
+        : nativeTensor.call(this, prepared.data, prepared.shape, prepared.dtype);
+      return recordView(view, deviceUri(this));
+    });
+  });
+  const nativeEmpty = Device.prototype.empty;
+  define(Device.prototype, 'empty', function empty(shape, dtype) {
+    return recordView(nativeEmpty.call(this, shape, dtype), deviceUri(this));
+  });
+
+  Object.defineProperty(BufferView.prototype, 'numel', {
+    get() {
+      return this.shape.reduce((count, dim) => count * dim, 1);
+    },
+    enumerable: false,
+    configurable: true,
+  });
+  Object.defineProperty(BufferView.prototype, 'size', Object.getOwnPropertyDescriptor(BufferView.prototype, 'numel'));
+
+  // Context.lookupFunction: 'module.function', or a bare function name that
+  // exactly one linked (open) program module exports.
+  const nativeLookup = Context.prototype.lookupFunction;
+  define(Context.prototype, 'lookupFunction', function lookupFunction(name) {
+    if (typeof name !== 'string' || name.includes('.') || !(this instanceof Context)) {
+      return nativeLookup.call(this, name);
+    }
+    const owners = [];
+    const all = [];
+    for (const module of tryGet(() => this.modules) ?? []) {
+      if (!(module instanceof Module) || isClosed(module)) continue;
+      for (const f of module.functions) all.push(`${module.name}.${f.name}`);
+      if (module.functions.some((f) => f.name === name)) owners.push(module.name);
+    }
+    if (owners.length === 0) {
+      throw new HalrtError(`context.lookupFunction: no linked module exports a function '${name}' (functions: ${all.join(', ') || 'none'})`, 'NOT_FOUND');
+    }
+    if (owners.length > 1) {
+      throw new HalrtError(`context.lookupFunction: '${name}' is ambiguous: ${owners.map((m) => `'${m}.${name}'`).join(', ')}; qualify it`, 'INVALID_ARGUMENT');
+    }
+    return nativeLookup.call(this, `${owners[0]}.${name}`);
+  });
+
+  const views = (view) => ({
+    dtype: tryGet(() => view.dtype),
+    shape: tryGet(() => view.shape),
+    device: viewDevices.get(view),
+    byteLength: tryGet(() => view.byteLength),
+    closed: isClosed(view),
+  });
+  const inspections = [
+    [Instance, (o) => ({ closed: isClosed(o) }), () => 'Instance'],
+    [Device, (o) => ({ uri: deviceUri(o), name: tryGet(() => o.info.name), closed: isClosed(o) }),
+      (o) => `Device(${deviceUri(o)})`],
+    [BufferView, views, (o) => (isClosed(o)
+      ? 'BufferView(closed)'
+      : `BufferView(${o.dtype}${shapeText(o.shape)}${viewDevices.has(o) ? ` on ${viewDevices.get(o)}` : ''})`)],
+    [HalModule, (o) => ({
+      device: deviceUri(o.device),
+      debugSink: o.debugSink !== null,
+      traceDispatches: o.traceDispatches,
+      profile: o.profile,
+      closed: isClosed(o),
+    }), (o) => `HalModule(${deviceUri(o.device)})`],
+    [Module, (o) => ({
+      name: tryGet(() => o.name),
+      functions: tryGet(() => o.functions.map((f) => functionText(f.name, f.inputs, f.outputs))),
+      closed: isClosed(o),
+    }), (o) => `Module(${tryGet(() => o.name) ?? 'closed'})`],
+    [Context, (o) => ({
+      modules: o.modules.map((m) => (m instanceof HalModule ? 'hal' : tryGet(() => m.name))),
+      closed: isClosed(o),
+    }), (o) => `Context(${o.modules.map((m) => (m instanceof HalModule ? 'hal' : tryGet(() => m.name))).join(', ')})`],
+    [NativeFunction, (o) => ({
+      name: o.name,
+      inputs: signatureText(o.inputs),
+      outputs: signatureText(o.outputs),
+      closed: isClosed(o),
+    }), (o) => `Function(${functionText(o.name, o.inputs, o.outputs)})`],
+  ];
+  for (const [cls, fields, text] of inspections) {
+    // On something that is not a live wrapper (a prototype, say) the fields
+    // cannot be read: it prints as `[object Name]`.
+    const inspect = inspector(cls.name, fields);
+    define(cls.prototype, util.inspect.custom, function custom(...args) {
+      return tryGet(() => inspect.apply(this, args)) ?? `[object ${cls.name}]`;
+    });
+    define(cls.prototype, 'toString', function toString() {
+      return tryGet(() => text(this)) ?? `[object ${cls.name}]`;
+    });
+  }
+}
+
+module.exports = { installObjects, deferCloses, recordView, deviceUri, functionText, inspector, isClosed };
