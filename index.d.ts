@@ -45,7 +45,7 @@ export type TypedArrayOf<D extends DType> = DTypeArrayMap[D];
 /** Every TypedArray that device.tensor() accepts as data. */
 export type TensorData = DTypeArrayMap[DType] | Uint8ClampedArray;
 
-/** Numbers, BigInts or booleans, nested in Arrays to any depth (a scalar alone is rank 0). */
+/** Numbers, BigInts or booleans, nested in Arrays up to 8 deep (a scalar alone is rank 0). */
 export type NestedArray<T> = T | readonly NestedArray<T>[];
 
 /**

@@ -19,6 +19,8 @@ const INTEGER_RANGE = {
   i8: [-128, 127], u8: [0, 255], i16: [-32768, 32767], u16: [0, 65535],
   i32: [-(2 ** 31), 2 ** 31 - 1], u32: [0, 2 ** 32 - 1],
 };
+// The most dimensions a tensor has (HRT_HAL_MAX_RANK).
+const MAX_RANK = 8;
 const BIGINT_RANGE = { i64: [-(2n ** 63n), 2n ** 63n - 1n], u64: [0n, 2n ** 64n - 1n] };
 
 function invalid(message) {
@@ -64,6 +66,11 @@ function elementPath(name, shape, index) {
 function flatten(method, name, data) {
   const shape = [];
   for (let level = data; Array.isArray(level); level = level[0]) {
+    // A tensor has at most MAX_RANK dimensions; this also ends an Array
+    // that contains itself.
+    if (shape.length === MAX_RANK) {
+      throw invalid(`${method}: ${name} nests Arrays more than ${MAX_RANK} deep (a tensor has at most ${MAX_RANK} dimensions)`);
+    }
     shape.push(level.length);
     if (level.length === 0) break;
   }

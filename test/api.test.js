@@ -114,6 +114,18 @@ describe('tensor() from host data', () => {
     assertThrowsHalrt(() => tensor([1, 'a']), 'INVALID_ARGUMENT', "device.tensor: data[1] must be a number, BigInt or boolean (got 'a')");
   });
 
+  it('rejects Arrays nested deeper than 8, and an Array that contains itself, without recursing', () => {
+    assert.deepStrictEqual(tensor([[[[[[[[1]]]]]]]]).shape, [1, 1, 1, 1, 1, 1, 1, 1]);
+    const deep = 'device.tensor: data nests Arrays more than 8 deep (a tensor has at most 8 dimensions)';
+    assertThrowsHalrt(() => tensor([[[[[[[[[1]]]]]]]]]), 'INVALID_ARGUMENT', deep);
+    let nested = [1];
+    for (let i = 0; i < 200000; ++i) nested = [nested];
+    assertThrowsHalrt(() => tensor(nested), 'INVALID_ARGUMENT', deep);
+    const itself = [];
+    itself.push(itself);
+    assertThrowsHalrt(() => tensor(itself), 'INVALID_ARGUMENT', deep);
+  });
+
   it('converts numbers to f16 and bf16 rounding to nearest even', async () => {
     const values = F16_TABLE.map(([v]) => v);
     assert.deepStrictEqual(await tensor(values, null, 'f16').read(), Uint16Array.from(F16_TABLE, ([, b]) => b));
