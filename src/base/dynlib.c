@@ -18,8 +18,8 @@ struct hrt_dynlib_s {
 static void hrt_dynlib_note(char* errors, size_t size, size_t* used,
                             const char* reason) {
   if (*used >= size) return;
-  int n = snprintf(errors + *used, size - *used, "%s%s", *used ? "; " : "",
-                   reason);
+  int n =
+      snprintf(errors + *used, size - *used, "%s%s", *used ? "; " : "", reason);
   if (n > 0) *used += (size_t)n;
 }
 
@@ -36,7 +36,8 @@ hrt_status_t hrt_dynlib_open(const char* const* paths, int count,
         !S_ISREG(st.st_mode)) {
       hrt_status_t status =
           hrt_file_check(paths[i], UINT64_MAX, "a shared library");
-      hrt_dynlib_note(errors, sizeof(errors), &used, hrt_status_message(status));
+      hrt_dynlib_note(errors, sizeof(errors), &used,
+                      hrt_status_message(status));
       hrt_status_free(status);
       continue;
     }
@@ -72,6 +73,13 @@ hrt_status_t hrt_dynlib_symbol(hrt_dynlib_t* library, const char* name,
   }
   *out_symbol = symbol;
   return HRT_OK;
+}
+
+void* hrt_dynlib_find(hrt_dynlib_t* library, const char* name) {
+  void* symbol = NULL;
+  hrt_status_t missing = hrt_dynlib_symbol(library, name, &symbol);
+  hrt_status_free(missing);
+  return missing == HRT_OK ? symbol : NULL;
 }
 
 const char* hrt_dynlib_path(const hrt_dynlib_t* library) {

@@ -18,6 +18,9 @@ hrt_status_t hrt_dynlib_open(const char* const* paths, int count,
                              hrt_dynlib_t** out_library) HRT_MUST_USE;
 hrt_status_t hrt_dynlib_symbol(hrt_dynlib_t* library, const char* name,
                                void** out_symbol) HRT_MUST_USE;
+// The address of `name` in `library`, or NULL when it has none (for tables
+// of optional entry points; hrt_dynlib_symbol says why).
+void* hrt_dynlib_find(hrt_dynlib_t* library, const char* name);
 // The path that was opened. Borrowed.
 const char* hrt_dynlib_path(const hrt_dynlib_t* library);
 void hrt_dynlib_close(hrt_dynlib_t* library);

@@ -130,6 +130,13 @@ static void dynlib_missing_library_is_unavailable(void) {
   CHECK(library == NULL);
 }
 
+// cos in `library`, through hrt_dynlib_symbol.
+static void* symbol_of_cos(hrt_dynlib_t* library) {
+  void* symbol = NULL;
+  hrt_status_free(hrt_dynlib_symbol(library, "cos", &symbol));
+  return symbol;
+}
+
 static void dynlib_opens_first_loadable_and_finds_symbols(void) {
   const char* paths[] = {"/nonexistent/libm.so", "libm.so.6"};
   hrt_dynlib_t* library = NULL;
@@ -143,9 +150,12 @@ static void dynlib_opens_first_loadable_and_finds_symbols(void) {
   int missing = hrt_status_code(status) == HRT_STATUS_NOT_FOUND &&
                 strstr(hrt_status_message(status), "no_such_symbol_halrt");
   hrt_status_free(status);
+  const int finds = hrt_dynlib_find(library, "cos") == symbol_of_cos(library) &&
+                    hrt_dynlib_find(library, "no_such_symbol_halrt") == NULL;
   hrt_dynlib_close(library);
   CHECK(found);
   CHECK(missing);
+  CHECK(finds);
 }
 
 static void allocation_failure_is_resource_exhausted(void) {

@@ -25,20 +25,16 @@ static hrt_status_t hrt_nvrtc_resolve(hrt_dynlib_t* library,
                                       hrt_nvrtc_t* nvrtc) {
   void* address = NULL;
 #define HRT_NVRTC_RESOLVE_REQUIRED(type, name, params)                 \
-  if (hrt_dynlib_symbol(library, #name, &address) != HRT_OK) {         \
+  if (!(address = hrt_dynlib_find(library, #name))) {                  \
     return hrt_status_make(HRT_STATUS_UNAVAILABLE,                     \
                            "library '%s' lacks %s (not NVRTC, or one " \
                            "older than CUDA 11)",                      \
                            hrt_dynlib_path(library), #name);           \
   }                                                                    \
   memcpy(&nvrtc->name, &address, sizeof(address));
-#define HRT_NVRTC_RESOLVE_OPTIONAL(type, name, params)                  \
-  {                                                                     \
-    hrt_status_t missing = hrt_dynlib_symbol(library, #name, &address); \
-    if (missing != HRT_OK) address = NULL;                              \
-    hrt_status_free(missing);                                           \
-    memcpy(&nvrtc->name, &address, sizeof(address));                    \
-  }
+#define HRT_NVRTC_RESOLVE_OPTIONAL(type, name, params) \
+  address = hrt_dynlib_find(library, #name);           \
+  memcpy(&nvrtc->name, &address, sizeof(address));
   HRT_NVRTC_SYMBOLS(HRT_NVRTC_RESOLVE_REQUIRED, HRT_NVRTC_RESOLVE_OPTIONAL)
 #undef HRT_NVRTC_RESOLVE_REQUIRED
 #undef HRT_NVRTC_RESOLVE_OPTIONAL
@@ -108,7 +104,7 @@ static hrt_status_t hrt_nvrtc_identify(hrt_dynlib_t* library,
   struct stat st;
   const char* file = hrt_dynlib_path(library);
   memset(&st, 0, sizeof(st));
-  if (hrt_dynlib_symbol(library, "nvrtcVersion", &address) == HRT_OK &&
+  if ((address = hrt_dynlib_find(library, "nvrtcVersion")) &&
       dladdr(address, &info) != 0 && info.dli_fname &&
       realpath(info.dli_fname, real) && stat(real, &st) == 0) {
     file = real;

@@ -11,21 +11,11 @@ static pthread_once_t hrt_cuda_once = PTHREAD_ONCE_INIT;
 static hrt_cuda_symbols_t hrt_cuda_symbols;
 static hrt_status_t hrt_cuda_load_status;
 
-// Whether `library` exports `name`; *address is the symbol or NULL.
-static bool hrt_cuda_find(hrt_dynlib_t* library, const char* name,
-                          void** address) {
-  hrt_status_t missing = hrt_dynlib_symbol(library, name, address);
-  if (missing == HRT_OK) return true;
-  hrt_status_free(missing);
-  *address = NULL;
-  return false;
-}
-
 hrt_status_t hrt_cuda_symbols_resolve(hrt_dynlib_t* library,
                                       hrt_cuda_symbols_t* symbols) {
   void* address = NULL;
 #define HRT_CUDA_RESOLVE_REQUIRED(name, params)                                \
-  if (hrt_dynlib_symbol(library, #name, &address) != HRT_OK) {                 \
+  if (!(address = hrt_dynlib_find(library, #name))) {                          \
     return hrt_status_make(HRT_STATUS_UNAVAILABLE,                             \
                            "library '%s' lacks %s (not a CUDA driver, or one " \
                            "too old for halrt)",                               \
@@ -33,16 +23,16 @@ hrt_status_t hrt_cuda_symbols_resolve(hrt_dynlib_t* library,
   }                                                                            \
   memcpy(&symbols->name, &address, sizeof(address));
 #define HRT_CUDA_RESOLVE_OPTIONAL(name, params) \
-  hrt_cuda_find(library, #name, &address);      \
+  address = hrt_dynlib_find(library, #name);    \
   memcpy(&symbols->name, &address, sizeof(address));
-#define HRT_CUDA_RESOLVE_EITHER(field, newer, older, params)                  \
-  if (!hrt_cuda_find(library, #newer, &address) &&                           \
-      !hrt_cuda_find(library, #older, &address)) {                           \
-    return hrt_status_make(HRT_STATUS_UNAVAILABLE,                            \
-                           "library '%s' lacks both %s and %s (not a CUDA "   \
-                           "driver, or one too old for halrt)",               \
-                           hrt_dynlib_path(library), #newer, #older);         \
-  }                                                                           \
+#define HRT_CUDA_RESOLVE_EITHER(field, newer, older, params)                \
+  if (!(address = hrt_dynlib_find(library, #newer)) &&                      \
+      !(address = hrt_dynlib_find(library, #older))) {                      \
+    return hrt_status_make(HRT_STATUS_UNAVAILABLE,                          \
+                           "library '%s' lacks both %s and %s (not a CUDA " \
+                           "driver, or one too old for halrt)",             \
+                           hrt_dynlib_path(library), #newer, #older);       \
+  }                                                                         \
   memcpy(&symbols->field, &address, sizeof(address));
   HRT_CUDA_SYMBOLS(HRT_CUDA_RESOLVE_REQUIRED, HRT_CUDA_RESOLVE_OPTIONAL,
                    HRT_CUDA_RESOLVE_EITHER)
@@ -252,8 +242,8 @@ hrt_status_t hrt_cuda_result_status(const hrt_cuda_symbols_t* symbols,
       symbols->cuGetErrorString(result, &text) != HRT_CUDA_SUCCESS) {
     text = NULL;
   }
-  for (size_t i = 0; i < sizeof(hrt_cuda_known_results) /
-                              sizeof(hrt_cuda_known_results[0]);
+  for (size_t i = 0;
+       i < sizeof(hrt_cuda_known_results) / sizeof(hrt_cuda_known_results[0]);
        ++i) {
     if (hrt_cuda_known_results[i].result != result) continue;
     if (!name) name = hrt_cuda_known_results[i].name;
