@@ -31,18 +31,29 @@ class LoadedModule {
   }
 
   get closed() {
-    return this.context.closed;
+    return receiver(this, 'closed').context.closed;
   }
 
   // Closes the functions, context, module, HAL module, device and instance. Idempotent.
   close() {
-    for (const fn of Object.values(this.functions)) fn.close();
-    for (const object of [this.context, this.module, this.halModule, this.device, this.instance]) object.close();
+    const self = receiver(this, 'close');
+    for (const fn of Object.values(self.functions)) fn.close();
+    for (const object of [self.context, self.module, self.halModule, self.device, self.instance]) object.close();
   }
 
   toString() {
-    return `LoadedModule(${this.name}: ${Object.keys(this.functions).join(', ')} on ${this.device.info.uri})`;
+    const self = receiver(this, 'toString');
+    return `LoadedModule(${self.name}: ${Object.keys(self.functions).join(', ')} on ${self.device.info.uri})`;
   }
+}
+
+// `self`, when it is a LoadedModule; else the HalrtError the native classes
+// give a wrong receiver.
+function receiver(self, member) {
+  if (!(self instanceof LoadedModule)) {
+    throw new HalrtError(`loadedModule.${member}: \`this\` is not a LoadedModule`, 'INVALID_ARGUMENT');
+  }
+  return self;
 }
 
 LoadedModule.prototype[util.inspect.custom] = inspector('LoadedModule', (m) => ({

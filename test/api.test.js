@@ -336,6 +336,14 @@ describe('readable objects', () => {
     assert.match(show(m.instance), /Instance \{ closed: false \}/);
     assert.match(show(m), /LoadedModule \{\s*name: 'mlp',\s*device: 'local-sync',/);
     assert.strictEqual(String(m), 'LoadedModule(mlp: main on local-sync)');
+    // A wrong receiver is a HalrtError, as on the native classes.
+    for (const [member, call] of [
+      ['close', () => halrt.LoadedModule.prototype.close.call({})],
+      ['toString', () => halrt.LoadedModule.prototype.toString.call({})],
+      ['closed', () => Object.getOwnPropertyDescriptor(halrt.LoadedModule.prototype, 'closed').get.call({})],
+    ]) {
+      assertThrowsHalrt(call, 'INVALID_ARGUMENT', `loadedModule.${member}: \`this\` is not a LoadedModule`);
+    }
     for (const object of [view, y, m, m.instance, m.device, m.halModule, m.module, m.context, m.functions.main]) {
       assert.doesNotMatch(show(object), /\{\}/);
       assert.doesNotMatch(String(object), /\[object /);
