@@ -249,6 +249,13 @@ export class BufferView<D extends DType = DType> implements Disposable {
    * one ArrayBuffer may (buffer.constants.MAX_LENGTH: 4 GiB up to Node 21).
    */
   read(): Promise<TypedArrayOf<D>>;
+  /**
+   * read() asserting the view's dtype: rejects with INVALID_ARGUMENT when
+   * the view's dtype is not `dtype`. Types the array of a view whose dtype
+   * is known only at run time (a function's outputs):
+   * `(await y.read('f32'))[0]` is a number.
+   */
+  read<E extends D>(dtype: E): Promise<TypedArrayOf<E>>;
   /** Releases the view. Idempotent. */
   close(): void;
   [Symbol.dispose](): void;

@@ -177,6 +177,17 @@ describe('tensor() from host data', () => {
     assert.strictEqual(view.size, 24);
     assert.strictEqual(empty([], 'f32').numel, 1);
   });
+
+  it('read(dtype) asserts the dtype: the array when it is the view\'s, INVALID_ARGUMENT otherwise', async () => {
+    const view = tensor([1n, -2n], null, 'i64');
+    assert.deepStrictEqual(await view.read('i64'), new BigInt64Array([1n, -2n]));
+    assert.deepStrictEqual(await view.read(undefined), new BigInt64Array([1n, -2n]));
+    await assertRejectsHalrt(view.read('u64'), 'INVALID_ARGUMENT', "bufferView.read: dtype 'u64' was asked for but the view is 'i64'");
+    await assertRejectsHalrt(view.read('float'), 'INVALID_ARGUMENT', "bufferView.read: unknown dtype 'float'");
+    await assertRejectsHalrt(view.read(5), 'INVALID_ARGUMENT', 'bufferView.read: dtype must be a string');
+    view.close();
+    await assertRejectsHalrt(view.read('i64'), 'FAILED_PRECONDITION', 'closed');
+  });
 });
 
 describe('invoke with host data, names and options', () => {

@@ -94,16 +94,33 @@ static napi_value hrt_js_buffer_view_rank(napi_env env,
   return value;
 }
 
-// bufferView.read() -> Promise<TypedArray of the dtype> with a copy of the
-// contents, taken after all work submitted to the device before it.
+// bufferView.read([dtype]) -> Promise<TypedArray of the dtype> with a copy
+// of the contents, taken after all work submitted to the device before it.
+// `dtype`, when given, must be the view's: a checked assertion that lets
+// TypeScript type the array of a view whose dtype is only known at run time.
 static napi_value hrt_js_buffer_view_read(napi_env env,
                                           napi_callback_info info) {
   static const char* const method = "bufferView.read";
   hrt_hal_buffer_view_t* view = NULL;
-  if (!hrt_js_buffer_view_this(env, info, method, &view)) {
+  napi_value expected = NULL;
+  if (!hrt_js_args_get(env, info, 1, &expected, NULL, NULL) ||
+      !hrt_js_buffer_view_this(env, info, method, &view)) {
     return hrt_js_rejected_with_pending(env);
   }
   hrt_hal_element_type_t dtype = hrt_hal_buffer_view_element_type(view);
+  if (!hrt_js_arg_is_undefined(env, expected)) {
+    hrt_hal_element_type_t expected_dtype = dtype;
+    if (!hrt_js_arg_dtype(env, expected, method, "dtype", &expected_dtype)) {
+      return hrt_js_rejected_with_pending(env);
+    }
+    if (expected_dtype != dtype) {
+      hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                   "%s: dtype '%s' was asked for but the view is '%s'",
+                   method, hrt_hal_element_type_name(expected_dtype),
+                   hrt_hal_element_type_name(dtype));
+      return hrt_js_rejected_with_pending(env);
+    }
+  }
   uint64_t byte_length = hrt_hal_buffer_view_byte_length(view);
   if (byte_length == 0) {
     napi_value array = NULL;

@@ -339,6 +339,20 @@ async function programs(): Promise<void> {
   const hostOut: halrt.HostArray[] = await main.invoke([x, w], { read: true });
   const namedHost: { [name: string]: halrt.HostArray } = await main.invoke([x, w], { named: true, read: true });
   void [fromHost, byName, namedOut, hostOut, namedHost];
+  // An output's dtype is known at run time: read(dtype) asserts and types it.
+  const out: BufferView = result[0]!;
+  const anyRead = await out.read();
+  assertType<Equal<typeof anyRead, halrt.HostArray>>();
+  const first = (await out.read('f32'))[0];
+  assertType<Equal<typeof first, number>>();
+  const wide = await out.read('i64');
+  assertType<Equal<typeof wide, BigInt64Array>>();
+  const same: Float32Array = await x.read('f32');
+  void same;
+  // @ts-expect-error a view of known dtype cannot be read as another
+  await x.read('i32');
+  // @ts-expect-error read's dtype is a dtype name
+  await out.read('float');
   const bare: halrt.Function = context.lookupFunction('main');
   const closedFlags: boolean[] = [bare.closed, context.closed, x.closed, device.closed, instance.closed];
   const count: number = x.numel + x.size;
