@@ -81,17 +81,29 @@ async function load(file, options = {}) {
     made.push(object);
     return object;
   };
+  // Each step's errors are reported as halrt.load's: `prefix` replaces the
+  // inner method's name (`instance.createDevice: `) at the message's start.
+  let prefix = ['', ''];
+  const step = (inner, outer, make) => {
+    prefix = [inner, outer];
+    return keep(make());
+  };
   try {
-    const instance = keep(new Instance());
-    const device = keep(instance.createDevice(uri));
-    const halModule = keep(new HalModule(instance, device, halOptions));
-    const module = keep(Module.load(instance, file));
-    const context = keep(new Context(instance, [halModule, module]));
+    const instance = step('new Instance: ', '', () => new Instance());
+    const device = step('instance.createDevice: ', 'options.device: ', () => instance.createDevice(uri));
+    const halModule = step('new HalModule: ', '', () => new HalModule(instance, device, halOptions));
+    const module = step('Module.load: ', '', () => Module.load(instance, file));
+    const context = step('new Context: ', '', () => new Context(instance, [halModule, module]));
     const functions = {};
-    for (const { name } of module.functions) functions[name] = keep(context.lookupFunction(`${module.name}.${name}`));
+    for (const { name } of module.functions) {
+      functions[name] = step('context.lookupFunction: ', '', () => context.lookupFunction(`${module.name}.${name}`));
+    }
     return new LoadedModule({ name: module.name, instance, device, halModule, module, context }, functions);
   } catch (error) {
     for (const object of made.reverse()) object.close();
+    if (error instanceof HalrtError && error.message.startsWith(prefix[0])) {
+      throw new HalrtError(`halrt.load: ${prefix[1]}${error.message.slice(prefix[0].length)}`, error.code, { cause: error.cause });
+    }
     throw error;
   }
 }

@@ -311,9 +311,10 @@ describe('halrt.load', () => {
 
   it('rejects bad arguments and closes what it made', async () => {
     const baseline = halrt.liveObjects();
-    await assertRejectsHalrt(halrt.load(path.join(__dirname, 'no-such.halrt.json'), { device: 'local-sync' }), 'NOT_FOUND', 'no-such.halrt.json');
-    await assertRejectsHalrt(halrt.load(MLP, { device: 'nope' }), 'NOT_FOUND', "unknown driver 'nope'");
-    await assertRejectsHalrt(halrt.load(MLP, { device: 'local-sync', traceDispatches: 3 }), 'INVALID_ARGUMENT', 'options.traceDispatches');
+    // Errors name halrt.load and its argument, not the step that failed.
+    await assertRejectsHalrt(halrt.load(path.join(__dirname, 'no-such.halrt.json'), { device: 'local-sync' }), 'NOT_FOUND', 'halrt.load: cannot read', 'no-such.halrt.json');
+    await assertRejectsHalrt(halrt.load(MLP, { device: 'nope' }), 'NOT_FOUND', "halrt.load: options.device: unknown driver 'nope'");
+    await assertRejectsHalrt(halrt.load(MLP, { device: 'local-sync', traceDispatches: 3 }), 'INVALID_ARGUMENT', 'halrt.load: options.traceDispatches');
     await assertRejectsHalrt(halrt.load(MLP, 'local-sync'), 'INVALID_ARGUMENT', 'halrt.load: options must be an object');
     assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
   });
