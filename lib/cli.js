@@ -201,7 +201,7 @@ function writeOutput(target, bytes) {
 
 // Makes directory `dir` (parents included) unless it exists, and checks
 // that files can be made in it; `flag` names it in errors.
-function prepareDirectory(dir, flag) {
+function prepareDirectory(dir, flag, created) {
   try {
     const stats = fs.statSync(dir, { throwIfNoEntry: false });
     if (stats && !stats.isDirectory()) throw new Error(`it is ${kindOf(stats)}, not a directory`);
@@ -210,7 +210,10 @@ function prepareDirectory(dir, flag) {
       // under /proc.
       const missing = [];
       for (let d = path.resolve(dir); !fs.existsSync(d); d = path.dirname(d)) missing.push(d);
-      for (const d of missing.reverse()) fs.mkdirSync(d);
+      for (const d of missing.reverse()) {
+        fs.mkdirSync(d);
+        created.push(d);
+      }
     }
     fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
   } catch (error) {
@@ -221,8 +224,8 @@ function prepareDirectory(dir, flag) {
 // The files --output DIR will hold, checked before the run: DIR a writable
 // directory, and each DIR/<name>.npy either absent or a writable regular
 // file (which is replaced).
-function outputTargets(dir, signature) {
-  prepareDirectory(dir, '--output');
+function outputTargets(dir, signature, created) {
+  prepareDirectory(dir, '--output', created);
   return signature.outputs.map(({ name }) => {
     const target = path.join(dir, `${name}.npy`);
     const stats = fs.lstatSync(target, { throwIfNoEntry: false });
@@ -236,8 +239,27 @@ function outputTargets(dir, signature) {
   });
 }
 
-// The sinks of --trace and --profile, their directory or file checked (and
-// the profile opened) now, before any device work. Returns them as a list.
+// The --trace npy:DIR folder and the --profile file, checked before a device
+// is made (the profile opened without truncating it); what they make on
+// disk is added to `created`.
+function checkSinkPaths({ trace, profile }, created) {
+  if (trace !== undefined && trace.startsWith('npy:') && trace.length > 4) {
+    prepareDirectory(trace.slice(4), `--trace '${trace}'`, created);
+  } else if (trace !== undefined && trace !== 'stdio' && trace !== 'stats') {
+    throw new UsageError(`--trace '${trace}': expected stdio, stats or npy:DIR`);
+  }
+  if (profile !== undefined) {
+    const existed = fs.lstatSync(profile, { throwIfNoEntry: false }) !== undefined;
+    try {
+      fs.closeSync(fs.openSync(profile, fs.constants.O_WRONLY | fs.constants.O_CREAT));
+    } catch (error) {
+      throw new UsageError(`--profile '${profile}': cannot open '${profile}': ${error.message}`);
+    }
+    if (!existed) created.push(profile);
+  }
+}
+
+// The sinks of --trace and --profile (paths checked by checkSinkPaths).
 function makeSinks({ trace, profile }) {
   const sinks = [];
   if (trace === 'stdio') {
@@ -250,11 +272,8 @@ function makeSinks({ trace, profile }) {
         );
       }
     }));
-  } else if (trace !== undefined && trace.startsWith('npy:') && trace.length > 4) {
-    prepareDirectory(trace.slice(4), `--trace '${trace}'`);
-    sinks.push(halrt.sinks.npy(trace.slice(4)));
   } else if (trace !== undefined) {
-    throw new UsageError(`--trace '${trace}': expected stdio, stats or npy:DIR`);
+    sinks.push(halrt.sinks.npy(trace.slice(4)));
   }
   if (profile !== undefined) {
     try {
@@ -292,9 +311,23 @@ function formatOutput(name, view, data) {
   return `${name}: ${view.dtype}[${view.shape.join('x')}] = [${values.join(' ')}${more}]`;
 }
 
+// A run stopped by a bad argument (the device URI, checked after the paths)
+// removes the folders and files it made: exit 2 leaves nothing behind.
+function removeCreated(created) {
+  for (const made of created.reverse()) {
+    try {
+      if (fs.lstatSync(made).isDirectory()) fs.rmdirSync(made);
+      else fs.unlinkSync(made);
+    } catch {
+      // No longer empty, or gone: left as it is.
+    }
+  }
+}
+
 async function run(file, options, out) {
   const instance = new halrt.Instance();
   const owned = [instance];
+  const created = [];
   try {
     let module;
     try {
@@ -306,9 +339,8 @@ async function run(file, options, out) {
     const signature = chooseFunction(module, options.function);
     // Every argument and file is checked before a device is made.
     const inputs = parseInputs(options.input, signature);
-    const targets = options.output === undefined ? undefined : outputTargets(options.output, signature);
-    const sinks = makeSinks(options);
-    owned.push(...sinks.filter((sink) => typeof sink.close === 'function'));
+    const targets = options.output === undefined ? undefined : outputTargets(options.output, signature, created);
+    checkSinkPaths(options, created);
     let device;
     try {
       device = instance.createDevice(options.device);
@@ -316,6 +348,9 @@ async function run(file, options, out) {
       throw new UsageError(`--device '${options.device}': ${error.message}`);
     }
     owned.push(device);
+    created.length = 0;
+    const sinks = makeSinks(options);
+    owned.push(...sinks.filter((sink) => typeof sink.close === 'function'));
     const hal = new halrt.HalModule(instance, device, {
       debugSink: sinks.length > 1 ? halrt.sinks.tee(...sinks) : sinks[0],
       profile: options.profile !== undefined,
@@ -357,6 +392,7 @@ async function run(file, options, out) {
     }
   } finally {
     for (const object of owned.reverse()) object.close();
+    removeCreated(created);
   }
 }
 

@@ -436,6 +436,20 @@ describe('halrt CLI', function () {
       it(what, () => assertUsageError(halrtCli(args()), ...parts));
     }
 
+    it('a bad --device (found after the paths) removes what the run made and keeps an existing profile', () => {
+      const made = path.join(dir, 'made-then-removed');
+      const args = (profile) => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--output', path.join(made, 'out', 'a'),
+        '--trace', `npy:${path.join(made, 'traces')}`, '--profile', profile];
+      assertUsageError(halrtCli(args(path.join(dir, 'new-profile.json'))), "--device 'nope'");
+      assert.strictEqual(fs.existsSync(made), false);
+      assert.strictEqual(fs.existsSync(path.join(dir, 'new-profile.json')), false);
+      const kept = path.join(dir, 'kept-profile.json');
+      fs.writeFileSync(kept, '[1]');
+      assertUsageError(halrtCli(args(kept)), "--device 'nope'");
+      assert.strictEqual(fs.readFileSync(kept, 'utf8'), '[1]');
+      assert.strictEqual(fs.existsSync(made), false);
+    });
+
     after(() => assert.strictEqual(fs.readFileSync(path.join(dir, 'victim.txt'), 'utf8'), 'keep'));
   });
 
