@@ -51,9 +51,10 @@ export type NestedArray<T> = T | readonly NestedArray<T>[];
 /**
  * Everything device.tensor() takes as data with an explicit dtype: a
  * TypedArray (converted to the dtype where exact), nested Arrays of numbers,
- * BigInts or booleans, or Buffer/ArrayBuffer bytes (reinterpreted).
+ * BigInts or booleans, or Buffer/ArrayBuffer/SharedArrayBuffer bytes
+ * (reinterpreted).
  */
-export type HostData = TensorData | NestedArray<number | bigint | boolean> | ArrayBuffer;
+export type HostData = TensorData | NestedArray<number | bigint | boolean> | ArrayBuffer | SharedArrayBuffer;
 
 /** An input of function.invoke(): a BufferView, or host data uploaded for it. */
 export type InvokeInput = BufferView | HostData;
@@ -210,8 +211,10 @@ export class Device implements Disposable {
    * integers in range (and for i64/u64 only numbers up to 2^53 - 1: larger
    * ones need a BigInt); to bool only 0, 1, true and false. Anything else
    * throws INVALID_ARGUMENT naming the element (`data[1][2]`). A Uint16Array
-   * for f16/bf16 is raw bits. Buffer/ArrayBuffer bytes are reinterpreted as
-   * `dtype` (little-endian); `shape` is needed except for nested Arrays.
+   * for f16/bf16 is raw bits. Buffer/ArrayBuffer/SharedArrayBuffer bytes are
+   * reinterpreted as `dtype` (little-endian); `shape` is needed except for
+   * Arrays. A given shape must be a nested Array's own (nothing is
+   * reshaped); a flat Array or a scalar takes any shape of its element count.
    */
   tensor<D extends DType>(data: HostData, shape: readonly number[] | null | undefined, dtype: D): BufferView<D>;
   /** A zero-filled tensor. */

@@ -31,10 +31,15 @@ function isTypedArray(value) {
   return ArrayBuffer.isView(value) && !(value instanceof DataView);
 }
 
+// Raw bytes: a Buffer, an ArrayBuffer or a SharedArrayBuffer.
+function isBytes(value) {
+  return Buffer.isBuffer(value) || util.types.isAnyArrayBuffer(value);
+}
+
 // Is `value` host data prepare() takes (not a Proxy: the binding refuses those unread)?
 function isHostData(value) {
   if (util.types.isProxy(value)) return false;
-  return isTypedArray(value) || Array.isArray(value) || value instanceof ArrayBuffer ||
+  return isTypedArray(value) || Array.isArray(value) || util.types.isAnyArrayBuffer(value) ||
     ['number', 'bigint', 'boolean'].includes(typeof value);
 }
 
@@ -44,6 +49,10 @@ function carries(dtype, array) {
   const type = ARRAY_OF[dtype];
   return type !== undefined && array.constructor === type ||
     type === Uint8Array && Buffer.isBuffer(array);
+}
+
+function sameShape(a, b) {
+  return a.length === b.length && a.every((dim, i) => dim === b[i]);
 }
 
 function shapeText(shape) {
@@ -161,7 +170,7 @@ function fromBytes(method, name, bytes, dtype) {
     throw invalid(`${method}: ${name} is ${half.describe(bytes)} of raw bytes; give a dtype to reinterpret them`);
   }
   const Type = ARRAY_OF[dtype];
-  const view = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : bytes;
+  const view = Buffer.isBuffer(bytes) ? bytes : new Uint8Array(bytes);
   if (view.byteLength % Type.BYTES_PER_ELEMENT !== 0) {
     throw invalid(`${method}: ${name} has ${view.byteLength} bytes, not a multiple of ${Type.BYTES_PER_ELEMENT} (the size of ${dtype})`);
   }
@@ -172,14 +181,17 @@ function fromBytes(method, name, bytes, dtype) {
 
 // {data, shape, dtype} ready for the native tensor(). A nested Array's
 // shape is inferred when `shape` is undefined or null (a number, BigInt or
-// boolean is a scalar); TypedArrays and bytes need one.
+// boolean is a scalar); a given shape must be the nesting's, except that a
+// flat Array or a scalar takes any shape of its element count (checked
+// natively). TypedArrays and bytes need a shape.
 function prepare(method, name, data, shape, dtype) {
+  if (util.types.isProxy(data)) return refuse(method, name, 'a Proxy'); // its traps never run
   const known = typeof dtype === 'string' && ARRAY_OF[dtype] !== undefined;
   if (Buffer.isBuffer(data) && (!known || carries(dtype, data))) {
     return { data, shape, dtype }; // its bytes as u8 (the native call names a bad dtype)
   }
-  if (data instanceof ArrayBuffer && dtype !== undefined && !known) return { data, shape, dtype };
-  if (Buffer.isBuffer(data) || data instanceof ArrayBuffer) {
+  if (util.types.isAnyArrayBuffer(data) && dtype !== undefined && !known) return { data, shape, dtype };
+  if (isBytes(data)) {
     return { data: fromBytes(method, name, data, dtype), shape, dtype };
   }
   if (isTypedArray(data)) {
@@ -190,11 +202,19 @@ function prepare(method, name, data, shape, dtype) {
     const { shape: inferred, values } = Array.isArray(data) ? flatten(method, name, data) : { shape: [], values: [data] };
     const target = dtype === undefined ? defaultDtype(values) : dtype;
     const outShape = shape === undefined || shape === null ? inferred : shape;
+    const numbers = Array.isArray(outShape) && outShape.every((d) => typeof d === 'number');
+    if (inferred.length > 1 && numbers && !sameShape(inferred, outShape)) {
+      throw invalid(`${method}: ${name} is nested with shape ${shapeText(inferred)} but shape is ${shapeText(outShape)} (nested Arrays are not reshaped; give a flat Array to reshape)`);
+    }
     // An unknown dtype is left to the native call, which names the valid ones.
     if (typeof target !== 'string' || ARRAY_OF[target] === undefined) return { data: new Uint8Array(0), shape: outShape, dtype: target };
     return { data: convert(method, name, values, target, inferred), shape: outShape, dtype: target };
   }
-  return { data, shape, dtype };
+  return refuse(method, name, half.describe(data));
 }
 
-module.exports = { ARRAY_OF, carries, prepare, shapeText, isTypedArray, isHostData };
+function refuse(method, name, got) {
+  throw invalid(`${method}: ${name} must be a TypedArray, an Array, a number, BigInt or boolean, or bytes (a Buffer, ArrayBuffer or SharedArrayBuffer) (got ${got})`);
+}
+
+module.exports = { ARRAY_OF, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData };

@@ -12,7 +12,7 @@
 
 const { HalrtError } = require('./errors');
 const util = require('util');
-const { ARRAY_OF, carries, prepare, shapeText, isTypedArray, isHostData } = require('./host_data');
+const { ARRAY_OF, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData } = require('./host_data');
 const { deferCloses, recordView, deviceUri, isClosed } = require('./objects');
 const { describe } = require('./half');
 
@@ -22,10 +22,6 @@ function cancelled(name, signal) {
 
 function invalid(message) {
   return new HalrtError(message, 'INVALID_ARGUMENT');
-}
-
-function sameShape(a, b) {
-  return a.length === b.length && a.every((dim, i) => dim === b[i]);
 }
 
 // The promise invoke() returns for the native `result`: outputs marked with
@@ -125,7 +121,7 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
     const input = `input ${index} ('${signature.name}')`;
     const count = shape.reduce((n, d) => n * d, 1);
     let data = value;
-    if (value instanceof ArrayBuffer || Buffer.isBuffer(value)) {
+    if (isBytes(value)) {
       data = prepare(method, label, value, shape, dtype).data;
     } else if (isTypedArray(value) && !carries(dtype, value)) {
       throw invalid(`${method}: ${input} must be ${dtype} in a ${ARRAY_OF[dtype].name} (${label} is ${describe(value)})`);
@@ -156,9 +152,10 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
     }
     const device = deviceOf(fn);
     return values.map((value, i) => {
-      if (value instanceof BufferView) return value;
+      const proxy = util.types.isProxy(value); // its traps never run
+      if (!proxy && value instanceof BufferView) return value;
       if (!isHostData(value)) {
-        throw invalid(`${method}: ${labels[i]} is neither a BufferView nor host data (got ${describe(value)})`);
+        throw invalid(`${method}: ${labels[i]} is neither a BufferView nor host data (got ${proxy ? 'a Proxy' : describe(value)})`);
       }
       const view = upload(fn, device, i, value, labels[i], method);
       made.push(view);

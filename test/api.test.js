@@ -169,6 +169,24 @@ describe('tensor() from host data', () => {
     assertThrowsHalrt(() => tensor(new ArrayBuffer(4), [1]), 'INVALID_ARGUMENT', 'device.tensor: data is an ArrayBuffer of raw bytes; give a dtype to reinterpret them');
     assertThrowsHalrt(() => tensor(Buffer.alloc(6), [1], 'f32'), 'INVALID_ARGUMENT',
       'device.tensor: data has 6 bytes, not a multiple of 4 (the size of f32)');
+    // A SharedArrayBuffer is bytes like an ArrayBuffer (copied).
+    const shared = new SharedArrayBuffer(8);
+    new Float32Array(shared).set([3, 4]);
+    assert.deepStrictEqual(await tensor(shared, [2], 'f32').read(), Float32Array.of(3, 4));
+    assertThrowsHalrt(() => tensor(shared, [2]), 'INVALID_ARGUMENT', 'data is a SharedArrayBuffer of raw bytes; give a dtype');
+  });
+
+  it('reshapes a flat Array to a given shape, never a nested one; other data is named in the error', async () => {
+    assert.deepStrictEqual((await tensor([1, 2, 3, 4], [2, 2]).read()), Float32Array.of(1, 2, 3, 4));
+    assert.deepStrictEqual(tensor([[1, 2], [3, 4]], [2, 2]).shape, [2, 2]);
+    assert.deepStrictEqual(tensor(7, [1, 1]).shape, [1, 1]);
+    assertThrowsHalrt(() => tensor([[1, 2], [3, 4]], [4]), 'INVALID_ARGUMENT',
+      'device.tensor: data is nested with shape [2,2] but shape is [4]');
+    assertThrowsHalrt(() => tensor([[1, 2], [3, 4]], [4, 1]), 'INVALID_ARGUMENT', 'shape [2,2] but shape is [4,1]');
+    for (const [data, what] of [[{}, 'an Object'], ['1', "'1'"], [undefined, 'undefined'], [new DataView(new ArrayBuffer(4)), 'a DataView']]) {
+      assertThrowsHalrt(() => tensor(data, [1], 'f32'), 'INVALID_ARGUMENT',
+        'device.tensor: data must be a TypedArray, an Array, a number, BigInt or boolean, or bytes', `(got ${what})`);
+    }
   });
 
   it('views have numel and size', () => {

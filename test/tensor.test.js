@@ -284,12 +284,15 @@ describe('tensor argument errors', () => {
   it('rejects data that is not a TypedArray, an Array or bytes', () => {
     const cases = [
       [new DataView(new ArrayBuffer(8)), 'a DataView'], [undefined, 'undefined'],
-      [{ length: 2 }, 'an object'], ['ab', "'ab'"], [new Proxy([1, 2], {}), 'an object'],
+      [{ length: 2 }, 'an Object'], ['ab', "'ab'"], [new Proxy([1, 2], {}), 'a Proxy'],
     ];
     for (const [data, got] of cases) {
       assertThrowsHalrt(() => device.tensor(data, [2]), 'INVALID_ARGUMENT',
-        `device.tensor: data must be a TypedArray (got ${got})`);
+        'device.tensor: data must be a TypedArray, an Array, a number, BigInt or boolean, or bytes', `(got ${got})`);
     }
+    // A Proxy's traps never run.
+    const trapped = new Proxy([1, 2], { get() { throw new Error('trap ran'); }, getPrototypeOf() { throw new Error('trap ran'); } });
+    assertThrowsHalrt(() => device.tensor(trapped, [2]), 'INVALID_ARGUMENT', '(got a Proxy)');
   });
 
   it('converts a TypedArray of another dtype only where exact, naming the first bad element', async () => {
