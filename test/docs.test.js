@@ -97,12 +97,13 @@ describe('docs', function () {
         "import * as esm from 'halrt';",
         "const halrt = require('halrt');",
         'esm.default === halrt; //=> true',
+        `require.resolve('halrt'); //=> ${JSON.stringify(path.join(ROOT, 'lib', 'index.js')).replace(/"/g, "'")}`,
         'await Promise.resolve({ a: 1, b: [2, 3] }); //=> { a: 1,',
         '                                            //=>   b: [2, 3] }',
       ].join('\n');
       assert.deepStrictEqual(run(fake(code)), { status: 0, output: '' });
       const wrong = code.replace('[2, 3] }', '[2, 4] }');
-      assert.match(run(fake(wrong)).output, /FAKE\.md:14: the value is not what the doc says/);
+      assert.match(run(fake(wrong)).output, /FAKE\.md:15: the value is not what the doc says/);
     });
 
     it('reports an exception at its line in the doc', () => {
