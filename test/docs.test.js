@@ -1,0 +1,120 @@
+'use strict';
+// Doc tests: every ```js block of README.md and docs/*.md runs as written,
+// and the values its comments claim are checked. The convention (details in
+// test/support/doc_blocks.js): `expression; //=> TEXT` compares
+// util.inspect(expression) with TEXT, whitespace ignored, `...` matching any
+// text; a following line of only `//=> MORE` continues TEXT.
+const assert = require('assert');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { spawnSync } = require('child_process');
+const { ROOT, fencedBlocks, matches, moduleSource } = require('./support/doc_blocks');
+
+const DOCS = [
+  'README.md',
+  ...fs
+    .readdirSync(path.join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => `docs/${name}`),
+];
+const TIMEOUT_MS = 60000;
+
+// Runs `block` in a child process: {status, output} with the child's paths
+// named as the doc's. What it writes to os.tmpdir() is removed after.
+function run(block) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-doc-'));
+  let result;
+  try {
+    result = spawnSync(process.execPath, ['--input-type=module', '-'], {
+      cwd: ROOT,
+      env: { ...process.env, TMPDIR: tmp },
+      input: moduleSource(block),
+      encoding: 'utf8',
+      timeout: TIMEOUT_MS,
+      killSignal: 'SIGKILL',
+    });
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  const output = `${result.stdout}${result.stderr}`.replace(/file:\/\/\S*?\[eval\d*\]/g, block.file);
+  const status = result.error ? `${result.error.message}` : result.status;
+  return { status, output };
+}
+
+describe('docs', function () {
+  this.timeout(TIMEOUT_MS + 10000);
+
+  it('every fenced block names its language, and JavaScript is tagged js', () => {
+    const bad = DOCS.flatMap(fencedBlocks)
+      .filter(({ lang }) => lang === '' || /^(javascript|mjs|cjs|node|jsx)$/i.test(lang))
+      .map(({ file, line, lang }) => `${file}:${line} (${lang || 'no language'})`);
+    assert.deepStrictEqual(bad, []);
+  });
+
+  for (const file of DOCS) {
+    for (const block of fencedBlocks(file).filter(({ lang }) => lang === 'js')) {
+      it(`${file}:${block.line} runs as written`, () => {
+        const { status, output } = run(block);
+        assert.strictEqual(status, 0, `${file}:${block.line}: the block failed:\n${output}`);
+      });
+    }
+  }
+
+  it('the README tour opens with a three-line traced run', () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const tourLine = readme.split('\n').indexOf('## A tour') + 1;
+    const tour = fencedBlocks('README.md').find(({ line, lang }) => line > tourLine && lang === 'js');
+    const statements = tour.code.split('\n').filter((line) => line.trim() !== '' && !line.trim().startsWith('//'));
+    assert.match(statements[0], /^const halrt = require\('halrt'\);/);
+    assert.match(statements[1], /await halrt\.load\(.*debugSink/);
+    assert.match(statements[2], /await m\.\w+\(/);
+  });
+
+  describe('the checker', () => {
+    it('ignores whitespace and takes ... as any text', () => {
+      assert.ok(matches('Float32Array(3) [ 1, 2, 3 ]', 'Float32Array(3) [1, 2, 3]'));
+      assert.ok(matches("{ uri: 'cuda://0', kind: 'cuda' }", "{ uri: '...', ... }"));
+      assert.ok(matches('[ 1, 2 ]', '[...]'));
+      assert.ok(!matches('[ 1, 2 ]', '[1, 3]'));
+      assert.ok(!matches('[ 1, 2, 3 ]', '[1, 2]'));
+      assert.ok(!matches('(a+b)', '(a b)x'));
+    });
+
+    function fake(code) {
+      return { file: 'FAKE.md', lang: 'js', line: 10, code };
+    }
+
+    it('fails a block whose //=> claim is wrong, naming the doc line', () => {
+      const { status, output } = run(fake("const a = [1, 2];\n\na.length; //=> 2\na.map((x) => x * 2); //=> [2, 5]"));
+      assert.notStrictEqual(status, 0);
+      assert.match(output, /FAKE\.md:14: the value is not what the doc says/);
+      assert.match(output, /actual: \[ 2, 4 \]/);
+    });
+
+    it('joins //=> continuation lines and runs top-level await, require and import of halrt', () => {
+      const code = [
+        "import * as esm from 'halrt';",
+        "const halrt = require('halrt');",
+        'esm.default === halrt; //=> true',
+        `require.resolve('halrt'); //=> ${JSON.stringify(path.join(ROOT, 'lib', 'index.js')).replace(/"/g, "'")}`,
+        'await Promise.resolve({ a: 1, b: [2, 3] }); //=> { a: 1,',
+        '                                            //=>   b: [2, 3] }',
+      ].join('\n');
+      assert.deepStrictEqual(run(fake(code)), { status: 0, output: '' });
+      const wrong = code.replace('[2, 3] }', '[2, 4] }');
+      assert.match(run(fake(wrong)).output, /FAKE\.md:15: the value is not what the doc says/);
+    });
+
+    it('reports an exception at its line in the doc', () => {
+      const { status, output } = run(fake("\n\nthrow new Error('boom');"));
+      assert.notStrictEqual(status, 0);
+      assert.match(output, /FAKE\.md:13/);
+      assert.match(output, /boom/);
+    });
+
+    it('refuses a //=> that follows no expression', () => {
+      assert.throws(() => moduleSource(fake('//=> 1')), /FAKE\.md:11: this \/\/=> follows no expression statement/);
+    });
+  });
+});
