@@ -168,6 +168,13 @@ export interface LiveObjects {
   invocation: number;
   /** Host block pools, alive until released and all their blocks are back. */
   blockPool: number;
+  /**
+   * Blocks that CPU devices keep cached for reuse by later buffers (freed
+   * when a device has been idle for half a second, or is freed).
+   */
+  cachedBlock: number;
+  /** The bytes those cached blocks hold (their size-class capacities). */
+  cachedBytes: number;
 }
 
 /** The root object: creates devices. */

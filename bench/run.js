@@ -8,7 +8,7 @@
 //   node bench/run.js --only trace,invoke --no-install
 //
 // Options: --quick; --only GROUPS (comma-separated: trace, invoke, dispatch,
-// cuda); --no-install (never npm-install onnxruntime-node; its rows are then
+// alloc, cuda); --no-install (never npm-install onnxruntime-node; its rows are then
 // "unavailable"); --json FILE (also write the rows as JSON).
 // Exit status: 0 when every benchmark ran (missed targets included), 1 when
 // one failed to run.
@@ -20,9 +20,10 @@ const { halrt, loadReference, unmeasured } = require('./common');
 const { loadOrt } = require('./ort');
 const trace = require('./trace');
 const { invokeOverhead } = require('./invoke');
+const { allocatingCall } = require('./alloc');
 const dispatch = require('./dispatch');
 
-const GROUPS = ['trace', 'invoke', 'dispatch', 'cuda'];
+const GROUPS = ['trace', 'invoke', 'dispatch', 'alloc', 'cuda'];
 
 function options() {
   const { values } = parseArgs({
@@ -170,6 +171,7 @@ async function main() {
     plan.push(['add_f32', () => dispatch.addLarge(context)], ['matmul_f32', () => dispatch.matmul(context)]);
   }
   if (opts.only.includes('trace')) plan.push(['trace overhead', () => trace.traceOverhead(context)]);
+  if (opts.only.includes('alloc')) plan.push(['allocating call', () => allocatingCall(context)]);
   if (opts.only.includes('cuda')) plan.push(['cuda', () => cudaRows(context)]);
 
   const rows = [];

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -45,6 +46,8 @@ _Static_assert(sizeof(hrt_block_header_t) <= HRT_BLOCK_POOL_ALIGNMENT,
 struct hrt_block_pool_s {
   hrt_ref_t ref;
   size_t max_cached_bytes;
+  size_t max_cached_count;
+  bool count_live;
   size_t page_size;
   hrt_mutex_t mutex;
   // Guarded by mutex. The cache is one list, newest (most recently given
@@ -150,6 +153,23 @@ static void hrt_block_free_chain(hrt_block_header_t* header) {
   }
 }
 
+// Requires pool->mutex. Adds `count` blocks of `bytes` in all to the cache's
+// counters (negative: removes them).
+static void hrt_block_pool_count_cached(hrt_block_pool_t* pool, int64_t count,
+                                        size_t bytes) {
+  pool->stats.cached_count += (size_t)count;
+  if (count < 0) {
+    pool->stats.cached_bytes -= bytes;
+  } else {
+    pool->stats.cached_bytes += bytes;
+  }
+  if (pool->count_live) {
+    hrt_live_add(HRT_LIVE_CACHED_BLOCK, count);
+    hrt_live_add(HRT_LIVE_CACHED_BYTES,
+                 count < 0 ? -(int64_t)bytes : (int64_t)bytes);
+  }
+}
+
 // Requires pool->mutex.
 static void hrt_block_pool_unlink(hrt_block_pool_t* pool,
                                   hrt_block_header_t* header) {
@@ -165,8 +185,7 @@ static void hrt_block_pool_unlink(hrt_block_pool_t* pool,
   }
   header->newer = NULL;
   header->older = NULL;
-  pool->stats.cached_bytes -= header->capacity;
-  --pool->stats.cached_count;
+  hrt_block_pool_count_cached(pool, -1, header->capacity);
 }
 
 // Requires pool->mutex. Empties the cache and returns its blocks as a chain
@@ -175,8 +194,8 @@ static hrt_block_header_t* hrt_block_pool_detach_cache(hrt_block_pool_t* pool) {
   hrt_block_header_t* chain = pool->newest;
   pool->newest = NULL;
   pool->oldest = NULL;
-  pool->stats.cached_bytes = 0;
-  pool->stats.cached_count = 0;
+  hrt_block_pool_count_cached(pool, -(int64_t)pool->stats.cached_count,
+                              pool->stats.cached_bytes);
   return chain;
 }
 
@@ -186,8 +205,8 @@ static void hrt_block_pool_destroy(hrt_block_pool_t* pool) {
   hrt_live_add(HRT_LIVE_BLOCK_POOL, -1);
 }
 
-hrt_status_t hrt_block_pool_create(size_t max_cached_bytes,
-                                   hrt_block_pool_t** out_pool) {
+hrt_status_t hrt_block_pool_create_with_options(
+    const hrt_block_pool_options_t* options, hrt_block_pool_t** out_pool) {
   *out_pool = NULL;
   hrt_block_pool_t* pool = calloc(1, sizeof(*pool));
   if (!pool) {
@@ -195,13 +214,22 @@ hrt_status_t hrt_block_pool_create(size_t max_cached_bytes,
                            "out of host memory allocating a block pool");
   }
   hrt_ref_init(&pool->ref);
-  pool->max_cached_bytes = max_cached_bytes;
+  pool->max_cached_bytes = options->max_cached_bytes;
+  pool->max_cached_count = options->max_cached_count;
+  pool->count_live = options->count_live;
   long page_size = sysconf(_SC_PAGESIZE);
   pool->page_size = page_size > 0 ? (size_t)page_size : 4096;
   hrt_mutex_init(&pool->mutex);
   hrt_live_add(HRT_LIVE_BLOCK_POOL, 1);
   *out_pool = pool;
   return HRT_OK;
+}
+
+hrt_status_t hrt_block_pool_create(size_t max_cached_bytes,
+                                   hrt_block_pool_t** out_pool) {
+  hrt_block_pool_options_t options = {.max_cached_bytes = max_cached_bytes,
+                                      .max_cached_count = SIZE_MAX};
+  return hrt_block_pool_create_with_options(&options, out_pool);
 }
 
 void hrt_block_pool_retain(hrt_block_pool_t* pool) {
@@ -220,7 +248,11 @@ void hrt_block_pool_release(hrt_block_pool_t* pool) {
   if (destroy) hrt_block_pool_destroy(pool);
 }
 
-void* hrt_block_pool_acquire(hrt_block_pool_t* pool, size_t size) {
+// hrt_block_pool_acquire; sets `*out_mapped` when the block is freshly
+// mapped (its pages read as zero).
+static void* hrt_block_pool_take(hrt_block_pool_t* pool, size_t size,
+                                 bool* out_mapped) {
+  *out_mapped = false;
   size_t capacity = hrt_block_pool_class_capacity(size);
   if (!capacity) return NULL;
 
@@ -251,7 +283,27 @@ void* hrt_block_pool_acquire(hrt_block_pool_t* pool, size_t size) {
   ++pool->stats.outstanding_count;
   ++pool->stats.allocated_count;
   hrt_mutex_unlock(&pool->mutex);
+  *out_mapped = header->mapped_length != 0;
   return hrt_block_data(header);
+}
+
+void* hrt_block_pool_acquire(hrt_block_pool_t* pool, size_t size) {
+  bool mapped;
+  return hrt_block_pool_take(pool, size, &mapped);
+}
+
+void* hrt_block_pool_acquire_zeroed(hrt_block_pool_t* pool, size_t size) {
+  bool mapped;
+  void* block = hrt_block_pool_take(pool, size, &mapped);
+  if (block && !mapped) memset(block, 0, size);
+  return block;
+}
+
+void hrt_block_pool_trim(hrt_block_pool_t* pool) {
+  hrt_mutex_lock(&pool->mutex);
+  hrt_block_header_t* chain = hrt_block_pool_detach_cache(pool);
+  hrt_mutex_unlock(&pool->mutex);
+  hrt_block_free_chain(chain);
 }
 
 size_t hrt_block_pool_block_capacity(const void* block) {
@@ -273,10 +325,12 @@ void hrt_block_pool_give_back(void* block) {
   }
   --pool->stats.outstanding_count;
   hrt_block_header_t* evicted = NULL;  // chain through `older`
-  bool keep = !pool->closed && header->capacity <= pool->max_cached_bytes;
+  bool keep = !pool->closed && header->capacity <= pool->max_cached_bytes &&
+              pool->max_cached_count > 0;
   if (keep) {
     while (pool->stats.cached_bytes + header->capacity >
-           pool->max_cached_bytes) {
+               pool->max_cached_bytes ||
+           pool->stats.cached_count == pool->max_cached_count) {
       hrt_block_header_t* oldest = pool->oldest;
       hrt_block_pool_unlink(pool, oldest);
       oldest->older = evicted;
@@ -291,8 +345,7 @@ void hrt_block_pool_give_back(void* block) {
       pool->oldest = header;
     }
     pool->newest = header;
-    pool->stats.cached_bytes += header->capacity;
-    ++pool->stats.cached_count;
+    hrt_block_pool_count_cached(pool, 1, header->capacity);
   } else {
     header->state = 0;
   }

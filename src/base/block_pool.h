@@ -15,10 +15,15 @@
 // class, so the same tensor size traced again gets a warm block back.
 //
 // Cache bound: cached blocks (capacities, headers not counted) never total
-// more than `max_cached_bytes`. Returning a block evicts the least recently
-// returned cached blocks until it fits; a block larger than the bound itself
-// is freed at once. When an allocation fails, the pool frees its cache and
-// tries once more before reporting failure.
+// more than `max_cached_bytes`, nor number more than `max_cached_count`.
+// Returning a block evicts the least recently returned cached blocks until it
+// fits; a block larger than the bound itself is freed at once. When an
+// allocation fails, the pool frees its cache and tries once more before
+// reporting failure. hrt_block_pool_trim() frees the cache on demand.
+//
+// Live counts: a pool created with `count_live` adds its cached blocks and
+// their capacities to HRT_LIVE_CACHED_BLOCK and HRT_LIVE_CACHED_BYTES while
+// they are cached.
 //
 // Threads: every function may be called from any thread, concurrently (one
 // mutex guards the cache). The system calls that map, unmap and free memory
@@ -36,6 +41,7 @@
 #ifndef HRT_BASE_BLOCK_POOL_H_
 #define HRT_BASE_BLOCK_POOL_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/status.h"
@@ -48,8 +54,18 @@ typedef struct hrt_block_pool_s hrt_block_pool_t;
 // The alignment of every block's data.
 #define HRT_BLOCK_POOL_ALIGNMENT ((size_t)64)
 
-// RESOURCE_EXHAUSTED when the pool cannot be allocated. `max_cached_bytes`
-// may be 0 (nothing is kept: every block returned is freed).
+typedef struct hrt_block_pool_options_s {
+  // Either may be 0: nothing is kept (every block returned is freed).
+  size_t max_cached_bytes;
+  size_t max_cached_count;
+  bool count_live;  // cached blocks count in HRT_LIVE_CACHED_*
+} hrt_block_pool_options_t;
+
+// RESOURCE_EXHAUSTED when the pool cannot be allocated.
+hrt_status_t hrt_block_pool_create_with_options(
+    const hrt_block_pool_options_t* options,
+    hrt_block_pool_t** out_pool) HRT_MUST_USE;
+// A pool bounded by bytes only, not counted live. `max_cached_bytes` may be 0.
 hrt_status_t hrt_block_pool_create(size_t max_cached_bytes,
                                    hrt_block_pool_t** out_pool) HRT_MUST_USE;
 // Both ignore NULL.
@@ -62,6 +78,14 @@ void hrt_block_pool_release(hrt_block_pool_t* pool);
 // hrt_block_pool_give_back(); it does not hold a pool reference for it.
 // The caller must hold a reference to `pool`.
 void* hrt_block_pool_acquire(hrt_block_pool_t* pool, size_t size);
+
+// Like hrt_block_pool_acquire, but the first `size` bytes read as zero: a
+// reused block (or one from the heap) is cleared with memset; a freshly
+// mapped one is zero already and is not touched.
+void* hrt_block_pool_acquire_zeroed(hrt_block_pool_t* pool, size_t size);
+
+// Frees every cached block now (for example when the pool's user goes idle).
+void hrt_block_pool_trim(hrt_block_pool_t* pool);
 
 // The usable bytes of `block` (its class capacity, >= the size acquired).
 size_t hrt_block_pool_block_capacity(const void* block);

@@ -1615,11 +1615,16 @@ static void hrt_program_dispatch_timing(void* host_context,
   hrt_hal_module_dispatch_timing(state->hal, &event, 1);
 }
 
-static void hrt_program_call_free(hrt_program_call_t* call,
-                                  bool release_outputs) {
+static void hrt_program_call_release_locals(hrt_program_call_t* call) {
   for (uint32_t i = 0; i < call->local_count; ++i) {
     hrt_hal_buffer_release(call->locals[i]);
   }
+  call->local_count = 0;
+}
+
+static void hrt_program_call_free(hrt_program_call_t* call,
+                                  bool release_outputs) {
+  hrt_program_call_release_locals(call);
   for (uint32_t i = 0; release_outputs && i < call->output_count; ++i) {
     hrt_hal_buffer_view_release(call->outputs[i]);
   }
@@ -1629,6 +1634,9 @@ static void hrt_program_call_free(hrt_program_call_t* call,
 static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
   hrt_program_call_t* call = user_data;
   hrt_vm_invocation_done_t done = call->done;
+  // Locals go back to the device before the caller hears of the completion,
+  // so that the caller's next call can reuse their memory.
+  hrt_program_call_release_locals(call);
   if (status == HRT_OK) {
     done.fn(done.user_data, HRT_OK, call->outputs, call->output_count);
     hrt_program_call_free(call, false);

@@ -395,7 +395,80 @@ static void giving_back_twice_aborts(void) {
   CHECK(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGABRT);
 }
 
+static void count_bound_trim_and_live_counts(void) {
+  hrt_block_pool_options_t options = {
+      .max_cached_bytes = 64 * MIB, .max_cached_count = 2, .count_live = true};
+  hrt_block_pool_t* pool = NULL;
+  CHECK_OK(hrt_block_pool_create_with_options(&options, &pool));
+  void* blocks[3];
+  for (int i = 0; i < 3; ++i)
+    blocks[i] = hrt_block_pool_acquire(pool, 64 * KIB);
+  for (int i = 0; i < 3; ++i) hrt_block_pool_give_back(blocks[i]);
+  hrt_block_pool_stats_t bounded = stats_of(pool);
+  int64_t live_blocks = hrt_live_count(HRT_LIVE_CACHED_BLOCK);
+  int64_t live_bytes = hrt_live_count(HRT_LIVE_CACHED_BYTES);
+  // The newest two were kept: the last one given back comes out first.
+  void* again = hrt_block_pool_acquire(pool, 64 * KIB);
+  int64_t live_after_acquire = hrt_live_count(HRT_LIVE_CACHED_BLOCK);
+  hrt_block_pool_give_back(again);
+  hrt_block_pool_trim(pool);
+  hrt_block_pool_stats_t trimmed = stats_of(pool);
+  int64_t live_after_trim = hrt_live_count(HRT_LIVE_CACHED_BYTES);
+  // A pool not counted live leaves the counts alone.
+  hrt_block_pool_t* quiet = NULL;
+  CHECK_OK(hrt_block_pool_create(MIB, &quiet));
+  hrt_block_pool_give_back(hrt_block_pool_acquire(quiet, 64 * KIB));
+  int64_t live_quiet = hrt_live_count(HRT_LIVE_CACHED_BLOCK);
+  hrt_block_pool_release(quiet);
+  hrt_block_pool_release(pool);
+  CHECK(blocks[0] && blocks[1] && blocks[2]);
+  CHECK_EQ_INT(bounded.cached_count, 2);
+  CHECK_EQ_INT(live_blocks, 2);
+  CHECK_EQ_INT(live_bytes, bounded.cached_bytes);
+  CHECK(again == blocks[2]);
+  CHECK_EQ_INT(live_after_acquire, 1);
+  CHECK_EQ_INT(trimmed.cached_count, 0);
+  CHECK_EQ_INT(trimmed.cached_bytes, 0);
+  CHECK_EQ_INT(live_after_trim, 0);
+  CHECK_EQ_INT(live_quiet, 0);
+}
+
+static void zero_count_bound_keeps_nothing(void) {
+  hrt_block_pool_options_t options = {.max_cached_bytes = 64 * MIB,
+                                      .max_cached_count = 0};
+  hrt_block_pool_t* pool = NULL;
+  CHECK_OK(hrt_block_pool_create_with_options(&options, &pool));
+  hrt_block_pool_give_back(hrt_block_pool_acquire(pool, 64 * KIB));
+  hrt_block_pool_stats_t stats = stats_of(pool);
+  hrt_block_pool_release(pool);
+  CHECK_EQ_INT(stats.cached_count, 0);
+}
+
+static void zeroed_acquire_clears_reused_blocks(void) {
+  hrt_block_pool_t* pool = NULL;
+  CHECK_OK(hrt_block_pool_create(64 * MIB, &pool));
+  // A heap block and a mapped (huge) block, each dirtied, given back and
+  // acquired zeroed again.
+  const size_t sizes[] = {100 * KIB, 5 * MIB};
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    unsigned char* fresh = hrt_block_pool_acquire_zeroed(pool, sizes[i]);
+    ok = ok && fresh && fresh[0] == 0 && fresh[sizes[i] - 1] == 0;
+    if (fresh) memset(fresh, 0xEE, sizes[i]);
+    hrt_block_pool_give_back(fresh);
+    unsigned char* reused = hrt_block_pool_acquire_zeroed(pool, sizes[i]);
+    ok = ok && reused == fresh;
+    for (size_t j = 0; ok && j < sizes[i]; ++j) ok = reused[j] == 0;
+    hrt_block_pool_give_back(reused);
+  }
+  hrt_block_pool_release(pool);
+  CHECK(ok);
+}
+
 TEST_MAIN(TEST_CASE(same_size_gets_the_same_block_back),
+          TEST_CASE(count_bound_trim_and_live_counts),
+          TEST_CASE(zero_count_bound_keeps_nothing),
+          TEST_CASE(zeroed_acquire_clears_reused_blocks),
           TEST_CASE(sizes_round_to_four_classes_per_doubling),
           TEST_CASE(cache_keeps_the_newest_blocks_within_its_bound),
           TEST_CASE(block_larger_than_the_bound_is_freed),

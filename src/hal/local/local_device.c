@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/threads.h"
+#include "hal/local/local_allocator.h"
 #include "hal/local/local_executable.h"
 #include "hal/local/worker_pool.h"
 #include "hal/pending_submission.h"
@@ -21,6 +22,7 @@ typedef struct hrt_local_submission_s {
 typedef struct hrt_local_device_s {
   hrt_hal_device_t base;
   hrt_worker_pool_t* pool;  // NULL for local-sync
+  hrt_local_allocator_t allocator;
   hrt_thread_t thread;
   hrt_mutex_t mutex;
   hrt_cond_t cond;
@@ -29,6 +31,11 @@ typedef struct hrt_local_device_s {
   hrt_local_submission_t* tail;
   bool shutdown;
   bool free_on_exit;  // destroyed from the queue thread itself
+  // The queue thread will trim the allocator when the device has been idle
+  // long enough; while it is not, a block going to the cache sets
+  // memory_freed and wakes the thread to arm the trim.
+  bool trim_armed;
+  bool memory_freed;
 } hrt_local_device_t;
 
 typedef struct hrt_local_buffer_s {
@@ -39,9 +46,20 @@ typedef struct hrt_local_buffer_s {
 // Buffers
 //===----------------------------------------------------------------------===//
 
+// On whatever thread drops the last reference; the device is still alive
+// (the buffer's reference to it is released after this).
 static void hrt_local_buffer_destroy(hrt_hal_buffer_t* buffer) {
-  free(buffer->host_ptr);
+  hrt_local_device_t* device = (hrt_local_device_t*)buffer->device;
+  bool cached = hrt_local_allocator_free(&device->allocator, buffer->host_ptr,
+                                         (size_t)buffer->byte_length);
   free(buffer);
+  if (!cached) return;
+  hrt_mutex_lock(&device->mutex);
+  if (!device->trim_armed && !device->memory_freed) {
+    device->memory_freed = true;
+    hrt_cond_signal(&device->cond);
+  }
+  hrt_mutex_unlock(&device->mutex);
 }
 
 static const hrt_hal_buffer_vtable_t hrt_local_buffer_vtable = {
@@ -67,37 +85,32 @@ static uint64_t hrt_physical_memory(void) {
   return hrt_physical_memory_bytes;
 }
 
-static hrt_status_t hrt_local_allocate_buffer(hrt_hal_device_t* device,
+static hrt_status_t hrt_local_allocate_buffer(hrt_hal_device_t* base,
                                               uint64_t byte_length,
                                               const void* initial_data,
                                               hrt_hal_buffer_t** out_buffer) {
+  hrt_local_device_t* device = (hrt_local_device_t*)base;
   // 64-byte alignment for vector loads; the size rounds up to match, which
   // also keeps zero-byte buffers addressable.
   if (byte_length > SIZE_MAX - 64 || byte_length > hrt_physical_memory()) {
     return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
                            "out of host memory: %llu bytes on %s exceed the "
                            "host memory installed",
-                           (unsigned long long)byte_length, device->info.uri);
+                           (unsigned long long)byte_length, base->info.uri);
   }
-  size_t padded = ((size_t)byte_length + 63) & ~(size_t)63;
-  if (padded == 0) padded = 64;
-  void* storage = aligned_alloc(64, padded);
   hrt_local_buffer_t* buffer = malloc(sizeof(*buffer));
-  if (!storage || !buffer) {
-    free(storage);
+  void* storage =
+      buffer ? hrt_local_allocator_allocate(&device->allocator,
+                                            (size_t)byte_length, initial_data)
+             : NULL;
+  if (!storage) {
     free(buffer);
     return hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
                            "out of host memory allocating a %llu-byte buffer "
                            "on %s",
-                           (unsigned long long)byte_length, device->info.uri);
+                           (unsigned long long)byte_length, base->info.uri);
   }
-  if (initial_data) {
-    memcpy(storage, initial_data, (size_t)byte_length);
-    memset((char*)storage + byte_length, 0, padded - (size_t)byte_length);
-  } else {
-    memset(storage, 0, padded);
-  }
-  hrt_hal_buffer_initialize(&hrt_local_buffer_vtable, device, byte_length,
+  hrt_hal_buffer_initialize(&hrt_local_buffer_vtable, base, byte_length,
                             storage, &buffer->base);
   *out_buffer = &buffer->base;
   return HRT_OK;
@@ -300,6 +313,7 @@ static void hrt_complete(hrt_local_device_t* device,
 }
 
 static void hrt_local_device_free(hrt_local_device_t* device) {
+  hrt_local_allocator_deinitialize(&device->allocator);
   hrt_worker_pool_destroy(device->pool);
   hrt_cond_deinit(&device->cond);
   hrt_mutex_deinit(&device->mutex);
@@ -307,12 +321,35 @@ static void hrt_local_device_free(hrt_local_device_t* device) {
   free(device);
 }
 
+// Runs submissions in FIFO order. Between them, trims the allocator once the
+// device has been idle (no submission, no block cached since it looked) for
+// HRT_LOCAL_ALLOCATOR_IDLE_TRIM_NS with something cached.
 static void* hrt_queue_main(void* arg) {
   hrt_local_device_t* device = arg;
+  int64_t trim_at = HRT_TIME_INFINITE_FUTURE;
+  bool worked = false;  // since the queue was last seen empty
   hrt_mutex_lock(&device->mutex);
   for (;;) {
-    while (!device->head && !device->shutdown) {
-      hrt_cond_wait(&device->cond, &device->mutex);
+    if (!device->head && !device->shutdown) {
+      if (worked || device->memory_freed) {
+        worked = false;
+        device->memory_freed = false;
+        device->trim_armed =
+            hrt_local_allocator_cached_bytes(&device->allocator) > 0;
+        trim_at = device->trim_armed
+                      ? hrt_time_now_ns() + HRT_LOCAL_ALLOCATOR_IDLE_TRIM_NS
+                      : HRT_TIME_INFINITE_FUTURE;
+      } else if (trim_at != HRT_TIME_INFINITE_FUTURE &&
+                 hrt_time_now_ns() >= trim_at) {
+        trim_at = HRT_TIME_INFINITE_FUTURE;
+        device->trim_armed = false;
+        hrt_mutex_unlock(&device->mutex);
+        hrt_local_allocator_trim(&device->allocator);
+        hrt_mutex_lock(&device->mutex);
+        continue;
+      }
+      (void)hrt_cond_wait_until(&device->cond, &device->mutex, trim_at);
+      continue;
     }
     hrt_local_submission_t* sub = device->head;
     if (!sub) break;  // shut down with nothing left
@@ -320,6 +357,7 @@ static void* hrt_queue_main(void* arg) {
     if (!device->head) device->tail = NULL;
     hrt_mutex_unlock(&device->mutex);
     hrt_complete(device, sub);
+    worked = true;
     hrt_mutex_lock(&device->mutex);
   }
   bool free_on_exit = device->free_on_exit;
@@ -391,9 +429,14 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   hrt_local_device_t* device = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_allocate_zeroed(sizeof(*device), "device", (void**)&device));
+  hrt_status_t status =
+      hrt_local_allocator_initialize(hrt_physical_memory(), &device->allocator);
+  if (status != HRT_OK) {
+    free(device);
+    return status;
+  }
   hrt_mutex_init(&device->mutex);
   hrt_cond_init(&device->cond);
-  hrt_status_t status = HRT_OK;
   if (worker_count > 0) {
     status = hrt_worker_pool_create(worker_count, &device->pool);
   }
@@ -406,6 +449,7 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   }
   if (status != HRT_OK) {
     hrt_worker_pool_destroy(device->pool);
+    hrt_local_allocator_deinitialize(&device->allocator);
     hrt_cond_deinit(&device->cond);
     hrt_mutex_deinit(&device->mutex);
     free(device);

@@ -4,7 +4,9 @@
 // and is the device's completion thread (completions, semaphore signals and
 // failures run there). With a worker pool (`local-task`) the queue thread
 // hands each dispatch's workgroups to the pool and waits for them; without
-// one (`local-sync`) it runs them itself.
+// one (`local-sync`) it runs them itself. Buffers come from the device's
+// caching allocator (local_allocator.h); when the device has been idle for a
+// while with blocks cached, the queue thread trims it.
 //
 // Lifetime: each pending submission retains the device. When the last
 // reference drops on another thread, destroy joins the idle queue thread;
