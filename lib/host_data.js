@@ -50,9 +50,10 @@ function shapeText(shape) {
   return `[${shape.join(',')}]`;
 }
 
-// `data[i][j]` of the flat index in a tensor of `shape`.
+// `data[i][j]` of the flat index in a tensor of `shape` (a scalar: `data`).
 function elementPath(name, shape, index) {
-  if (shape.length <= 1) return `${name}[${index}]`;
+  if (shape.length === 0) return name;
+  if (shape.length === 1) return `${name}[${index}]`;
   const parts = [];
   for (let d = shape.length - 1; d >= 0; --d) {
     parts.unshift(index % shape[d]);
