@@ -6,14 +6,13 @@
 
 const { HalrtError } = require('./errors');
 const half = require('./half');
-const { ARRAY_OF, carries, prepare, shapeText } = require('./host_data');
+const { ARRAY_OF, MAX_RANK, carries, prepare, shapeText } = require('./host_data');
 
 // Entries shown at each end of a summarised dimension (HRT_HAL_FORMAT_EDGE).
 const EDGE = 3;
 // halrt.sinks.stdio's and the CLI's default: more elements are summarised.
 const DEFAULT_MAX_ELEMENTS = 16;
 const MAX_MAX_ELEMENTS = 2 ** 30;
-const MAX_RANK = 8;
 
 // A magnitude rounded to each float dtype (to nearest, ties to even).
 const ROUND = {
@@ -97,7 +96,7 @@ function format(data, options) {
     throw invalid(`${caller}: options.maxElements must be an integer in [2, ${MAX_MAX_ELEMENTS}] (got ${half.describe(maxElements)})`);
   }
   if (!ArrayBuffer.isView(data) || !carries(dtype, data)) {
-    throw invalid(`${caller}: data must be a ${ARRAY_OF[dtype].name} for dtype ${dtype} (got ${half.describe(data)})`);
+    throw invalid(`${caller}: data must be ${half.describe(new ARRAY_OF[dtype](0))} for dtype ${dtype} (got ${half.describe(data)})`);
   }
   const count = shape.reduce((a, b) => a * b, 1);
   if (data.length !== count) {

@@ -198,4 +198,4 @@ function prepare(method, name, data, shape, dtype) {
   return { data, shape, dtype };
 }
 
-module.exports = { ARRAY_OF, carries, prepare, shapeText, isTypedArray, isHostData };
+module.exports = { ARRAY_OF, MAX_RANK, carries, prepare, shapeText, isTypedArray, isHostData };
