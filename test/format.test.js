@@ -53,6 +53,29 @@ describe('halrt.format and halrt.formatNumber', () => {
     }
   });
 
+  it("a module's fill of f16 and bf16 rounds the double once, as toF16Bits and toBF16Bits do", async () => {
+    // Through f32 first, 1 + 2^-11 + 2^-40 would become the tie 1 + 2^-11 and round to 1.
+    const values = FIXTURE.halfFromDouble.map((row) => new Float64Array(BigUint64Array.of(BigInt(row.double)).buffer)[0])
+      .filter((x) => Number.isFinite(x) && !Object.is(x, -0));
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('local-sync');
+    const filled = [];
+    const hal = new halrt.HalModule(instance, device, { debugSink: (key, [h, b]) => filled.push([h.data[0], b.data[0]]) });
+    const module = new halrt.ModuleBuilder('m').function('f', (f) => {
+      f.local('h', 'f16', [1]).local('b', 'bf16', [1]);
+      for (const x of values) f.fill('h', x).fill('b', x).trace(String(x), ['h', 'b']);
+      return f;
+    }).build(instance);
+    const context = new halrt.Context(instance, [hal, module]);
+    const fn = context.lookupFunction('m.f');
+    try {
+      await fn.invoke([]);
+      assert.deepStrictEqual(filled, values.map((x) => [halrt.toF16Bits(x), halrt.toBF16Bits(x)]));
+    } finally {
+      for (const object of [fn, context, module, hal, device, instance]) object.close();
+    }
+  });
+
   it('floats are the fewest digits, rounded half away from zero, that read back as the value', () => {
     // Independent of the table: each text reads back (as a double rounded to
     // the dtype) as the value, and the value rounded to one digit fewer
