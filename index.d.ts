@@ -444,7 +444,11 @@ export interface ChromeTrace {
 }
 
 export interface StdioSinkOptions {
-  /** Tensors with more elements show the first and last maxElements/2. An integer >= 2; default 16. */
+  /**
+   * Tensors with more elements are summarised as halrt.format does (the
+   * first and last 3 entries of each dimension longer than 6). An integer in
+   * [2, 2^30]; default 16.
+   */
   maxElements?: number | undefined;
 }
 
@@ -452,7 +456,8 @@ export interface StdioSinkOptions {
 export interface Sinks {
   /**
    * Lines on stdout, written natively: `=== key (function op N, invocation S) ===`
-   * then `name: 2x3xf32=[1 2 3 4 5 6]` per tensor.
+   * then `name: 2x3xf32=[[1 2 3] [4 5 6]]` per tensor (a scalar:
+   * `name: f32=2.5`), the tensor as halrt.format writes it.
    */
   readonly stdio: (options?: StdioSinkOptions) => StdioSink;
   /**
@@ -925,3 +930,39 @@ export function toBF16Bits(values: ArrayLike<number>): Uint16Array;
 /** The numbers of bf16 bits. */
 export function fromBF16Bits(bits: number): number;
 export function fromBF16Bits(bits: Uint16Array | readonly number[]): Float32Array;
+
+/** What halrt.format needs to know of the data: a BufferView or a TraceTensor has both. */
+export interface FormatOptions<D extends DType = DType> {
+  dtype: D;
+  shape: readonly number[];
+  /**
+   * A tensor of more elements is summarised: each dimension longer than 6
+   * shows its first and last 3 entries with `...` between. An integer in
+   * [2, 2^30]; default 16, as halrt.sinks.stdio().
+   */
+  maxElements?: number | undefined;
+}
+
+/**
+ * The text of a tensor, exactly as the stdio sink prints it after `=`:
+ * nested brackets with spaces (`[[1 2 3] [4 5 6]]`; a scalar is its number
+ * alone), summarised beyond `maxElements` elements (`[1 2 3 ... 98 99 100]`).
+ * Numbers as formatNumber writes them. `data` is the dtype's array (what
+ * read() returns: f16 and bf16 as bits) with as many elements as the shape;
+ * anything else is INVALID_ARGUMENT naming the option.
+ *
+ * @example halrt.format(await y.read(), y)   // '[[0.1 0.2] [-0 1e-7]]'
+ */
+export function format<D extends DType>(data: TypedArrayOf<D>, options: FormatOptions<D>): string;
+
+/**
+ * The text of one value of `dtype`. Floats: the fewest significant digits
+ * (1 to 17), rounded half away from zero, that read back (as a double, then
+ * rounded to the dtype) as the value, laid out as Number#toString does
+ * (`0.1`, `100`, `0.000001`, `1e-7`, `1.5e+21`); `NaN`, `Infinity`,
+ * `-Infinity`, `-0`. An f32 0.1 is `0.1`, an f16 256.25 is `256.3`. Integers
+ * exactly, bool as `true`/`false`. A float must be exact in the dtype (or
+ * NaN), an integer in its range: else INVALID_ARGUMENT.
+ */
+export function formatNumber(value: number, dtype: DType): string;
+export function formatNumber(value: bigint | boolean, dtype: Exclude<DType, 'f16' | 'bf16' | 'f32' | 'f64'>): string;

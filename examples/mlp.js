@@ -22,14 +22,9 @@ function pattern(length, scale, offset) {
   return Float32Array.from({ length }, (_, i) => (((i * 37 + offset) % 17) - 8) * scale);
 }
 
+// `probs: 4x3xf32=[[...] ...]`, as halrt.sinks.stdio() and `halrt run` print tensors.
 function formatTensor({ name, dtype, shape, data }) {
-  const [rows, cols] = shape.length === 2 ? shape : [1, data.length];
-  const lines = [];
-  for (let r = 0; r < rows; ++r) {
-    const row = Array.from(data.subarray(r * cols, (r + 1) * cols), (v) => v.toFixed(3).padStart(8));
-    lines.push(`    ${row.join(' ')}`);
-  }
-  return `  ${name}: ${dtype}[${shape.join('x')}]\n${lines.join('\n')}`;
+  return `  ${name}: ${[...shape, dtype].join('x')}=${halrt.format(data, { dtype, shape })}`;
 }
 
 async function main() {

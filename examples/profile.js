@@ -16,9 +16,11 @@ async function main() {
   const hal = new halrt.HalModule(instance, device, {
     debugSink: halrt.sinks.tee(
       halrt.sinks.stats((key, stats, info) => {
-        if (info.sequence > 0) return;  // print the first invocation only
+        if (info.sequence !== 1) return;  // print the first invocation only
         for (const s of stats) {
-          console.log(`${key} ${s.name}: min ${s.min.toFixed(3)} max ${s.max.toFixed(3)} mean ${s.mean.toFixed(3)}`);
+          // min and max are elements of the (f32) tensor; the mean is a double.
+          const { formatNumber } = halrt;
+          console.log(`${key} ${s.name}: min ${formatNumber(s.min, s.dtype)} max ${formatNumber(s.max, s.dtype)} mean ${formatNumber(s.mean, 'f64')}`);
         }
       }),
       chromeTrace,

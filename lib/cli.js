@@ -18,6 +18,7 @@ const halrt = require('./index');
 const { LIMITS, kindOf, readRegularFile } = require('./files');
 const npy = require('./npy');
 const { toF16Bits: f16Bits, toBF16Bits: bf16Bits } = require('./half');
+const { format, formatNumber } = require('./format');
 
 // A usage problem: one line on stderr, exit code 2.
 class UsageError extends Error {}
@@ -65,6 +66,7 @@ const INTEGER_RANGES = {
   u64: [0n, 2n ** 64n - 1n],
 };
 const HALF_BITS = { f16: f16Bits, bf16: bf16Bits };
+const FLOAT_DTYPES = ['f16', 'bf16', 'f32', 'f64'];
 
 // The leaves of JSON text made only of arrays, numbers and booleans, as
 // written, in the order JSON.parse visits them.
@@ -267,8 +269,11 @@ function makeSinks({ trace, profile }) {
   } else if (trace === 'stats') {
     sinks.push(halrt.sinks.stats((key, stats) => {
       for (const s of stats) {
+        // min and max are elements, written as their dtype's; the mean is a double.
+        const element = (x) => formatNumber(x, FLOAT_DTYPES.includes(s.dtype) ? s.dtype : 'f64');
         process.stdout.write(
-          `${key} ${s.name}: min=${s.min} max=${s.max} mean=${s.mean} nan=${s.nanCount} inf=${s.infCount}\n`,
+          `${key} ${s.name}: min=${element(s.min)} max=${element(s.max)} mean=${formatNumber(s.mean, 'f64')} ` +
+            `nan=${s.nanCount} inf=${s.infCount}\n`,
         );
       }
     }));
@@ -303,12 +308,9 @@ function chooseFunction(module, requested) {
   return signature;
 }
 
+// `probs: 4x3xf32=[[...] ...]`, as the stdio sink prints a traced tensor.
 function formatOutput(name, view, data) {
-  const float = data instanceof Float32Array || data instanceof Float64Array;
-  const show = (v) => (float ? String(Number(v.toPrecision(6))) : String(v));
-  const values = Array.from(data.length > 32 ? data.subarray(0, 32) : data, show);
-  const more = data.length > 32 ? ` ... (${data.length} elements)` : '';
-  return `${name}: ${view.dtype}[${view.shape.join('x')}] = [${values.join(' ')}${more}]`;
+  return `${name}: ${[...view.shape, view.dtype].join('x')}=${format(data, view)}`;
 }
 
 // A run stopped by a bad argument (the device URI, checked after the paths)

@@ -59,9 +59,10 @@ function shapeText(shape) {
   return `[${shape.join(',')}]`;
 }
 
-// `data[i][j]` of the flat index in a tensor of `shape`.
+// `data[i][j]` of the flat index in a tensor of `shape` (a scalar: `data`).
 function elementPath(name, shape, index) {
-  if (shape.length <= 1) return `${name}[${index}]`;
+  if (shape.length === 0) return name;
+  if (shape.length === 1) return `${name}[${index}]`;
   const parts = [];
   for (let d = shape.length - 1; d >= 0; --d) {
     parts.unshift(index % shape[d]);
@@ -217,4 +218,4 @@ function refuse(method, name, got) {
   throw invalid(`${method}: ${name} must be a TypedArray, an Array, a number, BigInt or boolean, or bytes (a Buffer, ArrayBuffer or SharedArrayBuffer) (got ${got})`);
 }
 
-module.exports = { ARRAY_OF, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData };
+module.exports = { ARRAY_OF, MAX_RANK, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData };

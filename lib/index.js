@@ -11,6 +11,7 @@ const { installInvoke } = require('./invoke');
 const { installObjects } = require('./objects');
 const { load, LoadedModule } = require('./load');
 const half = require('./half');
+const { format, formatNumber } = require('./format');
 const sinks = require('./sinks');
 const { makeTraceDecoder } = require('./trace_batch');
 
@@ -73,6 +74,8 @@ module.exports = {
   fromF16Bits: half.fromF16Bits,
   toBF16Bits: half.toBF16Bits,
   fromBF16Bits: half.fromBF16Bits,
+  format,
+  formatNumber,
   sinks: Object.freeze({
     stdio: sinks.stdio,
     npy: sinks.npy,

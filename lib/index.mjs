@@ -21,6 +21,8 @@ export const {
   fromF16Bits,
   toBF16Bits,
   fromBF16Bits,
+  format,
+  formatNumber,
   sinks,
   dtypes,
   drivers,

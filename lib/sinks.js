@@ -9,6 +9,7 @@
 const fs = require('fs');
 const util = require('util');
 const { HalrtError } = require('./errors');
+const { DEFAULT_MAX_ELEMENTS } = require('./format');
 
 function invalid(message) {
   return new HalrtError(message, 'INVALID_ARGUMENT');
@@ -20,9 +21,9 @@ function describe(kind, fields) {
 }
 
 // Human-readable lines on stdout: `=== key (...) ===` then
-// `name: 2x3xf32=[1 2 3 4 5 6]`; larger tensors show their first and last
-// maxElements/2 elements.
-function stdio({ maxElements = 16 } = {}) {
+// `name: 2x3xf32=[[1 2 3] [4 5 6]]`, the tensor as halrt.format writes it
+// (summarised beyond maxElements elements).
+function stdio({ maxElements = DEFAULT_MAX_ELEMENTS } = {}) {
   return describe('stdio', { maxElements });
 }
 

@@ -43,11 +43,19 @@ function mlpReference(x, w1, w2) {
   return { hidden, logits, probs: reference.softmaxRows(logits, 4, 3) };
 }
 
-/** "name: f32[4x3] = [a b c ...]" -> {name, dtype, shape, values}. */
+/**
+ * "name: 4x3xf32=[[a b c] ...]" -> {name, dtype, shape, values}, the nesting
+ * checked against the shape (finite values only: the text is read as JSON).
+ */
 function parseOutputLine(line) {
-  const match = /^(\w+): (\w+)\[([\dx]*)\] = \[([^\]]*)\]$/.exec(line);
+  const match = /^(\w+): ((?:\d+x)*)(\w+)=(.*)$/.exec(line);
   assert.ok(match, `output line ${JSON.stringify(line)}`);
-  return { name: match[1], dtype: match[2], shape: match[3].split('x').map(Number), values: match[4].split(' ').map(Number) };
+  const shape = match[2].split('x').filter(Boolean).map(Number);
+  const nested = JSON.parse(match[4].replace(/ /g, ','));
+  const inferred = [];
+  for (let level = nested; Array.isArray(level); level = level[0]) inferred.push(level.length);
+  assert.deepStrictEqual(inferred, shape, `the nesting of ${JSON.stringify(line)}`);
+  return { name: match[1], dtype: match[3], shape, values: nested.flat(Infinity) };
 }
 
 /** A module `name` whose main copies each input [name, dtype, shape] to output <name>_out. */
@@ -120,7 +128,7 @@ describe('halrt CLI', function () {
     assert.strictEqual(lines.length, 1, result.stdout);
     const output = parseOutputLine(lines[0]);
     assert.deepStrictEqual([output.name, output.dtype, output.shape], ['probs', 'f32', [4, 3]]);
-    // Printed to 6 significant digits.
+    // Printed as the shortest decimals that read back as the f32 values.
     assertClose(output.values, expected.probs, { rtol: 1e-5, atol: 1e-6, what: 'probs' });
   });
 
@@ -140,7 +148,7 @@ describe('halrt CLI', function () {
       const traces = path.join(dir, `traces-${uri.replace(/\W/g, '_')}`);
       const result = halrtCli(['run', module, '--device', uri, ...inputs(), '--trace', `npy:${traces}`, '--repeat', '3']);
       assert.strictEqual(result.status, 0, result.stderr);
-      assert.match(result.stdout, /^probs: f32\[4x3\] = \[/);
+      assert.match(result.stdout, /^probs: 4x3xf32=\[\[/);
       const names = fs.readdirSync(traces).sort();
       assert.strictEqual(names.length, 10, names.join(' '));
       const sequences = [...new Set(readNpyIndex(traces).map(({ sequence }) => sequence))].sort((a, b) => a - b);
@@ -162,7 +170,8 @@ describe('halrt CLI', function () {
       const lines = result.stdout.trimEnd().split('\n');
       assert.strictEqual(lines.length, 3 * 3 + 1, result.stdout);
       assert.match(lines[0], /^layer1 hidden: min=0 max=[\d.e+-]+ mean=[\d.e+-]+ nan=0 inf=0$/);
-      assert.strictEqual(Number(/max=(\S+)/.exec(lines[0])[1]), Math.fround(Math.max(...expected.hidden)));
+      // min and max as the f32 elements they are (the shortest text that reads back as them).
+      assert.strictEqual(Math.fround(Number(/max=(\S+)/.exec(lines[0])[1])), Math.fround(Math.max(...expected.hidden)));
       const events = JSON.parse(fs.readFileSync(file, 'utf8'));
       for (const event of events) {
         for (const field of ['name', 'ph', 'pid', 'tid']) assert.ok(field in event, JSON.stringify(event));
@@ -184,8 +193,9 @@ describe('halrt CLI', function () {
       '=== logits (mlp.main op 4, invocation 1) ===',
       '=== probs (mlp.main op 6, invocation 1) ===',
     ]);
-    assert.match(lines[1], /^hidden: 4x16xf32=\[.* \.\.\. \(64 elements\) \.\.\. .*\]$/);
-    assert.match(lines[6], /^probs: f32\[4x3\] = \[/);
+    // 64 elements: beyond the default 16, so each row shows its first and last 3.
+    assert.match(lines[1], /^hidden: 4x16xf32=\[\[\S+ \S+ \S+ \.\.\. \S+ \S+ \S+\]( \[\S+ \S+ \S+ \.\.\. \S+ \S+ \S+\]){3}\]$/);
+    assert.match(lines[6], /^probs: 4x3xf32=\[\[/);
   });
 
   it("`--version` prints package.json's version and exits 0", () => {
@@ -256,14 +266,22 @@ describe('halrt CLI', function () {
     const result = halrtCli(['run', file, '--device', 'local-sync', '--input', 'a=[9223372036854775807,-9223372036854775808]',
       '--input', 'b=[18446744073709551615,9007199254740993]']);
     assert.strictEqual(result.status, 0, result.stderr);
-    assert.strictEqual(result.stdout, 'a_out: i64[2] = [9223372036854775807 -9223372036854775808]\n' +
-      'b_out: u64[2] = [18446744073709551615 9007199254740993]\n');
+    assert.strictEqual(result.stdout, 'a_out: 2xi64=[9223372036854775807 -9223372036854775808]\n' +
+      'b_out: 2xu64=[18446744073709551615 9007199254740993]\n');
+  });
+
+  it('outputs print as halrt.format writes them: f16 and bf16 as their values, not their bits', () => {
+    const file = path.join(dir, 'halves-run.halrt.json');
+    fs.writeFileSync(file, JSON.stringify(copyModule('halves', [['h', 'f16', [2]], ['g', 'bf16', [1, 2]], ['s', 'f32', []]])));
+    const result = halrtCli(['run', file, '--device', 'local-sync', '--input', 'h=[0.1,256.25]', '--input', 'g=[[0.1,-2.5]]', '--input', 's=1e-7']);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.strictEqual(result.stdout, 'h_out: 2xf16=[0.1 256.3]\ng_out: 1x2xbf16=[[0.1 -2.5]]\ns_out: f32=1e-7\n');
   });
 
   it('--repeat N prints one line of per-call timings on stderr when it is not a terminal', () => {
     const result = halrtCli(['run', EXAMPLE, '--device', 'local-sync', ...inputs(), '--repeat', '5']);
     assert.strictEqual(result.status, 0, result.stderr);
-    assert.match(result.stdout, /^probs: f32\[4x3\] = \[/);
+    assert.match(result.stdout, /^probs: 4x3xf32=\[\[/);
     const match = /^main: 5 calls, min (\d+\.\d{3}) ms, median (\d+\.\d{3}) ms, max (\d+\.\d{3}) ms\n$/.exec(result.stderr);
     assert.ok(match, JSON.stringify(result.stderr));
     const [min, median, max] = match.slice(1).map(Number);
@@ -278,7 +296,7 @@ describe('halrt CLI', function () {
       .map((arg) => `'${arg.replace(/'/g, "'\\''")}'`).join(' ');
     const result = spawnSync('script', ['-qec', command, '/dev/null'], { encoding: 'utf8', timeout: 30000, cwd: ROOT });
     assert.strictEqual(result.status, 0, result.stdout);
-    assert.match(result.stdout, /^\rmain: 1\/3\rmain: 2\/3\rmain: 3\/3\r\nmain: 3 calls, min \d+\.\d{3} ms, median \d+\.\d{3} ms, max \d+\.\d{3} ms\r\nprobs: f32\[4x3\] = \[/);
+    assert.match(result.stdout, /^\rmain: 1\/3\rmain: 2\/3\rmain: 3\/3\r\nmain: 3 calls, min \d+\.\d{3} ms, median \d+\.\d{3} ms, max \d+\.\d{3} ms\r\nprobs: 4x3xf32=\[\[/);
   });
 
   for (const [what, args] of [['devices', () => ['devices']], ['run', () => ['run', EXAMPLE, '--device', 'local-sync', ...inputs()]]]) {

@@ -3,43 +3,53 @@
 #include <math.h>
 #include <string.h>
 
-static uint32_t hrt_bits(float value) {
-  uint32_t bits;
-  memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-
 static float hrt_float(uint32_t bits) {
   float value;
   memcpy(&value, &bits, sizeof(value));
   return value;
 }
 
-uint16_t hrt_f32_to_bf16(float value) {
-  uint32_t bits = hrt_bits(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
-    return (uint16_t)((bits >> 16) | 0x40u);  // quiet NaN
+// `value` rounded once, to nearest with ties to even, to a binary float of
+// `exponent_bits` and `mantissa_bits` (f16: 5 and 10, bf16: 8 and 7), as its
+// bits; beyond the largest finite value it is infinite, NaN is the quiet NaN
+// without sign. lib/half.js `encode` is the same algorithm step for step
+// (every step here is exact but the one rounding).
+static uint16_t hrt_half_from_f64(double value, int exponent_bits,
+                                  int mantissa_bits) {
+  const int bias = (1 << (exponent_bits - 1)) - 1;
+  const uint32_t infinity = ((1u << exponent_bits) - 1) << mantissa_bits;
+  if (isnan(value)) return (uint16_t)(infinity | (1u << (mantissa_bits - 1)));
+  uint32_t sign = signbit(value) ? 1u << (exponent_bits + mantissa_bits) : 0;
+  double magnitude = fabs(value);
+  if (isinf(magnitude)) return (uint16_t)(sign | infinity);
+  if (magnitude < ldexp(1.0, 1 - bias)) {
+    // Subnormal or zero: a count of the smallest steps. Rounding up to
+    // 2^mantissa_bits steps gives the smallest normal, as wanted.
+    return (uint16_t)(sign | (uint32_t)nearbyint(
+                                 ldexp(magnitude, bias - 1 + mantissa_bits)));
   }
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return (uint16_t)(bits >> 16);
+  int exponent;
+  double fraction = frexp(magnitude, &exponent);  // [0.5, 1) * 2^exponent
+  exponent -= 1;
+  double mantissa = nearbyint(ldexp(2 * fraction - 1, mantissa_bits));
+  if (mantissa == ldexp(1.0, mantissa_bits)) {
+    mantissa = 0;
+    exponent += 1;
+  }
+  if (exponent > bias) return (uint16_t)(sign | infinity);
+  return (uint16_t)(sign | ((uint32_t)(exponent + bias) << mantissa_bits) |
+                    (uint32_t)mantissa);
+}
+
+uint16_t hrt_f64_to_f16(double value) {
+  return hrt_half_from_f64(value, 5, 10);
+}
+
+uint16_t hrt_f64_to_bf16(double value) {
+  return hrt_half_from_f64(value, 8, 7);
 }
 
 float hrt_bf16_to_f32(uint16_t bits) { return hrt_float((uint32_t)bits << 16); }
-
-uint16_t hrt_f32_to_f16(float value) {
-  uint32_t bits = hrt_bits(value);
-  uint32_t sign = (bits >> 16) & 0x8000u;
-  uint32_t magnitude = bits & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);   // NaN
-  if (magnitude >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);  // inf
-  if (magnitude < 0x38800000u) {
-    // Below the smallest normal f16: a multiple of 2^-24, rounded to even.
-    return (uint16_t)(sign |
-                      (uint32_t)lrintf(hrt_float(magnitude) * 16777216.0f));
-  }
-  uint32_t rounded = magnitude + 0xFFFu + ((magnitude >> 13) & 1u);
-  return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
-}
 
 float hrt_f16_to_f32(uint16_t bits) {
   uint32_t sign = (uint32_t)(bits & 0x8000u) << 16;

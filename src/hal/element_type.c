@@ -1,7 +1,5 @@
 #include "hal/element_type.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "base/half.h"
@@ -95,24 +93,4 @@ bool hrt_hal_element_type_is_float(hrt_hal_element_type_t type) {
   return type == HRT_HAL_ELEMENT_TYPE_F16 ||
          type == HRT_HAL_ELEMENT_TYPE_BF16 ||
          type == HRT_HAL_ELEMENT_TYPE_F32 || type == HRT_HAL_ELEMENT_TYPE_F64;
-}
-
-void hrt_hal_element_format(hrt_hal_element_type_t type, const void* data,
-                            uint64_t index, char* out, size_t capacity) {
-  if (type == HRT_HAL_ELEMENT_TYPE_I64 || type == HRT_HAL_ELEMENT_TYPE_U64) {
-    uint64_t bits;
-    memcpy(&bits, (const char*)data + index * 8, 8);
-    if (type == HRT_HAL_ELEMENT_TYPE_I64) {
-      snprintf(out, capacity, "%" PRId64, (int64_t)bits);
-    } else {
-      snprintf(out, capacity, "%" PRIu64, bits);
-    }
-    return;
-  }
-  double value = hrt_hal_element_load(type, data, index);
-  if (hrt_hal_element_type_is_float(type)) {
-    snprintf(out, capacity, "%.6g", value);
-  } else {
-    snprintf(out, capacity, "%.0f", value);
-  }
 }

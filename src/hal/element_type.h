@@ -39,8 +39,5 @@ double hrt_hal_element_load(hrt_hal_element_type_t type, const void* data,
                             uint64_t index);
 // Whether the type holds floating-point values (NaN and Inf are possible).
 bool hrt_hal_element_type_is_float(hrt_hal_element_type_t type);
-// Writes element `index` as text: integers exactly, floats with %g.
-void hrt_hal_element_format(hrt_hal_element_type_t type, const void* data,
-                            uint64_t index, char* out, size_t capacity);
 
 #endif  // HRT_HAL_ELEMENT_TYPE_H_

@@ -692,10 +692,10 @@ static hrt_status_t hrt_fill_pattern(const hrt_json_t* value,
   };
   switch (type) {
     case HRT_HAL_ELEMENT_TYPE_F16:
-      *out_pattern = hrt_f32_to_f16((float)number);
+      *out_pattern = hrt_f64_to_f16(number);
       return HRT_OK;
     case HRT_HAL_ELEMENT_TYPE_BF16:
-      *out_pattern = hrt_f32_to_bf16((float)number);
+      *out_pattern = hrt_f64_to_bf16(number);
       return HRT_OK;
     case HRT_HAL_ELEMENT_TYPE_F32:
       *out_pattern = hrt_f32_bits((float)number);

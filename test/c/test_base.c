@@ -166,23 +166,23 @@ static void allocation_failure_is_resource_exhausted(void) {
 }
 
 static void half_floats_round_trip_and_round_to_even(void) {
-  CHECK_EQ_INT(hrt_f32_to_f16(1.0f), 0x3C00);
-  CHECK_EQ_INT(hrt_f32_to_f16(-2.0f), 0xC000);
-  CHECK_EQ_INT(hrt_f32_to_f16(65504.0f), 0x7BFF);
-  CHECK_EQ_INT(hrt_f32_to_f16(65520.0f), 0x7C00);  // rounds up to inf
-  CHECK_EQ_INT(hrt_f32_to_f16(5.9604645e-8f), 0x0001);  // smallest subnormal
-  CHECK_EQ_INT(hrt_f32_to_f16(2.9e-8f), 0x0000);
-  CHECK_EQ_INT(hrt_f32_to_f16(1.0f + 1.0f / 2048), 0x3C00);  // tie to even
-  CHECK_EQ_INT(hrt_f32_to_f16(1.0f + 3.0f / 2048), 0x3C02);  // tie to even
-  CHECK_EQ_INT(hrt_f32_to_f16(NAN) & 0x7E00, 0x7E00);
-  CHECK_EQ_INT(hrt_f32_to_bf16(1.0f), 0x3F80);
-  CHECK_EQ_INT(hrt_f32_to_bf16(1.00390625f), 0x3F80);  // tie to even
-  CHECK_EQ_INT(hrt_f32_to_bf16(1.01171875f), 0x3F82);  // tie to even
+  CHECK_EQ_INT(hrt_f64_to_f16(1.0f), 0x3C00);
+  CHECK_EQ_INT(hrt_f64_to_f16(-2.0f), 0xC000);
+  CHECK_EQ_INT(hrt_f64_to_f16(65504.0f), 0x7BFF);
+  CHECK_EQ_INT(hrt_f64_to_f16(65520.0f), 0x7C00);  // rounds up to inf
+  CHECK_EQ_INT(hrt_f64_to_f16(5.9604645e-8f), 0x0001);  // smallest subnormal
+  CHECK_EQ_INT(hrt_f64_to_f16(2.9e-8f), 0x0000);
+  CHECK_EQ_INT(hrt_f64_to_f16(1.0f + 1.0f / 2048), 0x3C00);  // tie to even
+  CHECK_EQ_INT(hrt_f64_to_f16(1.0f + 3.0f / 2048), 0x3C02);  // tie to even
+  CHECK_EQ_INT(hrt_f64_to_f16(NAN) & 0x7E00, 0x7E00);
+  CHECK_EQ_INT(hrt_f64_to_bf16(1.0f), 0x3F80);
+  CHECK_EQ_INT(hrt_f64_to_bf16(1.00390625f), 0x3F80);  // tie to even
+  CHECK_EQ_INT(hrt_f64_to_bf16(1.01171875f), 0x3F82);  // tie to even
   CHECK(hrt_bf16_to_f32(0xC000) == -2.0f);
   int mismatches = 0;
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
     if ((bits & 0x7C00) == 0x7C00 && (bits & 0x3FF)) continue;  // NaN
-    if (hrt_f32_to_f16(hrt_f16_to_f32((uint16_t)bits)) != bits) ++mismatches;
+    if (hrt_f64_to_f16(hrt_f16_to_f32((uint16_t)bits)) != bits) ++mismatches;
   }
   CHECK_EQ_INT(mismatches, 0);
 }

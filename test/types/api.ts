@@ -139,6 +139,15 @@ async function main(): Promise<void> {
   const back: Float32Array = halrt.fromF16Bits(h16);
   const b1: number = halrt.fromBF16Bits(0x3f80);
   void [h1, back, b1];
+  // format: the data of a view with the view itself as options.
+  const text: string = halrt.format(await a.read(), a);
+  const halfText: string = halrt.format(await half.read(), { dtype: 'f16', shape: [], maxElements: 4 });
+  // @ts-expect-error the data must be the dtype's array
+  halrt.format(new Float32Array(1), { dtype: 'i32', shape: [1] });
+  const numberTexts: string[] = [halrt.formatNumber(0.5, 'f16'), halrt.formatNumber(2n ** 63n, 'u64'), halrt.formatNumber(true, 'bool')];
+  // @ts-expect-error a float dtype takes numbers only
+  halrt.formatNumber(1n, 'f32');
+  void [text, halfText, numberTexts];
   const zeros = device.empty([2, 3], 'i32');
   assertType<Equal<typeof zeros, BufferView<'i32'>>>();
 
@@ -266,7 +275,9 @@ async function programs(): Promise<void> {
     debugSink: (key, tensors, info) => {
       const first: TraceTensor | undefined = tensors[0];
       const info2: TraceInfo = info;
-      void [key.length, first, info2];
+      // A traced tensor formats with itself as options.
+      const firstText: string | undefined = first && halrt.format(first.data, first);
+      void [key.length, first, info2, firstText];
     },
   });
 
