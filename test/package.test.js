@@ -78,7 +78,9 @@ describe('the npm package', function () {
     assert.match(license, /^MIT License\n\nCopyright \(c\) 2026 the halrt authors\n/);
     assert.strictEqual(pkg.repository.type, 'git');
     assert.match(pkg.repository.url, /^git\+https:\/\/.+\.git$/);
-    assert.deepStrictEqual(Object.keys(pkg.dependencies ?? {}).filter((name) => name !== 'node-gyp-build'), []);
+    assert.deepStrictEqual(Object.keys(pkg.dependencies ?? {}), ['node-gyp-build']);
+    // It loads the addon (lib/index.js) and, at install, compiles only when no prebuild loads.
+    assert.strictEqual(pkg.scripts.install, 'node-gyp-build');
   });
 
   it('package-lock.json records the dependencies package.json declares', () => {
