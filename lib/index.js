@@ -5,6 +5,7 @@
 // data for tensor(), inspection; lib/invoke.js; lib/load.js).
 
 const path = require('path');
+const nodeGypBuild = require('node-gyp-build');
 const { HalrtError } = require('./errors');
 const { installModuleStatics, ModuleBuilder } = require('./module');
 const { installInvoke } = require('./invoke');
@@ -15,23 +16,41 @@ const { format, formatNumber } = require('./format');
 const sinks = require('./sinks');
 const { makeTraceDecoder } = require('./trace_batch');
 
+const PACKAGE_ROOT = path.join(__dirname, '..');
+
+// The addon file to load: HALRT_ADDON when set (the sanitizer runs,
+// test/sanitize/run.sh, name build/asan/halrt.node), else what node-gyp-build
+// finds under the package root: the first .node file in build/Release/ (a
+// source build; directory listings are sorted, so halrt.node comes before the
+// benchmarks' halrt_bench_ref.node), then the prebuilt binary for this
+// platform and architecture in prebuilds/<platform>-<arch>/.
+function addonFile() {
+  if (process.env.HALRT_ADDON) return path.resolve(process.env.HALRT_ADDON);
+  try {
+    return nodeGypBuild.resolve(PACKAGE_ROOT);
+  } catch (error) {
+    throw new HalrtError(
+      `halrt: no native addon for ${process.platform}-${process.arch} in ${PACKAGE_ROOT}: ` +
+        `neither a source build (build/Release/halrt.node) nor a prebuilt binary (prebuilds/${process.platform}-${process.arch}/). ` +
+        'Build it from source with `npm rebuild halrt --build-from-source` (needs a C compiler, make and Python 3), ' +
+        'or `npm run build` in a checkout.',
+      'NOT_FOUND',
+      { cause: error },
+    );
+  }
+}
+
 function loadBinding() {
-  // HALRT_ADDON names another build of the addon to load instead (the
-  // sanitizer runs, test/sanitize/run.sh, load build/asan/halrt.node).
-  const file = process.env.HALRT_ADDON
-    ? path.resolve(process.env.HALRT_ADDON)
-    : path.join(__dirname, '..', 'build', 'Release', 'halrt.node');
+  const file = addonFile();
+  const named = process.env.HALRT_ADDON ? `${file} (named by HALRT_ADDON)` : file;
   try {
     return require(file);
   } catch (error) {
     if (error && error.code === 'MODULE_NOT_FOUND' && String(error.message).includes(file)) {
-      throw new Error(
-        `halrt: the native addon is not built (${file} is missing). ` +
-          'Run `npm install` (or `npm run build`) in the halrt package directory.',
-        { cause: error },
-      );
+      throw new HalrtError(`halrt: the native addon ${named} does not exist`, 'NOT_FOUND', { cause: error });
     }
-    throw error;
+    throw new HalrtError(`halrt: cannot load the native addon ${named}: ${error && error.message}`,
+      'FAILED_PRECONDITION', { cause: error });
   }
 }
 

@@ -1,7 +1,8 @@
 'use strict';
 // What `npm pack` ships and what package.json promises: the docs and
-// examples the README links, the LICENSE, every entry point, no tests or
-// build outputs, and no runtime dependency but the addon loader.
+// examples the README links, the LICENSE, every entry point, the linux-x64
+// prebuild, no tests or build outputs, and no runtime dependency but the
+// addon loader (test/consumer/run.sh installs the packed tarball).
 const assert = require('assert');
 const fs = require('fs');
 const path = require('path');
@@ -10,15 +11,36 @@ const { spawnSync } = require('child_process');
 const ROOT = path.join(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
 
+const PREBUILD = 'prebuilds/linux-x64/halrt.glibc.node';
+
 describe('the npm package', function () {
-  this.timeout(60000);
+  this.timeout(180000);
   let packed; // Set of the paths `npm pack` would put in the tarball
+  let size; // the tarball's size in bytes
 
   before(() => {
-    const result = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' });
+    // With its scripts: prepack builds the prebuild (scripts/prebuild.js).
+    fs.rmSync(path.join(ROOT, 'prebuilds'), { recursive: true, force: true });
+    const result = spawnSync('npm', ['pack', '--dry-run', '--json'], { cwd: ROOT, encoding: 'utf8' });
     assert.strictEqual(result.status, 0, result.stderr);
     const [listing] = JSON.parse(result.stdout);
     packed = new Set(listing.files.map((file) => file.path));
+    size = listing.size;
+  });
+
+  it('ships the linux-x64 prebuild, built by prepack, linking no CUDA library', function () {
+    if (`${process.platform}-${process.arch}` !== 'linux-x64') this.skip();
+    assert.deepStrictEqual([...packed].filter((file) => file.startsWith('prebuilds/')), [PREBUILD]);
+    // libcuda and libnvrtc are opened at run time (dlopen), never linked.
+    const result = spawnSync('readelf', ['-d', path.join(ROOT, PREBUILD)], { encoding: 'utf8' });
+    assert.strictEqual(result.status, 0, result.stderr);
+    const needed = [...result.stdout.matchAll(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/g)].map((match) => match[1]);
+    assert.ok(needed.includes('libc.so.6'), result.stdout);
+    assert.deepStrictEqual(needed.filter((lib) => !/^lib(c|m|dl|pthread)\.so\.\d+$/.test(lib)), []);
+  });
+
+  it('stays small', () => {
+    assert.ok(size < 1024 * 1024, `the tarball is ${size} bytes`);
   });
 
   it('ships every file of docs/ and examples/, the LICENSE and the entry points', () => {
@@ -56,7 +78,9 @@ describe('the npm package', function () {
     assert.match(license, /^MIT License\n\nCopyright \(c\) 2026 the halrt authors\n/);
     assert.strictEqual(pkg.repository.type, 'git');
     assert.match(pkg.repository.url, /^git\+https:\/\/.+\.git$/);
-    assert.deepStrictEqual(Object.keys(pkg.dependencies ?? {}).filter((name) => name !== 'node-gyp-build'), []);
+    assert.deepStrictEqual(Object.keys(pkg.dependencies ?? {}), ['node-gyp-build']);
+    // It loads the addon (lib/index.js) and, at install, compiles only when no prebuild loads.
+    assert.strictEqual(pkg.scripts.install, 'node-gyp-build');
   });
 
   it('package-lock.json records the dependencies package.json declares', () => {

@@ -198,23 +198,4 @@ describe('process lifetime', function () {
     assert.strictEqual(result.status, 0, result.stderr);
     assert.strictEqual(result.stdout.trim(), 'done 16');
   });
-
-  it('an unloadable addon path gives a clear message', () => {
-    const result = runChild(`
-      const Module = require('module');
-      const original = Module._resolveFilename;
-      Module._resolveFilename = function (request, ...rest) {
-        if (request.endsWith('halrt.node')) {
-          const error = new Error("Cannot find module '" + request + "'");
-          error.code = 'MODULE_NOT_FOUND';
-          throw error;
-        }
-        return original.call(this, request, ...rest);
-      };
-      try { require(${LIB}); } catch (error) { console.log(error.message); }
-    `);
-    assert.strictEqual(result.status, 0, result.stderr);
-    assert.match(result.stdout, /native addon is not built/);
-    assert.match(result.stdout, /npm install/);
-  });
 });
