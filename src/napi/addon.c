@@ -282,8 +282,8 @@ NAPI_MODULE_INIT() {
        napi_enumerable, (void*)offsetof(hrt_js_env_t, error_class)},
       {"setTraceDecoder", NULL, hrt_js_set_hook, NULL, NULL, NULL,
        napi_enumerable, (void*)offsetof(hrt_js_env_t, trace_decoder)},
-      {"setScheduler", NULL, hrt_js_set_hook, NULL, NULL, NULL,
-       napi_enumerable, (void*)offsetof(hrt_js_env_t, turn.set_immediate)},
+      {"setScheduler", NULL, hrt_js_set_hook, NULL, NULL, NULL, napi_enumerable,
+       (void*)offsetof(hrt_js_env_t, turn.set_immediate)},
   };
   HRT_NAPI_CALL(
       env, napi_define_properties(env, exports,

@@ -22,8 +22,8 @@ struct hrt_js_channel_s {
   bool due;
   bool finishing;  // finish was called: no more posts
   // JS thread only.
-  bool deferred;                    // the message being delivered deferred
-  hrt_js_channel_t* next_waiting;   // in the env's turn list
+  bool deferred;                   // the message being delivered deferred
+  hrt_js_channel_t* next_waiting;  // in the env's turn list
   uint32_t pending_work;
   hrt_js_channel_finalize_fn on_finalize;
   void* finalize_data;
@@ -51,8 +51,7 @@ void hrt_js_channel_release(hrt_js_channel_t* channel) {
 // threadsafe function, so that it drains as on any wake-up: from the event
 // loop, with no JavaScript on the stack (a worker terminated during a
 // delivery then unwinds as it would without time slices).
-static napi_value hrt_js_channel_resume(napi_env env,
-                                        napi_callback_info info) {
+static napi_value hrt_js_channel_resume(napi_env env, napi_callback_info info) {
   (void)info;
   hrt_js_env_t* state = hrt_js_env_get(env);
   if (state == NULL) return NULL;
@@ -69,8 +68,7 @@ static napi_value hrt_js_channel_resume(napi_env env,
     // It fails only when the env is going away, which frees the queue.
     hrt_mutex_lock(&channel->mutex);
     if (channel->tsfn != NULL) {
-      napi_call_threadsafe_function(channel->tsfn, NULL,
-                                    napi_tsfn_nonblocking);
+      napi_call_threadsafe_function(channel->tsfn, NULL, napi_tsfn_nonblocking);
     }
     hrt_mutex_unlock(&channel->mutex);
     hrt_js_channel_release(channel);  // the waiting list's
@@ -90,8 +88,7 @@ static bool hrt_js_channel_schedule(napi_env env, hrt_js_channel_turn_t* turn) {
   }
   if (turn->resume == NULL) {
     if (napi_create_function(env, "resumeChannels", NAPI_AUTO_LENGTH,
-                             hrt_js_channel_resume, NULL,
-                             &resume) != napi_ok ||
+                             hrt_js_channel_resume, NULL, &resume) != napi_ok ||
         napi_create_reference(env, resume, 1, &turn->resume) != napi_ok) {
       hrt_js_take_pending(env);
       return false;

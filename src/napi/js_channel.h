@@ -76,7 +76,7 @@ typedef struct hrt_js_channel_turn_s {
   // Channels waiting for the next turn, in order (each holds a reference).
   hrt_js_channel_t* waiting_head;
   hrt_js_channel_t* waiting_tail;
-  bool scheduled;     // a resume is scheduled with set_immediate
+  bool scheduled;          // a resume is scheduled with set_immediate
   napi_ref set_immediate;  // lib/'s hook; NULL: never yield
   napi_ref resume;         // the function scheduled; made on first use
 } hrt_js_channel_turn_t;

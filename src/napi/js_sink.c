@@ -223,7 +223,9 @@ static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
   napi_value buffer = NULL;
   napi_status status = napi_get_typedarray_info(env, *out_array, NULL, NULL,
                                                 NULL, &buffer, NULL);
-  if (status == napi_ok) status = napi_create_reference(env, buffer, 1, out_lent);
+  if (status == napi_ok) {
+    status = napi_create_reference(env, buffer, 1, out_lent);
+  }
   if (status != napi_ok) {
     // JavaScript holds the block and it cannot be detached: never reuse it.
     hrt_js_trace_batch_take_external(batch, index);
@@ -239,8 +241,7 @@ static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
 // A buffer found detached already (transferred elsewhere by a callback) may
 // still be in use there: its block is left, never reused.
 static void hrt_js_sink_take_back(napi_env env,
-                                  hrt_js_sink_delivery_t* delivery,
-                                  size_t to) {
+                                  hrt_js_sink_delivery_t* delivery, size_t to) {
   if (delivery->lent == NULL) return;
   for (size_t i = delivery->lent_end; i < to; ++i) {
     napi_ref ref = delivery->lent[i];
@@ -364,13 +365,12 @@ static bool hrt_js_sink_keep_args(napi_env env,
                                   hrt_js_sink_delivery_t* delivery,
                                   const napi_value* argv) {
   napi_value args = NULL;
-  HRT_NAPI_CALL_BOOL(env, napi_create_array_with_length(
-                              env, HRT_JS_SINK_BATCH_ARGS, &args));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_array_with_length(env, HRT_JS_SINK_BATCH_ARGS, &args));
   for (uint32_t i = 0; i < HRT_JS_SINK_BATCH_ARGS; ++i) {
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, args, i, argv[i]));
   }
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_create_reference(env, args, 1, &delivery->args));
+  HRT_NAPI_CALL_BOOL(env, napi_create_reference(env, args, 1, &delivery->args));
   return true;
 }
 
@@ -379,8 +379,7 @@ static bool hrt_js_sink_kept_args(napi_env env,
                                   const hrt_js_sink_delivery_t* delivery,
                                   napi_value* argv) {
   napi_value args = NULL;
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_get_reference_value(env, delivery->args, &args));
+  HRT_NAPI_CALL_BOOL(env, napi_get_reference_value(env, delivery->args, &args));
   for (uint32_t i = 0; i < HRT_JS_SINK_BATCH_ARGS; ++i) {
     HRT_NAPI_CALL_BOOL(env, napi_get_element(env, args, i, &argv[i]));
   }
@@ -396,8 +395,8 @@ static void hrt_js_sink_delivery_end(napi_env env,
   if (take_back) {
     hrt_js_sink_take_back(env, delivery, delivery->batch.external_count);
   }
-  for (size_t i = 0; delivery->lent != NULL &&
-                     i < delivery->batch.external_count; ++i) {
+  for (size_t i = 0;
+       delivery->lent != NULL && i < delivery->batch.external_count; ++i) {
     if (delivery->lent[i] != NULL) {
       napi_delete_reference(env, delivery->lent[i]);
     }
@@ -775,8 +774,8 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   sink->policy = options->policy;
   sink->borrowed = options->borrowed;
   for (int i = 0; i < 2; ++i) {
-    sink->messages[i] = (hrt_js_sink_message_t){{hrt_js_sink_deliver, NULL},
-                                                sink};
+    sink->messages[i] =
+        (hrt_js_sink_message_t){{hrt_js_sink_deliver, NULL}, sink};
   }
   for (uint32_t i = 0; i < count; ++i) {
     if (napi_create_reference(env, targets[i], 0, &sink->targets[i]) !=
