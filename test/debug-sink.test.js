@@ -848,8 +848,9 @@ describe('debug sink and the event loop', function () {
         try {
           const { longest, ticks } = await timerGaps(() => burst(p, length, received, settled));
           // Delivered in one go, the burst holds the loop for all of its at
-          // least 512 ms; in slices of a few ms the timer runs between them.
-          assert.ok(longest < 200, `the loop went ${longest.toFixed(1)} ms without running the timer (${ticks} ticks)`);
+          // least 512 ms; in slices of a few ms the timer runs between them
+          // (gaps of 2-3 ms, tens of ms when a loaded machine deschedules us).
+          assert.ok(longest < 300, `the loop went ${longest.toFixed(1)} ms without running the timer (${ticks} ticks)`);
         } finally {
           p.close();
         }
