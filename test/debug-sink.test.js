@@ -786,9 +786,10 @@ describe('debug sink and the event loop', function () {
     }), { hal: { debugSink: sink, tracePolicy: 'wait', traceData } });
   }
 
-  // Runs `work` while a 1 ms interval ticks: the longest the loop went
-  // without running it (ms; until `work` settled included) and its ticks.
-  async function timerGaps(work) {
+  // Awaits `settling` while a 1 ms interval ticks: its value, the longest
+  // the loop went without running the timer (ms; until `settling` settled
+  // included) and the ticks.
+  async function timerGaps(settling) {
     let last = performance.now();
     let longest = 0;
     let ticks = 0;
@@ -798,26 +799,28 @@ describe('debug sink and the event loop', function () {
       last = now;
       ticks += 1;
     }, 1);
+    let value;
     try {
-      await work();
+      value = await settling;
     } finally {
       clearInterval(timer);
     }
-    return { longest: Math.max(longest, performance.now() - last), ticks };
+    return { value, longest: Math.max(longest, performance.now() - last), ticks };
   }
 
-  // Invokes f on INVOCATIONS inputs at once (input i filled with i) and
-  // checks that each invocation's traces arrived in program order, all
-  // before it settled; `received` holds {id, key} per trace delivered.
-  async function burst(p, length, received, settled) {
+  // Invokes f on INVOCATIONS inputs at once (input i filled with i), awaits
+  // `watch(all of them)`, and checks that each invocation's traces arrived
+  // in program order, all before it settled; `received` holds {id, key} per
+  // trace delivered. Returns what `watch` returned.
+  async function burst(p, length, received, settled, watch = async (settling) => ({ value: await settling })) {
     const fn = p.lookup('f');
     const inputs = Array.from({ length: INVOCATIONS }, (_, i) => p.device.tensor(new Float32Array(length).fill(i), [length]));
     try {
-      const results = await Promise.all(inputs.map((x, i) => fn.invoke([x]).then((outputs) => {
+      const watched = await watch(Promise.all(inputs.map((x, i) => fn.invoke([x]).then((outputs) => {
         settled[i] = received.length;
         return outputs;
-      })));
-      closeAll(results);
+      }))));
+      closeAll(watched.value);
       assert.strictEqual(received.length, INVOCATIONS * TRACES);
       const keys = Array.from({ length: TRACES }, (_, t) => `t${String(t).padStart(2, '0')}`);
       for (let i = 0; i < INVOCATIONS; ++i) {
@@ -825,6 +828,7 @@ describe('debug sink and the event loop', function () {
         assert.deepStrictEqual(mine.map((r) => r.key), keys, `invocation ${i}: program order`);
         assert.ok(mine[TRACES - 1].at < settled[i], `invocation ${i}: every trace before it settled`);
       }
+      return watched;
     } finally {
       closeAll(inputs, fn);
     }
@@ -846,7 +850,7 @@ describe('debug sink and the event loop', function () {
           assert.strictEqual(data[length - 1], data[0]);
         }, traceData);
         try {
-          const { longest, ticks } = await timerGaps(() => burst(p, length, received, settled));
+          const { longest, ticks } = await burst(p, length, received, settled, timerGaps);
           // Delivered in one go, the burst holds the loop for all of its at
           // least 512 ms; in slices of a few ms the timer runs between them
           // (gaps of 2-3 ms, tens of ms when a loaded machine deschedules us).
