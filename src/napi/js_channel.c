@@ -124,38 +124,29 @@ static bool hrt_js_channel_wait_for_turn(napi_env env,
   return true;
 }
 
-// Delivers queued messages in order until the FIFO is empty or the turn's
-// budget is spent (then the channel, its drain still due, waits for the next
-// turn). A finishing channel releases its threadsafe function once empty.
+// Delivers the first queued message and, while more are queued, asks for
+// the next call through the threadsafe function: one message per call, so
+// that the reactions of the promises a message settled run (Node runs the
+// microtasks after each call) before the next message is delivered. Node
+// makes that call at once, in the same turn, so once the turn's budget is
+// spent the channel, its drain still due, waits for the next turn instead.
+// A finishing channel releases its threadsafe function once empty.
 static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
   hrt_js_env_t* state = hrt_js_env_get(env);
   hrt_js_channel_turn_t* turn = state != NULL ? &state->turn : NULL;
-  for (;;) {
-    if (turn != NULL && turn->spent_ns >= HRT_JS_CHANNEL_TURN_BUDGET_NS &&
-        hrt_js_channel_wait_for_turn(env, turn, channel)) {
-      return;
-    }
-    napi_threadsafe_function released = NULL;
-    hrt_mutex_lock(&channel->mutex);
-    hrt_js_message_t* message = channel->head;
-    if (message != NULL) {
-      channel->head = message->next;
-      if (channel->head == NULL) channel->tail = NULL;
-      message->next = NULL;
-    } else {
-      channel->due = false;
-      if (channel->finishing) {
-        released = channel->tsfn;
-        channel->tsfn = NULL;
-      }
-    }
-    hrt_mutex_unlock(&channel->mutex);
-    if (message == NULL) {
-      if (released != NULL) {
-        napi_release_threadsafe_function(released, napi_tsfn_release);
-      }
-      return;
-    }
+  if (turn != NULL && turn->spent_ns >= HRT_JS_CHANNEL_TURN_BUDGET_NS &&
+      hrt_js_channel_wait_for_turn(env, turn, channel)) {
+    return;
+  }
+  hrt_mutex_lock(&channel->mutex);
+  hrt_js_message_t* message = channel->head;
+  if (message != NULL) {
+    channel->head = message->next;
+    if (channel->head == NULL) channel->tail = NULL;
+    message->next = NULL;
+  }
+  hrt_mutex_unlock(&channel->mutex);
+  if (message != NULL) {
     int64_t start = hrt_time_now_ns();
     message->deliver(env, channel, message);
     if (turn != NULL) turn->spent_ns += hrt_time_now_ns() - start;
@@ -166,6 +157,25 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
         return;
       }
     }
+  }
+  napi_threadsafe_function released = NULL;
+  hrt_mutex_lock(&channel->mutex);
+  if (channel->head != NULL) {
+    // The drain is still due, so `tsfn` is not released; the call fails
+    // only when the env is going away, which frees the queue.
+    if (channel->tsfn != NULL) {
+      napi_call_threadsafe_function(channel->tsfn, NULL, napi_tsfn_nonblocking);
+    }
+  } else {
+    channel->due = false;
+    if (channel->finishing) {
+      released = channel->tsfn;
+      channel->tsfn = NULL;
+    }
+  }
+  hrt_mutex_unlock(&channel->mutex);
+  if (released != NULL) {
+    napi_release_threadsafe_function(released, napi_tsfn_release);
   }
 }
 

@@ -12,9 +12,11 @@
 //   reference (the caller's, normally the per-env state, dropped by close) and
 //   keeps a second one for the threadsafe function, dropped by its finalizer.
 // - Posted messages wait in the channel's own FIFO (guarded by its mutex).
-//   The threadsafe function only wakes the JS thread: one call is queued on
-//   it when the FIFO gets a message while no drain is due, and that drain
-//   delivers everything queued, so that a burst costs one wake-up.
+//   The threadsafe function only carries wake-ups: one is queued when the
+//   FIFO gets a message while no drain is due; each wake-up delivers one
+//   message and queues the next while messages remain. Node runs such
+//   wake-ups back to back within a turn of the event loop, running the
+//   microtasks (reactions of the promises a message settled) after each.
 // - `tsfn` is guarded by the mutex and becomes NULL when the threadsafe
 //   function is released or finalized. post, begin_work and end_work use it
 //   under the mutex only while it is set, so no thread touches the threadsafe
@@ -31,14 +33,18 @@
 //
 // Time slices: the channels of an env share a budget of
 // HRT_JS_CHANNEL_TURN_BUDGET_NS of JS-thread time (the time their deliver
-// functions take, user callbacks included) per turn of the event loop. Once
-// it is spent, a channel stops delivering and waits for the next turn (a
-// setImmediate, through lib/'s setImmediate hook), so that timers and I/O
-// run between slices however long a burst is. A delivery that would take
-// longer than the budget left (a large batch of traces) delivers part of its
-// work and defers itself: the channel delivers it again, before anything
-// posted after it, in the next turn. So the FIFO order holds across slices.
-// Without the hook (the addon loaded without lib/) channels never yield.
+// functions take, user callbacks included). Once that much has been spent
+// since they last waited for a turn of the event loop, a channel stops
+// delivering and waits for the next turn: a setImmediate (lib/'s
+// setScheduler hook) wakes it again through its threadsafe function, so that
+// timers, I/O and immediates run between slices however long a burst is, and
+// the budget starts afresh. (Turns in which no channel waited do not reset
+// it: at worst a channel waits once more than needed.) A delivery that would
+// take longer than the budget left (a large batch of traces) delivers part
+// of its work and defers itself: the channel delivers it again, before
+// anything posted after it, in the next turn. So the FIFO order holds across
+// slices. Without the hook (the addon loaded without lib/) channels never
+// wait.
 #ifndef HRT_NAPI_JS_CHANNEL_H_
 #define HRT_NAPI_JS_CHANNEL_H_
 
