@@ -417,7 +417,10 @@ static bool hrt_js_sink_deliver_slice(napi_env env, hrt_js_sink_t* sink) {
   hrt_js_sink_delivery_t* delivery = &sink->delivery;
   hrt_js_trace_batch_t* batch = &delivery->batch;
   napi_handle_scope scope = NULL;
-  if (napi_open_handle_scope(env, &scope) != napi_ok) return true;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) {
+    hrt_js_sink_delivery_end(env, delivery, true);  // the batch is dropped
+    return true;
+  }
   hrt_js_env_t* state = hrt_js_env_get(env);
   napi_value decoder = NULL, global = NULL, result = NULL, argv[9] = {NULL};
   bool first = delivery->args == NULL;
