@@ -820,7 +820,7 @@ describe('debug sink and the event loop', function () {
         settled[i] = received.length;
         return outputs;
       }))));
-      closeAll(watched.value);
+      closeAll(watched.value.flat());
       assert.strictEqual(received.length, INVOCATIONS * TRACES);
       const keys = Array.from({ length: TRACES }, (_, t) => `t${String(t).padStart(2, '0')}`);
       for (let i = 0; i < INVOCATIONS; ++i) {
