@@ -906,6 +906,40 @@ describe('debug sink and the event loop', function () {
     }
   });
 
+  it('two sinks bursting at once both make progress: the one made second is not starved by the first', async () => {
+    const instance = new halrt.Instance();
+    const events = [];
+    const slow = (name) => (key, tensors) => {
+      events.push(name);
+      busyWait(1);
+    };
+    // `first` gets 32 x 16 traces, `second` 2 x 16, all started at once.
+    const programs = [['first', 32], ['second', 2]].map(([name, count]) => {
+      const p = makeProgram('local-task?workers=2', (b) => b.function('f', (f) => {
+        f.input('x', 'f32', [16]).output('y', 'u8', [1]).fill('y', 1);
+        for (let i = 0; i < TRACES; ++i) f.trace(`t${i}`, ['x']);
+      }), { hal: { debugSink: slow(name), tracePolicy: 'wait' }, instance });
+      return { p, count, name };
+    });
+    try {
+      const pending = programs.map(({ p, count }) => {
+        const fn = p.lookup('f');
+        const x = p.device.tensor(new Float32Array(16), [16]);
+        return Promise.all(Array.from({ length: count }, () => fn.invoke([x]))).then((results) => {
+          closeAll(results.flat(), x, fn);
+        });
+      });
+      await Promise.all(pending);
+      const lastOfSecond = events.lastIndexOf('second');
+      const lastOfFirst = events.lastIndexOf('first');
+      assert.strictEqual(events.length, 34 * TRACES);
+      assert.ok(lastOfSecond < lastOfFirst, `the second sink's last trace came at ${lastOfSecond} of ${events.length}, after the first's burst`);
+    } finally {
+      for (const { p } of programs) p.close();
+      instance.close();
+    }
+  });
+
   it('a sink that awaits and sets timers between traces sees them run during the burst, in order, before invocations settle', async () => {
     const received = [];
     const resumed = [];

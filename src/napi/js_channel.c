@@ -23,6 +23,7 @@ struct hrt_js_channel_s {
   bool finishing;  // finish was called: no more posts
   // JS thread only.
   bool deferred;                   // the message being delivered deferred
+  bool resumed;                    // woken for a new turn, not drained yet
   hrt_js_channel_t* next_waiting;  // in the env's turn list
   uint32_t pending_work;
   hrt_js_channel_finalize_fn on_finalize;
@@ -50,7 +51,9 @@ void hrt_js_channel_release(hrt_js_channel_t* channel) {
 // afresh, and each waiting channel, in order, is woken through its
 // threadsafe function, so that it drains as on any wake-up: from the event
 // loop, with no JavaScript on the stack (a worker terminated during a
-// delivery then unwinds as it would without time slices).
+// delivery then unwinds as it would without time slices). Each woken
+// channel delivers one message even if others spent the budget first, so
+// that none is starved by a channel Node happens to wake before it.
 static napi_value hrt_js_channel_resume(napi_env env, napi_callback_info info) {
   (void)info;
   hrt_js_env_t* state = hrt_js_env_get(env);
@@ -64,6 +67,7 @@ static napi_value hrt_js_channel_resume(napi_env env, napi_callback_info info) {
   while (channel != NULL) {
     hrt_js_channel_t* next = channel->next_waiting;
     channel->next_waiting = NULL;
+    channel->resumed = true;
     // The drain is still due, so the threadsafe function is not released.
     // It fails only when the env is going away, which frees the queue.
     hrt_mutex_lock(&channel->mutex);
@@ -135,9 +139,10 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
   hrt_js_env_t* state = hrt_js_env_get(env);
   hrt_js_channel_turn_t* turn = state != NULL ? &state->turn : NULL;
   if (turn != NULL && turn->spent_ns >= HRT_JS_CHANNEL_TURN_BUDGET_NS &&
-      hrt_js_channel_wait_for_turn(env, turn, channel)) {
+      !channel->resumed && hrt_js_channel_wait_for_turn(env, turn, channel)) {
     return;
   }
+  channel->resumed = false;
   hrt_mutex_lock(&channel->mutex);
   hrt_js_message_t* message = channel->head;
   if (message != NULL) {

@@ -38,8 +38,10 @@
 // delivering and waits for the next turn: a setImmediate (lib/'s
 // setScheduler hook) wakes it again through its threadsafe function, so that
 // timers, I/O and immediates run between slices however long a burst is, and
-// the budget starts afresh. (Turns in which no channel waited do not reset
-// it: at worst a channel waits once more than needed.) A delivery that would
+// the budget starts afresh. A channel woken so delivers one message even if
+// other channels spent the budget before it in that turn, so that none
+// starves. (Turns in which no channel waited do not reset the budget: at
+// worst a channel waits once more than needed.) A delivery that would
 // take longer than the budget left (a large batch of traces) delivers part
 // of its work and defers itself: the channel delivers it again, before
 // anything posted after it, in the next turn. So the FIFO order holds across
