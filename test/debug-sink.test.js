@@ -3,6 +3,8 @@
 // thrown by it surface, backpressure, and concurrency (many invocations, many
 // producers, closing objects while work is in flight).
 const assert = require('assert');
+const path = require('path');
+const { spawnSync } = require('child_process');
 const halrt = require('..');
 const {
   DEVICE_URIS, UNDER_SANITIZER, assertClose, busyWait, closeAll, liveBaseline, makeProgram, randomFloats, reference, settleLiveObjects,
@@ -938,6 +940,31 @@ describe('debug sink and the event loop', function () {
       for (const { p } of programs) p.close();
       instance.close();
     }
+  });
+
+  it('a global setImmediate replaced before halrt loads (fake timers) does not stall a sliced burst', () => {
+    const result = spawnSync(process.execPath, ['-e', `
+      globalThis.setImmediate = () => {};
+      const halrt = require(${JSON.stringify(path.join(__dirname, '..'))});
+      const instance = new halrt.Instance();
+      const device = instance.createDevice('local-sync');
+      let traces = 0;
+      const hal = new halrt.HalModule(instance, device, {
+        debugSink: () => { traces += 1; const end = process.hrtime.bigint() + 1000000n; while (process.hrtime.bigint() < end); },
+      });
+      const module = new halrt.ModuleBuilder('t').executable('k', { local: { builtin: true } })
+        .function('f', (f) => {
+          f.input('x', 'f32', [4]).output('y', 'u8', [1]).fill('y', 1);
+          for (let i = 0; i < 16; ++i) f.trace('t' + i, ['x']);
+        })
+        .build(instance);
+      const fn = new halrt.Context(instance, [hal, module]).lookupFunction('t.f');
+      const x = device.tensor(new Float32Array(4), [4]);
+      Promise.all(Array.from({ length: 16 }, () => fn.invoke([x]))).then(() => console.log(traces));
+    `], { encoding: 'utf8', timeout: 15000 });
+    assert.strictEqual(result.error, undefined, `the burst stalled: ${result.error}`);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.strictEqual(result.stdout.trim(), '256');
   });
 
   it('a sink that awaits and sets timers between traces sees them run during the burst, in order, before invocations settle', async () => {

@@ -14,7 +14,6 @@
 #include "base/status.h"
 #include "napi/js_channel.h"
 
-typedef struct hrt_js_channel_s hrt_js_channel_t;
 typedef struct hrt_js_wrap_s hrt_js_wrap_t;
 
 // Per-env state, owned by the env through napi_set_instance_data and freed by
