@@ -415,9 +415,9 @@ describe('debug sink: teardown while a burst is delivered in slices', function (
   this.timeout(60000);
 
   // A burst of 32 x 16 traces of `n` f32 to a sink that takes 1 ms per call
-  // under 'wait' (at least 512 ms), and a 30 ms timer that calls
-  // `onTimer(traces)` in the middle of it: it fires only because the loop
-  // turns between slices of the burst.
+  // under 'wait' (at least 512 ms), and a 30 ms timer, set by the first
+  // trace, that calls `onTimer(traces)` in the middle of it: it fires only
+  // because the loop turns between slices of the burst.
   const BURST = (uri, n, traceData) => `
     const halrt = require(${LIB});
     const instance = new halrt.Instance();
@@ -426,7 +426,12 @@ describe('debug sink: teardown while a burst is delivered in slices', function (
     let traces = 0;
     const hal = new halrt.HalModule(instance, device, {
       tracePolicy: 'wait', traceData: '${traceData}',
-      debugSink: () => { traces += 1; const end = process.hrtime.bigint() + 1000000n; while (process.hrtime.bigint() < end); },
+      debugSink: () => {
+        traces += 1;
+        if (traces === 1) setTimeout(() => onTimer(traces), 30);
+        const end = process.hrtime.bigint() + 1000000n;
+        while (process.hrtime.bigint() < end);
+      },
     });
     const module = new halrt.ModuleBuilder('t').executable('k', { local: { builtin: true }, cuda: { builtin: true } })
       .function('f', (f) => {
@@ -438,7 +443,6 @@ describe('debug sink: teardown while a burst is delivered in slices', function (
     const fn = context.lookupFunction('t.f');
     const x = device.tensor(new Float32Array(N), [N]);
     for (let i = 0; i < 32; ++i) fn.invoke([x]);
-    setTimeout(() => onTimer(traces), 30);
   `;
 
   for (const uri of DEVICE_URIS) {
