@@ -908,6 +908,25 @@ describe('debug sink and the event loop', function () {
     }
   });
 
+  it('closing the HalModule, Context and device in the middle of a sliced burst still delivers it all, in order, before each invocation settles', async () => {
+    const received = [];
+    const settled = [];
+    const p = burstProgram('local-task?workers=2', 16, (key, tensors) => {
+      received.push({ id: tensors[0].data[0], key });
+      busyWait(1);
+    });
+    try {
+      // The HAL module goes with the last invocation; its sink's channel
+      // finishes while slices of the burst are still queued.
+      await burst(p, 16, received, settled, async (settling) => {
+        p.close();
+        return { value: await settling };
+      });
+    } finally {
+      p.close();
+    }
+  });
+
   it('two sinks bursting at once both make progress: the one made second is not starved by the first', async () => {
     const instance = new halrt.Instance();
     const events = [];
