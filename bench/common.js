@@ -129,13 +129,15 @@ function fillPattern(length, seed = 1) {
 }
 
 // A row of the results table. `ratio` is computed so that `target` reads
-// "ratio >= x" (higher is better) or "ratio <= x" (lower is better).
-function row({ group, name, halrt: halrtText, baseline, ratio, target, note }) {
+// "ratio >= x" (higher is better) or "ratio <= x" (lower is better). `unit`
+// (default '×') is what the ratio and the target are printed with, for a
+// row whose target is an absolute figure.
+function row({ group, name, halrt: halrtText, baseline, ratio, target, note, unit }) {
   let met = null;
   if (target && Number.isFinite(ratio)) {
     met = target.op === '>=' ? ratio >= target.value : ratio <= target.value;
   }
-  return { group, name, halrt: halrtText, baseline, ratio, target, met, note };
+  return { group, name, halrt: halrtText, baseline, ratio, target, met, note, ...(unit ? { unit } : {}) };
 }
 
 // A row that could not be measured: `why` goes in the halrt column.

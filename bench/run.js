@@ -48,12 +48,12 @@ function log(message) {
 function ratioText(r) {
   if (!r.target && !Number.isFinite(r.ratio)) return '-';
   if (!Number.isFinite(r.ratio)) return '-';
-  return `${r.ratio.toFixed(r.ratio >= 10 ? 1 : 2)}×`;
+  return `${r.ratio.toFixed(r.ratio >= 10 ? 1 : 2)}${r.unit ?? '×'}`;
 }
 
 function targetText(r) {
   if (!r.target) return 'report';
-  return `${r.target.op === '>=' ? '≥' : '≤'} ${r.target.value}×`;
+  return `${r.target.op === '>=' ? '≥' : '≤'} ${r.target.value}${r.unit ?? '×'}`;
 }
 
 function resultText(r) {
@@ -170,7 +170,9 @@ async function main() {
   if (opts.only.includes('dispatch')) {
     plan.push(['add_f32', () => dispatch.addLarge(context)], ['matmul_f32', () => dispatch.matmul(context)]);
   }
-  if (opts.only.includes('trace')) plan.push(['trace overhead', () => trace.traceOverhead(context)]);
+  if (opts.only.includes('trace')) {
+    plan.push(['trace overhead', () => trace.traceOverhead(context)], ['trace loop lag', () => trace.traceLoopLag(context)]);
+  }
   if (opts.only.includes('alloc')) plan.push(['allocating call', () => allocatingCall(context)]);
   if (opts.only.includes('cuda')) plan.push(['cuda', () => cudaRows(context)]);
 

@@ -58,6 +58,9 @@ const binding = loadBinding();
 // Before anything else, so that every error the binding makes is a HalrtError.
 binding.setErrorClass(HalrtError);
 binding.setTraceDecoder(makeTraceDecoder(binding.dtypes));
+// timers' own setImmediate: fake timers that replace the global one must not
+// stall delivery.
+binding.setScheduler(require('timers').setImmediate);
 
 const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
 const NativeFunction = binding.Function;

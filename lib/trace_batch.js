@@ -1,11 +1,16 @@
 'use strict';
 // Delivers a batch of debug-sink events to the JavaScript sink targets.
 //
-// The binding calls the function made here on the JS thread, once per batch
-// (src/napi/js_sink.c): everything the device's completion thread traced or
-// timed since the last batch, encoded as numbers by src/napi/js_trace_batch.h
-// (that header is the format's reference). Making the objects here rather
-// than through N-API property by property is what keeps small traces cheap.
+// The binding calls the function made here on the JS thread (src/napi/
+// js_sink.c) with a batch: everything the device's completion thread traced
+// or timed since the last batch, encoded as numbers by src/napi/
+// js_trace_batch.h (that header is the format's reference). Making the
+// objects here rather than through N-API property by property is what keeps
+// small traces cheap. A batch is delivered in time slices: each call
+// delivers records from `from` until `budgetMs` has passed (at least one
+// record), and the binding calls again with the same arguments and the
+// returned position in a later turn of the event loop (src/napi/
+// js_channel.h).
 //
 // Arguments:
 //   targets    the sink's targets in order (null where one was collected)
@@ -16,14 +21,26 @@
 //              as `slots` (only dtypes with inline data)
 //   externals  typed arrays of large data, indexed by the records (in record
 //              order)
-//   takeBack   with borrowed data: takeBack(from, to) detaches externals
-//              [from, to), called as soon as the callbacks of the record that
-//              lent them have returned; undefined otherwise
-// Returns [invocation, thrown, ...] (the record's invocation id) for the
-// callbacks that threw, or undefined; the binding fails those invocations.
+//   takeBack   with borrowed data: takeBack(to) detaches the externals
+//              before `to`, called as soon as the callbacks of the record
+//              that lent them have returned; undefined otherwise
+//   from       the slot of the first record to deliver
+//   budgetMs   the milliseconds this call may take (Infinity: no limit)
+// Returns [next, invocation, thrown, ...]: the slot of the first record not
+// delivered (slots.length when done), then for each callback that threw the
+// record's invocation id and what it threw; the binding fails those
+// invocations.
+
+const { performance } = require('perf_hooks');
 
 const TRACE = 1;
 const TIMING = 2;
+
+// The clock is read after every `stride` records: 1 at first, doubling up to
+// MAX_STRIDE while records take under FAST_MS each, back to 1 after a slow
+// one. Reading it costs about as much as delivering a small trace.
+const MAX_STRIDE = 16;
+const FAST_MS = 0.002;
 
 // A fresh Array of the `rank` dimensions at slots[first...].
 function shapeAt(slots, first, rank) {
@@ -33,14 +50,26 @@ function shapeAt(slots, first, rank) {
 }
 
 function makeTraceDecoder(dtypeNames) {
-  return function deliverBatch(targets, statsMask, slots, strings, views, externals, takeBack) {
+  return function deliverBatch(targets, statsMask, slots, strings, views, externals, takeBack, from, budgetMs) {
     const wantsStats = statsMask !== 0;
     const wantsData = statsMask !== 2 ** targets.length - 1;
-    let errors;
+    const result = [from];
     let lentEnd = 0; // externals before this one are taken back
     const end = slots.length;
-    let p = 0;
+    const timed = budgetMs !== Infinity;
+    let checked = timed ? performance.now() : 0;
+    const stop = checked + budgetMs;
+    let stride = 1;
+    let due = 1; // records until the clock is read
+    let p = from;
     while (p < end) {
+      if (timed && p !== from && --due === 0) {
+        const now = performance.now();
+        if (now >= stop) break;
+        stride = now - checked < FAST_MS * stride ? Math.min(2 * stride, MAX_STRIDE) : 1;
+        due = stride;
+        checked = now;
+      }
       const kind = slots[p];
       const invocation = slots[p + 1];
       const sequence = slots[p + 2];
@@ -63,7 +92,7 @@ function makeTraceDecoder(dtypeNames) {
             const method = target.timing;
             if (typeof method === 'function') method.call(target, event);
           } catch (error) {
-            (errors ??= []).push(invocation, error);
+            result.push(invocation, error);
           }
         }
         continue;
@@ -127,15 +156,16 @@ function makeTraceDecoder(dtypeNames) {
             if (typeof method === 'function') method.call(target, key, list, info);
           }
         } catch (error) {
-          (errors ??= []).push(invocation, error);
+          result.push(invocation, error);
         }
       }
       if (takeBack !== undefined && externalEnd > lentEnd) {
-        takeBack(lentEnd, externalEnd);
+        takeBack(externalEnd);
         lentEnd = externalEnd;
       }
     }
-    return errors;
+    result[0] = p;
+    return result;
   };
 }
 

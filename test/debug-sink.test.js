@@ -3,6 +3,8 @@
 // thrown by it surface, backpressure, and concurrency (many invocations, many
 // producers, closing objects while work is in flight).
 const assert = require('assert');
+const path = require('path');
+const { spawnSync } = require('child_process');
 const halrt = require('..');
 const {
   DEVICE_URIS, UNDER_SANITIZER, assertClose, busyWait, closeAll, liveBaseline, makeProgram, randomFloats, reference, settleLiveObjects,
@@ -771,4 +773,247 @@ describe('debug sink concurrency', function () {
       fn.close();
     });
   }
+});
+
+describe('debug sink and the event loop', function () {
+  this.timeout(60000);
+  const TRACES = 16;
+  const INVOCATIONS = 32; // 512 traces: at least 512 ms of sink time per burst
+
+  // A context whose f(x) traces x TRACES times under 'wait' into `sink`.
+  function burstProgram(uri, length, sink, traceData = 'owned') {
+    return makeProgram(uri, (b) => b.function('f', (f) => {
+      f.input('x', 'f32', [length]).output('y', 'u8', [1]).fill('y', 1);
+      for (let i = 0; i < TRACES; ++i) f.trace(`t${String(i).padStart(2, '0')}`, ['x']);
+    }), { hal: { debugSink: sink, tracePolicy: 'wait', traceData } });
+  }
+
+  // Awaits `settling` while a 1 ms interval ticks: its value, the longest
+  // the loop went without running the timer (ms; until `settling` settled
+  // included) and the ticks.
+  async function timerGaps(settling) {
+    let last = performance.now();
+    let longest = 0;
+    let ticks = 0;
+    const timer = setInterval(() => {
+      const now = performance.now();
+      longest = Math.max(longest, now - last);
+      last = now;
+      ticks += 1;
+    }, 1);
+    let value;
+    try {
+      value = await settling;
+    } finally {
+      clearInterval(timer);
+    }
+    return { value, longest: Math.max(longest, performance.now() - last), ticks };
+  }
+
+  // Invokes f on INVOCATIONS inputs at once (input i filled with i), awaits
+  // `watch(all of them)`, and checks that each invocation's traces arrived
+  // in program order, all before it settled; `received` holds {id, key} per
+  // trace delivered. Returns what `watch` returned.
+  async function burst(p, length, received, settled, watch = async (settling) => ({ value: await settling })) {
+    const fn = p.lookup('f');
+    const inputs = Array.from({ length: INVOCATIONS }, (_, i) => p.device.tensor(new Float32Array(length).fill(i), [length]));
+    try {
+      const watched = await watch(Promise.all(inputs.map((x, i) => fn.invoke([x]).then((outputs) => {
+        settled[i] = received.length;
+        return outputs;
+      }))));
+      closeAll(watched.value.flat());
+      assert.strictEqual(received.length, INVOCATIONS * TRACES);
+      const keys = Array.from({ length: TRACES }, (_, t) => `t${String(t).padStart(2, '0')}`);
+      for (let i = 0; i < INVOCATIONS; ++i) {
+        const mine = received.map((r, at) => ({ ...r, at })).filter((r) => r.id === i);
+        assert.deepStrictEqual(mine.map((r) => r.key), keys, `invocation ${i}: program order`);
+        assert.ok(mine[TRACES - 1].at < settled[i], `invocation ${i}: every trace before it settled`);
+      }
+      return watched;
+    } finally {
+      closeAll(inputs, fn);
+    }
+  }
+
+  // 16 f32 (inline in the batch) and 64 Ki f32 (external blocks: given
+  // away, or lent and taken back after each callback).
+  const CASES = [[16, 'owned'], [1 << 16, 'owned'], [1 << 16, 'borrowed']];
+  for (const uri of DEVICE_URIS) {
+    for (const [length, traceData] of CASES) {
+      it(`a burst of traces to a sink that takes 1 ms per call under 'wait' leaves a 1 ms timer running (${uri}, ${length * 4} B, ${traceData})`, async () => {
+        const received = [];
+        const settled = [];
+        const p = burstProgram(uri, length, (key, tensors) => {
+          const data = tensors[0].data;
+          received.push({ id: data[0], key });
+          busyWait(1);
+          // Lent data is taken back after the callback, not in the middle of a slice.
+          assert.strictEqual(data[length - 1], data[0]);
+        }, traceData);
+        try {
+          const { longest, ticks } = await burst(p, length, received, settled, timerGaps);
+          // Delivered in one go, the burst holds the loop for all of its at
+          // least 512 ms; in slices of a few ms the timer runs between them
+          // (gaps of 2-3 ms, tens of ms when a loaded machine deschedules us).
+          assert.ok(longest < 300, `the loop went ${longest.toFixed(1)} ms without running the timer (${ticks} ticks)`);
+        } finally {
+          p.close();
+        }
+      });
+    }
+  }
+
+  it('a fast sink receives a burst of 16000 small traces in slices, in program order, each invocation\'s before it settles', async () => {
+    const PER = 500;
+    const COUNT = 32;
+    const received = [];
+    const settled = [];
+    let turns = 0; // setImmediate callbacks run so far
+    const seen = []; // turns when each trace arrived
+    const p = makeProgram('local-task?workers=2', (b) => b.function('f', (f) => {
+      f.input('x', 'f32', [4]).output('y', 'u8', [1]).fill('y', 1);
+      for (let i = 0; i < PER; ++i) f.trace(`t${i}`, ['x']);
+    }), { hal: { debugSink: (key, tensors) => {
+      received.push(tensors[0].data[0] * PER + Number(key.slice(1)));
+      seen.push(turns);
+    } } });
+    const fn = p.lookup('f');
+    const inputs = Array.from({ length: COUNT }, (_, i) => p.device.tensor(new Float32Array(4).fill(i), [4]));
+    let spinning = true;
+    const spin = () => {
+      turns += 1;
+      if (spinning) setImmediate(spin);
+    };
+    try {
+      const pending = inputs.map((x, i) => fn.invoke([x]).then((outputs) => {
+        settled[i] = received.length;
+        closeAll(outputs);
+      }));
+      setImmediate(spin);
+      await Promise.all(pending);
+      spinning = false;
+      assert.strictEqual(received.length, COUNT * PER);
+      for (let i = 0; i < COUNT; ++i) {
+        const mine = received.filter((r) => Math.floor(r / PER) === i);
+        assert.deepStrictEqual(mine, Array.from({ length: PER }, (_, t) => i * PER + t), `invocation ${i}: program order`);
+        assert.ok(received.lastIndexOf(mine[PER - 1]) < settled[i], `invocation ${i}: every trace before it settled`);
+      }
+      // Immediates ran between traces: the burst was delivered in slices.
+      assert.ok(seen[seen.length - 1] > seen[0], `turns seen: ${seen[0]}..${seen[seen.length - 1]}`);
+    } finally {
+      spinning = false;
+      closeAll(inputs, fn);
+      p.close();
+    }
+  });
+
+  it('closing the HalModule, Context and device in the middle of a sliced burst still delivers it all, in order, before each invocation settles', async () => {
+    const received = [];
+    const settled = [];
+    const p = burstProgram('local-task?workers=2', 16, (key, tensors) => {
+      received.push({ id: tensors[0].data[0], key });
+      busyWait(1);
+    });
+    try {
+      // The HAL module goes with the last invocation; its sink's channel
+      // finishes while slices of the burst are still queued.
+      await burst(p, 16, received, settled, async (settling) => {
+        p.close();
+        return { value: await settling };
+      });
+    } finally {
+      p.close();
+    }
+  });
+
+  it('two sinks bursting at once both make progress: the one made second is not starved by the first', async () => {
+    const instance = new halrt.Instance();
+    const events = [];
+    const slow = (name) => (key, tensors) => {
+      events.push(name);
+      busyWait(1);
+    };
+    // `first` gets 32 x 16 traces, `second` 2 x 16, all started at once.
+    const programs = [['first', 32], ['second', 2]].map(([name, count]) => {
+      const p = makeProgram('local-task?workers=2', (b) => b.function('f', (f) => {
+        f.input('x', 'f32', [16]).output('y', 'u8', [1]).fill('y', 1);
+        for (let i = 0; i < TRACES; ++i) f.trace(`t${i}`, ['x']);
+      }), { hal: { debugSink: slow(name), tracePolicy: 'wait' }, instance });
+      return { p, count, name };
+    });
+    try {
+      const pending = programs.map(({ p, count }) => {
+        const fn = p.lookup('f');
+        const x = p.device.tensor(new Float32Array(16), [16]);
+        return Promise.all(Array.from({ length: count }, () => fn.invoke([x]))).then((results) => {
+          closeAll(results.flat(), x, fn);
+        });
+      });
+      await Promise.all(pending);
+      const lastOfSecond = events.lastIndexOf('second');
+      const lastOfFirst = events.lastIndexOf('first');
+      assert.strictEqual(events.length, 34 * TRACES);
+      assert.ok(lastOfSecond < lastOfFirst, `the second sink's last trace came at ${lastOfSecond} of ${events.length}, after the first's burst`);
+    } finally {
+      for (const { p } of programs) p.close();
+      instance.close();
+    }
+  });
+
+  it('a global setImmediate replaced before halrt loads (fake timers) does not stall a sliced burst', () => {
+    const result = spawnSync(process.execPath, ['-e', `
+      globalThis.setImmediate = () => {};
+      const halrt = require(${JSON.stringify(path.join(__dirname, '..'))});
+      const instance = new halrt.Instance();
+      const device = instance.createDevice('local-sync');
+      let traces = 0;
+      const hal = new halrt.HalModule(instance, device, {
+        debugSink: () => { traces += 1; const end = process.hrtime.bigint() + 1000000n; while (process.hrtime.bigint() < end); },
+      });
+      const module = new halrt.ModuleBuilder('t').executable('k', { local: { builtin: true } })
+        .function('f', (f) => {
+          f.input('x', 'f32', [4]).output('y', 'u8', [1]).fill('y', 1);
+          for (let i = 0; i < 16; ++i) f.trace('t' + i, ['x']);
+        })
+        .build(instance);
+      const fn = new halrt.Context(instance, [hal, module]).lookupFunction('t.f');
+      const x = device.tensor(new Float32Array(4), [4]);
+      Promise.all(Array.from({ length: 16 }, () => fn.invoke([x]))).then(() => console.log(traces));
+    `], { encoding: 'utf8', timeout: 15000 });
+    assert.strictEqual(result.error, undefined, `the burst stalled: ${result.error}`);
+    assert.strictEqual(result.status, 0, result.stderr);
+    assert.strictEqual(result.stdout.trim(), '256');
+  });
+
+  it('a sink that awaits and sets timers between traces sees them run during the burst, in order, before invocations settle', async () => {
+    const received = [];
+    const resumed = [];
+    const timed = [];
+    const settled = [];
+    // For each trace: how many of the sink's awaits and timers had run
+    // when it arrived.
+    const seen = [];
+    const p = burstProgram('local-task?workers=2', 16, async (key, tensors) => {
+      const entry = { id: tensors[0].data[0], key };
+      received.push(entry);
+      seen.push([resumed.length, timed.length]);
+      setTimeout(() => timed.push(entry), 0);
+      busyWait(1);
+      await new Promise((resolve) => setImmediate(resolve));
+      resumed.push(entry);
+    });
+    try {
+      await burst(p, 16, received, settled);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      // The sink's own continuations and timers ran while traces were still
+      // arriving, not only once the burst was over.
+      assert.ok(seen.some(([r]) => r > 0), 'no await resumed before the last trace arrived');
+      assert.ok(seen.some(([, t]) => t > 0), 'no timer ran before the last trace arrived');
+      assert.deepStrictEqual(resumed, received);
+      assert.deepStrictEqual(timed, received);
+    } finally {
+      p.close();
+    }
+  });
 });

@@ -11,7 +11,8 @@
 //   dtypes                         frozen Array of dtype names
 //   liveObjects()                  {instance, device, ...}: live runtime
 //   objects
-//   setErrorClass, setTraceDecoder  hooks lib/index.js installs (see below)
+//   setErrorClass, setTraceDecoder,
+//   setScheduler                   hooks lib/index.js installs (see below)
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
   state->channel = NULL;
   hrt_js_delete_ref(env, &state->error_class);
   hrt_js_delete_ref(env, &state->trace_decoder);
+  hrt_js_channel_turn_deinit(env, &state->turn);
   hrt_js_delete_ref(env, &state->device_class);
   hrt_js_delete_ref(env, &state->buffer_view_class);
   hrt_js_delete_ref(env, &state->module_class);
@@ -60,6 +62,8 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
 //                              code)`
 //   setTraceDecoder(deliver)   debug sinks deliver their event batches
 //                              through it (lib/trace_batch.js)
+//   setScheduler(setImmediate) channels wait for the next turn of the event
+//                              loop through it (js_channel.h)
 // The property's data is the offset of the hook's napi_ref in the env state.
 static napi_value hrt_js_set_hook(napi_env env, napi_callback_info info) {
   napi_value argv[1] = {NULL}, hook = NULL;
@@ -278,6 +282,8 @@ NAPI_MODULE_INIT() {
        napi_enumerable, (void*)offsetof(hrt_js_env_t, error_class)},
       {"setTraceDecoder", NULL, hrt_js_set_hook, NULL, NULL, NULL,
        napi_enumerable, (void*)offsetof(hrt_js_env_t, trace_decoder)},
+      {"setScheduler", NULL, hrt_js_set_hook, NULL, NULL, NULL, napi_enumerable,
+       (void*)offsetof(hrt_js_env_t, turn.set_immediate)},
   };
   HRT_NAPI_CALL(
       env, napi_define_properties(env, exports,

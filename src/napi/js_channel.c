@@ -10,10 +10,21 @@
 struct hrt_js_channel_s {
   atomic_int_fast32_t ref_count;
   hrt_mutex_t mutex;
-  // Guarded by `mutex`. hrt_js_channel_finish may set it to NULL from any
-  // thread, so every access (the JS thread's too) takes the mutex.
+  // Guarded by `mutex`. hrt_js_channel_finish and the drain may release the
+  // threadsafe function, so every access (the JS thread's too) takes the
+  // mutex.
   napi_threadsafe_function tsfn;
+  hrt_js_message_t* head;  // the FIFO of posted messages
+  hrt_js_message_t* tail;
+  // A drain is due: a wake-up is queued on `tsfn`, a drain is running, or
+  // the channel waits for the next turn. The FIFO is empty while it is
+  // false.
+  bool due;
+  bool finishing;  // finish was called: no more posts
   // JS thread only.
+  bool deferred;                   // the message being delivered deferred
+  bool resumed;                    // woken for a new turn, not drained yet
+  hrt_js_channel_t* next_waiting;  // in the env's turn list
   uint32_t pending_work;
   hrt_js_channel_finalize_fn on_finalize;
   void* finalize_data;
@@ -32,33 +43,213 @@ void hrt_js_channel_release(hrt_js_channel_t* channel) {
   free(channel);
 }
 
-// JS thread; with env == NULL at teardown, when `context` may already be
-// freed and is not touched.
+//===----------------------------------------------------------------------===//
+// JS thread: draining in time slices
+//===----------------------------------------------------------------------===//
+
+// setImmediate's callback: the event loop has turned. The budget starts
+// afresh, and each waiting channel, in order, is woken through its
+// threadsafe function, so that it drains as on any wake-up: from the event
+// loop, with no JavaScript on the stack (a worker terminated during a
+// delivery then unwinds as it would without time slices). Each woken
+// channel delivers one message even if others spent the budget first, so
+// that none is starved by a channel Node happens to wake before it.
+static napi_value hrt_js_channel_resume(napi_env env, napi_callback_info info) {
+  (void)info;
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  if (state == NULL) return NULL;
+  hrt_js_channel_turn_t* turn = &state->turn;
+  turn->scheduled = false;
+  turn->spent_ns = 0;
+  hrt_js_channel_t* channel = turn->waiting_head;
+  turn->waiting_head = NULL;
+  turn->waiting_tail = NULL;
+  while (channel != NULL) {
+    hrt_js_channel_t* next = channel->next_waiting;
+    channel->next_waiting = NULL;
+    channel->resumed = true;
+    // The drain is still due, so the threadsafe function is not released.
+    // It fails only when the env is going away, which frees the queue.
+    hrt_mutex_lock(&channel->mutex);
+    if (channel->tsfn != NULL) {
+      napi_call_threadsafe_function(channel->tsfn, NULL, napi_tsfn_nonblocking);
+    }
+    hrt_mutex_unlock(&channel->mutex);
+    hrt_js_channel_release(channel);  // the waiting list's
+    channel = next;
+  }
+  return NULL;
+}
+
+// Calls setImmediate(resume). False when it cannot (the call threw: a
+// terminating worker); the exception is dropped.
+static bool hrt_js_channel_schedule(napi_env env, hrt_js_channel_turn_t* turn) {
+  napi_value set_immediate = NULL, resume = NULL, global = NULL, ignored = NULL;
+  if (napi_get_reference_value(env, turn->set_immediate, &set_immediate) !=
+          napi_ok ||
+      set_immediate == NULL) {
+    return false;
+  }
+  if (turn->resume == NULL) {
+    if (napi_create_function(env, "resumeChannels", NAPI_AUTO_LENGTH,
+                             hrt_js_channel_resume, NULL, &resume) != napi_ok ||
+        napi_create_reference(env, resume, 1, &turn->resume) != napi_ok) {
+      hrt_js_take_pending(env);
+      return false;
+    }
+  } else if (napi_get_reference_value(env, turn->resume, &resume) != napi_ok) {
+    return false;
+  }
+  if (napi_get_global(env, &global) != napi_ok ||
+      napi_call_function(env, global, set_immediate, 1, &resume, &ignored) !=
+          napi_ok) {
+    hrt_js_take_pending(env);
+    return false;
+  }
+  turn->scheduled = true;
+  return true;
+}
+
+// Puts `channel` (its drain due) on the list of channels that wait for the
+// next turn. False when no turn can be waited for (no hook, or setImmediate
+// failed): the caller goes on draining.
+static bool hrt_js_channel_wait_for_turn(napi_env env,
+                                         hrt_js_channel_turn_t* turn,
+                                         hrt_js_channel_t* channel) {
+  if (turn->set_immediate == NULL) return false;
+  if (!turn->scheduled && !hrt_js_channel_schedule(env, turn)) return false;
+  hrt_js_channel_retain(channel);
+  if (turn->waiting_tail != NULL) {
+    turn->waiting_tail->next_waiting = channel;
+  } else {
+    turn->waiting_head = channel;
+  }
+  turn->waiting_tail = channel;
+  return true;
+}
+
+// Delivers the first queued message and, while more are queued, asks for
+// the next call through the threadsafe function: one message per call, so
+// that the reactions of the promises a message settled run (Node runs the
+// microtasks after each call) before the next message is delivered. Node
+// makes that call at once, in the same turn, so once the turn's budget is
+// spent the channel, its drain still due, waits for the next turn instead.
+// A finishing channel releases its threadsafe function once empty.
+static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  hrt_js_channel_turn_t* turn = state != NULL ? &state->turn : NULL;
+  if (turn != NULL && turn->spent_ns >= HRT_JS_CHANNEL_TURN_BUDGET_NS &&
+      !channel->resumed && hrt_js_channel_wait_for_turn(env, turn, channel)) {
+    return;
+  }
+  channel->resumed = false;
+  hrt_mutex_lock(&channel->mutex);
+  hrt_js_message_t* message = channel->head;
+  if (message != NULL) {
+    channel->head = message->next;
+    if (channel->head == NULL) channel->tail = NULL;
+    message->next = NULL;
+  }
+  hrt_mutex_unlock(&channel->mutex);
+  if (message != NULL) {
+    int64_t start = hrt_time_now_ns();
+    message->deliver(env, channel, message);
+    if (turn != NULL) turn->spent_ns += hrt_time_now_ns() - start;
+    if (channel->deferred) {
+      channel->deferred = false;
+      // Unless no turn can be waited for: then it is delivered again now.
+      if (turn != NULL && hrt_js_channel_wait_for_turn(env, turn, channel)) {
+        return;
+      }
+    }
+  }
+  napi_threadsafe_function released = NULL;
+  hrt_mutex_lock(&channel->mutex);
+  if (channel->head != NULL) {
+    // The drain is still due, so `tsfn` is not released; the call fails
+    // only when the env is going away, which frees the queue.
+    if (channel->tsfn != NULL) {
+      napi_call_threadsafe_function(channel->tsfn, NULL, napi_tsfn_nonblocking);
+    }
+  } else {
+    channel->due = false;
+    if (channel->finishing) {
+      released = channel->tsfn;
+      channel->tsfn = NULL;
+    }
+  }
+  hrt_mutex_unlock(&channel->mutex);
+  if (released != NULL) {
+    napi_release_threadsafe_function(released, napi_tsfn_release);
+  }
+}
+
+void hrt_js_channel_defer(hrt_js_channel_t* channel,
+                          hrt_js_message_t* message) {
+  hrt_mutex_lock(&channel->mutex);
+  message->next = channel->head;
+  channel->head = message;
+  if (channel->tail == NULL) channel->tail = message;
+  hrt_mutex_unlock(&channel->mutex);
+  channel->deferred = true;
+}
+
+int64_t hrt_js_channel_time_left_ns(napi_env env) {
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  if (state == NULL || state->turn.set_immediate == NULL) return INT64_MAX;
+  return HRT_JS_CHANNEL_TURN_BUDGET_NS - state->turn.spent_ns;
+}
+
+void hrt_js_channel_turn_deinit(napi_env env, hrt_js_channel_turn_t* turn) {
+  while (turn->waiting_head != NULL) {
+    hrt_js_channel_t* channel = turn->waiting_head;
+    turn->waiting_head = channel->next_waiting;
+    channel->next_waiting = NULL;
+    hrt_js_channel_release(channel);
+  }
+  turn->waiting_tail = NULL;
+  if (turn->set_immediate != NULL) {
+    napi_delete_reference(env, turn->set_immediate);
+  }
+  turn->set_immediate = NULL;
+  if (turn->resume != NULL) napi_delete_reference(env, turn->resume);
+  turn->resume = NULL;
+}
+
+//===----------------------------------------------------------------------===//
+// The threadsafe function
+//===----------------------------------------------------------------------===//
+
+// JS thread: a wake-up. With env == NULL (teardown) `context` may already be
+// freed and is not touched: the finalizer frees what is queued.
 static void hrt_js_channel_call_js(napi_env env, napi_value js_callback,
                                    void* context, void* data) {
   (void)js_callback;
-  hrt_js_message_t* message = (hrt_js_message_t*)data;
-  if (message == NULL) return;
-  if (env == NULL) {
-    message->deliver(NULL, NULL, message);
-    return;
-  }
-  message->deliver(env, (hrt_js_channel_t*)context, message);
+  (void)data;
+  if (env == NULL) return;
+  hrt_js_channel_drain(env, (hrt_js_channel_t*)context);
 }
 
-// JS thread, once, when the threadsafe function is done (queue drained, or
-// env teardown). Items still queued are passed to call_js with env == NULL
-// after this returns.
+// JS thread, once, when the threadsafe function is done (released after the
+// FIFO drained, or env teardown). What is still queued (teardown only) is
+// freed natively after on_finalize.
 static void hrt_js_channel_tsfn_finalize(napi_env env, void* finalize_data,
                                          void* finalize_hint) {
-  (void)env;
   (void)finalize_hint;
   hrt_js_channel_t* channel = (hrt_js_channel_t*)finalize_data;
   hrt_mutex_lock(&channel->mutex);
   channel->tsfn = NULL;
+  hrt_js_message_t* message = channel->head;
+  channel->head = NULL;
+  channel->tail = NULL;
   hrt_mutex_unlock(&channel->mutex);
   if (channel->on_finalize != NULL) {
     channel->on_finalize(env, channel->finalize_data);
+  }
+  while (message != NULL) {
+    hrt_js_message_t* next = message->next;
+    message->deliver(NULL, NULL, message);
+    message = next;
   }
   hrt_js_channel_release(channel);
 }
@@ -108,10 +299,23 @@ napi_status hrt_js_channel_create(napi_env env, const char* name,
 
 bool hrt_js_channel_post(hrt_js_channel_t* channel, hrt_js_message_t* message) {
   bool posted = false;
+  message->next = NULL;
   hrt_mutex_lock(&channel->mutex);
-  if (channel->tsfn != NULL) {
-    posted = napi_call_threadsafe_function(channel->tsfn, message,
+  if (channel->tsfn != NULL && !channel->finishing) {
+    // One wake-up per drain: while one is due, the message just joins the
+    // FIFO that drain will deliver.
+    posted = channel->due ||
+             napi_call_threadsafe_function(channel->tsfn, NULL,
                                            napi_tsfn_nonblocking) == napi_ok;
+  }
+  if (posted) {
+    channel->due = true;
+    if (channel->tail != NULL) {
+      channel->tail->next = message;
+    } else {
+      channel->head = message;
+    }
+    channel->tail = message;
   }
   hrt_mutex_unlock(&channel->mutex);
   return posted;
@@ -147,25 +351,30 @@ void hrt_js_channel_end_work(napi_env env, hrt_js_channel_t* channel) {
   }
 }
 
-// Takes the threadsafe function from the gate (so no producer posts again)
-// and releases it with `mode`.
-static void hrt_js_channel_stop(hrt_js_channel_t* channel,
-                                napi_threadsafe_function_release_mode mode) {
-  hrt_mutex_lock(&channel->mutex);
-  napi_threadsafe_function tsfn = channel->tsfn;
-  channel->tsfn = NULL;
-  hrt_mutex_unlock(&channel->mutex);
-  if (tsfn != NULL) napi_release_threadsafe_function(tsfn, mode);
-  hrt_js_channel_release(channel);
-}
-
 void hrt_js_channel_close(hrt_js_channel_t* channel) {
   // Abort: nothing queued is delivered to JavaScript any more; the finalizer
   // still runs (dropping the tsfn's reference) and frees queued messages
-  // through call_js with env == NULL.
-  hrt_js_channel_stop(channel, napi_tsfn_abort);
+  // natively.
+  hrt_mutex_lock(&channel->mutex);
+  napi_threadsafe_function tsfn = channel->tsfn;
+  channel->tsfn = NULL;
+  channel->finishing = true;
+  hrt_mutex_unlock(&channel->mutex);
+  if (tsfn != NULL) napi_release_threadsafe_function(tsfn, napi_tsfn_abort);
+  hrt_js_channel_release(channel);
 }
 
 void hrt_js_channel_finish(hrt_js_channel_t* channel) {
-  hrt_js_channel_stop(channel, napi_tsfn_release);
+  // While a drain is due it releases the threadsafe function once the FIFO
+  // is empty; otherwise (nothing queued) it is released now.
+  hrt_mutex_lock(&channel->mutex);
+  channel->finishing = true;
+  napi_threadsafe_function tsfn = NULL;
+  if (!channel->due) {
+    tsfn = channel->tsfn;
+    channel->tsfn = NULL;
+  }
+  hrt_mutex_unlock(&channel->mutex);
+  if (tsfn != NULL) napi_release_threadsafe_function(tsfn, napi_tsfn_release);
+  hrt_js_channel_release(channel);
 }

@@ -3,40 +3,70 @@
 // one napi_threadsafe_function.
 //
 // Threads and ownership:
-// - create, begin_work, end_work and close run on the env's JS thread only.
+// - create, begin_work, end_work, close, defer and time_left run on the env's
+//   JS thread only.
 // - post, retain and release may run on any thread. post is the only thing a
 //   producer does with the channel; producers never call N-API themselves.
 // - The channel struct is reference counted natively, independently of N-API,
 //   so a producer can hold it after the env is gone. create returns one
 //   reference (the caller's, normally the per-env state, dropped by close) and
 //   keeps a second one for the threadsafe function, dropped by its finalizer.
+// - Posted messages wait in the channel's own FIFO (guarded by its mutex).
+//   The threadsafe function only carries wake-ups: one is queued when the
+//   FIFO gets a message while no drain is due; each wake-up delivers one
+//   message and queues the next while messages remain. Node runs such
+//   wake-ups back to back within a turn of the event loop, running the
+//   microtasks (reactions of the promises a message settled) after each.
 // - `tsfn` is guarded by the mutex and becomes NULL when the threadsafe
-//   function's finalizer runs or the channel is closed or finished (finish
-//   may run on any thread). post, begin_work and end_work use it under the
-//   mutex only while it is set, so no thread touches the threadsafe function
-//   after it was released or its finalizer has begun (Node forbids any use
-//   past that point).
+//   function is released or finalized. post, begin_work and end_work use it
+//   under the mutex only while it is set, so no thread touches the threadsafe
+//   function after it was released or its finalizer has begun (Node forbids
+//   any use past that point).
 // - A posted message is owned by the channel until it is delivered: its
-//   deliver function runs once, on the JS thread with a live env, or with
+//   deliver function runs on the JS thread with a live env, or with
 //   env == NULL at teardown, when it must only free native memory. When post
 //   returns false the message was not taken and the caller frees it.
 // - An idle channel never keeps the event loop alive: the threadsafe function
 //   is unreferenced while no work is pending. begin_work/end_work count the
 //   operations whose results are still to come (promises to settle); while
 //   the count is above zero the loop stays alive.
+//
+// Time slices: the channels of an env share a budget of
+// HRT_JS_CHANNEL_TURN_BUDGET_NS of JS-thread time (the time their deliver
+// functions take, user callbacks included). Once that much has been spent
+// since they last waited for a turn of the event loop, a channel stops
+// delivering and waits for the next turn: a setImmediate (lib/'s
+// setScheduler hook) wakes it again through its threadsafe function, so that
+// timers, I/O and immediates run between slices however long a burst is, and
+// the budget starts afresh. A channel woken so delivers one message even if
+// other channels spent the budget before it in that turn, so that none
+// starves. (Turns in which no channel waited do not reset the budget: at
+// worst a channel waits once more than needed.) A delivery that would
+// take longer than the budget left (a large batch of traces) delivers part
+// of its work and defers itself: the channel delivers it again, before
+// anything posted after it, in the next turn. So the FIFO order holds across
+// slices. Without the hook (the addon loaded without lib/) channels never
+// wait.
 #ifndef HRT_NAPI_JS_CHANNEL_H_
 #define HRT_NAPI_JS_CHANNEL_H_
 
 #include <node_api.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct hrt_js_channel_s hrt_js_channel_t;
 typedef struct hrt_js_message_s hrt_js_message_t;
 
-// Delivers and frees `message`. With a live env it runs on the JS thread and
-// may call N-API (and settle promises); `channel` is the channel it came
-// through. With env == NULL (teardown) `channel` is NULL too and only native
-// memory may be freed.
+// JS-thread time an env's channels may spend delivering per turn of the
+// event loop: a few milliseconds, so that a 1 ms timer still fires within a
+// few ms during a burst, while a turn of the loop (a few µs) stays small
+// against the work between turns.
+#define HRT_JS_CHANNEL_TURN_BUDGET_NS (2 * 1000 * 1000)
+
+// Delivers and frees `message`, or hands it back with hrt_js_channel_defer.
+// With a live env it runs on the JS thread and may call N-API (and settle
+// promises); `channel` is the channel it came through. With env == NULL
+// (teardown) `channel` is NULL too and only native memory may be freed.
 typedef void (*hrt_js_message_deliver_fn)(napi_env env,
                                           hrt_js_channel_t* channel,
                                           hrt_js_message_t* message);
@@ -44,11 +74,28 @@ typedef void (*hrt_js_message_deliver_fn)(napi_env env,
 // Embedded as the first member of every concrete message.
 struct hrt_js_message_s {
   hrt_js_message_deliver_fn deliver;
+  hrt_js_message_t* next;  // the channel's, while queued
 };
 
+// Per-env state of the time slices (a member of hrt_js_env_t). JS thread
+// only.
+typedef struct hrt_js_channel_turn_s {
+  int64_t spent_ns;  // delivering, since the channels last waited for a turn
+  // Channels waiting for the next turn, in order (each holds a reference).
+  hrt_js_channel_t* waiting_head;
+  hrt_js_channel_t* waiting_tail;
+  bool scheduled;          // a resume is scheduled with set_immediate
+  napi_ref set_immediate;  // lib/'s hook; NULL: never yield
+  napi_ref resume;         // the function scheduled; made on first use
+} hrt_js_channel_turn_t;
+
+// JS thread, env teardown: drops the waiting channels and the references.
+void hrt_js_channel_turn_deinit(napi_env env, hrt_js_channel_turn_t* turn);
+
 // Runs once on the JS thread when the channel's threadsafe function is
-// finalized: after hrt_js_channel_finish once the queue has drained, or at
-// env teardown. `env` may be used to delete references.
+// finalized: after hrt_js_channel_finish once every message has been
+// delivered, or at env teardown (messages still queued are then freed after
+// it returns). `env` may be used to delete references.
 typedef void (*hrt_js_channel_finalize_fn)(napi_env env, void* data);
 
 // JS thread. Creates the channel with its threadsafe function (unreferenced).
@@ -68,6 +115,16 @@ void hrt_js_channel_release(hrt_js_channel_t* channel);
 // when the channel is closed or closing; the caller keeps ownership then.
 // Never blocks on the JS thread.
 bool hrt_js_channel_post(hrt_js_channel_t* channel, hrt_js_message_t* message);
+
+// JS thread, inside `message`'s deliver function only: `message` is not
+// done; the channel keeps it and delivers it again, first, in a later turn.
+void hrt_js_channel_defer(hrt_js_channel_t* channel, hrt_js_message_t* message);
+
+// JS thread, inside a deliver function: the nanoseconds of the turn's budget
+// left (zero or less when spent: a deliver function still does one step of
+// its work then, so that every turn makes progress), or INT64_MAX when the
+// channel cannot yield to the event loop.
+int64_t hrt_js_channel_time_left_ns(napi_env env);
 
 // JS thread. One operation whose result will come through the channel was
 // started / has been delivered. Calls must pair up.

@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "napi/js_channel.h"
 
-typedef struct hrt_js_channel_s hrt_js_channel_t;
 typedef struct hrt_js_wrap_s hrt_js_wrap_t;
 
 // Per-env state, owned by the env through napi_set_instance_data and freed by
@@ -42,6 +42,9 @@ typedef struct hrt_js_env_s {
   // Carries submission results from device threads to this env. One native
   // reference is owned by this struct and dropped at teardown.
   hrt_js_channel_t* channel;
+  // How much of this env's event-loop turn its channels have used
+  // (js_channel.h), and lib/'s setImmediate to wait for the next one.
+  hrt_js_channel_turn_t turn;
   // Wraps pinned by the binding calls now running on this env's thread,
   // innermost call last (js_wrap.h). Empty whenever no call is running.
   hrt_js_wrap_t** pins;

@@ -1,5 +1,6 @@
 #include "napi/js_sink.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -26,12 +27,29 @@ typedef struct hrt_js_sink_error_s {
 // A records buffer up to this size is kept for the next batch.
 #define HRT_JS_RECORDS_KEEP_BYTES (1u << 20)
 
-// Borrowed data of the batch being delivered: `lent[i]` is the ArrayBuffer
-// over external i, NULL once taken back (or never lent).
-typedef struct hrt_js_sink_lending_s {
-  hrt_js_trace_batch_t* batch;
-  napi_value* lent;
-} hrt_js_sink_lending_t;
+// The batch being delivered, in slices over turns of the event loop (JS
+// thread only; see hrt_js_sink_deliver).
+typedef struct hrt_js_sink_delivery_s {
+  bool active;  // `batch` was taken from the producer and is not done
+  hrt_js_trace_batch_t batch;
+  // lib/trace_batch.js's arguments for the batch, kept between slices (NULL
+  // until a slice leaves records for the next), and the slot to resume at.
+  napi_ref args;
+  double next;
+  // Borrowed data: lent[i] holds the ArrayBuffer over external i until it is
+  // taken back (NULL then, or if never lent). Externals before `lent_end`
+  // are taken back. takeBack works only while `in_slice`.
+  napi_ref* lent;
+  size_t lent_end;
+  bool in_slice;
+} hrt_js_sink_delivery_t;
+
+// A batch's message to the channel. Two alternate: the next batch's may be
+// queued while the last one's is still delivering its batch in slices.
+typedef struct hrt_js_sink_message_s {
+  hrt_js_message_t base;
+  hrt_js_sink_t* sink;
+} hrt_js_sink_message_t;
 
 struct hrt_js_sink_s {
   atomic_int_fast32_t ref_count;
@@ -53,19 +71,19 @@ struct hrt_js_sink_s {
   napi_ref records_ref;
   void* records_data;
   size_t records_capacity;
-  // Borrowed data: lib/trace_batch.js's takeBack (made on first use) and
-  // what it takes back from (NULL outside a delivery).
+  // Borrowed data: lib/trace_batch.js's takeBack (made on first use).
   napi_ref take_back_ref;
-  hrt_js_sink_lending_t* lending;
+  hrt_js_sink_delivery_t delivery;
   // Guarded by mutex: the batch being appended to, the empty spare it is
-  // swapped with when the JS thread takes it, whether `batch_message` is
-  // queued on the channel (then the sink holds a reference for it), and the
-  // bound.
+  // swapped with when the JS thread takes it, whether its message is queued
+  // on the channel (then the sink holds a reference for it) and which of
+  // the two is posted next, and the bound.
   hrt_mutex_t mutex;
   hrt_cond_t drained;
   hrt_js_trace_batch_t batch;
   hrt_js_trace_batch_t spare;
-  hrt_js_message_t batch_message;
+  hrt_js_sink_message_t messages[2];
+  uint32_t next_message;
   bool posted;
   uint64_t bytes_in_flight;
   uint64_t max_bytes;
@@ -85,6 +103,7 @@ void hrt_js_sink_release(hrt_js_sink_t* sink) {
   }
   hrt_js_trace_batch_deinit(&sink->batch);
   hrt_js_trace_batch_deinit(&sink->spare);
+  hrt_js_trace_batch_deinit(&sink->delivery.batch);
   hrt_block_pool_release(sink->pool);
   hrt_cond_deinit(&sink->drained);
   hrt_mutex_deinit(&sink->mutex);
@@ -185,11 +204,11 @@ static bool hrt_js_sink_records_buffer(napi_env env, hrt_js_sink_t* sink,
 
 // External `index` of `batch` as a TypedArray. Given away, its block returns
 // to the pool when V8 collects the ArrayBuffer; with borrowed data it is
-// lent, staying the batch's, and `*out_lent` receives the ArrayBuffer for
-// hrt_js_sink_take_back.
+// lent, staying the batch's, and `*out_lent` receives a reference to the
+// ArrayBuffer for hrt_js_sink_take_back.
 static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
                                  hrt_js_trace_batch_t* batch, size_t index,
-                                 napi_value* out_array, napi_value* out_lent) {
+                                 napi_value* out_array, napi_ref* out_lent) {
   const hrt_js_trace_external_t* external = &batch->externals[index];
   if (!sink->borrowed) {
     return hrt_js_typed_array_from_host(
@@ -201,56 +220,64 @@ static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
                                     external->byte_length, NULL, out_array)) {
     return false;
   }
+  napi_value buffer = NULL;
   napi_status status = napi_get_typedarray_info(env, *out_array, NULL, NULL,
-                                                NULL, out_lent, NULL);
+                                                NULL, &buffer, NULL);
+  if (status == napi_ok) {
+    status = napi_create_reference(env, buffer, 1, out_lent);
+  }
   if (status != napi_ok) {
     // JavaScript holds the block and it cannot be detached: never reuse it.
     hrt_js_trace_batch_take_external(batch, index);
-    hrt_js_throw_napi_failure(env, status, "napi_get_typedarray_info");
+    hrt_js_throw_napi_failure(env, status, "napi_create_reference");
     return false;
   }
   return true;
 }
 
-// Borrowed data: detaches what was lent of externals [from, to) and forgets
-// it, so that the batch's reset gives their blocks back. Works with an
-// exception pending (a callback that terminated its worker). A buffer found
-// detached already (transferred elsewhere by a callback) may still be in use
-// there: its block is left, never reused.
+// Borrowed data: detaches what was lent of the externals from `lent_end` up
+// to `to` and forgets it, so that the batch's reset gives their blocks back.
+// Works with an exception pending (a callback that terminated its worker).
+// A buffer found detached already (transferred elsewhere by a callback) may
+// still be in use there: its block is left, never reused.
 static void hrt_js_sink_take_back(napi_env env,
-                                  const hrt_js_sink_lending_t* lending,
-                                  size_t from, size_t to) {
-  for (size_t i = from; i < to; ++i) {
-    napi_value buffer = lending->lent[i];
+                                  hrt_js_sink_delivery_t* delivery, size_t to) {
+  if (delivery->lent == NULL) return;
+  for (size_t i = delivery->lent_end; i < to; ++i) {
+    napi_ref ref = delivery->lent[i];
+    napi_value buffer = NULL;
     bool detached = true;
-    if (buffer == NULL) continue;  // taken back, or delivery failed first
-    lending->lent[i] = NULL;
-    if (napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok ||
+    if (ref == NULL) continue;  // delivery failed before lending it
+    delivery->lent[i] = NULL;
+    if (napi_get_reference_value(env, ref, &buffer) != napi_ok ||
+        buffer == NULL ||
+        napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok ||
         detached || napi_detach_arraybuffer(env, buffer) != napi_ok) {
-      hrt_js_trace_batch_take_external(lending->batch, i);  // left to leak
+      hrt_js_trace_batch_take_external(&delivery->batch, i);  // left to leak
     }
+    napi_delete_reference(env, ref);
   }
+  if (to > delivery->lent_end) delivery->lent_end = to;
 }
 
-// takeBack(from, to) of lib/trace_batch.js, called when the callbacks of a
-// record have returned: takes back the data lent for the record, so that a
-// callback sees the arrays of earlier records detached. Does nothing outside
-// a delivery.
+// takeBack(to) of lib/trace_batch.js, called when the callbacks of a record
+// have returned: takes back the data lent for it and the records before it,
+// so that a callback sees the arrays of earlier records detached. Does
+// nothing outside a slice of a delivery.
 static napi_value hrt_js_sink_take_back_js(napi_env env,
                                            napi_callback_info info) {
-  napi_value argv[2] = {NULL, NULL};
-  size_t argc = 2;
+  napi_value argv[1] = {NULL};
+  size_t argc = 1;
   void* data = NULL;
-  uint32_t from = 0, to = 0;
+  uint32_t to = 0;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, &data) != napi_ok) {
     return NULL;
   }
-  const hrt_js_sink_lending_t* lending = ((hrt_js_sink_t*)data)->lending;
-  if (lending != NULL && argc == 2 &&
-      napi_get_value_uint32(env, argv[0], &from) == napi_ok &&
-      napi_get_value_uint32(env, argv[1], &to) == napi_ok) {
-    size_t count = lending->batch->external_count;
-    hrt_js_sink_take_back(env, lending, from, to < count ? to : count);
+  hrt_js_sink_delivery_t* delivery = &((hrt_js_sink_t*)data)->delivery;
+  if (delivery->in_slice && argc == 1 &&
+      napi_get_value_uint32(env, argv[0], &to) == napi_ok) {
+    size_t count = delivery->batch.external_count;
+    hrt_js_sink_take_back(env, delivery, to < count ? to : count);
   }
   return NULL;
 }
@@ -272,12 +299,12 @@ static bool hrt_js_sink_take_back_function(napi_env env, hrt_js_sink_t* sink,
 }
 
 // lib/trace_batch.js's arguments for `batch`: (targets, statsMask, records,
-// strings, views, externals), and takeBack when `lent` is given. Takes the
-// batch's external blocks, or with borrowed data lends them, keeping their
-// ArrayBuffers in `lent`.
+// strings, views, externals, takeBack or undefined). Takes the batch's
+// external blocks, or with borrowed data (`lent` given) lends them, keeping
+// references to their ArrayBuffers in `lent`.
 static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
                                    hrt_js_trace_batch_t* batch,
-                                   napi_value* argv, napi_value* lent) {
+                                   napi_value* argv, napi_ref* lent) {
   napi_value buffer = NULL;
   void* data = NULL;
   if (!hrt_js_sink_records_buffer(env, sink, batch->size, &buffer, &data)) {
@@ -324,55 +351,123 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
     }
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
   }
-  return lent == NULL || hrt_js_sink_take_back_function(env, sink, &argv[6]);
+  if (lent == NULL) {
+    HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, &argv[6]));
+    return true;
+  }
+  return hrt_js_sink_take_back_function(env, sink, &argv[6]);
 }
 
-// Hands `batch` to lib/trace_batch.js, which calls the targets, and keeps
-// what they threw. When the batch cannot be handed over (out of memory),
-// every invocation it has records of fails with the pending exception.
-static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
-                                      hrt_js_trace_batch_t* batch) {
-  napi_handle_scope scope = NULL;
-  if (napi_open_handle_scope(env, &scope) != napi_ok) return;
-  hrt_js_env_t* state = hrt_js_env_get(env);
-  napi_value decoder = NULL, global = NULL, result = NULL, argv[7] = {NULL};
-  hrt_js_sink_lending_t lending = {batch, NULL};
-  if (sink->borrowed && batch->external_count > 0) {
-    lending.lent = calloc(batch->external_count, sizeof(*lending.lent));
+#define HRT_JS_SINK_BATCH_ARGS 7
+
+// Keeps a batch's arguments for the slices to come.
+static bool hrt_js_sink_keep_args(napi_env env,
+                                  hrt_js_sink_delivery_t* delivery,
+                                  const napi_value* argv) {
+  napi_value args = NULL;
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_array_with_length(env, HRT_JS_SINK_BATCH_ARGS, &args));
+  for (uint32_t i = 0; i < HRT_JS_SINK_BATCH_ARGS; ++i) {
+    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, args, i, argv[i]));
   }
-  hrt_js_sink_lending_t* outer = sink->lending;
-  if (lending.lent != NULL) sink->lending = &lending;
+  HRT_NAPI_CALL_BOOL(env, napi_create_reference(env, args, 1, &delivery->args));
+  return true;
+}
+
+// The arguments hrt_js_sink_keep_args kept.
+static bool hrt_js_sink_kept_args(napi_env env,
+                                  const hrt_js_sink_delivery_t* delivery,
+                                  napi_value* argv) {
+  napi_value args = NULL;
+  HRT_NAPI_CALL_BOOL(env, napi_get_reference_value(env, delivery->args, &args));
+  for (uint32_t i = 0; i < HRT_JS_SINK_BATCH_ARGS; ++i) {
+    HRT_NAPI_CALL_BOOL(env, napi_get_element(env, args, i, &argv[i]));
+  }
+  return true;
+}
+
+// Drops what the delivery holds in JavaScript: the kept arguments, and the
+// references to lent data, taken back first unless the env is going away
+// (then no JavaScript runs again, and V8 may refuse to detach).
+static void hrt_js_sink_delivery_end(napi_env env,
+                                     hrt_js_sink_delivery_t* delivery,
+                                     bool take_back) {
+  if (take_back) {
+    hrt_js_sink_take_back(env, delivery, delivery->batch.external_count);
+  }
+  for (size_t i = 0;
+       delivery->lent != NULL && i < delivery->batch.external_count; ++i) {
+    if (delivery->lent[i] != NULL) {
+      napi_delete_reference(env, delivery->lent[i]);
+    }
+  }
+  free(delivery->lent);
+  delivery->lent = NULL;
+  if (delivery->args != NULL) napi_delete_reference(env, delivery->args);
+  delivery->args = NULL;
+}
+
+// One slice of the delivery: lib/trace_batch.js calls the targets for the
+// records from `next` on until the turn's budget is spent (at least one
+// record), and what they threw is kept. Returns whether the batch is done:
+// every record delivered, or the batch could not be handed over (out of
+// memory, a terminating worker), when every invocation it has records of
+// fails with the pending exception.
+static bool hrt_js_sink_deliver_slice(napi_env env, hrt_js_sink_t* sink) {
+  hrt_js_sink_delivery_t* delivery = &sink->delivery;
+  hrt_js_trace_batch_t* batch = &delivery->batch;
+  napi_handle_scope scope = NULL;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) {
+    hrt_js_sink_delivery_end(env, delivery, true);  // the batch is dropped
+    return true;
+  }
+  hrt_js_env_t* state = hrt_js_env_get(env);
+  napi_value decoder = NULL, global = NULL, result = NULL, argv[9] = {NULL};
+  bool first = delivery->args == NULL;
+  if (first && sink->borrowed && batch->external_count > 0) {
+    delivery->lent = calloc(batch->external_count, sizeof(*delivery->lent));
+  }
+  int64_t left = hrt_js_channel_time_left_ns(env);
+  double slots = (double)(batch->size / 8);
   bool ok =
       state != NULL &&
-      (lending.lent != NULL || !sink->borrowed ||
+      (delivery->lent != NULL || !sink->borrowed ||
        batch->external_count == 0) &&
       napi_get_reference_value(env, state->trace_decoder, &decoder) ==
           napi_ok &&
       decoder != NULL && napi_get_global(env, &global) == napi_ok &&
-      hrt_js_sink_batch_args(env, sink, batch, argv, lending.lent) &&
-      napi_call_function(env, global, decoder, lending.lent != NULL ? 7 : 6,
-                         argv, &result) == napi_ok;
-  sink->lending = outer;
-  if (lending.lent != NULL) {
-    // What the records' takeBack calls left: all of it when the decoder
-    // stopped early (a worker terminated in a callback).
-    hrt_js_sink_take_back(env, &lending, 0, batch->external_count);
-    free(lending.lent);
+      (first ? hrt_js_sink_batch_args(env, sink, batch, argv, delivery->lent)
+             : hrt_js_sink_kept_args(env, delivery, argv)) &&
+      napi_create_double(env, delivery->next, &argv[7]) == napi_ok &&
+      napi_create_double(env, left == INT64_MAX ? INFINITY : (double)left / 1e6,
+                         &argv[8]) == napi_ok;
+  if (ok) {
+    delivery->in_slice = true;
+    ok = napi_call_function(env, global, decoder, 9, argv, &result) == napi_ok;
+    delivery->in_slice = false;
   }
+  // [next, invocation, thrown, invocation, thrown, ...] (invocation ids)
   bool is_array = false;
   uint32_t length = 0;
-  if (ok && napi_is_array(env, result, &is_array) == napi_ok && is_array &&
-      napi_get_array_length(env, result, &length) == napi_ok) {
-    // [invocation, thrown, invocation, thrown, ...] (invocation ids)
-    for (uint32_t i = 0; i + 1 < length; i += 2) {
-      napi_value invocation = NULL, thrown = NULL;
-      int64_t number = 0;
-      if (napi_get_element(env, result, i, &invocation) == napi_ok &&
-          napi_get_value_int64(env, invocation, &number) == napi_ok &&
-          napi_get_element(env, result, i + 1, &thrown) == napi_ok) {
-        hrt_js_sink_keep_error(env, sink, (uint64_t)number, thrown);
-      }
+  napi_value value = NULL;
+  double next = slots;
+  ok = ok && napi_is_array(env, result, &is_array) == napi_ok && is_array &&
+       napi_get_array_length(env, result, &length) == napi_ok && length > 0 &&
+       napi_get_element(env, result, 0, &value) == napi_ok &&
+       napi_get_value_double(env, value, &next) == napi_ok;
+  for (uint32_t i = 1; ok && i + 1 < length; i += 2) {
+    napi_value invocation = NULL, thrown = NULL;
+    int64_t number = 0;
+    if (napi_get_element(env, result, i, &invocation) == napi_ok &&
+        napi_get_value_int64(env, invocation, &number) == napi_ok &&
+        napi_get_element(env, result, i + 1, &thrown) == napi_ok) {
+      hrt_js_sink_keep_error(env, sink, (uint64_t)number, thrown);
     }
+  }
+  bool done = !ok || !(next < slots);
+  if (!done && first && !hrt_js_sink_keep_args(env, delivery, argv)) {
+    ok = false;
+    done = true;
   }
   if (!ok) {
     napi_value error = hrt_js_take_pending(env);
@@ -380,32 +475,56 @@ static void hrt_js_sink_deliver_batch(napi_env env, hrt_js_sink_t* sink,
       hrt_js_sink_keep_error(env, sink, batch->invocations[i], error);
     }
   }
+  delivery->next = next;
+  if (done) hrt_js_sink_delivery_end(env, delivery, true);
   napi_close_handle_scope(env, scope);
+  return done;
 }
 
-// JS thread (env != NULL), or teardown (env == NULL: free only). Takes the
-// batch appended so far (the producer goes on with the spare), delivers it,
-// and returns its bytes to the bound.
+// JS thread (env != NULL), or teardown (env == NULL: free only). A message
+// takes the batch appended so far (the producer goes on with the spare) and
+// delivers it in slices: while records are left when the turn's budget is
+// spent, the message defers itself and the channel delivers it again, before
+// anything posted after it, in the next turn. Done, it returns the batch's
+// bytes to the bound.
+//
+// Order: a trace is appended to the batch whose message was posted at or
+// before its append, and is taken with that batch. Whatever is posted after
+// the trace (its invocation's completion, the next batch's message) queues
+// behind that message, which stays first until its whole batch is
+// delivered. So traces arrive in append order, each before the completions
+// posted after it.
 static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
                                 hrt_js_message_t* message) {
-  (void)channel;
-  hrt_js_sink_t* sink =
-      (hrt_js_sink_t*)((char*)message - offsetof(hrt_js_sink_t, batch_message));
-  hrt_mutex_lock(&sink->mutex);
-  hrt_js_trace_batch_t batch = sink->batch;
-  sink->batch = sink->spare;
-  memset(&sink->spare, 0, sizeof(sink->spare));
-  sink->posted = false;
-  hrt_mutex_unlock(&sink->mutex);
-
-  if (env != NULL && !hrt_js_trace_batch_empty(&batch)) {
-    hrt_js_sink_deliver_batch(env, sink, &batch);
+  hrt_js_sink_t* sink = ((hrt_js_sink_message_t*)message)->sink;
+  hrt_js_sink_delivery_t* delivery = &sink->delivery;
+  if (!delivery->active) {
+    hrt_mutex_lock(&sink->mutex);
+    delivery->batch = sink->batch;
+    sink->batch = sink->spare;
+    memset(&sink->spare, 0, sizeof(sink->spare));
+    sink->posted = false;
+    hrt_mutex_unlock(&sink->mutex);
+    delivery->active = true;
+    delivery->next = 0;
+    delivery->lent_end = 0;
   }
+  if (env != NULL && !hrt_js_trace_batch_empty(&delivery->batch) &&
+      !hrt_js_sink_deliver_slice(env, sink)) {
+    hrt_js_channel_defer(channel, message);
+    return;
+  }
+  // With env == NULL the references are gone (hrt_js_sink_finalize).
+  free(delivery->lent);
+  delivery->lent = NULL;
+  delivery->active = false;
+  hrt_js_trace_batch_t batch = delivery->batch;
+  memset(&delivery->batch, 0, sizeof(delivery->batch));
   uint64_t credit = batch.credit;
   hrt_js_trace_batch_reset(&batch);
   hrt_mutex_lock(&sink->mutex);
-  // The spare is empty: one batch message is queued at a time, so no other
-  // delivery took it meanwhile. Its buffers serve the next swap.
+  // The spare is empty: only the delivering batch is ever swapped out, so
+  // no other delivery took it meanwhile. Its buffers serve the next swap.
   sink->spare = batch;
   hrt_js_sink_credit_locked(sink, credit);
   hrt_mutex_unlock(&sink->mutex);
@@ -486,8 +605,10 @@ static bool hrt_js_sink_admit_locked(hrt_js_sink_t* sink, uint64_t bytes,
 static void hrt_js_sink_schedule_locked(hrt_js_sink_t* sink) {
   if (sink->posted) return;
   hrt_js_sink_retain(sink);  // the posted message's
-  if (hrt_js_channel_post(sink->channel, &sink->batch_message)) {
+  if (hrt_js_channel_post(sink->channel,
+                          &sink->messages[sink->next_message].base)) {
     sink->posted = true;
+    sink->next_message ^= 1;
     return;
   }
   // Not the last reference: the caller runs on behalf of the HAL module.
@@ -588,6 +709,8 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
     napi_delete_reference(env, sink->take_back_ref);
   }
   sink->take_back_ref = NULL;
+  // Only at env teardown can a delivery still be under way here.
+  hrt_js_sink_delivery_end(env, &sink->delivery, false);
   while (sink->errors) {
     hrt_js_sink_error_t* entry = sink->errors;
     sink->errors = entry->next;
@@ -653,7 +776,10 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
                         : sink->max_array_bytes;
   sink->policy = options->policy;
   sink->borrowed = options->borrowed;
-  sink->batch_message.deliver = hrt_js_sink_deliver;
+  for (int i = 0; i < 2; ++i) {
+    sink->messages[i] =
+        (hrt_js_sink_message_t){{hrt_js_sink_deliver, NULL}, sink};
+  }
   for (uint32_t i = 0; i < count; ++i) {
     if (napi_create_reference(env, targets[i], 0, &sink->targets[i]) !=
         napi_ok) {

@@ -21,6 +21,15 @@
 //   spare) and hands it to lib/trace_batch.js, which makes the objects and
 //   calls the targets: one wake-up per batch, not per event. Release
 //   finishes the channel (a batch still queued drains).
+// - Time slices: a batch is delivered within the channel's budget per turn
+//   of the event loop (js_channel.h); when records are left, its message
+//   defers itself and the rest is delivered in later turns, the message
+//   staying first in the channel, so that nothing posted after it (the
+//   completions of the invocations it traces, the next batch's message) is
+//   delivered before it. Two messages alternate: the next batch's may be
+//   posted while the last one's is still delivering. The records buffer and
+//   the arrays made for the batch are kept (napi_refs) between slices, and
+//   its bytes count against the bound until its last slice.
 // - The channel's finalizer (JS thread, after the queue has drained, or at
 //   env teardown) deletes the napi_ref to the callback. So the napi_ref is
 //   released because the native sink was released, without N-API ever being
