@@ -936,9 +936,10 @@ export interface FormatOptions<D extends DType = DType> {
   dtype: D;
   shape: readonly number[];
   /**
-   * A tensor of more elements is summarised: each dimension longer than 6
-   * shows its first and last 3 entries with `...` between. An integer in
-   * [2, 2^30]; default 16, as halrt.sinks.stdio().
+   * A tensor of more elements (an empty one: of more innermost `[]`) is
+   * summarised: each dimension longer than 6 shows its first and last 3
+   * entries with `...` between. An integer in [2, 2^30]; default 16, as
+   * halrt.sinks.stdio().
    */
   maxElements?: number | undefined;
 }
