@@ -882,7 +882,8 @@ export interface LoadOptions extends HalModuleOptions {
  * A module file made ready by halrt.load(): it owns an Instance, a Device, a
  * HalModule, the Module and a Context, and has each function as a method
  * (`m.main(x, w)` or `m.main({x, w})`: fn.invoke with those inputs), except
- * a function named like one of its own members (reach it by `functions`).
+ * a function named like one of its own members or `then` (reach it by
+ * `functions`).
  */
 export class LoadedModule implements Disposable {
   /** Not callable: use halrt.load(). */
