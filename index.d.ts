@@ -882,7 +882,8 @@ export interface LoadOptions extends HalModuleOptions {
  * A module file made ready by halrt.load(): it owns an Instance, a Device, a
  * HalModule, the Module and a Context, and has each function as a method
  * (`m.main(x, w)` or `m.main({x, w})`: fn.invoke with those inputs), except
- * a function named like one of its own members (reach it by `functions`).
+ * a function named like one of its own members or `then` (reach it by
+ * `functions`).
  */
 export class LoadedModule implements Disposable {
   /** Not callable: use halrt.load(). */
@@ -936,9 +937,10 @@ export interface FormatOptions<D extends DType = DType> {
   dtype: D;
   shape: readonly number[];
   /**
-   * A tensor of more elements is summarised: each dimension longer than 6
-   * shows its first and last 3 entries with `...` between. An integer in
-   * [2, 2^30]; default 16, as halrt.sinks.stdio().
+   * A tensor of more elements (an empty one: of more innermost `[]`) is
+   * summarised: each dimension longer than 6 shows its first and last 3
+   * entries with `...` between. An integer in [2, 2^30]; default 16, as
+   * halrt.sinks.stdio().
    */
   maxElements?: number | undefined;
 }

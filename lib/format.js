@@ -13,6 +13,8 @@ const EDGE = 3;
 // halrt.sinks.stdio's and the CLI's default: more elements are summarised.
 const DEFAULT_MAX_ELEMENTS = 16;
 const MAX_MAX_ELEMENTS = 2 ** 30;
+// A TypedArray's own element count, which no `length` property changes.
+const typedArrayLength = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array).prototype, 'length').get;
 
 // A magnitude rounded to each float dtype (to nearest, ties to even).
 const ROUND = {
@@ -79,6 +81,19 @@ function checkDtype(caller, dtype) {
   }
 }
 
+// Whether more than `maxElements` innermost entries would be written: the
+// product of the dimensions before the first 0 (all of them when none is),
+// which is the element count of a tensor that is not empty and the count of
+// innermost `[]` of one that is (hrt_hal_tensor_format decides alike).
+function summarised(shape, maxElements) {
+  let entries = 1;
+  for (const d of shape) {
+    if (d === 0) break;
+    entries *= d;
+  }
+  return entries > maxElements;
+}
+
 // The text of `data` (the array BufferView.read() returns for `dtype`, or a
 // trace tensor's data) as a tensor of `shape`, as the stdio sink prints it
 // after `=`.
@@ -87,10 +102,15 @@ function format(data, options) {
   if (options === null || typeof options !== 'object') {
     throw invalid(`${caller}: options must be an object with dtype and shape (got ${half.describe(options)})`);
   }
-  const { dtype, shape, maxElements = DEFAULT_MAX_ELEMENTS } = options;
+  const { dtype, shape: given, maxElements = DEFAULT_MAX_ELEMENTS } = options;
   checkDtype(`${caller}: options.dtype`, dtype);
-  if (!Array.isArray(shape) || shape.length > MAX_RANK || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-    throw invalid(`${caller}: options.shape must be an Array of at most ${MAX_RANK} non-negative integers (got ${Array.isArray(shape) ? shapeText(shape) : half.describe(shape)})`);
+  // The shape is read once, before the data's length: no getter or Proxy
+  // trap runs after the checks (to change the shape or shrink the data).
+  const rank = Array.isArray(given) ? given.length : -1;
+  const shape = rank >= 0 && rank <= MAX_RANK ? Array.from({ length: rank }, (_, i) => given[i]) : undefined;
+  if (!shape || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+    const got = shape ? shapeText(shape) : rank >= 0 ? `an Array of ${rank} elements` : half.describe(given);
+    throw invalid(`${caller}: options.shape must be an Array of at most ${MAX_RANK} non-negative integers (got ${got})`);
   }
   if (!Number.isInteger(maxElements) || maxElements < 2 || maxElements > MAX_MAX_ELEMENTS) {
     throw invalid(`${caller}: options.maxElements must be an integer in [2, ${MAX_MAX_ELEMENTS}] (got ${half.describe(maxElements)})`);
@@ -99,11 +119,12 @@ function format(data, options) {
     throw invalid(`${caller}: data must be ${half.describe(new ARRAY_OF[dtype](0))} for dtype ${dtype} (got ${half.describe(data)})`);
   }
   const count = shape.reduce((a, b) => a * b, 1);
-  if (data.length !== count) {
-    throw invalid(`${caller}: data has ${data.length} elements but shape ${shapeText(shape)} has ${count}`);
+  const length = typedArrayLength.call(data);
+  if (length !== count) {
+    throw invalid(`${caller}: data has ${length} elements but shape ${shapeText(shape)} has ${count}`);
   }
   if (shape.length === 0) return elementText(data, dtype, 0);
-  const summarise = count > maxElements;
+  const summarise = summarised(shape, maxElements);
   const dimension = (dim, offset) => {
     const length = shape[dim];
     const stride = shape.slice(dim + 1).reduce((a, b) => a * b, 1);

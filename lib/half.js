@@ -4,6 +4,7 @@
 // directly from the double (no double rounding through f32); values beyond
 // the largest finite half become ±Infinity, NaN becomes the quiet NaN.
 
+const util = require('util');
 const { HalrtError } = require('./errors');
 
 const F16 = { exponentBits: 5, mantissaBits: 10 };
@@ -104,7 +105,9 @@ function describe(value) {
   if (value === null || value === undefined) return String(value);
   if (typeof value === 'string') return `'${value}'`;
   if (typeof value === 'bigint') return 'a BigInt';
+  if (typeof value === 'function') return 'a function'; // not its source text
   if (typeof value === 'object') {
+    if (util.types.isProxy(value)) return 'a Proxy'; // no trap runs
     const name = value.constructor?.name ?? 'object';
     return `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}`;
   }

@@ -10,18 +10,21 @@ const util = require('util');
 const half = require('./half');
 
 // The TypedArray that carries each dtype (f16/bf16: bits; bool: 0/1).
+// No prototype: a dtype such as 'constructor' or '__proto__' is unknown.
 const ARRAY_OF = {
+  __proto__: null,
   f16: Uint16Array, bf16: Uint16Array, f32: Float32Array, f64: Float64Array,
   i8: Int8Array, u8: Uint8Array, i16: Int16Array, u16: Uint16Array,
   i32: Int32Array, u32: Uint32Array, i64: BigInt64Array, u64: BigUint64Array, bool: Uint8Array,
 };
 const INTEGER_RANGE = {
+  __proto__: null,
   i8: [-128, 127], u8: [0, 255], i16: [-32768, 32767], u16: [0, 65535],
   i32: [-(2 ** 31), 2 ** 31 - 1], u32: [0, 2 ** 32 - 1],
 };
 // The most dimensions a tensor has (HRT_HAL_MAX_RANK).
 const MAX_RANK = 8;
-const BIGINT_RANGE = { i64: [-(2n ** 63n), 2n ** 63n - 1n], u64: [0n, 2n ** 64n - 1n] };
+const BIGINT_RANGE = { __proto__: null, i64: [-(2n ** 63n), 2n ** 63n - 1n], u64: [0n, 2n ** 64n - 1n] };
 
 function invalid(message) {
   return new HalrtError(message, 'INVALID_ARGUMENT');
@@ -43,12 +46,15 @@ function isHostData(value) {
     ['number', 'bigint', 'boolean'].includes(typeof value);
 }
 
+// The name of a TypedArray's own type ('Float32Array'; a Buffer's is
+// 'Uint8Array'), undefined for anything else: read from the array itself,
+// which no `constructor` property or subclass changes.
+const typedArrayName = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array).prototype, Symbol.toStringTag).get;
+
 // Does the native tensor() take `array` for `dtype` as it is?
 function carries(dtype, array) {
-  if (dtype === 'u8' && array instanceof Uint8ClampedArray) return true;
-  const type = ARRAY_OF[dtype];
-  return type !== undefined && array.constructor === type ||
-    type === Uint8Array && Buffer.isBuffer(array);
+  const name = typedArrayName.call(array);
+  return name !== undefined && (name === ARRAY_OF[dtype]?.name || dtype === 'u8' && name === 'Uint8ClampedArray');
 }
 
 function sameShape(a, b) {
@@ -203,7 +209,9 @@ function prepare(method, name, data, shape, dtype) {
     const { shape: inferred, values } = Array.isArray(data) ? flatten(method, name, data) : { shape: [], values: [data] };
     const target = dtype === undefined ? defaultDtype(values) : dtype;
     const outShape = shape === undefined || shape === null ? inferred : shape;
-    const numbers = Array.isArray(outShape) && outShape.every((d) => typeof d === 'number');
+    // A shape of more than MAX_RANK dimensions is left to the native call
+    // (which names it without walking a long or sparse Array).
+    const numbers = Array.isArray(outShape) && outShape.length <= MAX_RANK && outShape.every((d) => typeof d === 'number');
     if (inferred.length > 1 && numbers && !sameShape(inferred, outShape)) {
       throw invalid(`${method}: ${name} is nested with shape ${shapeText(inferred)} but shape is ${shapeText(outShape)} (nested Arrays are not reshaped; give a flat Array to reshape)`);
     }

@@ -8,9 +8,10 @@ const util = require('util');
 const { HalrtError } = require('./errors');
 const { functionText, inspector } = require('./objects');
 
-// Names a function cannot take as a method (they are LoadedModule's own).
+// Names a function cannot take as a method: LoadedModule's own, and `then`
+// (with it, `await halrt.load()` would call the function, not give the object).
 const RESERVED = new Set([
-  'instance', 'device', 'halModule', 'module', 'context', 'functions', 'name', 'closed', 'close',
+  'then', 'instance', 'device', 'halModule', 'module', 'context', 'functions', 'name', 'closed', 'close',
   'toString', 'constructor', 'hasOwnProperty', 'isPrototypeOf', 'propertyIsEnumerable', 'valueOf',
   'toLocaleString', '__proto__', '__defineGetter__', '__defineSetter__', '__lookupGetter__', '__lookupSetter__',
 ]);

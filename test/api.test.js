@@ -321,6 +321,26 @@ describe('halrt.load', () => {
     assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
   });
 
+  it("a function named 'then' or like a member is only in functions: await gives the LoadedModule", async () => {
+    const file = path.join(require('os').tmpdir(), `halrt-then-${process.pid}.halrt.json`);
+    const copy = (f) => f.input('x', 'f32', [1]).output('y', 'f32', [1]).copy('x', 'y');
+    require('fs').writeFileSync(file, JSON.stringify(new halrt.ModuleBuilder('m').function('then', copy).function('close', copy).toObject()));
+    const baseline = halrt.liveObjects();
+    try {
+      const m = await halrt.load(file, { device: 'local-sync' });
+      assert.ok(m instanceof halrt.LoadedModule);
+      assert.strictEqual(m.then, undefined);
+      assert.deepStrictEqual(Object.keys(m.functions), ['then', 'close']);
+      const [y] = await m.functions.then.invoke([Float32Array.of(2.5)]);
+      assert.deepStrictEqual(await y.read(), Float32Array.of(2.5));
+      y.close();
+      m.close();
+      assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
+    } finally {
+      require('fs').rmSync(file);
+    }
+  });
+
   it('closes with Symbol.dispose', async () => {
     const m = await halrt.load(MLP, { device: 'local-sync' });
     m[Symbol.dispose]();

@@ -121,6 +121,51 @@ describe('halrt.format and halrt.formatNumber', () => {
     assert.strictEqual(halrt.format(Uint16Array.of(0x3c00, 0x5c01), { dtype: 'f16', shape: [2] }), '[1 256.3]');
   });
 
+  it('an empty tensor summarises its innermost [] beyond maxElements, as it would elements (no text of 2^31-1 [])', () => {
+    const empty = (shape, maxElements) => halrt.format(new Float32Array(0), { dtype: 'f32', shape, maxElements });
+    assert.strictEqual(empty([7, 0], 7), '[[] [] [] [] [] [] []]');
+    assert.strictEqual(empty([7, 0], 6), '[[] [] [] ... [] [] []]');
+    assert.strictEqual(empty([2 ** 31 - 1, 0]), '[[] [] [] ... [] [] []]');
+    assert.strictEqual(empty([2 ** 40, 2 ** 40, 0]), '[[[] [] [] ... [] [] []] [[] [] [] ... [] [] []] [[] [] [] ... [] [] []] ... ' +
+      '[[] [] [] ... [] [] []] [[] [] [] ... [] [] []] [[] [] [] ... [] [] []]]');
+    assert.strictEqual(empty([0, 2 ** 40], 2), '[]');
+  });
+
+  it('the shape is read once and the data by its own type and length: getters, Proxies and own properties change nothing', () => {
+    const data = Float32Array.of(1, 2, 3, 4, 5, 6);
+    // Each later read of shape[1] says 1000: a second read would walk past the data.
+    let reads = 0;
+    const shape = [2, 3];
+    Object.defineProperty(shape, 1, { get: () => (++reads === 1 ? 3 : 1000) });
+    assert.strictEqual(halrt.format(data, { dtype: 'f32', shape }), '[[1 2 3] [4 5 6]]');
+    reads = 0;
+    const proxy = new Proxy([2, 3], { get: (target, key) => (key === '1' && ++reads > 1 ? 1000 : target[key]) });
+    assert.strictEqual(halrt.format(data, { dtype: 'f32', shape: proxy }), '[[1 2 3] [4 5 6]]');
+    // A getter that shrinks the data's resizable buffer runs before its length is read.
+    const buffer = new ArrayBuffer(24, { maxByteLength: 24 });
+    const shrinking = [6];
+    Object.defineProperty(shrinking, 0, { get: () => (buffer.resize(8), 6) });
+    assertThrowsHalrt(() => halrt.format(new Float32Array(buffer), { dtype: 'f32', shape: shrinking }),
+      'INVALID_ARGUMENT', 'halrt.format: data has 2 elements but shape [6] has 6');
+    const long = Float32Array.of(1, 2);
+    Object.defineProperty(long, 'length', { value: 6 });
+    assertThrowsHalrt(() => halrt.format(long, { dtype: 'f32', shape: [6] }), 'INVALID_ARGUMENT', 'halrt.format: data has 2 elements but shape [6] has 6');
+    const disguised = Float32Array.of(1.5);
+    Object.defineProperty(disguised, 'constructor', { value: Uint16Array });
+    assertThrowsHalrt(() => halrt.format(disguised, { dtype: 'f16', shape: [1] }), 'INVALID_ARGUMENT', 'halrt.format: data must be an Uint16Array for dtype f16');
+    class Floats extends Float32Array {}
+    assert.strictEqual(halrt.format(Floats.of(0.5, 2), { dtype: 'f32', shape: [2] }), '[0.5 2]', 'a subclass is its type');
+    assertThrowsHalrt(() => halrt.format(new Proxy(data, {}), { dtype: 'f32', shape: [6] }), 'INVALID_ARGUMENT',
+      'halrt.format: data must be a Float32Array for dtype f32 (got a Proxy)');
+  });
+
+  it("a dtype named like an Object.prototype member ('constructor', '__proto__') is unknown, not a crash", () => {
+    for (const dtype of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      assertThrowsHalrt(() => halrt.format(new Uint8Array(1), { dtype, shape: [1] }), 'INVALID_ARGUMENT', `halrt.format: options.dtype: unknown dtype '${dtype}'`);
+      assertThrowsHalrt(() => halrt.formatNumber(1, dtype), 'INVALID_ARGUMENT', `halrt.formatNumber: dtype: unknown dtype '${dtype}'`);
+    }
+  });
+
   it('a bad argument is INVALID_ARGUMENT naming it', () => {
     const data = new Float32Array(6);
     const cases = [
@@ -128,6 +173,8 @@ describe('halrt.format and halrt.formatNumber', () => {
       [() => halrt.format(data, { dtype: 'f8', shape: [6] }), "halrt.format: options.dtype: unknown dtype 'f8' (expected one of f16, bf16, f32"],
       [() => halrt.format(data, { dtype: 'f32', shape: [2, -3] }), 'halrt.format: options.shape must be an Array of at most 8 non-negative integers (got [2,-3])'],
       [() => halrt.format(data, { dtype: 'f32', shape: '6' }), "options.shape must be an Array of at most 8 non-negative integers (got '6')"],
+      [() => halrt.format(data, { dtype: 'f32', shape: new Array(2 ** 32 - 1) }), 'options.shape must be an Array of at most 8 non-negative integers (got an Array of 4294967295 elements)'],
+      [() => halrt.format(data, { dtype: () => 'f32', shape: [6] }), 'halrt.format: options.dtype: unknown dtype a function (expected'],
       [() => halrt.format(data, { dtype: 'f32', shape: [6], maxElements: 1 }), 'halrt.format: options.maxElements must be an integer in [2, 1073741824] (got 1)'],
       [() => halrt.format(data, { dtype: 'i32', shape: [6] }), 'halrt.format: data must be an Int32Array for dtype i32 (got a Float32Array)'],
       [() => halrt.format([1, 2], { dtype: 'f32', shape: [2] }), 'halrt.format: data must be a Float32Array for dtype f32 (got an Array)'],
@@ -249,5 +296,13 @@ describe('the stdio sink prints what halrt.format writes', function () {
     });
     const samples = fc.sample(tensor, { seed: SEED, numRuns: 32 }).map((t, i) => ({ ...t, name: `t${i}` }));
     for (const maxElements of [2, 16, 100]) assertSameLines(samples, maxElements);
+  });
+
+  it('on empty tensors, whose innermost [] beyond maxElements are summarised (2^31-1 rows: a short line, at once)', () => {
+    const empty = [[7, 0], [2 ** 31 - 1, 0], [3, 2 ** 31 - 1, 0], [0, 2 ** 31 - 1]].map((shape, i) => ({
+      name: `e${i}`, dtype: 'u8', shape, data: new Uint8Array(0),
+    }));
+    assertSameLines(empty, 6);
+    assert.deepStrictEqual(printedByStdioSink(empty.slice(0, 2), 16), ['e0: 7x0xu8=[[] [] [] [] [] [] []]', 'e1: 2147483647x0xu8=[[] [] [] ... [] [] []]']);
   });
 });

@@ -226,6 +226,12 @@ describe('tensor argument errors', () => {
       'device.empty: dtype must be a string (got 7)');
     assertThrowsHalrt(() => device.empty([2]), 'INVALID_ARGUMENT',
       'device.empty: dtype must be a string (got undefined)');
+    // Names of Object.prototype members are no dtypes, whatever the data.
+    for (const dtype of ['constructor', '__proto__', 'toString']) {
+      for (const data of [[1, 2], Float32Array.of(1, 2), Buffer.alloc(2)]) {
+        assertThrowsHalrt(() => device.tensor(data, [2], dtype), 'INVALID_ARGUMENT', `device.tensor: unknown dtype '${dtype}'`);
+      }
+    }
   });
 
   it('rejects negative, fractional, NaN, infinite and non-number dims, naming the index', () => {
@@ -276,6 +282,9 @@ describe('tensor argument errors', () => {
   it('rejects a rank above 8', () => {
     assertThrowsHalrt(() => device.empty([1, 1, 1, 1, 1, 1, 1, 1, 1], 'f32'), 'INVALID_ARGUMENT',
       'device.empty: shape has 9 dimensions; at most 8 are supported');
+    // A long sparse shape with nested data is named by its length, not walked or printed.
+    assertThrowsHalrt(() => device.tensor([[1, 2], [3, 4]], new Array(2 ** 32 - 1)), 'INVALID_ARGUMENT',
+      'device.tensor: shape has 4294967295 dimensions; at most 8 are supported');
     const view = device.empty([1, 1, 1, 1, 1, 1, 1, 2], 'f32');
     assert.strictEqual(view.rank, 8);
     view.close();

@@ -154,8 +154,10 @@ void hrt_hal_element_format(hrt_hal_element_type_t type, const void* data,
   }
 }
 
-// Writes dimension `dim` of the tensor from element `offset` on.
-static void hrt_format_dimension(hrt_hal_element_type_t type, uint32_t rank,
+// Writes dimension `dim` of the tensor from element `offset` on; false at
+// the first write that fails, which ends the text: each further write would
+// fail again (a memory stream out of memory, slowly and without ferror).
+static bool hrt_format_dimension(hrt_hal_element_type_t type, uint32_t rank,
                                  const int64_t* shape, const void* data,
                                  bool summarise, uint32_t dim, uint64_t offset,
                                  FILE* stream) {
@@ -163,23 +165,37 @@ static void hrt_format_dimension(hrt_hal_element_type_t type, uint32_t rank,
   for (uint32_t d = dim + 1; d < rank; ++d) stride *= (uint64_t)shape[d];
   uint64_t length = (uint64_t)shape[dim];
   bool elide = summarise && length > 2 * HRT_HAL_FORMAT_EDGE;
-  fputc('[', stream);
+  if (fputc('[', stream) == EOF) return false;
   for (uint64_t i = 0; i < length; ++i) {
-    if (i) fputc(' ', stream);
+    if (i && fputc(' ', stream) == EOF) return false;
     if (elide && i == HRT_HAL_FORMAT_EDGE) {
-      fputs("... ", stream);
+      if (fputs("... ", stream) == EOF) return false;
       i = length - HRT_HAL_FORMAT_EDGE;
     }
     if (dim + 1 == rank) {
       char text[HRT_HAL_ELEMENT_TEXT_CAPACITY];
       hrt_hal_element_format(type, data, offset + i, text);
-      fputs(text, stream);
-    } else {
-      hrt_format_dimension(type, rank, shape, data, summarise, dim + 1,
-                           offset + i * stride, stream);
+      if (fputs(text, stream) == EOF) return false;
+    } else if (!hrt_format_dimension(type, rank, shape, data, summarise,
+                                     dim + 1, offset + i * stride, stream)) {
+      return false;
     }
   }
-  fputc(']', stream);
+  return fputc(']', stream) != EOF;
+}
+
+// Whether more than `max_elements` innermost entries would be written: the
+// product of the dimensions before the first 0 (all of them when none is),
+// which is the element count of a tensor that is not empty and the count of
+// innermost `[]` of one that is. Without overflow for any shape.
+static bool hrt_tensor_is_summarised(uint32_t rank, const int64_t* shape,
+                                     uint64_t max_elements) {
+  uint64_t entries = 1;
+  for (uint32_t d = 0; d < rank && shape[d] != 0; ++d) {
+    if ((uint64_t)shape[d] > max_elements / entries) return true;
+    entries *= (uint64_t)shape[d];
+  }
+  return false;
 }
 
 void hrt_hal_tensor_format(hrt_hal_element_type_t type, uint32_t rank,
@@ -191,8 +207,7 @@ void hrt_hal_tensor_format(hrt_hal_element_type_t type, uint32_t rank,
     fputs(text, stream);
     return;
   }
-  uint64_t count = 1;
-  for (uint32_t d = 0; d < rank; ++d) count *= (uint64_t)shape[d];
-  hrt_format_dimension(type, rank, shape, data, count > max_elements, 0, 0,
-                       stream);
+  (void)hrt_format_dimension(
+      type, rank, shape, data,
+      hrt_tensor_is_summarised(rank, shape, max_elements), 0, 0, stream);
 }

@@ -12,9 +12,11 @@
 //   and `-0` for negative zero.
 // - integers: exact decimal; bool: `true` (any nonzero byte) or `false`.
 // - tensors: nested brackets with spaces, `[[1 2 3] [4 5 6]]`; a scalar is
-//   its element alone. A tensor of more than `max_elements` elements is
-//   summarised: each dimension longer than 2 * HRT_HAL_FORMAT_EDGE shows its
-//   first and last HRT_HAL_FORMAT_EDGE entries with `...` between.
+//   its element alone. A tensor of more than `max_elements` elements (an
+//   empty one: of more than `max_elements` innermost `[]`, the product of its
+//   dimensions before the first 0) is summarised: each dimension longer than
+//   2 * HRT_HAL_FORMAT_EDGE shows its first and last HRT_HAL_FORMAT_EDGE
+//   entries with `...` between.
 // Pure functions of their arguments: callable from any thread, the C locale
 // or not.
 #ifndef HRT_HAL_ELEMENT_FORMAT_H_
@@ -36,7 +38,8 @@ void hrt_hal_element_format(hrt_hal_element_type_t type, const void* data,
                             char out[HRT_HAL_ELEMENT_TEXT_CAPACITY]);
 
 // Writes the tensor of `type` and `shape` (`rank` dims) whose row-major
-// elements are at `data` to `stream`. Write errors are the stream's (ferror).
+// elements are at `data` to `stream`. The first write that fails ends the
+// text there; the caller sees it only in what the stream holds.
 void hrt_hal_tensor_format(hrt_hal_element_type_t type, uint32_t rank,
                            const int64_t* shape, const void* data,
                            uint64_t max_elements, FILE* stream);

@@ -2,11 +2,11 @@
 //
 //   === key (mlp.main op 2, invocation 1) ===
 //   logits: 2x3xf32=[[0.25 -1.5 3] [0 0.125 1e-7]]
-//   hidden: 1x16xf32=[[2.35 2.325 0 ... 0 0.5 0.075]]
+//   hidden: 1x17xf32=[[2.35 2.325 0 ... 0 0.5 0.075]]
 //
-// Values and tensors are written as hal/element_format.h says; tensors of
-// more than `max_elements` elements are summarised (the first and last 3
-// entries of each dimension longer than 6). Lines are written with one
+// Values and tensors are written as hal/element_format.h says, summarised
+// beyond `max_elements` elements (the first and last 3 entries of each
+// dimension longer than 6). Lines are written with one
 // fwrite per trace under the sink's mutex, so traces from several devices
 // never interleave.
 // Ownership and threads as every debug sink (modules/debug_sink.h): the

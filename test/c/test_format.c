@@ -156,6 +156,66 @@ static void tensors_nest_and_summarise_each_long_dimension(void) {
   CHECK_TENSOR_TEXT(HRT_HAL_ELEMENT_TYPE_BOOL, pair, flags, 16, "[true false]");
 }
 
+// An empty tensor writes `[]` for each index before its first 0 dimension:
+// more of those than max_elements are summarised like elements, so a
+// [2^31-1, 0] tensor is a short text, not billions of `[]`.
+static void empty_tensors_summarise_their_innermost_brackets(void) {
+  const hrt_hal_element_type_t f32 = HRT_HAL_ELEMENT_TYPE_F32;
+  int64_t seven_empty[2] = {7, 0};
+  CHECK_TENSOR_TEXT(f32, seven_empty, NULL, 7, "[[] [] [] [] [] [] []]");
+  CHECK_TENSOR_TEXT(f32, seven_empty, NULL, 6, "[[] [] [] ... [] [] []]");
+  // Without the rule, the cases below would not end.
+  if (hrt_test_failed_) return;
+  const char* nested =
+      "[[[] [] [] ... [] [] []] [[] [] [] ... [] [] []] "
+      "[[] [] [] ... [] [] []] ... [[] [] [] ... [] [] []] "
+      "[[] [] [] ... [] [] []] [[] [] [] ... [] [] []]]";
+  int64_t huge_empty[3] = {INT32_MAX, INT32_MAX, 0};
+  CHECK_TENSOR_TEXT(f32, huge_empty, NULL, 16, nested);
+  // 2^32 * 2^32 entries: summarised, not wrapped around to 0.
+  int64_t wrapping[3] = {INT64_C(1) << 32, INT64_C(1) << 32, 0};
+  CHECK_TENSOR_TEXT(f32, wrapping, NULL, UINT64_C(1) << 63, nested);
+  int64_t zero_first[2] = {0, INT64_MAX};
+  CHECK_TENSOR_TEXT(f32, zero_first, NULL, 2, "[]");
+}
+
+// A stream whose every write fails, counting the attempts.
+static ssize_t failing_write(void* cookie, const char* buffer, size_t size) {
+  (void)buffer;
+  (void)size;
+  ++*(uint64_t*)cookie;
+  return -1;
+}
+
+// After the first failed write the text ends: a memory stream out of memory
+// is not asked again for each of a million elements.
+static void a_failed_write_ends_the_text(void) {
+  enum { kCount = 1 << 20 };
+  uint8_t* data = calloc(kCount, 1);
+  uint64_t writes = 0;
+  FILE* stream = fopencookie(&writes, "w",
+                             (cookie_io_functions_t){
+                                 .write = failing_write,
+                             });
+  CHECK(data && stream);
+  if (!data || !stream) {
+    free(data);
+    if (stream) fclose(stream);
+    return;
+  }
+  setvbuf(stream, NULL, _IONBF, 0);
+  int64_t shape[1] = {kCount};
+  hrt_hal_tensor_format(HRT_HAL_ELEMENT_TYPE_U8, 1, shape, data, kCount,
+                        stream);
+  CHECK(ferror(stream));
+  fclose(stream);
+  free(data);
+  if (writes > 4) fprintf(stderr, "%llu writes\n", (unsigned long long)writes);
+  CHECK(writes <= 4);
+}
+
 TEST_MAIN(TEST_CASE(elements_print_as_the_shared_table_says),
           TEST_CASE(doubles_round_to_half_floats_as_the_shared_table_says),
-          TEST_CASE(tensors_nest_and_summarise_each_long_dimension))
+          TEST_CASE(tensors_nest_and_summarise_each_long_dimension),
+          TEST_CASE(empty_tensors_summarise_their_innermost_brackets),
+          TEST_CASE(a_failed_write_ends_the_text))
