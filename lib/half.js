@@ -109,7 +109,8 @@ function describe(value) {
   if (typeof value === 'object') {
     if (util.types.isProxy(value)) return 'a Proxy'; // no trap runs
     const name = value.constructor?.name ?? 'object';
-    return `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}`;
+    // "an Array", "an Int32Array", "a Uint8Array" (said "you-int").
+    return `${/^(?:[AEIO]|U(?!int))/.test(name) ? 'an' : 'a'} ${name}`;
   }
   return String(value);
 }

@@ -152,7 +152,7 @@ describe('halrt.format and halrt.formatNumber', () => {
     assertThrowsHalrt(() => halrt.format(long, { dtype: 'f32', shape: [6] }), 'INVALID_ARGUMENT', 'halrt.format: data has 2 elements but shape [6] has 6');
     const disguised = Float32Array.of(1.5);
     Object.defineProperty(disguised, 'constructor', { value: Uint16Array });
-    assertThrowsHalrt(() => halrt.format(disguised, { dtype: 'f16', shape: [1] }), 'INVALID_ARGUMENT', 'halrt.format: data must be an Uint16Array for dtype f16');
+    assertThrowsHalrt(() => halrt.format(disguised, { dtype: 'f16', shape: [1] }), 'INVALID_ARGUMENT', 'halrt.format: data must be a Uint16Array for dtype f16');
     class Floats extends Float32Array {}
     assert.strictEqual(halrt.format(Floats.of(0.5, 2), { dtype: 'f32', shape: [2] }), '[0.5 2]', 'a subclass is its type');
     assertThrowsHalrt(() => halrt.format(new Proxy(data, {}), { dtype: 'f32', shape: [6] }), 'INVALID_ARGUMENT',
