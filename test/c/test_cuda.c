@@ -2955,6 +2955,39 @@ static void idle_time_counts_from_the_end_of_work(void) {
   hrt_hal_device_release(device);
 }
 
+// An idle trim waits for the stream to run the frees queued in it: a free
+// still queued when the device has been idle for 500 ms (the GPU busy with
+// other work, here: streams held) has not given its memory back to the pool,
+// and a trim then would leave it reserved until the next trim, which an idle
+// device never makes.
+static void idle_trim_waits_for_queued_frees(void) {
+  FAKE_ONLY();
+  wait_for_no_devices();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device_with_pools(true, &device));
+  const fakecuda_memory_t before = fake_memory();
+  g_cuda.hold_streams(1);
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 4 << 20, NULL, &buffer));
+  hrt_hal_buffer_release(buffer);  // its free waits in the stream
+  struct timespec held = {0, 800000000};
+  nanosleep(&held, NULL);
+  CHECK_EQ_INT(fake_memory().trims, before.trims);
+  g_cuda.hold_streams(0);
+  const int64_t deadline = hrt_time_now_ns() + 5000000000LL;
+  fakecuda_memory_t now = fake_memory();
+  while ((now.trims == before.trims ||
+          now.pool_reserved_bytes != before.pool_reserved_bytes) &&
+         hrt_time_now_ns() < deadline) {
+    nanosleep(&(struct timespec){0, 2000000}, NULL);
+    now = fake_memory();
+  }
+  CHECK_EQ_INT(now.free_async_calls - before.free_async_calls, 1);
+  CHECK_EQ_INT(now.pool_reserved_bytes, before.pool_reserved_bytes);
+  hrt_hal_device_release(device);
+  wait_for_no_devices();
+}
+
 // A device destroyed with stream-ordered frees still queued gives their
 // memory back too: its last trim of the GPU's pool comes after its stream
 // has run them. (Another device keeps the context, and with it the pool,
@@ -3220,6 +3253,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(memory_is_freed_after_its_last_use),
           TEST_CASE(idle_devices_give_memory_back),
           TEST_CASE(idle_time_counts_from_the_end_of_work),
+          TEST_CASE(idle_trim_waits_for_queued_frees),
           TEST_CASE(destroyed_device_trims_after_its_queued_frees),
           TEST_CASE(memory_of_a_lost_device_is_released),
           TEST_CASE(device_made_after_a_lost_one_is_healthy),

@@ -127,6 +127,7 @@ enum {
   REQUIRED(cuStreamCreate, (hrt_cu_stream_t * stream, unsigned int flags))    \
   REQUIRED(cuStreamDestroy_v2, (hrt_cu_stream_t stream))                      \
   REQUIRED(cuStreamSynchronize, (hrt_cu_stream_t stream))                     \
+  REQUIRED(cuStreamQuery, (hrt_cu_stream_t stream))                           \
   REQUIRED(cuEventCreate, (hrt_cu_event_t * event, unsigned int flags))       \
   REQUIRED(cuEventRecord, (hrt_cu_event_t event, hrt_cu_stream_t stream))     \
   REQUIRED(cuEventSynchronize, (hrt_cu_event_t event))                        \

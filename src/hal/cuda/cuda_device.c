@@ -20,6 +20,9 @@
 // How long the device stays idle (nothing to complete, memory freed since
 // the last trim) before the completion thread trims the allocator.
 #define HRT_CUDA_IDLE_TRIM_NS ((int64_t)500 * 1000 * 1000)
+// How soon an idle trim is tried again while the stream still runs work (the
+// stream-ordered frees a trim is for).
+#define HRT_CUDA_TRIM_RETRY_NS ((int64_t)20 * 1000 * 1000)
 
 // An upload enqueued by allocate (a buffer's initial data): the staging
 // block its copy reads, released by the completion thread once `event`
@@ -1089,9 +1092,18 @@ static void* hrt_cuda_completion_main(void* arg) {
     } else if (device->shutdown) {
       break;
     } else if (hrt_time_now_ns() >= trim_at) {
-      trim_at = HRT_TIME_INFINITE_FUTURE;
       hrt_mutex_unlock(&device->mutex);
-      hrt_cuda_allocator_trim(&device->allocator);
+      // A free still queued in the stream has not given its memory back to
+      // the pool yet: a trim now would keep it reserved until the next one.
+      // So trim once the stream has run everything, asking again shortly
+      // (never waiting: new work may need this thread).
+      if (device->cu->cuStreamQuery(device->stream) ==
+          HRT_CUDA_ERROR_NOT_READY) {
+        trim_at = hrt_time_now_ns() + HRT_CUDA_TRIM_RETRY_NS;
+      } else {
+        trim_at = HRT_TIME_INFINITE_FUTURE;
+        hrt_cuda_allocator_trim(&device->allocator);
+      }
     } else {
       (void)hrt_cond_wait_until(&device->completion_cond, &device->mutex,
                                 trim_at);

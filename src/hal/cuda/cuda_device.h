@@ -28,7 +28,9 @@
 //   cuEventDestroy, cuMemFreeHost beyond the staging cache's bounds, and
 //   the allocator's release, trim and deinitialisation (cuMemFree,
 //   cuMemPoolTrimTo), trimming once the device has been idle for 500 ms
-//   after its last upload, submission or free; cuModuleUnload of released
+//   after its last upload, submission or free and its stream has run
+//   everything (cuStreamQuery, asked every 20 ms until it has, so that
+//   stream-ordered frees are in the pool); cuModuleUnload of released
 //   executables (hrt_cuda_device_unload_module), since unloading may wait
 //   for the GPU; and once the device is destroyed (no submission is pending
 //   then), cuStreamSynchronize (so that the last trim comes after the

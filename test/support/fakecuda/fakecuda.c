@@ -1699,6 +1699,19 @@ hrt_cu_result_t cuStreamSynchronize(hrt_cu_stream_t stream) {
   return result;
 }
 
+// SUCCESS when the stream has run everything enqueued, else NOT_READY;
+// never waits.
+hrt_cu_result_t cuStreamQuery(hrt_cu_stream_t stream) {
+  pthread_mutex_lock(&fake_mutex);
+  hrt_cu_result_t result = fake_require_context();
+  if (!result) {
+    result = stream->head || stream->busy ? HRT_CUDA_ERROR_NOT_READY
+                                          : stream->context->lost;
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
 hrt_cu_result_t cuEventCreate(hrt_cu_event_t* event, unsigned int flags) {
   pthread_mutex_lock(&fake_mutex);
   hrt_cu_result_t result = fake_check_context();
