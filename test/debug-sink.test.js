@@ -961,6 +961,28 @@ describe('debug sink and the event loop', function () {
     }
   });
 
+  it('invocations settling at once whose reactions take 1 ms each leave a 1 ms timer running (their time counts against the turn)', async () => {
+    const COUNT = 600; // at least 600 ms of reactions
+    const p = makeProgram('local-task?workers=2', (b) => b.function('f', (f) => {
+      f.input('x', 'f32', [4]).output('y', 'u8', [1]).fill('y', 1);
+    }));
+    const fn = p.lookup('f');
+    const x = p.device.tensor(new Float32Array(4), [4]);
+    try {
+      const order = [];
+      const { longest, ticks } = await timerGaps(Promise.all(Array.from({ length: COUNT }, (_, i) => fn.invoke([x]).then((outputs) => {
+        order.push(i);
+        busyWait(1);
+        closeAll(outputs);
+      }))));
+      assert.deepStrictEqual(order, Array.from({ length: COUNT }, (_, i) => i), 'settled in order');
+      assert.ok(longest < 300, `the loop went ${longest.toFixed(1)} ms without running the timer (${ticks} ticks)`);
+    } finally {
+      closeAll(x, fn);
+      p.close();
+    }
+  });
+
   it('a global setImmediate replaced before halrt loads (fake timers) does not stall a sliced burst', () => {
     const result = spawnSync(process.execPath, ['-e', `
       globalThis.setImmediate = () => {};

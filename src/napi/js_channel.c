@@ -24,6 +24,10 @@ struct hrt_js_channel_s {
   // JS thread only.
   bool deferred;                   // the message being delivered deferred
   bool resumed;                    // woken for a new turn, not drained yet
+  // When the last drain queued the next wake-up (0: it did not): the time
+  // from then to the next drain, the reactions of the promises the message
+  // settled, counts against the turn's budget.
+  int64_t queued_ns;
   hrt_js_channel_t* next_waiting;  // in the env's turn list
   uint32_t pending_work;
   hrt_js_channel_finalize_fn on_finalize;
@@ -138,6 +142,10 @@ static bool hrt_js_channel_wait_for_turn(napi_env env,
 static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
   hrt_js_env_t* state = hrt_js_env_get(env);
   hrt_js_channel_turn_t* turn = state != NULL ? &state->turn : NULL;
+  if (turn != NULL && channel->queued_ns != 0) {
+    turn->spent_ns += hrt_time_now_ns() - channel->queued_ns;
+  }
+  channel->queued_ns = 0;
   if (turn != NULL && turn->spent_ns >= HRT_JS_CHANNEL_TURN_BUDGET_NS &&
       !channel->resumed && hrt_js_channel_wait_for_turn(env, turn, channel)) {
     return;
@@ -170,6 +178,7 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
     // only when the env is going away, which frees the queue.
     if (channel->tsfn != NULL) {
       napi_call_threadsafe_function(channel->tsfn, NULL, napi_tsfn_nonblocking);
+      channel->queued_ns = hrt_time_now_ns();
     }
   } else {
     channel->due = false;

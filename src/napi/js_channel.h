@@ -33,7 +33,10 @@
 //
 // Time slices: the channels of an env share a budget of
 // HRT_JS_CHANNEL_TURN_BUDGET_NS of JS-thread time (the time their deliver
-// functions take, user callbacks included). Once that much has been spent
+// functions take, user callbacks included, and the time from a drain that
+// queued the channel's next wake-up to that wake-up: the reactions of the
+// promises the message settled, so that many invocations settling at once
+// with slow reactions are sliced too). Once that much has been spent
 // since they last waited for a turn of the event loop, a channel stops
 // delivering and waits for the next turn: a setImmediate (lib/'s
 // setScheduler hook) wakes it again through its threadsafe function, so that
