@@ -108,6 +108,7 @@ typedef struct hrt_test_case_s {
   int main(int argc, char** argv) {                                        \
     static const hrt_test_case_t cases[] = {__VA_ARGS__};                  \
     int passed = 0, failed = 0;                                            \
+    setvbuf(stdout, NULL, _IOLBF, 0); /* in order with stderr in a log */  \
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {        \
       if (argc > 1 && strcmp(argv[1], cases[i].name) != 0) continue;       \
       hrt_test_failed_ = 0;                                                \

@@ -2887,8 +2887,10 @@ static void idle_devices_give_memory_back(void) {
     const fakecuda_memory_t before = fake_memory();
     hrt_hal_buffer_t* buffer = NULL;
     CHECK_OK(hrt_hal_device_allocate_buffer(device, 4 << 20, NULL, &buffer));
-    hrt_hal_buffer_release(buffer);
+    // Read before the free: the trim cannot come sooner than 500 ms after
+    // this, however late this thread runs again.
     const int64_t freed = hrt_time_now_ns();
+    hrt_hal_buffer_release(buffer);
     fakecuda_memory_t now = fake_memory();
     CHECK_EQ_INT(now.trims, before.trims);
     CHECK_EQ_INT(now.mem_free_calls, before.mem_free_calls);
@@ -2939,16 +2941,19 @@ static void idle_time_counts_from_the_end_of_work(void) {
   struct timespec busy = {0, 800000000};
   nanosleep(&busy, NULL);
   const long long trims = fake_memory().trims;
+  // The work ends after this (however late the completion reaches this
+  // thread), so the trim is at least 500 ms after it.
+  const int64_t done = hrt_time_now_ns();
   g_cuda.hold_streams(0);
   CHECK_OK(completion_wait(&completion));
-  const int64_t done = hrt_time_now_ns();
   const int64_t deadline = done + 5000000000LL;
   while (fake_memory().trims == trims && hrt_time_now_ns() < deadline) {
     struct timespec pause = {0, 2000000};
     nanosleep(&pause, NULL);
   }
   const int64_t waited_ms = (hrt_time_now_ns() - done) / 1000000;
-  printf("  trimmed %lld ms after the completion\n", (long long)waited_ms);
+  printf("  trimmed %lld ms after the end of the work\n",
+         (long long)waited_ms);
   CHECK(waited_ms >= 400 && waited_ms < 5000);
   hrt_hal_command_buffer_release(cb);
   hrt_hal_buffer_release(buffer);

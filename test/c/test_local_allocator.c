@@ -198,10 +198,11 @@ static void idle_device_gives_its_cache_back(void) {
     // Freed with no submission ever made: the free itself arms the trim.
     hrt_hal_buffer_t* buffer = NULL;
     CHECK_OK(hrt_hal_device_allocate_buffer(device, MIB, NULL, &buffer));
+    // Stays cached for a while, then goes (the trim is 0.5 s after idle,
+    // so at least that long after this reading).
+    int64_t start = hrt_time_now_ns();
     hrt_hal_buffer_release(buffer);
     int64_t cached = hrt_live_count(HRT_LIVE_CACHED_BLOCK);
-    // Stays cached for a while, then goes (the trim is 0.5 s after idle).
-    int64_t start = hrt_time_now_ns();
     int64_t trimmed = live_settles_at(HRT_LIVE_CACHED_BLOCK, 0, 20.0);
     double waited = (double)(hrt_time_now_ns() - start) / 1e9;
 
