@@ -253,6 +253,14 @@ static hrt_status_t hrt_check_dispatch(hrt_hal_command_buffer_t* command_buffer,
                            entry->constant_count, dispatch->binding_count,
                            dispatch->constant_count);
   }
+  if (dispatch->binding_count < 32 &&
+      dispatch->read_only_bindings >> dispatch->binding_count) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "kernel '%s': read_only_bindings 0x%x marks "
+                           "bindings past its %u",
+                           entry->name, dispatch->read_only_bindings,
+                           dispatch->binding_count);
+  }
   static const uint32_t max_count[3] = {0x7FFFFFFFu, 65535u, 65535u};
   uint64_t invocations = 1;
   for (int i = 0; i < 3; ++i) {

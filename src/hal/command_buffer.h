@@ -64,6 +64,11 @@ typedef struct hrt_hal_dispatch_s {
   const uint32_t* constants;
   uint32_t binding_count;
   const hrt_hal_buffer_ref_t* bindings;
+  // Bit i set: the kernel never writes binding i (a built-in's signature
+  // says so). Zero, the default, means any binding may be written: what a
+  // device must assume of user kernels when it orders a later write after
+  // a trace's snapshot (see hrt_hal_pending_submission_written).
+  uint32_t read_only_bindings;
 } hrt_hal_dispatch_t;
 
 typedef struct hrt_hal_command_s {

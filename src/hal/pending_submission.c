@@ -46,6 +46,46 @@ void hrt_hal_pending_submission_init(hrt_hal_pending_submission_t* pending,
   hrt_live_add(HRT_LIVE_SUBMISSION, 1);
 }
 
+uint32_t hrt_hal_pending_submission_written(
+    const hrt_hal_pending_submission_t* pending,
+    const hrt_hal_command_t* command, hrt_hal_buffer_ref_t* out) {
+  const hrt_hal_buffer_ref_t* target = NULL;
+  switch (command->type) {
+    case HRT_HAL_COMMAND_FILL:
+      target = &command->fill.target;
+      break;
+    case HRT_HAL_COMMAND_COPY:
+      target = &command->copy.target;
+      break;
+    case HRT_HAL_COMMAND_UPDATE:
+      target = &command->update.target;
+      break;
+    case HRT_HAL_COMMAND_DISPATCH: {
+      const hrt_hal_dispatch_t* dispatch = &command->dispatch;
+      uint32_t count = 0;
+      for (uint32_t i = 0; i < dispatch->binding_count; ++i) {
+        if (dispatch->read_only_bindings >> i & 1u) continue;
+        out[count++] =
+            hrt_hal_pending_submission_resolve(pending, &dispatch->bindings[i]);
+      }
+      return count;
+    }
+    case HRT_HAL_COMMAND_READ:
+    case HRT_HAL_COMMAND_BARRIER:
+    case HRT_HAL_COMMAND_TRACE:
+      return 0;
+  }
+  if (!target) return 0;
+  out[0] = hrt_hal_pending_submission_resolve(pending, target);
+  return 1;
+}
+
+bool hrt_hal_buffer_ranges_overlap(const hrt_hal_buffer_ref_t* a,
+                                   const hrt_hal_buffer_ref_t* b) {
+  return a->buffer == b->buffer && a->length && b->length &&
+         a->offset < b->offset + b->length && b->offset < a->offset + a->length;
+}
+
 void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
                                        hrt_status_t status, void* owner) {
   for (uint32_t i = 0; i < pending->signal_count; ++i) {

@@ -12,8 +12,10 @@
 #ifndef HRT_HAL_PENDING_SUBMISSION_H_
 #define HRT_HAL_PENDING_SUBMISSION_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 
+#include "hal/command_buffer.h"
 #include "hal/device.h"
 
 typedef struct hrt_hal_pending_submission_s {
@@ -43,6 +45,18 @@ void hrt_hal_pending_submission_init(hrt_hal_pending_submission_t* pending,
 hrt_hal_buffer_ref_t hrt_hal_pending_submission_resolve(
     const hrt_hal_pending_submission_t* pending,
     const hrt_hal_buffer_ref_t* ref);
+
+// The resolved ranges `command` (of the pending command buffer) may write,
+// stored in `out` (room for HRT_HAL_MAX_DISPATCH_BINDINGS); returns their
+// count: a fill, copy or update target; a dispatch's bindings but those its
+// read_only_bindings marks; nothing for a read, trace or barrier.
+uint32_t hrt_hal_pending_submission_written(
+    const hrt_hal_pending_submission_t* pending,
+    const hrt_hal_command_t* command, hrt_hal_buffer_ref_t* out);
+
+// Whether two resolved ranges share a byte (an empty range shares none).
+bool hrt_hal_buffer_ranges_overlap(const hrt_hal_buffer_ref_t* a,
+                                   const hrt_hal_buffer_ref_t* b);
 
 // Completion thread. Consumes `status` and frees `owner` (the device's
 // submission object holding `pending`) before calling the completion.

@@ -1466,8 +1466,12 @@ static hrt_status_t hrt_record_op(hrt_program_state_t* state,
       HRT_RETURN_IF_ERROR(
           hrt_hal_executable_lookup(executable, op->entry, &ordinal));
       hrt_hal_buffer_ref_t bindings[HRT_HAL_MAX_DISPATCH_BINDINGS];
+      uint32_t read_only = 0;
       for (uint32_t i = 0; i < op->operand_count; ++i) {
         bindings[i] = hrt_slot(op->operands[i]);
+        if (op->signature && !op->signature->bindings[i].written) {
+          read_only |= 1u << i;
+        }
       }
       hrt_hal_dispatch_t dispatch = {
           .executable = executable,
@@ -1480,6 +1484,7 @@ static hrt_status_t hrt_record_op(hrt_program_state_t* state,
           .constants = op->constants,
           .binding_count = op->operand_count,
           .bindings = bindings,
+          .read_only_bindings = read_only,
       };
       return hrt_hal_command_buffer_dispatch(command_buffer, &dispatch);
     }

@@ -717,7 +717,8 @@ static hrt_status_t run_builtin(hrt_hal_device_t* device,
         signature->constant_count,
         test->constants,
         signature->binding_count,
-        refs};
+        refs,
+        0};
     status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
   }
   for (uint32_t i = 0; i < signature->binding_count && status == HRT_OK; ++i) {
@@ -888,8 +889,8 @@ static void builtin_dispatches_are_checked_before_launch(void) {
   const uint32_t too_many[1] = {17};
   const uint32_t shape[3] = {2, 2, 2};
   hrt_hal_dispatch_t dispatches[2] = {
-      {executable, add, {1, 1, 1}, {1, 1, 1}, 1, too_many, 3, refs},
-      {executable, matmul, {1, 1, 2}, {1, 1, 1}, 3, shape, 3, refs},
+      {executable, add, {1, 1, 1}, {1, 1, 1}, 1, too_many, 3, refs, 0},
+      {executable, matmul, {1, 1, 2}, {1, 1, 1}, 3, shape, 3, refs, 0},
   };
   const char* expected[2] = {
       "command 0 (dispatch): kernel 'add_f32' of executable 'builtin': "
@@ -936,7 +937,7 @@ static void dispatch_spans_many_workgroups(void) {
   hrt_hal_buffer_ref_t binding = whole(indices);
   uint32_t n = N;
   hrt_hal_dispatch_t dispatch = {executable, write_index, {7, 3, 2}, {32, 2, 2},
-                                 1,          &n,          1,         &binding};
+                                 1,          &n,          1,         &binding, 0};
   CHECK_OK(run_dispatch(device, &dispatch));
   uint32_t* out = malloc(N * 4);
   CHECK(out != NULL);
@@ -960,7 +961,7 @@ static void dispatch_spans_many_workgroups(void) {
   hrt_hal_buffer_ref_t refs[3] = {whole(ba), whole(bb), whole(bo)};
   const uint32_t blocks = N / 128;  // covers blocks * 128 < N elements
   hrt_hal_dispatch_t add = {
-      executable, vector_add, {blocks, 1, 1}, {128, 1, 1}, 1, &n, 3, refs};
+      executable, vector_add, {blocks, 1, 1}, {128, 1, 1}, 1, &n, 3, refs, 0};
   CHECK_OK(run_dispatch(device, &add));
   float* sum = (float*)out;
   CHECK_OK(read_back(device, bo, sum));
@@ -1096,7 +1097,7 @@ static void traces_deliver_staged_data_after_preceding_work(void) {
     // A kernel writes the buffer, then the trace must see its result.
     const uint32_t fill_constants[2] = {4, 0x01020304};
     hrt_hal_dispatch_t fill = {executable, fill_ordinal,   {2, 1, 1}, {1, 1, 1},
-                               2,          fill_constants, 1,         &slot};
+                               2,          fill_constants, 1,         &slot, 0};
     CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &fill));
     CHECK_OK(
         hrt_hal_command_buffer_trace(cb, sources, 4, record_trace, &record));
@@ -1612,7 +1613,7 @@ static void cubin_and_fatbin_kernels_come_from_the_driver(void) {
     hrt_hal_buffer_ref_t binding = whole(buffer);
     uint32_t n = 1000;
     hrt_hal_dispatch_t dispatch = {executable, ordinal, {2, 1, 1}, {64, 1, 1},
-                                   1,          &n,      1,         &binding};
+                                   1,          &n,      1,         &binding, 0};
     CHECK_OK(run_dispatch(device, &dispatch));
     uint32_t out[1000];
     CHECK_OK(read_back(device, buffer, out));
@@ -1651,7 +1652,7 @@ static void check_scale_offset_f64(hrt_hal_device_t* device,
   const uint32_t constants[4] = {(uint32_t)n, (uint32_t)((uint64_t)n >> 32),
                                  (uint32_t)a_bits, (uint32_t)(a_bits >> 32)};
   hrt_hal_dispatch_t dispatch = {executable, ordinal,   {3, 1, 1}, {128, 1, 1},
-                                 4,          constants, 2,         bindings};
+                                 4,          constants, 2,         bindings, 0};
   CHECK_OK(run_dispatch(device, &dispatch));
   CHECK_OK(read_back(device, buffers[1], y));
   for (int i = 0; i < N; ++i) CHECK(y[i] == a * x[i] + i);
@@ -1867,7 +1868,7 @@ static hrt_status_t write_index_open(write_index_t* w) {
   w->n = 16;
   w->dispatch = (hrt_hal_dispatch_t){w->executable, ordinal, {1, 1, 1},
                                      {16, 1, 1},    1,       &w->n,
-                                     1,             &w->binding};
+                                     1,             &w->binding, 0};
   return HRT_OK;
 }
 
@@ -1938,7 +1939,7 @@ static hrt_status_t record_work(hrt_hal_device_t* device,
     hrt_hal_buffer_ref_t binding = whole(buffer);
     uint32_t value = 1;
     hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1}, {1, 1, 1},
-                                   1,          &value,  1,         &binding};
+                                   1,          &value,  1,         &binding, 0};
     if (status == HRT_OK) {
       status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
     }
@@ -2117,8 +2118,8 @@ static void report_throughput(void) {
   hrt_hal_buffer_ref_t refs[3] = {whole(a), whole(b), whole(c)};
   const uint32_t sm = hrt_hal_device_info(device)->multiprocessor_count;
   hrt_hal_dispatch_t dispatches[2] = {
-      {executable, add, {sm * 8, 1, 1}, {1, 1, 1}, 1, &n, 3, refs},
-      {executable, matmul, {128, 128, 1}, {1, 1, 1}, 3, shape, 3, refs},
+      {executable, add, {sm * 8, 1, 1}, {1, 1, 1}, 1, &n, 3, refs, 0},
+      {executable, matmul, {128, 128, 1}, {1, 1, 1}, 3, shape, 3, refs, 0},
   };
   const char* labels[2] = {"add_f32 (GB/s)", "matmul_f32 2048^3 (GFLOP/s)"};
   const double work[2] = {3.0 * 4 * N / 1e9, 2.0 * 2048 * 2048 * 2048 / 1e9};

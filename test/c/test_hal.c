@@ -6,6 +6,7 @@
 #include "base/threads.h"
 #include "hal/buffer_view.h"
 #include "hal/driver.h"
+#include "hal/pending_submission.h"
 #include "test.h"
 
 static void element_types_parse_and_size(void) {
@@ -209,7 +210,7 @@ static void dispatch_arguments_are_checked_at_record(void) {
                                    {NULL, 2, 0, HRT_HAL_WHOLE_BUFFER}};
   uint32_t n = 4;
   hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1}, {1, 1, 1},
-                                 1, &n, 3, slots};
+                                 1, &n, 3, slots, 0};
   dispatch.workgroup_count[1] = 0;
   CHECK_STATUS(hrt_hal_command_buffer_dispatch(cb, &dispatch),
                HRT_STATUS_INVALID_ARGUMENT, "workgroup count[1] = 0");
@@ -231,6 +232,79 @@ static void dispatch_arguments_are_checked_at_record(void) {
   params.format = HRT_HAL_EXECUTABLE_FORMAT_PTX;
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT, "not PTX");
+  hrt_hal_device_release(device);
+}
+
+// What each command may write, as devices order later writes after a
+// trace: targets, and a dispatch's bindings but its read-only ones.
+static void written_ranges_follow_commands_and_read_only_bindings(void) {
+  hrt_hal_device_t* device = make_device("local-sync");
+  CHECK(device);
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+  uint32_t ordinal = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "add_f32", &ordinal));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &buffer));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  hrt_hal_buffer_ref_t a = {buffer, 0, 0, 16}, b = {buffer, 0, 16, 16},
+                       c = {buffer, 0, 32, 16}, slot = {NULL, 0, 8, 8};
+  hrt_hal_buffer_ref_t bindings[3] = {a, b, c};
+  uint32_t n = 4;
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1}, {1, 1, 1},
+                                 1,          &n,      3,         bindings, 0};
+  dispatch.read_only_bindings = 8;  // binding 3 of 3
+  CHECK_STATUS(hrt_hal_command_buffer_dispatch(cb, &dispatch),
+               HRT_STATUS_INVALID_ARGUMENT, "marks bindings past its 3");
+  dispatch.read_only_bindings = 3;  // a and b read, c written
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+  dispatch.read_only_bindings = 0;  // a user kernel: all may be written
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, slot, 0, 1));
+  CHECK_OK(hrt_hal_command_buffer_copy(cb, a, b));
+  static char host[16];
+  CHECK_OK(hrt_hal_command_buffer_read(cb, a, host));
+  CHECK_OK(hrt_hal_command_buffer_barrier(cb));
+  hrt_hal_command_buffer_finalize(cb);
+  hrt_hal_buffer_ref_t table[1] = {{buffer, 0, 0, HRT_HAL_WHOLE_BUFFER}};
+  hrt_hal_submission_t submission = {
+      .command_buffer = cb, .binding_count = 1, .bindings = table};
+  void* owner = malloc(hrt_hal_pending_submission_storage_size(&submission) +
+                       sizeof(hrt_hal_pending_submission_t));
+  CHECK(owner);
+  if (!owner) return;
+  hrt_hal_pending_submission_t* pending = owner;
+  hrt_hal_pending_submission_init(pending, &submission, pending + 1);
+  hrt_hal_buffer_ref_t out[HRT_HAL_MAX_DISPATCH_BINDINGS];
+  uint32_t counts[6];
+  hrt_hal_buffer_ref_t first[6];
+  for (uint32_t i = 0; i < 6; ++i) {
+    counts[i] = hrt_hal_pending_submission_written(
+        pending, hrt_hal_command_buffer_at(cb, i), out);
+    first[i] = out[0];
+  }
+  hrt_hal_pending_submission_finish(pending, HRT_OK, owner);
+  CHECK_EQ_INT(counts[0], 1);  // c only
+  CHECK_EQ_INT(first[0].offset, 32);
+  CHECK_EQ_INT(counts[1], 3);
+  CHECK_EQ_INT(counts[2], 1);  // the fill's slot range, resolved
+  CHECK(first[2].buffer == buffer && first[2].offset == 8 &&
+        first[2].length == 8);
+  CHECK_EQ_INT(counts[3], 1);  // the copy's target
+  CHECK_EQ_INT(first[3].offset, 16);
+  CHECK_EQ_INT(counts[4], 0);  // read
+  CHECK_EQ_INT(counts[5], 0);  // barrier
+  CHECK(hrt_hal_buffer_ranges_overlap(&a, &table[0]) &&
+        !hrt_hal_buffer_ranges_overlap(&a, &b) &&
+        hrt_hal_buffer_ranges_overlap(&first[2], &a) &&
+        !hrt_hal_buffer_ranges_overlap(&(hrt_hal_buffer_ref_t){buffer, 0, 4, 0},
+                                       &a));
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_executable_release(executable);
   hrt_hal_device_release(device);
 }
 
@@ -288,5 +362,6 @@ TEST_MAIN(TEST_CASE(element_types_parse_and_size),
           TEST_CASE(device_uris_are_checked_by_drivers),
           TEST_CASE(command_buffers_validate_while_recording),
           TEST_CASE(dispatch_arguments_are_checked_at_record),
+          TEST_CASE(written_ranges_follow_commands_and_read_only_bindings),
           TEST_CASE(semaphores_wake_waiters_across_threads),
           TEST_CASE(every_object_is_destroyed))

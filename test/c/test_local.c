@@ -158,7 +158,7 @@ static void user_kernel_libraries_load_and_run(void) {
   uint32_t constants[2] = {100, 3};
   hrt_hal_buffer_ref_t bindings[2] = {whole(in), whole(out)};
   hrt_hal_dispatch_t dispatch = {executable, ordinal, {7, 1, 1}, {1, 1, 1},
-                                 2,          constants, 2,       bindings};
+                                 2,          constants, 2,       bindings, 0};
   CHECK_OK(run_dispatch(device, &dispatch));
   const uint32_t* result = out->host_ptr;
   for (int i = 0; i < 100; ++i) CHECK_EQ_INT(result[i], 3 * i);
@@ -191,7 +191,7 @@ static void workgroups_spread_over_the_workers(void) {
   CHECK_OK(hrt_hal_device_allocate_buffer(device, GROUPS * 4, NULL, &out));
   hrt_hal_buffer_ref_t binding = whole(out);
   hrt_hal_dispatch_t dispatch = {executable, ordinal, {4, 4, 4}, {1, 1, 1},
-                                 0,          NULL,    1,         &binding};
+                                 0,          NULL,    1,         &binding, 0};
   CHECK_OK(run_dispatch(device, &dispatch));
   const uint32_t* ids = out->host_ptr;
   int used[WORKERS + 1] = {0};
@@ -228,7 +228,7 @@ static void failing_kernel_fails_the_submission_naming_it(void) {
     for (int c = 0; c < 2; ++c) {
       uint32_t constants[2] = {codes[c], 2};
       hrt_hal_dispatch_t dispatch = {executable, ordinal, {5, 1, 1}, {1, 1, 1},
-                                     2,          constants, 0,       NULL};
+                                     2,          constants, 0,       NULL, 0};
       hrt_hal_command_buffer_t* cb = NULL;
       CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
       CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatch));

@@ -144,7 +144,7 @@ static inline hrt_status_t record_add(hrt_hal_device_t* device,
                                    {NULL, 1, 0, HRT_HAL_WHOLE_BUFFER},
                                    {NULL, 2, 0, HRT_HAL_WHOLE_BUFFER}};
   hrt_hal_dispatch_t dispatch = {
-      executable, ordinal, {workgroups, 1, 1}, {64, 1, 1}, 1, &n, 3, slots};
+      executable, ordinal, {workgroups, 1, 1}, {64, 1, 1}, 1, &n, 3, slots, 0};
   hrt_hal_command_buffer_t* cb = NULL;
   HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
   hrt_status_t status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
