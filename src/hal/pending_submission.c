@@ -87,7 +87,8 @@ bool hrt_hal_buffer_ranges_overlap(const hrt_hal_buffer_ref_t* a,
 }
 
 void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
-                                       hrt_status_t status, void* owner) {
+                                       hrt_status_t status, void* owner,
+                                       hrt_hal_device_t* device) {
   for (uint32_t i = 0; i < pending->signal_count; ++i) {
     if (status == HRT_OK) {
       status = hrt_hal_semaphore_signal(pending->signals[i].semaphore,
@@ -110,6 +111,7 @@ void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
   }
   free(owner);
   hrt_live_add(HRT_LIVE_SUBMISSION, -1);
+  hrt_hal_device_release(device);
   if (completion.fn) {
     completion.fn(completion.user_data, status);
   } else {

@@ -7,8 +7,12 @@
 // the device's completion thread: it signals the semaphores in order (one
 // that cannot be signalled fails the submission with that status, and the
 // semaphores after it are failed with it; a failed submission fails them
-// all), drops every reference, frees the device's submission object, and
-// then calls the completion. The device drops its own reference after.
+// all), drops every reference, frees the device's submission object, drops
+// the submission's reference to the device (possibly the last: the
+// device's destroy must then not wait for this thread), and then calls the
+// completion. So whoever sees the completion and releases the device holds
+// its last reference, and a device made next does not share what the old
+// one held (a lost CUDA context).
 #ifndef HRT_HAL_PENDING_SUBMISSION_H_
 #define HRT_HAL_PENDING_SUBMISSION_H_
 
@@ -58,9 +62,11 @@ uint32_t hrt_hal_pending_submission_written(
 bool hrt_hal_buffer_ranges_overlap(const hrt_hal_buffer_ref_t* a,
                                    const hrt_hal_buffer_ref_t* b);
 
-// Completion thread. Consumes `status` and frees `owner` (the device's
-// submission object holding `pending`) before calling the completion.
+// Completion thread. Consumes `status`, frees `owner` (the device's
+// submission object holding `pending`) and releases `device` (the
+// submission's reference) before calling the completion.
 void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
-                                       hrt_status_t status, void* owner);
+                                       hrt_status_t status, void* owner,
+                                       hrt_hal_device_t* device);
 
 #endif  // HRT_HAL_PENDING_SUBMISSION_H_

@@ -286,7 +286,8 @@ static void written_ranges_follow_commands_and_read_only_bindings(void) {
         pending, hrt_hal_command_buffer_at(cb, i), out);
     first[i] = out[0];
   }
-  hrt_hal_pending_submission_finish(pending, HRT_OK, owner);
+  hrt_hal_device_retain(device);  // the submission's, released by finish
+  hrt_hal_pending_submission_finish(pending, HRT_OK, owner, device);
   CHECK_EQ_INT(counts[0], 1);  // c only
   CHECK_EQ_INT(first[0].offset, 32);
   CHECK_EQ_INT(counts[1], 3);

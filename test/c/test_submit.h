@@ -262,6 +262,7 @@ typedef struct {
   hrt_hal_command_buffer_t* cb;
   hrt_hal_buffer_t* buffer;
   hrt_notification_t* done;
+  int64_t device_refs;  // the device's count before its release there
 } last_ref_t;
 
 static inline void release_everything(void* user_data, hrt_status_t status) {
@@ -269,6 +270,7 @@ static inline void release_everything(void* user_data, hrt_status_t status) {
   hrt_status_free(status);
   hrt_hal_command_buffer_release(refs->cb);
   hrt_hal_buffer_release(refs->buffer);
+  refs->device_refs = atomic_load(&refs->device->ref.count);
   hrt_hal_device_release(refs->device);
   hrt_notification_set(refs->done);
 }
@@ -284,18 +286,19 @@ static inline void wait_for_live_devices(int64_t count) {
 }
 
 // A device whose last reference drops in its own completion is destroyed
-// (waits 10 s at most for each step).
+// (waits 10 s at most for each step). The submission's own reference was
+// dropped before the completion ran, so the completion's release is the
+// last one (a device made after it shares nothing with this one).
 static inline void check_device_released_by_its_completion_is_destroyed(
     const char* uri) {
-  // An earlier case's device may still be being destroyed on its completion
-  // thread, which drops the last reference after the completion has run:
-  // let that end (cases hold no device between them), so that the count
-  // compared below is this case's alone.
+  // An earlier case's device may still be being freed by its completion
+  // thread: let that end (cases hold no device between them), so that the
+  // count compared below is this case's alone.
   wait_for_live_devices(0);
   int64_t devices_before = hrt_live_count(HRT_LIVE_DEVICE);
   hrt_notification_t done;
   hrt_notification_init(&done);
-  last_ref_t refs = {NULL, NULL, NULL, &done};
+  last_ref_t refs = {NULL, NULL, NULL, &done, 0};
   CHECK_OK(make_device(uri, &refs.device));
   CHECK_OK(hrt_hal_device_allocate_buffer(refs.device, 64, NULL, &refs.buffer));
   CHECK_OK(hrt_hal_command_buffer_create(refs.device, &refs.cb));
@@ -312,6 +315,7 @@ static inline void check_device_released_by_its_completion_is_destroyed(
   // as it exits.
   wait_for_live_devices(devices_before);
   CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), devices_before);
+  CHECK_EQ_INT(refs.device_refs, 1);
 }
 
 #endif  // HRT_TEST_TEST_SUBMIT_H_

@@ -1008,8 +1008,7 @@ static void hrt_cuda_complete(hrt_cuda_device_t* device,
   }
   hrt_cuda_destroy_timings(cu, sub);
   hrt_cuda_staging_release(&device->staging, sub->staging);
-  hrt_hal_pending_submission_finish(&sub->pending, status, sub);
-  hrt_hal_device_release(&device->base);
+  hrt_hal_pending_submission_finish(&sub->pending, status, sub, &device->base);
 }
 
 // Releases the CUDA resources and frees the device: the completion thread,

@@ -303,13 +303,13 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
   return HRT_OK;
 }
 
-// Runs one submission to completion (see hal/pending_submission.h), then
-// drops the submission's reference to the device (possibly the last one).
+// Runs one submission to completion (see hal/pending_submission.h: the
+// submission's reference to the device, possibly the last one, is dropped
+// before the completion runs).
 static void hrt_complete(hrt_local_device_t* device,
                          hrt_local_submission_t* sub) {
   hrt_status_t status = hrt_execute(device, sub);
-  hrt_hal_pending_submission_finish(&sub->pending, status, sub);
-  hrt_hal_device_release(&device->base);
+  hrt_hal_pending_submission_finish(&sub->pending, status, sub, &device->base);
 }
 
 static void hrt_local_device_free(hrt_local_device_t* device) {
