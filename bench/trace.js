@@ -131,7 +131,10 @@ async function traceLarge({ quick, ref, device, instance }) {
   const elements = 1 << 20; // 4 MiB of f32
   const bytes = elements * 4;
   const tracesPerCall = 8;
-  const calls = quick ? 2 : 8;
+  // 1 GiB per round: a round of 256 MiB lasted 10-40 ms, and how late the
+  // idle queue and JS threads woke for its first trace (0.5-9 ms measured on
+  // a loaded 2-vCPU machine) cut its figure by half or more.
+  const calls = quick ? 4 : 32;
   const rounds = quick ? 3 : 9;
   const items = tracesPerCall * calls;
   let received = 0;
