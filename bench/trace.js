@@ -149,6 +149,7 @@ async function traceLarge({ quick, ref, device, instance }) {
   const runs = {
     memcpy: async () => bytes / median(ref.memcpyTimes(bytes, items, 0)),
     memcpyFresh: async () => bytes / median(ref.memcpyTimes(bytes, quick ? 2 : 4, 2)),
+    memcpyFreshHuge: async () => bytes / median(ref.memcpyTimes(bytes, quick ? 2 : 4, 3)),
   };
   TRACE_DATA.forEach((traceData, i) => {
     runs[traceData] = async () => {
@@ -161,6 +162,7 @@ async function traceLarge({ quick, ref, device, instance }) {
   const results = await roundRobin(rounds, runs);
   const b = median(results.memcpy);
   const f = median(results.memcpyFresh);
+  const fh = median(results.memcpyFreshHuge);
   return TRACE_DATA.map((traceData) => {
     const h = median(results[traceData]);
     return row({
@@ -176,11 +178,13 @@ async function traceLarge({ quick, ref, device, instance }) {
           ? ' (data lent to the callback, detached when it returns, its block reused at once)'
           : ' (the default; what bounds it: a snapshot block returns to the pool only when V8 collects its ' +
             'ArrayBuffer, and every block not back yet is a fresh mapping whose pages fault in, see the ' +
-            'fresh-page memcpy below)') +
+            'fresh-mapping memcpy below)') +
         `: ${calls} invocations (2 in flight) ` +
         `of a function with ${tracesPerCall} trace ops of one f32[${elements}] input, medians of ${rounds} ` +
         `rounds; baseline: memcpy of 4 MiB between two warm buffers, timed natively in the reference addon; ` +
-        `memcpy of 4 MiB into freshly mmapped pages, every page faulting in: ${mbps(f)} (${(f / b).toFixed(3)}× warm)`,
+        `memcpy of 4 MiB into a fresh mapping, every page faulting in: ${mbps(f)} (${(f / b).toFixed(3)}× warm) in 4 KiB ` +
+        `pages, ${mbps(fh)} (${(fh / b).toFixed(2)}× warm) 2 MiB-aligned and advised MADV_HUGEPAGE (as halrt's block pool ` +
+        `maps 4 MiB blocks)`,
     });
   });
 }
