@@ -177,8 +177,8 @@ async function traceLarge({ quick, ref, device, instance }) {
         (traceData === 'borrowed'
           ? ' (data lent to the callback, detached when it returns, its block reused at once)'
           : ' (the default; what bounds it: a snapshot block returns to the pool only when V8 collects its ' +
-            'ArrayBuffer, and every block not back yet is a fresh mapping whose pages fault in, see the ' +
-            'fresh-mapping memcpy below)') +
+            'ArrayBuffer, a GC returns more blocks than the pool keeps (maxTraceBytes), and each block not ' +
+            'back or not kept is a fresh mapping whose pages fault in, see the fresh-mapping memcpy below)') +
         `: ${calls} invocations (2 in flight) ` +
         `of a function with ${tracesPerCall} trace ops of one f32[${elements}] input, medians of ${rounds} ` +
         `rounds; baseline: memcpy of 4 MiB between two warm buffers, timed natively in the reference addon; ` +
