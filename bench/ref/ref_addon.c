@@ -15,7 +15,10 @@
 //       mode 0: into a destination touched beforehand (warm memory);
 //       mode 1: into a malloc per copy, freed after (glibc may reuse it);
 //       mode 2: into an mmap per copy, unmapped after (fresh pages: every
-//               page faults in).
+//               page faults in);
+//       mode 3: the same into a mapping 2 MiB-aligned and advised
+//               MADV_HUGEPAGE, as halrt's block pool maps blocks of 2 MiB
+//               and more (fresh huge pages fault in).
 //   pingOpen(), ping() -> Promise<void>, pingClose()
 //     The bare shape of an asynchronous call: ping() hands a deferred to a
 //     native thread (mutex + condition variable), which queues it back with
@@ -226,6 +229,8 @@ static bool ref_sizes(napi_env env, napi_callback_info info, size_t want,
   return true;
 }
 
+#define REF_HUGE ((uintptr_t)2 << 20)
+
 static napi_value ref_memcpy_times(napi_env env, napi_callback_info info) {
   napi_value argv[3], result = NULL;
   int64_t bytes = 0, reps = 0;
@@ -235,6 +240,10 @@ static napi_value ref_memcpy_times(napi_env env, napi_callback_info info) {
     return NULL;
   }
   REF_CALL(env, napi_get_value_int32(env, argv[2], &mode));
+  if (mode < 0 || mode > 3) {
+    napi_throw_range_error(env, NULL, "memcpyTimes: mode must be 0 to 3");
+    return NULL;
+  }
   size_t size = (size_t)bytes;
   char* src = malloc(size);
   char* dst = mode == 0 ? malloc(size) : NULL;
@@ -246,21 +255,30 @@ static napi_value ref_memcpy_times(napi_env env, napi_callback_info info) {
   }
   memset(src, 1, size);
   if (dst) memset(dst, 2, size);
+  // Mode 3 maps 2 MiB more, to align the destination.
+  size_t mapped_size = mode == 3 ? size + REF_HUGE : size;
   for (int64_t r = 0; r < reps; ++r) {
     double start = ref_now();
     char* target = dst;
+    void* mapped = NULL;
     if (mode == 1) {
       target = malloc(size);
-    } else if (mode == 2) {
-      target = mmap(NULL, size, PROT_READ | PROT_WRITE,
+    } else if (mode >= 2) {
+      mapped = mmap(NULL, mapped_size, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (target == MAP_FAILED) target = NULL;
+      target = mapped == MAP_FAILED ? NULL : mapped;
+      if (target != NULL && mode == 3) {
+        target = (char*)(((uintptr_t)mapped + REF_HUGE - 1) & ~(REF_HUGE - 1));
+#ifdef MADV_HUGEPAGE
+        madvise(target, size, MADV_HUGEPAGE);
+#endif
+      }
     }
     if (target == NULL) break;
     memcpy(target, src, size);
     ref_sink = (float)target[(size_t)r % size];
     if (mode == 1) free(target);
-    if (mode == 2) munmap(target, size);
+    if (mode >= 2) munmap(mapped, mapped_size);
     times[r] = ref_now() - start;
   }
   free(src);
