@@ -23,6 +23,9 @@
 //     The bare shape of an asynchronous call: ping() hands a deferred to a
 //     native thread (mutex + condition variable), which queues it back with
 //     napi_call_threadsafe_function; call_js resolves it.
+//   threadCpuTime() -> number: seconds of CPU time the calling thread (the
+//     JS thread) has used, clock_gettime(CLOCK_THREAD_CPUTIME_ID): read before
+//     and after a run, it gives the JS thread's own work, not the process's.
 //   addTimes(n, reps) -> Float64Array: c[i] = a[i] + b[i] over n floats.
 //   matmulTimes(n, reps) -> Float64Array: naive i-j-k loop, c = a·b, n×n.
 //
@@ -399,6 +402,19 @@ static napi_value ref_ping_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+static napi_value ref_thread_cpu_time(napi_env env, napi_callback_info info) {
+  (void)info;
+  struct timespec ts;
+  napi_value result = NULL;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
+    napi_throw_error(env, NULL, "threadCpuTime: clock_gettime failed");
+    return NULL;
+  }
+  REF_CALL(env, napi_create_double(
+                    env, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9, &result));
+  return result;
+}
+
 static napi_value ref_add_times(napi_env env, napi_callback_info info) {
   napi_value argv[2], result = NULL;
   int64_t n = 0, reps = 0;
@@ -482,8 +498,10 @@ NAPI_MODULE_INIT() {
       {"ping", NULL, ref_ping, NULL, NULL, NULL, napi_default, NULL},
       {"pingClose", NULL, ref_ping_close, NULL, NULL, NULL, napi_default,
        NULL},
+      {"threadCpuTime", NULL, ref_thread_cpu_time, NULL, NULL, NULL,
+       napi_default, NULL},
   };
-  if (napi_define_properties(env, exports, 7, properties) != napi_ok) {
+  if (napi_define_properties(env, exports, 8, properties) != napi_ok) {
     return NULL;
   }
   return exports;
