@@ -983,6 +983,47 @@ describe('debug sink and the event loop', function () {
     }
   });
 
+  // Starts COUNT invocations of a one-output function, holds the JS thread
+  // until they have all completed (their completions wait in the channel),
+  // and returns, for each reaction i > 0, whether it ran before the
+  // microtask that reaction i - 1 queued: true when the two invocations
+  // settled in the same JS-thread call (completion batching).
+  async function settledTogether(hal) {
+    const COUNT = 64;
+    const p = makeProgram('local-sync', (b) => b.function('f', (f) => {
+      f.input('x', 'f32', [4]).output('y', 'u8', [1]).fill('y', 1);
+    }), { hal });
+    const fn = p.lookup('f');
+    const x = p.device.tensor(new Float32Array(4), [4]);
+    try {
+      const events = [];
+      const settling = Array.from({ length: COUNT }, (_, i) => fn.invoke([x]).then((outputs) => {
+        events.push(`r${i}`);
+        queueMicrotask(() => events.push(`m${i}`));
+        closeAll(outputs);
+      }));
+      busyWait(200); // 64 tiny invocations complete well within this
+      await Promise.all(settling);
+      const reactions = events.filter((e) => e.startsWith('r'));
+      assert.deepStrictEqual(reactions, Array.from({ length: COUNT }, (_, i) => `r${i}`), 'settled in order');
+      return Array.from({ length: COUNT - 1 }, (_, i) => events.indexOf(`r${i + 1}`) < events.indexOf(`m${i}`));
+    } finally {
+      closeAll(x, fn);
+      p.close();
+    }
+  }
+
+  it('invocations completed together settle in one JS-thread call, in order, their reactions after the batch', async () => {
+    const together = await settledTogether({});
+    const count = together.filter(Boolean).length;
+    assert.ok(count >= 16, `only ${count} of 63 invocations settled in the same call as the one before`);
+  });
+
+  it('invocations with a debug sink are not batched: each settles after the reactions to the one before', async () => {
+    const together = await settledTogether({ debugSink: () => {} });
+    assert.strictEqual(together.filter(Boolean).length, 0);
+  });
+
   it('a global setImmediate replaced before halrt loads (fake timers) does not stall a sliced burst', () => {
     const result = spawnSync(process.execPath, ['-e', `
       globalThis.setImmediate = () => {};

@@ -25,9 +25,14 @@ struct hrt_js_channel_s {
   bool deferred;                   // the message being delivered deferred
   bool resumed;                    // woken for a new turn, not drained yet
   // When the last drain queued the next wake-up (0: it did not): the time
-  // from then to the next drain, the reactions of the promises the message
+  // from then to the next drain, the reactions of the promises the messages
   // settled, counts against the turn's budget.
   int64_t queued_ns;
+  uint32_t queued_count;  // the messages that drain delivered (at least 1)
+  // The time those reactions took per message, as the next drain measured
+  // it; -1 (unknown) until then and once the FIFO has emptied: it bounds
+  // how many settles_only messages a drain delivers together.
+  int64_t reaction_ns;
   hrt_js_channel_t* next_waiting;  // in the env's turn list
   uint32_t pending_work;
   hrt_js_channel_finalize_fn on_finalize;
@@ -132,18 +137,38 @@ static bool hrt_js_channel_wait_for_turn(napi_env env,
   return true;
 }
 
-// Delivers the first queued message and, while more are queued, asks for
-// the next call through the threadsafe function: one message per call, so
-// that the reactions of the promises a message settled run (Node runs the
-// microtasks after each call) before the next message is delivered. Node
-// makes that call at once, in the same turn, so once the turn's budget is
-// spent the channel, its drain still due, waits for the next turn instead.
-// A finishing channel releases its threadsafe function once empty.
+// The first queued message, taken off the FIFO; with `settles_only` only if
+// it is one. NULL when there is none.
+static hrt_js_message_t* hrt_js_channel_pop(hrt_js_channel_t* channel,
+                                            bool settles_only) {
+  hrt_mutex_lock(&channel->mutex);
+  hrt_js_message_t* message = channel->head;
+  if (message != NULL && (!settles_only || message->settles_only)) {
+    channel->head = message->next;
+    if (channel->head == NULL) channel->tail = NULL;
+    message->next = NULL;
+  } else {
+    message = NULL;
+  }
+  hrt_mutex_unlock(&channel->mutex);
+  return message;
+}
+
+// Delivers the first queued message (and, when it settles_only, the
+// settles_only messages behind it that fit the budget: completion batching)
+// and, while more are queued, asks for the next call through the threadsafe
+// function, so that the reactions of the promises settled run (Node runs
+// the microtasks after each call) before the next message is delivered.
+// Node makes that call at once, in the same turn, so once the turn's budget
+// is spent the channel, its drain still due, waits for the next turn
+// instead. A finishing channel releases its threadsafe function once empty.
 static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
   hrt_js_env_t* state = hrt_js_env_get(env);
   hrt_js_channel_turn_t* turn = state != NULL ? &state->turn : NULL;
-  if (turn != NULL && channel->queued_ns != 0) {
-    turn->spent_ns += hrt_time_now_ns() - channel->queued_ns;
+  if (channel->queued_ns != 0) {
+    int64_t reactions = hrt_time_now_ns() - channel->queued_ns;
+    channel->reaction_ns = reactions / channel->queued_count;
+    if (turn != NULL) turn->spent_ns += reactions;
   }
   channel->queued_ns = 0;
   if (turn != NULL && turn->spent_ns >= HRT_JS_CHANNEL_TURN_BUDGET_NS &&
@@ -151,17 +176,23 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
     return;
   }
   channel->resumed = false;
-  hrt_mutex_lock(&channel->mutex);
-  hrt_js_message_t* message = channel->head;
-  if (message != NULL) {
-    channel->head = message->next;
-    if (channel->head == NULL) channel->tail = NULL;
-    message->next = NULL;
-  }
-  hrt_mutex_unlock(&channel->mutex);
+  uint32_t delivered = 0;
+  hrt_js_message_t* message = hrt_js_channel_pop(channel, false);
   if (message != NULL) {
     int64_t start = hrt_time_now_ns();
+    int64_t time_left = hrt_js_channel_time_left_ns(env);
+    bool batch = message->settles_only;
     message->deliver(env, channel, message);
+    delivered = 1;
+    while (batch && delivered < HRT_JS_CHANNEL_MAX_BATCH &&
+           channel->reaction_ns >= 0 &&
+           hrt_time_now_ns() - start +
+                   (int64_t)(delivered + 1) * channel->reaction_ns <
+               time_left &&
+           (message = hrt_js_channel_pop(channel, true)) != NULL) {
+      message->deliver(env, channel, message);
+      ++delivered;
+    }
     if (turn != NULL) turn->spent_ns += hrt_time_now_ns() - start;
     if (channel->deferred) {
       channel->deferred = false;
@@ -179,9 +210,11 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
     if (channel->tsfn != NULL) {
       napi_call_threadsafe_function(channel->tsfn, NULL, napi_tsfn_nonblocking);
       channel->queued_ns = hrt_time_now_ns();
+      channel->queued_count = delivered > 0 ? delivered : 1;
     }
   } else {
     channel->due = false;
+    channel->reaction_ns = -1;  // the next burst measures its own
     if (channel->finishing) {
       released = channel->tsfn;
       channel->tsfn = NULL;
@@ -275,6 +308,7 @@ napi_status hrt_js_channel_create(napi_env env, const char* name,
   }
   atomic_init(&channel->ref_count, 2);  // the caller's + the tsfn's
   hrt_mutex_init(&channel->mutex);
+  channel->reaction_ns = -1;
 
   napi_value resource_name = NULL;
   napi_status status =

@@ -17,6 +17,16 @@
 //   message and queues the next while messages remain. Node runs such
 //   wake-ups back to back within a turn of the event loop, running the
 //   microtasks (reactions of the promises a message settled) after each.
+// - Completion batching: a wake-up that delivered a `settles_only` message
+//   goes on with the settles_only messages right behind it in the FIFO, up
+//   to HRT_JS_CHANNEL_MAX_BATCH, so that many invocations completing
+//   together settle in one JS-thread call. Their promises settle in FIFO
+//   order and their reactions then run in that order, after the last of
+//   them (not each before the next settles). A message that runs a user
+//   callback (a trace batch, an invocation event) is never batched: it is
+//   delivered by a wake-up of its own, after the reactions to everything
+//   before it, as without batching. How many are batched is bounded by
+//   time as well (see "Time slices" below).
 // - `tsfn` is guarded by the mutex and becomes NULL when the threadsafe
 //   function is released or finalized. post, begin_work and end_work use it
 //   under the mutex only while it is set, so no thread touches the threadsafe
@@ -41,7 +51,13 @@
 // delivering and waits for the next turn: a setImmediate (lib/'s
 // setScheduler hook) wakes it again through its threadsafe function, so that
 // timers, I/O and immediates run between slices however long a burst is, and
-// the budget starts afresh. A channel woken so delivers one message even if
+// the budget starts afresh. A batch stops once its deliveries so far plus
+// the reactions it would add (the time the last wake-up's reactions took
+// per message it settled, measured by the next drain) would pass the budget
+// left; the first wake-up after the FIFO was empty delivers one message,
+// since no reaction time is known for the burst yet. (A burst whose
+// reactions turn slow mid-way overshoots by at most one batch.) A channel
+// woken so delivers one message even if
 // other channels spent the budget before it in that turn, so that none
 // starves. (Turns in which no channel waited do not reset the budget: at
 // worst a channel waits once more than needed.) A delivery that would
@@ -66,6 +82,9 @@ typedef struct hrt_js_message_s hrt_js_message_t;
 // against the work between turns.
 #define HRT_JS_CHANNEL_TURN_BUDGET_NS (2 * 1000 * 1000)
 
+// The most settles_only messages one wake-up delivers.
+#define HRT_JS_CHANNEL_MAX_BATCH 64
+
 // Delivers and frees `message`, or hands it back with hrt_js_channel_defer.
 // With a live env it runs on the JS thread and may call N-API (and settle
 // promises); `channel` is the channel it came through. With env == NULL
@@ -78,6 +97,10 @@ typedef void (*hrt_js_message_deliver_fn)(napi_env env,
 struct hrt_js_message_s {
   hrt_js_message_deliver_fn deliver;
   hrt_js_message_t* next;  // the channel's, while queued
+  // Set by the producer before posting: delivering it calls no JavaScript
+  // but settles promises (and never defers), so it may share a wake-up with
+  // the settles_only messages next to it (completion batching, above).
+  bool settles_only;
 };
 
 // Per-env state of the time slices (a member of hrt_js_env_t). JS thread

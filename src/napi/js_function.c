@@ -252,6 +252,8 @@ static napi_value hrt_js_function_invoke(napi_env env,
   if (invocation->sink != NULL) hrt_js_sink_retain(invocation->sink);
   invocation->channel =
       invocation->sink ? hrt_js_sink_channel(invocation->sink) : state->channel;
+  // With a sink its delivery calls the sink's invocation callback.
+  invocation->message.settles_only = invocation->sink == NULL;
   hrt_js_channel_retain(invocation->channel);
   invocation->start_ns = hrt_time_now_ns();
   if (napi_create_promise(env, &invocation->deferred, &promise) != napi_ok) {

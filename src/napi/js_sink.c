@@ -778,7 +778,7 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   sink->borrowed = options->borrowed;
   for (int i = 0; i < 2; ++i) {
     sink->messages[i] =
-        (hrt_js_sink_message_t){{hrt_js_sink_deliver, NULL}, sink};
+        (hrt_js_sink_message_t){{.deliver = hrt_js_sink_deliver}, sink};
   }
   for (uint32_t i = 0; i < count; ++i) {
     if (napi_create_reference(env, targets[i], 0, &sink->targets[i]) !=

@@ -165,6 +165,7 @@ bool hrt_js_submit(napi_env env, const char* method, hrt_hal_device_t* device,
                         "%s: out of host memory", method);
   }
   op->message.deliver = hrt_js_submit_deliver;
+  op->message.settles_only = true;
   op->method = method;
   op->result = result;
   napi_value promise = NULL;
