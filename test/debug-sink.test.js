@@ -983,12 +983,13 @@ describe('debug sink and the event loop', function () {
     }
   });
 
-  // Starts COUNT invocations of a one-output function, holds the JS thread
-  // until they have all completed (their completions wait in the channel),
-  // and returns, for each reaction i > 0, whether it ran before the
-  // microtask that reaction i - 1 queued: true when the two invocations
-  // settled in the same JS-thread call (completion batching).
-  async function settledTogether(hal) {
+  // Starts COUNT invocations of a one-output function (or, with `read`,
+  // COUNT reads of its input), holds the JS thread until they have all
+  // completed (their completions wait in the channel), and returns, for each
+  // reaction i > 0, whether it ran before the microtask that reaction i - 1
+  // queued: true when the two settled in the same JS-thread call
+  // (completion batching).
+  async function settledTogether(hal, read = false) {
     const COUNT = 64;
     const p = makeProgram('local-sync', (b) => b.function('f', (f) => {
       f.input('x', 'f32', [4]).output('y', 'u8', [1]).fill('y', 1);
@@ -997,10 +998,10 @@ describe('debug sink and the event loop', function () {
     const x = p.device.tensor(new Float32Array(4), [4]);
     try {
       const events = [];
-      const settling = Array.from({ length: COUNT }, (_, i) => fn.invoke([x]).then((outputs) => {
+      const settling = Array.from({ length: COUNT }, (_, i) => (read ? x.read() : fn.invoke([x])).then((outputs) => {
         events.push(`r${i}`);
         queueMicrotask(() => events.push(`m${i}`));
-        closeAll(outputs);
+        if (!read) closeAll(outputs);
       }));
       busyWait(200); // 64 tiny invocations complete well within this
       await Promise.all(settling);
@@ -1017,6 +1018,12 @@ describe('debug sink and the event loop', function () {
     const together = await settledTogether({});
     const count = together.filter(Boolean).length;
     assert.ok(count >= 16, `only ${count} of 63 invocations settled in the same call as the one before`);
+  });
+
+  it('device reads completed together settle in one JS-thread call, in order', async () => {
+    const together = await settledTogether({}, true);
+    const count = together.filter(Boolean).length;
+    assert.ok(count >= 16, `only ${count} of 63 reads settled in the same call as the one before`);
   });
 
   it('invocations with a debug sink are not batched: each settles after the reactions to the one before', async () => {
