@@ -2216,7 +2216,7 @@ static hrt_cu_result_t fixture_close(fixture_t* f) {
 // Every call that works in a context, made on a thread with none current;
 // destroying calls last, so that a double that wrongly obeys them breaks
 // nothing the others use.
-enum { CONTEXT_CALLS = 23 };
+enum { CONTEXT_CALLS = 24 };
 static const char* const kContextCalls[CONTEXT_CALLS] = {
     "cuMemAlloc_v2",         "cuMemAllocHost_v2",
     "cuMemcpyHtoDAsync_v2",  "cuMemcpyDtoHAsync_v2",
@@ -2226,7 +2226,8 @@ static const char* const kContextCalls[CONTEXT_CALLS] = {
     "cuEventElapsedTime",    "cuModuleLoadDataEx",
     "cuModuleGetFunction",   "cuModuleGetFunctionCount",
     "cuFuncGetName",         "cuFuncGetParamInfo",
-    "cuLaunchKernel",        "cuMemAllocAsync",
+    "cuLaunchKernel",        "cuStreamWaitEvent",
+    "cuMemAllocAsync",
     "cuMemFree_v2",          "cuMemFreeAsync",
     "cuMemFreeHost",         "cuEventDestroy_v2",
     "cuModuleUnload"};
@@ -2269,12 +2270,13 @@ static void* make_calls_without_context(void* arg) {
   r[14] = g_cu.cuFuncGetName(&name, f->function);
   r[15] = g_cu.cuFuncGetParamInfo(f->function, 0, &offset, &size);
   r[16] = fixture_launch(f, one, one);
-  r[17] = g_cu.cuMemAllocAsync(&memory, 16, f->stream);
-  r[18] = g_cu.cuMemFree_v2(f->memory);
-  r[19] = g_cu.cuMemFreeAsync(f->memory, f->stream);
-  r[20] = g_cu.cuMemFreeHost(f->host);
-  r[21] = g_cu.cuEventDestroy_v2(f->event);
-  r[22] = g_cu.cuModuleUnload(f->module);
+  r[17] = g_cu.cuStreamWaitEvent(f->stream, f->event, 0);
+  r[18] = g_cu.cuMemAllocAsync(&memory, 16, f->stream);
+  r[19] = g_cu.cuMemFree_v2(f->memory);
+  r[20] = g_cu.cuMemFreeAsync(f->memory, f->stream);
+  r[21] = g_cu.cuMemFreeHost(f->host);
+  r[22] = g_cu.cuEventDestroy_v2(f->event);
+  r[23] = g_cu.cuModuleUnload(f->module);
   calls->stream_destroy = g_cu.cuStreamDestroy_v2(f->stream);
   return NULL;
 }
