@@ -170,6 +170,7 @@ struct hrt_cu_stream_s {
   fake_op_t* head;
   fake_op_t* tail;
   int queued;
+  int enqueued;  // ever
   int serial;  // 1 for the first stream created, and so on
   bool busy;
   bool closing;
@@ -420,6 +421,7 @@ static hrt_cu_result_t fake_enqueue(struct hrt_cu_stream_s* stream,
   }
   stream->tail = op;
   ++stream->queued;
+  ++stream->enqueued;
   pthread_cond_broadcast(&fake_changed);
   return HRT_CUDA_SUCCESS;
 }
@@ -1900,6 +1902,7 @@ FAKE_EXPORT void fakecuda_stream_state(int serial,
   for (struct hrt_cu_stream_s* s = fake_streams; s; s = s->next) {
     if (s->serial != serial) continue;
     out->exists = 1;
+    out->enqueued = s->enqueued;
     out->unfinished = s->queued + (s->busy ? 1 : 0);
     out->waiting = s->head && fake_op_waits(s, s->head);
   }

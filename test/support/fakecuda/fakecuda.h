@@ -90,6 +90,7 @@ int fakecuda_streams_created(void);
 void fakecuda_hold_stream(int serial, int hold);
 typedef struct fakecuda_stream_state_s {
   int exists;      // stream `serial` is live
+  int enqueued;    // operations ever enqueued on it
   int unfinished;  // operations queued on it or running
   int waiting;     // its next operation waits for an event not yet reached
 } fakecuda_stream_state_t;
