@@ -131,9 +131,8 @@ static bool cuda_setup(void) {
   memcpy(&g_cuda.stream_state, &symbols[7], sizeof(void*));
   g_cuda.fake = g_cuda.hold_streams && g_cuda.queued_operations &&
                 g_cuda.fail_next_launch && g_cuda.destroy_contexts &&
-                g_cuda.memory && g_cuda.streams_created &&
-                g_cuda.hold_stream && g_cuda.stream_state &&
-                resolve_fake_entries(handle);
+                g_cuda.memory && g_cuda.streams_created && g_cuda.hold_stream &&
+                g_cuda.stream_state && resolve_fake_entries(handle);
   g_cuda.ready = g_cuda.fake;
   // The runtime opens the same file: both handles share one instance.
   return g_cuda.ready;
@@ -2110,7 +2109,7 @@ static void destroyed_context_loses_work_in_flight(void) {
 // What the traces of one test saw, in the order their callbacks ran.
 typedef struct {
   int calls;
-  uint32_t first_words[8];  // each call's first word of its first range
+  uint32_t first_words[8];    // each call's first word of its first range
   int completions_before[8];  // completions of the binary when it ran
 } trace_log_t;
 
@@ -2320,13 +2319,13 @@ static void traces_keep_program_order_across_submissions(void) {
     // First: trace 0, fill 1, trace 1. Second: fill 2, trace 2, fill 3,
     // trace 3.
     if (i == 0) {
-      CHECK_OK(hrt_hal_command_buffer_trace(cbs[i], &traced, 1, log_trace,
-                                            &log));
+      CHECK_OK(
+          hrt_hal_command_buffer_trace(cbs[i], &traced, 1, log_trace, &log));
     }
     for (uint32_t k = 0; k < 1 + i; ++k) {
       CHECK_OK(hrt_hal_command_buffer_fill(cbs[i], traced, i + k + 1, 4));
-      CHECK_OK(hrt_hal_command_buffer_trace(cbs[i], &traced, 1, log_trace,
-                                            &log));
+      CHECK_OK(
+          hrt_hal_command_buffer_trace(cbs[i], &traced, 1, log_trace, &log));
     }
     hrt_hal_command_buffer_finalize(cbs[i]);
   }
@@ -2538,19 +2537,18 @@ static hrt_cu_result_t fixture_close(fixture_t* f) {
 // nothing the others use.
 enum { CONTEXT_CALLS = 24 };
 static const char* const kContextCalls[CONTEXT_CALLS] = {
-    "cuMemAlloc_v2",         "cuMemAllocHost_v2",
-    "cuMemcpyHtoDAsync_v2",  "cuMemcpyDtoHAsync_v2",
-    "cuMemsetD8Async",       "cuStreamCreate",
-    "cuStreamSynchronize",   "cuEventCreate",
-    "cuEventRecord",         "cuEventSynchronize",
-    "cuEventElapsedTime",    "cuModuleLoadDataEx",
-    "cuModuleGetFunction",   "cuModuleGetFunctionCount",
-    "cuFuncGetName",         "cuFuncGetParamInfo",
-    "cuLaunchKernel",        "cuStreamWaitEvent",
-    "cuMemAllocAsync",
-    "cuMemFree_v2",          "cuMemFreeAsync",
-    "cuMemFreeHost",         "cuEventDestroy_v2",
-    "cuModuleUnload"};
+    "cuMemAlloc_v2",        "cuMemAllocHost_v2",
+    "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
+    "cuMemsetD8Async",      "cuStreamCreate",
+    "cuStreamSynchronize",  "cuEventCreate",
+    "cuEventRecord",        "cuEventSynchronize",
+    "cuEventElapsedTime",   "cuModuleLoadDataEx",
+    "cuModuleGetFunction",  "cuModuleGetFunctionCount",
+    "cuFuncGetName",        "cuFuncGetParamInfo",
+    "cuLaunchKernel",       "cuStreamWaitEvent",
+    "cuMemAllocAsync",      "cuMemFree_v2",
+    "cuMemFreeAsync",       "cuMemFreeHost",
+    "cuEventDestroy_v2",    "cuModuleUnload"};
 
 typedef struct {
   fixture_t* fixture;

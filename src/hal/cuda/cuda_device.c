@@ -666,13 +666,12 @@ static hrt_status_t hrt_cuda_enqueue_trace(hrt_cuda_device_t* device,
   const hrt_cuda_symbols_t* cu = device->cu;
   const hrt_hal_command_t* trace =
       hrt_hal_command_buffer_at(sub->pending.command_buffer, index);
-  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuEventRecord,
-                                    (device->trace_fork, device->stream)));
+  HRT_RETURN_IF_ERROR(
+      HRT_CUDA_CALL(cu, cuEventRecord, (device->trace_fork, device->stream)));
   HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
       cu, cuStreamWaitEvent, (device->trace_stream, device->trace_fork, 0)));
   hrt_status_t status = HRT_OK;
-  for (uint32_t i = 0; i < trace->trace.source_count && status == HRT_OK;
-       ++i) {
+  for (uint32_t i = 0; i < trace->trace.source_count && status == HRT_OK; ++i) {
     hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
         &sub->pending, &trace->trace.sources[i]);
     if (source.length) {
@@ -1395,14 +1394,14 @@ static hrt_status_t hrt_cuda_open(hrt_cuda_device_t* device) {
   status = HRT_CUDA_CALL(cu, cuStreamCreate,
                          (&device->stream, HRT_CU_STREAM_NON_BLOCKING));
   if (status == HRT_OK) {
-    status = HRT_CUDA_CALL(cu, cuStreamCreate, (&device->trace_stream,
-                                                HRT_CU_STREAM_NON_BLOCKING));
+    status = HRT_CUDA_CALL(cu, cuStreamCreate,
+                           (&device->trace_stream, HRT_CU_STREAM_NON_BLOCKING));
   }
   if (status == HRT_OK) {
-    status = HRT_CUDA_CALL(
-        cu, cuEventCreate,
-        (&device->trace_fork,
-         HRT_CU_EVENT_BLOCKING_SYNC | HRT_CU_EVENT_DISABLE_TIMING));
+    status =
+        HRT_CUDA_CALL(cu, cuEventCreate,
+                      (&device->trace_fork, HRT_CU_EVENT_BLOCKING_SYNC |
+                                                HRT_CU_EVENT_DISABLE_TIMING));
   }
   if (status == HRT_OK) {
     hrt_cuda_allocator_initialize(cu, device->cu_device, device->stream,

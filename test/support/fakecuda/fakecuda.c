@@ -171,7 +171,7 @@ struct hrt_cu_stream_s {
   fake_op_t* tail;
   int queued;
   int enqueued;  // ever
-  int serial;  // 1 for the first stream created, and so on
+  int serial;    // 1 for the first stream created, and so on
   bool busy;
   bool closing;
   bool held;  // fakecuda_hold_stream
@@ -369,8 +369,7 @@ static void* fake_stream_main(void* arg) {
   struct hrt_cu_stream_s* stream = arg;
   pthread_mutex_lock(&fake_mutex);
   for (;;) {
-    while (fake_stream_stopped(stream) &&
-           !(stream->closing && !stream->head)) {
+    while (fake_stream_stopped(stream) && !(stream->closing && !stream->head)) {
       pthread_cond_wait(&fake_changed, &fake_mutex);
     }
     fake_op_t* op = stream->head;

@@ -11,11 +11,12 @@
 // - Each stream has its own thread that runs its work in order, off the
 //   caller's thread; events are recorded in streams and cuEventSynchronize
 //   waits for them; cuStreamWaitEvent makes a stream wait for an event's
-//   last record (on any stream) before it runs what follows. Async copies to the host must target pinned memory
-//   (cuMemAllocHost), which is stricter than CUDA and proves halrt stages;
-//   host-to-device copies from pageable memory are snapshotted at the call,
-//   as the driver does, after waiting for the stream to drain (unless
-//   streams are held), as the driver may: halrt must stage uploads.
+//   last record (on any stream) before it runs what follows. Async copies to
+//   the host must target pinned memory (cuMemAllocHost), which is stricter than
+//   CUDA and proves halrt stages; host-to-device copies from pageable memory
+//   are snapshotted at the call, as the driver does, after waiting for the
+//   stream to drain (unless streams are held), as the driver may: halrt must
+//   stage uploads.
 // - What waits for the GPU on a real driver waits here: cuMemFree,
 //   cuMemFreeHost and cuModuleUnload wait for every stream's queued work,
 //   cuStreamSynchronize and cuEventSynchronize for theirs (the frees and
