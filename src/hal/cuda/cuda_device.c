@@ -216,7 +216,9 @@ static void hrt_cuda_free_block(hrt_cuda_device_t* device,
 
 // Any thread: every submission that used the buffer retained it and has
 // completed, and its initial fill or upload was enqueued before allocate
-// returned, so all its work is on the stream already (cuda_allocator.h).
+// returned, so all its work is on the stream already (cuda_allocator.h);
+// its trace copies, on the trace stream, have run (a submission completes
+// after its trace events).
 static void hrt_cuda_buffer_destroy(hrt_hal_buffer_t* base) {
   hrt_cuda_buffer_t* buffer = (hrt_cuda_buffer_t*)base;
   hrt_cuda_device_t* device = hrt_cuda_device_cast(base->device);
