@@ -2225,9 +2225,10 @@ static void later_writers_wait_for_trace_copies(void) {
   CHECK_EQ_INT(after[3], 4);
 }
 
-// Commands that only read a traced buffer (a copy from it, a read of it)
-// run while the trace's copy is still held; the trace still reaches its
-// callback before the submission completes.
+// Commands that only read a traced buffer (a copy from it, a built-in
+// dispatch whose read_only_bindings mark it, a read of it) run while the
+// trace's copy is still held; the trace still reaches its callback before
+// the submission completes.
 static void later_readers_do_not_wait_for_trace_copies(void) {
   FAKE_ONLY();
   hrt_hal_device_t* device = NULL;
@@ -2236,20 +2237,34 @@ static void later_readers_do_not_wait_for_trace_copies(void) {
   if (main_stream == 0) hrt_hal_device_release(device);
   CHECK(main_stream != 0);
   const int trace_stream = main_stream + 1;
-  const uint32_t initial[4] = {5, 6, 7, 8};
+  hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+  uint32_t add = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "add_f32", &add));
+  const float initial[4] = {5, 6, 7, 8};
   hrt_hal_buffer_t* buffer = NULL;
   hrt_hal_buffer_t* copy = NULL;
+  hrt_hal_buffer_t* sum = NULL;
   CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, initial, &buffer));
   CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &copy));
-  uint32_t settle[4];
-  CHECK_OK(read_back(device, copy, settle));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &sum));
+  float settle[4];
+  CHECK_OK(read_back(device, sum, settle));
   hrt_hal_command_buffer_t* cb = NULL;
   CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
   trace_log_t log = {0};
   hrt_hal_buffer_ref_t traced = whole(buffer);
-  uint32_t read[4] = {0, 0, 0, 0};
+  float read[4] = {0, 0, 0, 0};
+  const uint32_t n = 4;
+  hrt_hal_buffer_ref_t add_bindings[3] = {traced, traced, whole(sum)};
+  // a and b read-only, as the program module marks a built-in's inputs.
+  hrt_hal_dispatch_t twice = {executable, add, {1, 1, 1}, {64, 1, 1}, 1,
+                              &n,         3,   add_bindings, 3};
   CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, log_trace, &log));
   CHECK_OK(hrt_hal_command_buffer_copy(cb, traced, whole(copy)));
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &twice));
   CHECK_OK(hrt_hal_command_buffer_read(cb, traced, read));
   hrt_hal_command_buffer_finalize(cb);
   g_cuda.hold_stream(trace_stream, 1);
@@ -2260,11 +2275,11 @@ static void later_readers_do_not_wait_for_trace_copies(void) {
   int traced_while_held = 0;
   bool completed_while_held = false;
   if (submitted == HRT_OK) {
-    // The stream: the trace's fork event, the copy, the read and the final
-    // event; the trace stream: wait, copy, record.
+    // The stream: the trace's fork event, the copy, the launch, the read
+    // and the final event; the trace stream: wait, copy, record.
     wait_for_stream_operations(trace_stream, 3);
     int64_t deadline = hrt_time_now_ns() + 10000000000LL;
-    while (stream_state(main_stream).enqueued < enqueued + 4 &&
+    while (stream_state(main_stream).enqueued < enqueued + 5 &&
            hrt_time_now_ns() < deadline) {
       struct timespec pause = {0, 1000000};
       nanosleep(&pause, NULL);
@@ -2276,22 +2291,28 @@ static void later_readers_do_not_wait_for_trace_copies(void) {
   g_cuda.hold_stream(trace_stream, 0);
   CHECK_OK(submitted);
   CHECK_OK(completion_wait(&completion));
-  uint32_t copied[4] = {0, 0, 0, 0};
+  float copied[4] = {0, 0, 0, 0};
+  float sums[4] = {0, 0, 0, 0};
   CHECK_OK(read_back(device, copy, copied));
+  CHECK_OK(read_back(device, sum, sums));
   hrt_hal_command_buffer_release(cb);
   hrt_hal_buffer_release(buffer);
   hrt_hal_buffer_release(copy);
+  hrt_hal_buffer_release(sum);
+  hrt_hal_executable_release(executable);
   hrt_hal_device_release(device);
-  // The copy, the read and the final event ran with the trace copy held.
+  // Everything on the stream ran with the trace copy held.
   CHECK_EQ_INT(ran.unfinished, 0);
   CHECK_EQ_INT(traced_while_held, 0);
   CHECK(!completed_while_held);
   CHECK_EQ_INT(log.calls, 1);
-  CHECK_EQ_INT(log.first_words[0], 5);
+  float traced_first = 0;
+  memcpy(&traced_first, &log.first_words[0], 4);
+  CHECK(traced_first == 5);
   CHECK(log.completions_before[0] <= completion.order);
-  CHECK_EQ_INT(read[3], 8);
-  CHECK_EQ_INT(copied[0], 5);
-  CHECK_EQ_INT(copied[3], 8);
+  CHECK(read[3] == 8);
+  CHECK(copied[0] == 5 && copied[3] == 8);
+  CHECK(sums[0] == 10 && sums[3] == 16);
 }
 
 // Traces of two submissions, with writes of the traced buffer between
