@@ -2237,8 +2237,8 @@ static void later_readers_do_not_wait_for_trace_copies(void) {
   if (main_stream == 0) hrt_hal_device_release(device);
   CHECK(main_stream != 0);
   const int trace_stream = main_stream + 1;
-  hrt_hal_executable_params_t params = {
-      .format = HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
   hrt_hal_executable_t* executable = NULL;
   CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
   uint32_t add = 0;
@@ -2260,7 +2260,7 @@ static void later_readers_do_not_wait_for_trace_copies(void) {
   const uint32_t n = 4;
   hrt_hal_buffer_ref_t add_bindings[3] = {traced, traced, whole(sum)};
   // a and b read-only, as the program module marks a built-in's inputs.
-  hrt_hal_dispatch_t twice = {executable, add, {1, 1, 1}, {64, 1, 1}, 1,
+  hrt_hal_dispatch_t twice = {executable, add, {1, 1, 1},    {64, 1, 1}, 1,
                               &n,         3,   add_bindings, 3};
   CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, log_trace, &log));
   CHECK_OK(hrt_hal_command_buffer_copy(cb, traced, whole(copy)));
