@@ -348,6 +348,17 @@ static void fake_op_free(fake_op_t* op) {
   free(op);
 }
 
+// Whether all streams or one are held (fakecuda_hold_streams,
+// fakecuda_hold_stream): then the calls that wait for streams do not, as
+// waiting might never end. Lock held.
+static bool fake_holding(void) {
+  if (fake_hold) return true;
+  for (struct hrt_cu_stream_s* s = fake_streams; s; s = s->next) {
+    if (s->held) return true;
+  }
+  return false;
+}
+
 // Whether `op` is an event wait whose record has not been reached yet. A
 // lost context waits for nothing (its streams only drain). Lock held.
 static bool fake_op_waits(const struct hrt_cu_stream_s* stream,
@@ -988,7 +999,7 @@ hrt_cu_result_t cuModuleUnload(hrt_cu_module_t module) {
     return result;
   }
   pthread_mutex_lock(&fake_mutex);
-  while (!fake_hold && fake_streams_busy()) {
+  while (!fake_holding() && fake_streams_busy()) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
   pthread_mutex_unlock(&fake_mutex);
@@ -1372,7 +1383,7 @@ static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
     pthread_mutex_unlock(&fake_mutex);
     return required;
   }
-  while (!fake_hold && fake_streams_busy()) {
+  while (!fake_holding() && fake_streams_busy()) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
   fake_allocation_t** link = &fake_allocations;
@@ -1567,7 +1578,7 @@ static hrt_cu_result_t fake_copy(void* target, bool target_on_device,
   } else if (!fake_find(source, bytes, true)) {
     // From pageable memory the driver copies through its own staging and
     // may wait for the stream first, as the fake does (unless held).
-    while (!fake_hold && stream && (stream->head || stream->busy)) {
+    while (!fake_holding() && stream && (stream->head || stream->busy)) {
       pthread_cond_wait(&fake_changed, &fake_mutex);
     }
     op->copy.snapshot = malloc(bytes ? bytes : 1);

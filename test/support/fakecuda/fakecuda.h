@@ -15,13 +15,13 @@
 //   the host must target pinned memory (cuMemAllocHost), which is stricter than
 //   CUDA and proves halrt stages; host-to-device copies from pageable memory
 //   are snapshotted at the call, as the driver does, after waiting for the
-//   stream to drain (unless streams are held), as the driver may: halrt must
-//   stage uploads.
+//   stream to drain (unless streams, or one stream, are held), as the
+//   driver may: halrt must stage uploads.
 // - What waits for the GPU on a real driver waits here: cuMemFree,
 //   cuMemFreeHost and cuModuleUnload wait for every stream's queued work,
 //   cuStreamSynchronize and cuEventSynchronize for theirs (the frees and
-//   the unload do not wait while streams are held, when waiting would never
-//   end).
+//   the unload do not wait while streams, or one stream, are held, when
+//   waiting might never end).
 // - Stream-ordered memory: each device has a default memory pool
 //   (cuDeviceGetDefaultMemPool). cuMemAllocAsync reuses memory the pool
 //   holds unused (the smallest block that fits) or reserves more;
