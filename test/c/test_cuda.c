@@ -41,6 +41,9 @@ static struct {
   fakecuda_fail_next_launch_fn fail_next_launch;
   fakecuda_destroy_contexts_fn destroy_contexts;
   fakecuda_memory_fn memory;
+  fakecuda_streams_created_fn streams_created;
+  fakecuda_hold_stream_fn hold_stream;
+  fakecuda_stream_state_fn stream_state;
 } g_cuda;
 
 // The fake's own entry points, for the cases that check a rule of the
@@ -110,19 +113,26 @@ static bool cuda_setup(void) {
   // Two devices, so that ordinals are exercised.
   setenv("FAKECUDA_DEVICE_COUNT", "2", 1);
   setenv("HALRT_CUDA_LIBRARY", path, 1);
-  void* symbols[5] = {dlsym(handle, "fakecuda_hold_streams"),
+  void* symbols[8] = {dlsym(handle, "fakecuda_hold_streams"),
                       dlsym(handle, "fakecuda_queued_operations"),
                       dlsym(handle, "fakecuda_fail_next_launch"),
                       dlsym(handle, "fakecuda_destroy_contexts"),
-                      dlsym(handle, "fakecuda_memory")};
+                      dlsym(handle, "fakecuda_memory"),
+                      dlsym(handle, "fakecuda_streams_created"),
+                      dlsym(handle, "fakecuda_hold_stream"),
+                      dlsym(handle, "fakecuda_stream_state")};
   memcpy(&g_cuda.hold_streams, &symbols[0], sizeof(void*));
   memcpy(&g_cuda.queued_operations, &symbols[1], sizeof(void*));
   memcpy(&g_cuda.fail_next_launch, &symbols[2], sizeof(void*));
   memcpy(&g_cuda.destroy_contexts, &symbols[3], sizeof(void*));
   memcpy(&g_cuda.memory, &symbols[4], sizeof(void*));
+  memcpy(&g_cuda.streams_created, &symbols[5], sizeof(void*));
+  memcpy(&g_cuda.hold_stream, &symbols[6], sizeof(void*));
+  memcpy(&g_cuda.stream_state, &symbols[7], sizeof(void*));
   g_cuda.fake = g_cuda.hold_streams && g_cuda.queued_operations &&
                 g_cuda.fail_next_launch && g_cuda.destroy_contexts &&
-                g_cuda.memory && resolve_fake_entries(handle);
+                g_cuda.memory && g_cuda.streams_created && g_cuda.hold_stream &&
+                g_cuda.stream_state && resolve_fake_entries(handle);
   g_cuda.ready = g_cuda.fake;
   // The runtime opens the same file: both handles share one instance.
   return g_cuda.ready;
@@ -2092,6 +2102,336 @@ static void destroyed_context_loses_work_in_flight(void) {
   wait_for_no_devices();  // the next case needs a healthy context
 }
 
+//===----------------------------------------------------------------------===//
+// Trace copies on the trace stream
+//===----------------------------------------------------------------------===//
+
+// What the traces of one test saw, in the order their callbacks ran.
+typedef struct {
+  int calls;
+  uint32_t first_words[8];    // each call's first word of its first range
+  int completions_before[8];  // completions of the binary when it ran
+} trace_log_t;
+
+static hrt_status_t log_trace(void* user_data, void* submission_context,
+                              uint32_t count, const void* const* data,
+                              const uint64_t* lengths) {
+  (void)submission_context;
+  trace_log_t* log = user_data;
+  if (log->calls < 8) {
+    uint32_t word = 0;
+    if (count && lengths[0] >= 4) memcpy(&word, data[0], 4);
+    log->first_words[log->calls] = word;
+    log->completions_before[log->calls] = atomic_load(&completion_counter);
+  }
+  ++log->calls;
+  return HRT_OK;
+}
+
+// Makes a CUDA device and returns the fake's number of its main stream; its
+// trace stream is the next (fakecuda.h). 0 when the device made another
+// number of streams than those two.
+static int make_traced_device(hrt_hal_device_t** out_device) {
+  const int before = g_cuda.streams_created();
+  hrt_status_t status = make_device("cuda", out_device);
+  if (status != HRT_OK) {
+    hrt_status_free(status);
+    *out_device = NULL;
+    return 0;
+  }
+  return g_cuda.streams_created() == before + 2 ? before + 1 : 0;
+}
+
+static fakecuda_stream_state_t stream_state(int serial) {
+  fakecuda_stream_state_t state;
+  g_cuda.stream_state(serial, &state);
+  return state;
+}
+
+// Waits (10 s at most) until stream `serial` holds at least `count`
+// operations: the issue thread has enqueued them.
+static void wait_for_stream_operations(int serial, int count) {
+  int64_t deadline = hrt_time_now_ns() + 10000000000LL;
+  while (stream_state(serial).unfinished < count &&
+         hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+// Waits (10 s at most) until stream `serial` can run nothing more: it has
+// run everything, or its next operation waits for an event.
+static fakecuda_stream_state_t wait_until_stream_stops(int serial) {
+  int64_t deadline = hrt_time_now_ns() + 10000000000LL;
+  fakecuda_stream_state_t state = stream_state(serial);
+  while (state.unfinished != 0 && !state.waiting &&
+         hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+    state = stream_state(serial);
+  }
+  return state;
+}
+
+// A fill of a traced buffer enqueued after the trace waits for the trace's
+// copy, so the trace shows the values from before the fill; the fill and
+// a later trace still happen.
+static void later_writers_wait_for_trace_copies(void) {
+  FAKE_ONLY();
+  hrt_hal_device_t* device = NULL;
+  const int main_stream = make_traced_device(&device);
+  CHECK(device != NULL);
+  if (main_stream == 0) hrt_hal_device_release(device);
+  CHECK(main_stream != 0);
+  const int trace_stream = main_stream + 1;
+  const uint32_t initial[4] = {1, 2, 3, 4};
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, initial, &buffer));
+  uint32_t settle[4];
+  CHECK_OK(read_back(device, buffer, settle));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  trace_log_t log = {0};
+  hrt_hal_buffer_ref_t traced = whole(buffer);
+  uint32_t after[4] = {0, 0, 0, 0};
+  CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, log_trace, &log));
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, range(buffer, 4, 8), 9, 4));
+  CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, log_trace, &log));
+  CHECK_OK(hrt_hal_command_buffer_read(cb, traced, after));
+  hrt_hal_command_buffer_finalize(cb);
+  g_cuda.hold_stream(trace_stream, 1);
+  completion_t completion;
+  hrt_status_t submitted = submit(device, cb, NULL, 0, &completion);
+  fakecuda_stream_state_t held = {0};
+  if (submitted == HRT_OK) {
+    // Each trace: wait for the stream, copy, record.
+    wait_for_stream_operations(trace_stream, 6);
+    held = wait_until_stream_stops(main_stream);
+  }
+  g_cuda.hold_stream(trace_stream, 0);
+  CHECK_OK(submitted);
+  CHECK_OK(completion_wait(&completion));
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+  // The stream stopped at the fill, waiting for the held copy.
+  CHECK_EQ_INT(held.waiting, 1);
+  CHECK(held.unfinished > 0);
+  CHECK_EQ_INT(log.calls, 2);
+  CHECK_EQ_INT(log.first_words[0], 1);
+  CHECK_EQ_INT(log.first_words[1], 1);
+  CHECK_EQ_INT(after[1], 9);
+  CHECK_EQ_INT(after[2], 9);
+  CHECK_EQ_INT(after[3], 4);
+}
+
+// Commands that only read a traced buffer (a copy from it, a built-in
+// dispatch whose read_only_bindings mark it, a read of it) run while the
+// trace's copy is still held; the trace still reaches its callback before
+// the submission completes.
+static void later_readers_do_not_wait_for_trace_copies(void) {
+  FAKE_ONLY();
+  hrt_hal_device_t* device = NULL;
+  const int main_stream = make_traced_device(&device);
+  CHECK(device != NULL);
+  if (main_stream == 0) hrt_hal_device_release(device);
+  CHECK(main_stream != 0);
+  const int trace_stream = main_stream + 1;
+  hrt_hal_executable_params_t params = {.format =
+                                            HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(hrt_hal_device_create_executable(device, &params, &executable));
+  uint32_t add = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "add_f32", &add));
+  const float initial[4] = {5, 6, 7, 8};
+  hrt_hal_buffer_t* buffer = NULL;
+  hrt_hal_buffer_t* copy = NULL;
+  hrt_hal_buffer_t* sum = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, initial, &buffer));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &copy));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &sum));
+  float settle[4];
+  CHECK_OK(read_back(device, sum, settle));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  trace_log_t log = {0};
+  hrt_hal_buffer_ref_t traced = whole(buffer);
+  float read[4] = {0, 0, 0, 0};
+  const uint32_t n = 4;
+  hrt_hal_buffer_ref_t add_bindings[3] = {traced, traced, whole(sum)};
+  // a and b read-only, as the program module marks a built-in's inputs.
+  hrt_hal_dispatch_t twice = {executable, add, {1, 1, 1},    {64, 1, 1}, 1,
+                              &n,         3,   add_bindings, 3};
+  CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, log_trace, &log));
+  CHECK_OK(hrt_hal_command_buffer_copy(cb, traced, whole(copy)));
+  CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &twice));
+  CHECK_OK(hrt_hal_command_buffer_read(cb, traced, read));
+  hrt_hal_command_buffer_finalize(cb);
+  g_cuda.hold_stream(trace_stream, 1);
+  const int enqueued = stream_state(main_stream).enqueued;
+  completion_t completion;
+  hrt_status_t submitted = submit(device, cb, NULL, 0, &completion);
+  fakecuda_stream_state_t ran = {0};
+  int traced_while_held = 0;
+  bool completed_while_held = false;
+  if (submitted == HRT_OK) {
+    // The stream: the trace's fork event, the copy, the launch, the read
+    // and the final event; the trace stream: wait, copy, record.
+    wait_for_stream_operations(trace_stream, 3);
+    int64_t deadline = hrt_time_now_ns() + 10000000000LL;
+    while (stream_state(main_stream).enqueued < enqueued + 5 &&
+           hrt_time_now_ns() < deadline) {
+      struct timespec pause = {0, 1000000};
+      nanosleep(&pause, NULL);
+    }
+    ran = wait_until_stream_stops(main_stream);
+    traced_while_held = log.calls;
+    completed_while_held = hrt_notification_is_set(&completion.done);
+  }
+  g_cuda.hold_stream(trace_stream, 0);
+  CHECK_OK(submitted);
+  CHECK_OK(completion_wait(&completion));
+  float copied[4] = {0, 0, 0, 0};
+  float sums[4] = {0, 0, 0, 0};
+  CHECK_OK(read_back(device, copy, copied));
+  CHECK_OK(read_back(device, sum, sums));
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_buffer_release(copy);
+  hrt_hal_buffer_release(sum);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
+  // Everything on the stream ran with the trace copy held.
+  CHECK_EQ_INT(ran.unfinished, 0);
+  CHECK_EQ_INT(traced_while_held, 0);
+  CHECK(!completed_while_held);
+  CHECK_EQ_INT(log.calls, 1);
+  float traced_first = 0;
+  memcpy(&traced_first, &log.first_words[0], 4);
+  CHECK(traced_first == 5);
+  CHECK(log.completions_before[0] <= completion.order);
+  CHECK(read[3] == 8);
+  CHECK(copied[0] == 5 && copied[3] == 8);
+  CHECK(sums[0] == 10 && sums[3] == 16);
+}
+
+// Traces of two submissions, with writes of the traced buffer between
+// them, reach their callbacks in program order, each before its own
+// submission completes, and each shows the values of its point in the
+// program: a writer in the second submission waits for the first one's
+// trace too.
+static void traces_keep_program_order_across_submissions(void) {
+  FAKE_ONLY();
+  hrt_hal_device_t* device = NULL;
+  const int main_stream = make_traced_device(&device);
+  CHECK(device != NULL);
+  if (main_stream == 0) hrt_hal_device_release(device);
+  CHECK(main_stream != 0);
+  const int trace_stream = main_stream + 1;
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &buffer));
+  uint32_t settle[16];
+  CHECK_OK(read_back(device, buffer, settle));
+  trace_log_t log = {0};
+  hrt_hal_buffer_ref_t traced = whole(buffer);
+  hrt_hal_command_buffer_t* cbs[2] = {NULL, NULL};
+  for (uint32_t i = 0; i < 2; ++i) {
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cbs[i]));
+    // First: trace 0, fill 1, trace 1. Second: fill 2, trace 2, fill 3,
+    // trace 3.
+    if (i == 0) {
+      CHECK_OK(
+          hrt_hal_command_buffer_trace(cbs[i], &traced, 1, log_trace, &log));
+    }
+    for (uint32_t k = 0; k < 1 + i; ++k) {
+      CHECK_OK(hrt_hal_command_buffer_fill(cbs[i], traced, i + k + 1, 4));
+      CHECK_OK(
+          hrt_hal_command_buffer_trace(cbs[i], &traced, 1, log_trace, &log));
+    }
+    hrt_hal_command_buffer_finalize(cbs[i]);
+  }
+  g_cuda.hold_stream(trace_stream, 1);
+  completion_t completions[2];
+  hrt_status_t submitted = submit(device, cbs[0], NULL, 0, &completions[0]);
+  if (submitted == HRT_OK) {
+    submitted = submit(device, cbs[1], NULL, 0, &completions[1]);
+  }
+  if (submitted == HRT_OK) {
+    wait_for_stream_operations(trace_stream, 12);
+    (void)wait_until_stream_stops(main_stream);
+  }
+  g_cuda.hold_stream(trace_stream, 0);
+  CHECK_OK(submitted);
+  CHECK_OK(completion_wait(&completions[0]));
+  CHECK_OK(completion_wait(&completions[1]));
+  hrt_hal_command_buffer_release(cbs[0]);
+  hrt_hal_command_buffer_release(cbs[1]);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+  CHECK_EQ_INT(log.calls, 4);
+  for (int k = 0; k < 4; ++k) CHECK_EQ_INT(log.first_words[k], k);
+  CHECK(completions[0].order < completions[1].order);
+  CHECK(log.completions_before[1] <= completions[0].order);
+  CHECK(log.completions_before[2] > completions[0].order);
+  CHECK(log.completions_before[3] <= completions[1].order);
+}
+
+// A device released, or its context destroyed, while a trace's copy is
+// held: the submission still completes (DEVICE_LOST without the trace when
+// the context went), and the device is freed.
+static void pending_trace_copies_survive_release_and_loss(void) {
+  FAKE_ONLY();
+  for (int lose = 0; lose < 2; ++lose) {
+    hrt_hal_device_t* device = NULL;
+    const int main_stream = make_traced_device(&device);
+    CHECK(device != NULL);
+    if (main_stream == 0) hrt_hal_device_release(device);
+    CHECK(main_stream != 0);
+    const int trace_stream = main_stream + 1;
+    const uint32_t initial[2] = {42, 43};
+    hrt_hal_buffer_t* buffer = NULL;
+    hrt_hal_buffer_t* other = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, initial, &buffer));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 8, NULL, &other));
+    uint32_t settle[2];
+    CHECK_OK(read_back(device, other, settle));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    trace_log_t log = {0};
+    hrt_hal_buffer_ref_t traced = whole(buffer);
+    CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, log_trace, &log));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(other), 7, 4));
+    hrt_hal_command_buffer_finalize(cb);
+    g_cuda.hold_stream(trace_stream, 1);
+    completion_t completion;
+    hrt_status_t submitted = submit(device, cb, NULL, 0, &completion);
+    // Only the submission holds the device and its buffers now.
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(buffer);
+    hrt_hal_buffer_release(other);
+    hrt_hal_device_release(device);
+    if (submitted == HRT_OK) {
+      wait_for_stream_operations(trace_stream, 3);
+      (void)wait_until_stream_stops(main_stream);
+      if (lose) g_cuda.destroy_contexts();
+    }
+    g_cuda.hold_stream(trace_stream, 0);
+    CHECK_OK(submitted);
+    hrt_status_t status = completion_wait(&completion);
+    wait_for_no_devices();
+    CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 0);
+    if (lose) {
+      CHECK_STATUS(status, HRT_STATUS_DEVICE_LOST,
+                   "CUDA_ERROR_CONTEXT_IS_DESTROYED");
+      CHECK_EQ_INT(log.calls, 0);
+    } else {
+      CHECK_OK(status);
+      CHECK_EQ_INT(log.calls, 1);
+      CHECK_EQ_INT(log.first_words[0], 42);
+    }
+  }
+}
+
 // Figures for the GPU check (nothing is asserted about speed).
 static void report_throughput(void) {
   CUDA_SETUP();
@@ -2216,20 +2556,20 @@ static hrt_cu_result_t fixture_close(fixture_t* f) {
 // Every call that works in a context, made on a thread with none current;
 // destroying calls last, so that a double that wrongly obeys them breaks
 // nothing the others use.
-enum { CONTEXT_CALLS = 23 };
+enum { CONTEXT_CALLS = 24 };
 static const char* const kContextCalls[CONTEXT_CALLS] = {
-    "cuMemAlloc_v2",         "cuMemAllocHost_v2",
-    "cuMemcpyHtoDAsync_v2",  "cuMemcpyDtoHAsync_v2",
-    "cuMemsetD8Async",       "cuStreamCreate",
-    "cuStreamSynchronize",   "cuEventCreate",
-    "cuEventRecord",         "cuEventSynchronize",
-    "cuEventElapsedTime",    "cuModuleLoadDataEx",
-    "cuModuleGetFunction",   "cuModuleGetFunctionCount",
-    "cuFuncGetName",         "cuFuncGetParamInfo",
-    "cuLaunchKernel",        "cuMemAllocAsync",
-    "cuMemFree_v2",          "cuMemFreeAsync",
-    "cuMemFreeHost",         "cuEventDestroy_v2",
-    "cuModuleUnload"};
+    "cuMemAlloc_v2",        "cuMemAllocHost_v2",
+    "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
+    "cuMemsetD8Async",      "cuStreamCreate",
+    "cuStreamSynchronize",  "cuEventCreate",
+    "cuEventRecord",        "cuEventSynchronize",
+    "cuEventElapsedTime",   "cuModuleLoadDataEx",
+    "cuModuleGetFunction",  "cuModuleGetFunctionCount",
+    "cuFuncGetName",        "cuFuncGetParamInfo",
+    "cuLaunchKernel",       "cuStreamWaitEvent",
+    "cuMemAllocAsync",      "cuMemFree_v2",
+    "cuMemFreeAsync",       "cuMemFreeHost",
+    "cuEventDestroy_v2",    "cuModuleUnload"};
 
 typedef struct {
   fixture_t* fixture;
@@ -2269,12 +2609,13 @@ static void* make_calls_without_context(void* arg) {
   r[14] = g_cu.cuFuncGetName(&name, f->function);
   r[15] = g_cu.cuFuncGetParamInfo(f->function, 0, &offset, &size);
   r[16] = fixture_launch(f, one, one);
-  r[17] = g_cu.cuMemAllocAsync(&memory, 16, f->stream);
-  r[18] = g_cu.cuMemFree_v2(f->memory);
-  r[19] = g_cu.cuMemFreeAsync(f->memory, f->stream);
-  r[20] = g_cu.cuMemFreeHost(f->host);
-  r[21] = g_cu.cuEventDestroy_v2(f->event);
-  r[22] = g_cu.cuModuleUnload(f->module);
+  r[17] = g_cu.cuStreamWaitEvent(f->stream, f->event, 0);
+  r[18] = g_cu.cuMemAllocAsync(&memory, 16, f->stream);
+  r[19] = g_cu.cuMemFree_v2(f->memory);
+  r[20] = g_cu.cuMemFreeAsync(f->memory, f->stream);
+  r[21] = g_cu.cuMemFreeHost(f->host);
+  r[22] = g_cu.cuEventDestroy_v2(f->event);
+  r[23] = g_cu.cuModuleUnload(f->module);
   calls->stream_destroy = g_cu.cuStreamDestroy_v2(f->stream);
   return NULL;
 }
@@ -3246,6 +3587,10 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(report_throughput),
           TEST_CASE(illegal_address_loses_the_device),
           TEST_CASE(destroyed_context_loses_work_in_flight),
+          TEST_CASE(later_writers_wait_for_trace_copies),
+          TEST_CASE(later_readers_do_not_wait_for_trace_copies),
+          TEST_CASE(traces_keep_program_order_across_submissions),
+          TEST_CASE(pending_trace_copies_survive_release_and_loss),
           TEST_CASE(fake_refuses_calls_without_a_current_context),
           TEST_CASE(sticky_errors_stay_with_the_context),
           TEST_CASE(elapsed_time_needs_timing_events),

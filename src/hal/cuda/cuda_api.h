@@ -128,6 +128,8 @@ enum {
   REQUIRED(cuStreamDestroy_v2, (hrt_cu_stream_t stream))                      \
   REQUIRED(cuStreamSynchronize, (hrt_cu_stream_t stream))                     \
   REQUIRED(cuStreamQuery, (hrt_cu_stream_t stream))                           \
+  REQUIRED(cuStreamWaitEvent, (hrt_cu_stream_t stream, hrt_cu_event_t event, \
+                               unsigned int flags))                           \
   REQUIRED(cuEventCreate, (hrt_cu_event_t * event, unsigned int flags))       \
   REQUIRED(cuEventRecord, (hrt_cu_event_t event, hrt_cu_stream_t stream))     \
   REQUIRED(cuEventSynchronize, (hrt_cu_event_t event))                        \

@@ -41,10 +41,17 @@ typedef struct hrt_cuda_unload_s {
   hrt_cu_module_t module;
 } hrt_cuda_unload_t;
 
-// An event recorded after commands [previous checkpoint's end, end).
+// An event recorded after commands [previous checkpoint's end, end): on
+// the stream, or for a trace (command end - 1) on the trace stream after
+// its copies, which waited for the commands before it on the stream.
 typedef struct hrt_cuda_checkpoint_s {
   hrt_cu_event_t event;
   uint32_t end;
+  // A trace's checkpoint is in the device's `traces` from when it is
+  // recorded until the completion thread has waited for it.
+  const hrt_hal_pending_submission_t* trace_of;  // NULL: not a trace's
+  struct hrt_cuda_checkpoint_s* next_trace;
+  bool waited;  // issue thread only: the stream was made to wait for it
 } hrt_cuda_checkpoint_t;
 
 // The events around one dispatch of a profiled submission.
@@ -80,6 +87,10 @@ typedef struct hrt_cuda_device_s {
   hrt_cu_device_t cu_device;
   hrt_cu_context_t context;  // primary context, retained
   hrt_cu_stream_t stream;
+  // Trace copies run here, off the stream; `trace_fork` (issue thread
+  // only) is recorded on the stream before each trace and waited for here.
+  hrt_cu_stream_t trace_stream;
+  hrt_cu_event_t trace_fork;
   hrt_cuda_staging_pool_t staging;
   hrt_cuda_allocator_t allocator;
   hrt_thread_t issue_thread;
@@ -87,6 +98,10 @@ typedef struct hrt_cuda_device_s {
   hrt_mutex_t mutex;
   hrt_cond_t issue_cond;
   hrt_cond_t completion_cond;
+  // The checkpoints of traces whose copies may not have run yet, in issue
+  // order; guarded by traces_mutex (issue and completion threads only).
+  hrt_mutex_t traces_mutex;
+  hrt_cuda_checkpoint_t* traces;
   // Guarded by mutex.
   hrt_cuda_submission_t* issue_head;  // accepted, not yet issued
   hrt_cuda_submission_t* issue_tail;
@@ -165,12 +180,17 @@ static void hrt_cuda_leave(hrt_cuda_device_t* device) {
   (void)device->cu->cuCtxPopCurrent_v2(&popped);
 }
 
-// Destroys the stream and releases the primary context (hrt_cuda_open made
-// them).
+// Destroys the streams and the fork event and releases the primary context
+// (hrt_cuda_open made them). Nothing is queued on the streams any more.
 static void hrt_cuda_close(hrt_cuda_device_t* device) {
+  const hrt_cuda_symbols_t* cu = device->cu;
   hrt_status_t entered = hrt_cuda_enter(device);
   if (entered == HRT_OK) {
-    (void)device->cu->cuStreamDestroy_v2(device->stream);
+    if (device->trace_fork) (void)cu->cuEventDestroy_v2(device->trace_fork);
+    if (device->trace_stream) {
+      (void)cu->cuStreamDestroy_v2(device->trace_stream);
+    }
+    (void)cu->cuStreamDestroy_v2(device->stream);
     hrt_cuda_leave(device);
   }
   hrt_status_free(entered);
@@ -196,7 +216,9 @@ static void hrt_cuda_free_block(hrt_cuda_device_t* device,
 
 // Any thread: every submission that used the buffer retained it and has
 // completed, and its initial fill or upload was enqueued before allocate
-// returned, so all its work is on the stream already (cuda_allocator.h).
+// returned, so all its work is on the stream already (cuda_allocator.h);
+// its trace copies, on the trace stream, have run (a submission completes
+// after its trace events).
 static void hrt_cuda_buffer_destroy(hrt_hal_buffer_t* base) {
   hrt_cuda_buffer_t* buffer = (hrt_cuda_buffer_t*)base;
   hrt_cuda_device_t* device = hrt_cuda_device_cast(base->device);
@@ -565,24 +587,131 @@ static hrt_status_t hrt_cuda_enqueue_dispatch(
       block[0], block[1], block[2]);
 }
 
-// Records a checkpoint after everything enqueued so far (commands < end).
-static hrt_status_t hrt_cuda_record_checkpoint(hrt_cuda_device_t* device,
-                                               hrt_cuda_submission_t* sub,
-                                               uint32_t end) {
+// Records a checkpoint after everything enqueued so far on `stream`
+// (commands < end) and returns it.
+static hrt_status_t hrt_cuda_record_checkpoint(
+    hrt_cuda_device_t* device, hrt_cu_stream_t stream,
+    hrt_cuda_submission_t* sub, uint32_t end,
+    hrt_cuda_checkpoint_t** out_checkpoint) {
   const hrt_cuda_symbols_t* cu = device->cu;
   hrt_cu_event_t event = NULL;
   HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
       cu, cuEventCreate,
       (&event, HRT_CU_EVENT_BLOCKING_SYNC | HRT_CU_EVENT_DISABLE_TIMING)));
-  hrt_status_t status =
-      HRT_CUDA_CALL(cu, cuEventRecord, (event, device->stream));
+  hrt_status_t status = HRT_CUDA_CALL(cu, cuEventRecord, (event, stream));
   if (status != HRT_OK) {
     (void)cu->cuEventDestroy_v2(event);
     return status;
   }
-  sub->checkpoints[sub->checkpoint_count++] =
-      (hrt_cuda_checkpoint_t){event, end};
+  hrt_cuda_checkpoint_t* checkpoint =
+      &sub->checkpoints[sub->checkpoint_count++];
+  *checkpoint = (hrt_cuda_checkpoint_t){.event = event, .end = end};
+  if (out_checkpoint) *out_checkpoint = checkpoint;
   return HRT_OK;
+}
+
+// Whether a range of the trace of `checkpoint` overlaps one of `ranges`.
+static bool hrt_cuda_trace_overlaps(const hrt_cuda_checkpoint_t* checkpoint,
+                                    const hrt_hal_buffer_ref_t* ranges,
+                                    uint32_t count) {
+  const hrt_hal_pending_submission_t* pending = checkpoint->trace_of;
+  const hrt_hal_command_t* trace =
+      hrt_hal_command_buffer_at(pending->command_buffer, checkpoint->end - 1);
+  for (uint32_t i = 0; i < trace->trace.source_count; ++i) {
+    hrt_hal_buffer_ref_t source =
+        hrt_hal_pending_submission_resolve(pending, &trace->trace.sources[i]);
+    for (uint32_t j = 0; j < count; ++j) {
+      if (hrt_hal_buffer_ranges_overlap(&source, &ranges[j])) return true;
+    }
+  }
+  return false;
+}
+
+// Makes the stream wait for the copies of every pending trace (of any
+// submission) that `command` may overwrite; readers never wait. Once the
+// stream waits for a trace it is also past every trace before it (the
+// trace stream runs in order), so those are not waited for again.
+static hrt_status_t hrt_cuda_order_after_traces(
+    hrt_cuda_device_t* device, const hrt_cuda_submission_t* sub,
+    const hrt_hal_command_t* command) {
+  hrt_hal_buffer_ref_t written[HRT_HAL_MAX_DISPATCH_BINDINGS];
+  const uint32_t count =
+      hrt_hal_pending_submission_written(&sub->pending, command, written);
+  if (count == 0) return HRT_OK;
+  hrt_status_t status = HRT_OK;
+  hrt_mutex_lock(&device->traces_mutex);
+  hrt_cuda_checkpoint_t* last = NULL;
+  for (hrt_cuda_checkpoint_t* c = device->traces; c; c = c->next_trace) {
+    if (!c->waited && hrt_cuda_trace_overlaps(c, written, count)) last = c;
+  }
+  if (last) {
+    // The completion thread destroys the event only after unlinking it.
+    status = HRT_CUDA_CALL(device->cu, cuStreamWaitEvent,
+                           (device->stream, last->event, 0));
+  }
+  for (hrt_cuda_checkpoint_t* c = device->traces; status == HRT_OK && last;
+       c = c->next_trace) {
+    c->waited = true;
+    if (c == last) break;
+  }
+  hrt_mutex_unlock(&device->traces_mutex);
+  return status;
+}
+
+// A trace: the trace stream waits for the commands before it on the
+// stream, copies its ranges into staging and records its checkpoint, which
+// joins the pending traces. The commands after it do not wait for the
+// copies unless they overwrite a traced range (hrt_cuda_order_after_traces).
+static hrt_status_t hrt_cuda_enqueue_trace(hrt_cuda_device_t* device,
+                                           hrt_cuda_submission_t* sub,
+                                           uint32_t index, char* staged) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  const hrt_hal_command_t* trace =
+      hrt_hal_command_buffer_at(sub->pending.command_buffer, index);
+  HRT_RETURN_IF_ERROR(
+      HRT_CUDA_CALL(cu, cuEventRecord, (device->trace_fork, device->stream)));
+  HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
+      cu, cuStreamWaitEvent, (device->trace_stream, device->trace_fork, 0)));
+  hrt_status_t status = HRT_OK;
+  for (uint32_t i = 0; i < trace->trace.source_count && status == HRT_OK; ++i) {
+    hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+        &sub->pending, &trace->trace.sources[i]);
+    if (source.length) {
+      status = HRT_CUDA_CALL(cu, cuMemcpyDtoHAsync_v2,
+                             (staged, hrt_cuda_address(&source),
+                              (size_t)source.length, device->trace_stream));
+      staged += hrt_cuda_align(source.length);
+    }
+  }
+  hrt_cuda_checkpoint_t* checkpoint = NULL;
+  if (status == HRT_OK) {
+    status = hrt_cuda_record_checkpoint(device, device->trace_stream, sub,
+                                        index + 1, &checkpoint);
+  }
+  if (status != HRT_OK) {
+    // No checkpoint covers the copies enqueued: they must be done before
+    // the staging goes back, and nothing else would wait for them.
+    (void)cu->cuStreamSynchronize(device->trace_stream);
+    return status;
+  }
+  checkpoint->trace_of = &sub->pending;
+  hrt_mutex_lock(&device->traces_mutex);
+  hrt_cuda_checkpoint_t** link = &device->traces;
+  while (*link) link = &(*link)->next_trace;
+  *link = checkpoint;
+  hrt_mutex_unlock(&device->traces_mutex);
+  return HRT_OK;
+}
+
+// The completion thread has waited for the trace checkpoint `checkpoint`:
+// no later writer needs to wait for it, and its event may go.
+static void hrt_cuda_forget_trace(hrt_cuda_device_t* device,
+                                  const hrt_cuda_checkpoint_t* checkpoint) {
+  hrt_mutex_lock(&device->traces_mutex);
+  hrt_cuda_checkpoint_t** link = &device->traces;
+  while (*link && *link != checkpoint) link = &(*link)->next_trace;
+  if (*link) *link = checkpoint->next_trace;
+  hrt_mutex_unlock(&device->traces_mutex);
 }
 
 // Records a new timing event on the stream into `out_event`.
@@ -623,6 +752,7 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
   const hrt_hal_command_t* command =
       hrt_hal_command_buffer_at(sub->pending.command_buffer, index);
   char* staged = hrt_cuda_staged(sub, sub->staging_offsets[index]);
+  HRT_RETURN_IF_ERROR(hrt_cuda_order_after_traces(device, sub, command));
   switch (command->type) {
     case HRT_HAL_COMMAND_FILL: {
       hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
@@ -676,17 +806,7 @@ static hrt_status_t hrt_cuda_enqueue_command(hrt_cuda_device_t* device,
       }
       return hrt_cuda_enqueue_dispatch(device, &command->dispatch, sub);
     case HRT_HAL_COMMAND_TRACE:
-      for (uint32_t i = 0; i < command->trace.source_count; ++i) {
-        hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
-            &sub->pending, &command->trace.sources[i]);
-        if (source.length) {
-          HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuMemcpyDtoHAsync_v2,
-                                            (staged, hrt_cuda_address(&source),
-                                             (size_t)source.length, stream)));
-          staged += hrt_cuda_align(source.length);
-        }
-      }
-      return hrt_cuda_record_checkpoint(device, sub, index + 1);
+      return hrt_cuda_enqueue_trace(device, sub, index, staged);
     case HRT_HAL_COMMAND_BARRIER:
       // One stream runs its work in order.
       return HRT_OK;
@@ -723,7 +843,8 @@ static void hrt_cuda_enqueue_commands(hrt_cuda_device_t* device,
     }
   }
   sub->issued = index;
-  hrt_status_t final_status = hrt_cuda_record_checkpoint(device, sub, index);
+  hrt_status_t final_status =
+      hrt_cuda_record_checkpoint(device, device->stream, sub, index, NULL);
   if (final_status != HRT_OK) {
     (void)device->cu->cuStreamSynchronize(device->stream);
     if (status == HRT_OK) {
@@ -998,6 +1119,7 @@ static void hrt_cuda_complete(hrt_cuda_device_t* device,
       hrt_cuda_report_timings(device, sub, checkpoint->end);
       status = hrt_cuda_finish_range(sub, begin, checkpoint->end);
     }
+    if (checkpoint->trace_of) hrt_cuda_forget_trace(device, checkpoint);
     (void)cu->cuEventDestroy_v2(checkpoint->event);
     begin = checkpoint->end;
   }
@@ -1021,6 +1143,7 @@ static void hrt_cuda_device_free(hrt_cuda_device_t* device) {
   hrt_status_free(entered);
   hrt_cuda_close(device);
   hrt_status_free(device->lost);
+  hrt_mutex_deinit(&device->traces_mutex);
   hrt_cond_deinit(&device->completion_cond);
   hrt_cond_deinit(&device->issue_cond);
   hrt_mutex_deinit(&device->mutex);
@@ -1115,7 +1238,7 @@ static void* hrt_cuda_completion_main(void* arg) {
   hrt_thread_join(&device->issue_thread);
   // The stream-ordered frees still queued (and the fills before them) run
   // first, so that the last trim gives their memory back. Fails only on a
-  // lost context.
+  // lost context. (Every trace copy was waited for by its submission.)
   (void)device->cu->cuStreamSynchronize(device->stream);
   hrt_cuda_allocator_deinitialize(&device->allocator);
   hrt_thread_detach(&device->completion_thread);
@@ -1258,24 +1381,40 @@ static hrt_status_t hrt_cuda_query_info(const hrt_cuda_symbols_t* cu,
   return HRT_OK;
 }
 
-// Retains the primary context, creates the stream and sets up the
-// allocator.
+// Retains the primary context, creates the streams and the fork event
+// and sets up the allocator.
 static hrt_status_t hrt_cuda_open(hrt_cuda_device_t* device) {
   const hrt_cuda_symbols_t* cu = device->cu;
   HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(cu, cuDevicePrimaryCtxRetain,
                                     (&device->context, device->cu_device)));
   hrt_status_t status = hrt_cuda_enter(device);
-  if (status == HRT_OK) {
-    status = HRT_CUDA_CALL(cu, cuStreamCreate,
-                           (&device->stream, HRT_CU_STREAM_NON_BLOCKING));
-    if (status == HRT_OK) {
-      hrt_cuda_allocator_initialize(cu, device->cu_device, device->stream,
-                                    &device->allocator);
-    }
-    hrt_cuda_leave(device);
-  }
   if (status != HRT_OK) {
     (void)cu->cuDevicePrimaryCtxRelease_v2(device->cu_device);
+    return status;
+  }
+  status = HRT_CUDA_CALL(cu, cuStreamCreate,
+                         (&device->stream, HRT_CU_STREAM_NON_BLOCKING));
+  if (status == HRT_OK) {
+    status = HRT_CUDA_CALL(cu, cuStreamCreate,
+                           (&device->trace_stream, HRT_CU_STREAM_NON_BLOCKING));
+  }
+  if (status == HRT_OK) {
+    status =
+        HRT_CUDA_CALL(cu, cuEventCreate,
+                      (&device->trace_fork, HRT_CU_EVENT_BLOCKING_SYNC |
+                                                HRT_CU_EVENT_DISABLE_TIMING));
+  }
+  if (status == HRT_OK) {
+    hrt_cuda_allocator_initialize(cu, device->cu_device, device->stream,
+                                  &device->allocator);
+  }
+  hrt_cuda_leave(device);
+  if (status != HRT_OK) {
+    if (device->stream) {
+      hrt_cuda_close(device);
+    } else {
+      (void)cu->cuDevicePrimaryCtxRelease_v2(device->cu_device);
+    }
   }
   return status;
 }
@@ -1301,6 +1440,7 @@ static hrt_status_t hrt_cuda_device_create_once(
     return hrt_status_annotate(status, "creating CUDA device %u", ordinal);
   }
   hrt_mutex_init(&device->mutex);
+  hrt_mutex_init(&device->traces_mutex);
   hrt_cond_init(&device->issue_cond);
   hrt_cond_init(&device->completion_cond);
   hrt_cuda_staging_pool_initialize(symbols, &device->staging);
@@ -1325,6 +1465,7 @@ static hrt_status_t hrt_cuda_device_create_once(
     hrt_cuda_staging_pool_deinitialize(&device->staging);
     hrt_cond_deinit(&device->completion_cond);
     hrt_cond_deinit(&device->issue_cond);
+    hrt_mutex_deinit(&device->traces_mutex);
     hrt_mutex_deinit(&device->mutex);
     hrt_cuda_close(device);
     free(device);

@@ -11,7 +11,9 @@
 // drops, on any thread: every submission that used it held a reference
 // until it completed and its initial fill or upload was enqueued at
 // allocate, so all its uses are on the stream already and the
-// stream-ordered free (or a reuse of the block) comes after them.
+// stream-ordered free (or a reuse of the block) comes after them; trace
+// copies of it, on the trace stream, were waited for before the
+// submission that made them completed.
 //
 // No call that can wait for the GPU runs on a caller's thread (the JS
 // thread). CUDA calls by thread:
@@ -22,8 +24,9 @@
 //   loading (cuModuleLoadDataEx, cuda_executable.h; no GPU wait, but it
 //   may JIT-compile PTX).
 // - issue thread: the commands' async memsets, copies (pinned host side)
-//   and launches, cuEventCreate/Record, cuMemAllocHost on a staging miss,
-//   cuStreamSynchronize only when a final event cannot be recorded.
+//   and launches, cuEventCreate/Record, cuStreamWaitEvent, cuMemAllocHost
+//   on a staging miss, cuStreamSynchronize only when a final event (of the
+//   stream) or a trace's event (of the trace stream) cannot be recorded.
 // - completion thread: cuEventSynchronize, cuEventElapsedTime,
 //   cuEventDestroy, cuMemFreeHost beyond the staging cache's bounds, and
 //   the allocator's release, trim and deinitialisation (cuMemFree,
@@ -34,24 +37,36 @@
 //   executables (hrt_cuda_device_unload_module), since unloading may wait
 //   for the GPU; and once the device is destroyed (no submission is pending
 //   then), cuStreamSynchronize (so that the last trim comes after the
-//   stream's queued frees), cuStreamDestroy, cuMemFreeHost of cached
-//   staging and the primary context release.
+//   stream's queued frees), cuEventDestroy of the trace fork event,
+//   cuStreamDestroy of both streams, cuMemFreeHost of cached staging and
+//   the primary context release.
 //
-// Threads. Each device has one stream and two threads of its own; both keep
-// the device's primary context current.
+// Threads and streams. Each device has two streams (the stream, and the
+// trace stream for the copies of traced ranges) and two threads of its own;
+// both threads keep the device's primary context current.
 // - The issue thread takes accepted submissions in FIFO order, waits for
 //   their wait semaphores, and enqueues their commands into the stream:
 //   fills as memsets (8/16/32-bit, or 2-D 32-bit/8-bit memsets for patterns
 //   the plain ones cannot express, see cuda_device.c), copies, updates from
-//   staging, reads and traced ranges into staging, and dispatches with
-//   cuLaunchKernel. After each trace command and after the submission's last
-//   command it records an event, then hands the submission to the completion
-//   thread. It never calls a completion and never drops a reference.
+//   staging, reads into staging, and dispatches with cuLaunchKernel. A
+//   trace goes to the trace stream: the trace stream waits (cuStreamWaitEvent)
+//   for a fork event recorded on the stream after the commands before it,
+//   copies the traced ranges into staging, and records the trace's event.
+//   Later commands do not wait for the copies, except those that may write
+//   a traced range (hrt_hal_pending_submission_written): the issue thread
+//   keeps the trace events not yet waited for by the completion thread,
+//   across submissions, and makes the stream wait for the last one whose
+//   ranges overlap what the command writes. After the submission's last
+//   command it records an event on the stream, then hands the submission to
+//   the completion thread. It never calls a completion and never drops a
+//   reference.
 // - The completion thread takes issued submissions in the same FIFO order
-//   and waits for each event with cuEventSynchronize (a stream host function
-//   would not be allowed to call CUDA). After the event of a trace it calls
-//   the trace callback with the staged copies; reads are copied from staging
-//   to their host targets after the event that follows them. Then it signals
+//   and waits for each event in program order with cuEventSynchronize (a
+//   stream host function would not be allowed to call CUDA). After the
+//   event of a trace it calls the trace callback with the staged copies
+//   (every command before the trace has run then: the trace stream waited
+//   for them) and drops the trace from the pending ones; reads are copied
+//   from staging to their host targets after the next event. Then it signals
 //   or fails the submission's semaphores, drops what the submission
 //   retained, and runs its completion (device.h). Every completion, trace
 //   callback and semaphore signal runs on this thread, in submission order.

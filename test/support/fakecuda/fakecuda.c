@@ -94,6 +94,10 @@ struct hrt_cu_module_s {
 struct hrt_cu_event_s {
   bool timing;            // created without CU_EVENT_DISABLE_TIMING
   int pending;            // records queued and not yet reached
+  // Records enqueued and records reached, ever: a cuStreamWaitEvent waits
+  // until `reached` catches up with `recorded` as it was at the call.
+  uint64_t recorded;
+  uint64_t reached_count;
   hrt_cu_result_t error;  // the context's error when the last one was reached
   bool reached;           // a record was reached at least once
   struct timespec time;   // when the last record was reached
@@ -123,6 +127,7 @@ typedef enum {
   FAKE_OP_SET,
   FAKE_OP_LAUNCH,
   FAKE_OP_RECORD,
+  FAKE_OP_WAIT,
   FAKE_OP_FREE
 } fake_op_kind_t;
 
@@ -149,6 +154,11 @@ typedef struct fake_op_s {
       fake_launch_t* launch;  // owned
     } launch;
     struct hrt_cu_event_s* record;
+    struct {
+      // NULL once the event is destroyed (its records had all been reached).
+      struct hrt_cu_event_s* event;
+      uint64_t until;  // the event's `recorded` at cuStreamWaitEvent
+    } wait;
     fake_allocation_t* free;  // a stream-ordered free (cuMemFreeAsync)
   };
 } fake_op_t;
@@ -160,8 +170,11 @@ struct hrt_cu_stream_s {
   fake_op_t* head;
   fake_op_t* tail;
   int queued;
+  int enqueued;  // ever
+  int serial;    // 1 for the first stream created, and so on
   bool busy;
   bool closing;
+  bool held;  // fakecuda_hold_stream
 };
 
 static pthread_mutex_t fake_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -170,6 +183,7 @@ static bool fake_initialized;
 static int fake_device_count;
 static size_t fake_device_bytes;
 static bool fake_hold;
+static int fake_streams_created;
 static hrt_cu_result_t fake_next_launch_error;
 static fake_allocation_t* fake_allocations;
 static struct hrt_cu_stream_s* fake_streams;
@@ -321,6 +335,7 @@ static hrt_cu_result_t fake_run(const fake_op_t* op) {
     case FAKE_OP_LAUNCH:
       return op->launch.run(op->launch.launch);
     case FAKE_OP_RECORD:
+    case FAKE_OP_WAIT:  // fake_stream_main waited before taking it
     case FAKE_OP_FREE:  // fake_stream_main returns the memory to its pool
       return HRT_CUDA_SUCCESS;
   }
@@ -333,11 +348,39 @@ static void fake_op_free(fake_op_t* op) {
   free(op);
 }
 
+// Whether all streams or one are held (fakecuda_hold_streams,
+// fakecuda_hold_stream): then the calls that wait for streams do not, as
+// waiting might never end. Lock held.
+static bool fake_holding(void) {
+  if (fake_hold) return true;
+  for (struct hrt_cu_stream_s* s = fake_streams; s; s = s->next) {
+    if (s->held) return true;
+  }
+  return false;
+}
+
+// Whether `op` is an event wait whose record has not been reached yet. A
+// lost context waits for nothing (its streams only drain). Lock held.
+static bool fake_op_waits(const struct hrt_cu_stream_s* stream,
+                          const fake_op_t* op) {
+  return op->kind == FAKE_OP_WAIT && op->wait.event &&
+         op->wait.event->reached_count < op->wait.until &&
+         !stream->context->lost;
+}
+
+// Whether the stream may not take its next operation now: none queued,
+// streams or this stream held (unless closing), or an event wait. Lock held.
+static bool fake_stream_stopped(const struct hrt_cu_stream_s* stream) {
+  if (!stream->head) return true;
+  if (!stream->closing && (fake_hold || stream->held)) return true;
+  return fake_op_waits(stream, stream->head);
+}
+
 static void* fake_stream_main(void* arg) {
   struct hrt_cu_stream_s* stream = arg;
   pthread_mutex_lock(&fake_mutex);
   for (;;) {
-    while (!stream->closing && (!stream->head || fake_hold)) {
+    while (fake_stream_stopped(stream) && !(stream->closing && !stream->head)) {
       pthread_cond_wait(&fake_changed, &fake_mutex);
     }
     fake_op_t* op = stream->head;
@@ -358,6 +401,7 @@ static void* fake_stream_main(void* arg) {
       op->record->reached = true;
       clock_gettime(CLOCK_MONOTONIC, &op->record->time);
       --op->record->pending;
+      ++op->record->reached_count;
     }
     stream->busy = false;
     pthread_cond_broadcast(&fake_changed);
@@ -387,6 +431,7 @@ static hrt_cu_result_t fake_enqueue(struct hrt_cu_stream_s* stream,
   }
   stream->tail = op;
   ++stream->queued;
+  ++stream->enqueued;
   pthread_cond_broadcast(&fake_changed);
   return HRT_CUDA_SUCCESS;
 }
@@ -954,7 +999,7 @@ hrt_cu_result_t cuModuleUnload(hrt_cu_module_t module) {
     return result;
   }
   pthread_mutex_lock(&fake_mutex);
-  while (!fake_hold && fake_streams_busy()) {
+  while (!fake_holding() && fake_streams_busy()) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
   pthread_mutex_unlock(&fake_mutex);
@@ -1338,7 +1383,7 @@ static hrt_cu_result_t fake_free(void* pointer, bool pinned) {
     pthread_mutex_unlock(&fake_mutex);
     return required;
   }
-  while (!fake_hold && fake_streams_busy()) {
+  while (!fake_holding() && fake_streams_busy()) {
     pthread_cond_wait(&fake_changed, &fake_mutex);
   }
   fake_allocation_t** link = &fake_allocations;
@@ -1533,7 +1578,7 @@ static hrt_cu_result_t fake_copy(void* target, bool target_on_device,
   } else if (!fake_find(source, bytes, true)) {
     // From pageable memory the driver copies through its own staging and
     // may wait for the stream first, as the fake does (unless held).
-    while (!fake_hold && stream && (stream->head || stream->busy)) {
+    while (!fake_holding() && stream && (stream->head || stream->busy)) {
       pthread_cond_wait(&fake_changed, &fake_mutex);
     }
     op->copy.snapshot = malloc(bytes ? bytes : 1);
@@ -1651,6 +1696,7 @@ hrt_cu_result_t cuStreamCreate(hrt_cu_stream_t* stream, unsigned int flags) {
     return HRT_CUDA_ERROR_OUT_OF_MEMORY;
   }
   pthread_mutex_lock(&fake_mutex);
+  created->serial = ++fake_streams_created;
   created->next = fake_streams;
   fake_streams = created;
   pthread_mutex_unlock(&fake_mutex);
@@ -1729,7 +1775,27 @@ hrt_cu_result_t cuEventRecord(hrt_cu_event_t event, hrt_cu_stream_t stream) {
   op->record = event;
   pthread_mutex_lock(&fake_mutex);
   hrt_cu_result_t result = fake_enqueue(stream, op);
-  if (!result) ++event->pending;
+  if (!result) {
+    ++event->pending;
+    ++event->recorded;
+  }
+  pthread_mutex_unlock(&fake_mutex);
+  return result;
+}
+
+// Work enqueued on `stream` after this waits until the last record of
+// `event` enqueued before this call has been reached (at once when there is
+// none), on whichever stream it was recorded, as the driver does.
+hrt_cu_result_t cuStreamWaitEvent(hrt_cu_stream_t stream, hrt_cu_event_t event,
+                                  unsigned int flags) {
+  if (flags != 0) return HRT_CUDA_ERROR_INVALID_VALUE;  // CU_EVENT_WAIT_DEFAULT
+  if (!event) return HRT_CUDA_ERROR_INVALID_HANDLE;
+  fake_op_t* op = fake_op_new(FAKE_OP_WAIT);
+  if (!op) return HRT_CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&fake_mutex);
+  op->wait.event = event;
+  op->wait.until = event->recorded;
+  hrt_cu_result_t result = fake_enqueue(stream, op);
   pthread_mutex_unlock(&fake_mutex);
   return result;
 }
@@ -1796,6 +1862,17 @@ hrt_cu_result_t cuEventDestroy_v2(hrt_cu_event_t event) {
   // halrt destroys events only after waiting for them; a fake that freed a
   // pending event would corrupt the stream, so refuse instead.
   if (pending) return HRT_CUDA_ERROR_INVALID_HANDLE;
+  // Waits queued on it are satisfied (every record was reached): they
+  // forget it, as the driver lets an event go while streams wait on it.
+  pthread_mutex_lock(&fake_mutex);
+  for (struct hrt_cu_stream_s* s = fake_streams; s; s = s->next) {
+    for (fake_op_t* op = s->head; op; op = op->next) {
+      if (op->kind == FAKE_OP_WAIT && op->wait.event == event) {
+        op->wait.event = NULL;
+      }
+    }
+  }
+  pthread_mutex_unlock(&fake_mutex);
   // Freed even on a lost context, which still answers with its error.
   free(event);
   return result;
@@ -1809,6 +1886,36 @@ FAKE_EXPORT void fakecuda_hold_streams(int hold) {
   pthread_mutex_lock(&fake_mutex);
   fake_hold = hold != 0;
   pthread_cond_broadcast(&fake_changed);
+  pthread_mutex_unlock(&fake_mutex);
+}
+
+FAKE_EXPORT int fakecuda_streams_created(void) {
+  pthread_mutex_lock(&fake_mutex);
+  int created = fake_streams_created;
+  pthread_mutex_unlock(&fake_mutex);
+  return created;
+}
+
+FAKE_EXPORT void fakecuda_hold_stream(int serial, int hold) {
+  pthread_mutex_lock(&fake_mutex);
+  for (struct hrt_cu_stream_s* s = fake_streams; s; s = s->next) {
+    if (s->serial == serial) s->held = hold != 0;
+  }
+  pthread_cond_broadcast(&fake_changed);
+  pthread_mutex_unlock(&fake_mutex);
+}
+
+FAKE_EXPORT void fakecuda_stream_state(int serial,
+                                       fakecuda_stream_state_t* out) {
+  memset(out, 0, sizeof(*out));
+  pthread_mutex_lock(&fake_mutex);
+  for (struct hrt_cu_stream_s* s = fake_streams; s; s = s->next) {
+    if (s->serial != serial) continue;
+    out->exists = 1;
+    out->enqueued = s->enqueued;
+    out->unfinished = s->queued + (s->busy ? 1 : 0);
+    out->waiting = s->head && fake_op_waits(s, s->head);
+  }
   pthread_mutex_unlock(&fake_mutex);
 }
 

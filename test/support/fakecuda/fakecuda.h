@@ -10,16 +10,18 @@
 //   1 GiB, compute capability 9.0 and 4 multiprocessors.
 // - Each stream has its own thread that runs its work in order, off the
 //   caller's thread; events are recorded in streams and cuEventSynchronize
-//   waits for them. Async copies to the host must target pinned memory
-//   (cuMemAllocHost), which is stricter than CUDA and proves halrt stages;
-//   host-to-device copies from pageable memory are snapshotted at the call,
-//   as the driver does, after waiting for the stream to drain (unless
-//   streams are held), as the driver may: halrt must stage uploads.
+//   waits for them; cuStreamWaitEvent makes a stream wait for an event's
+//   last record (on any stream) before it runs what follows. Async copies to
+//   the host must target pinned memory (cuMemAllocHost), which is stricter than
+//   CUDA and proves halrt stages; host-to-device copies from pageable memory
+//   are snapshotted at the call, as the driver does, after waiting for the
+//   stream to drain (unless streams, or one stream, are held), as the
+//   driver may: halrt must stage uploads.
 // - What waits for the GPU on a real driver waits here: cuMemFree,
 //   cuMemFreeHost and cuModuleUnload wait for every stream's queued work,
 //   cuStreamSynchronize and cuEventSynchronize for theirs (the frees and
-//   the unload do not wait while streams are held, when waiting would never
-//   end).
+//   the unload do not wait while streams, or one stream, are held, when
+//   waiting might never end).
 // - Stream-ordered memory: each device has a default memory pool
 //   (cuDeviceGetDefaultMemPool). cuMemAllocAsync reuses memory the pool
 //   holds unused (the smallest block that fits) or reserves more;
@@ -80,6 +82,20 @@
 void fakecuda_hold_streams(int hold);
 // The number of operations queued in all streams and not yet run.
 int fakecuda_queued_operations(void);
+// Streams are numbered 1, 2, ... in the order they are created (across
+// contexts); this is the number of the last one (0: none yet). A halrt
+// CUDA device creates its main stream, then its trace stream.
+int fakecuda_streams_created(void);
+// While `hold` is non-zero stream `serial` runs nothing (work queues up);
+// other streams run, and wait for its events as cuStreamWaitEvent says.
+void fakecuda_hold_stream(int serial, int hold);
+typedef struct fakecuda_stream_state_s {
+  int exists;      // stream `serial` is live
+  int enqueued;    // operations ever enqueued on it
+  int unfinished;  // operations queued on it or running
+  int waiting;     // its next operation waits for an event not yet reached
+} fakecuda_stream_state_t;
+void fakecuda_stream_state(int serial, fakecuda_stream_state_t* out);
 // The next cuLaunchKernel returns `result` without running anything; a
 // sticky result (the errors cuda.h calls unrecoverable: 226, 700, 702, 710,
 // 714-719, 721, 810, 911, and 709) also loses the context.
@@ -106,6 +122,10 @@ void fakecuda_memory(fakecuda_memory_t* out);
 
 typedef void (*fakecuda_hold_streams_fn)(int hold);
 typedef int (*fakecuda_queued_operations_fn)(void);
+typedef int (*fakecuda_streams_created_fn)(void);
+typedef void (*fakecuda_hold_stream_fn)(int serial, int hold);
+typedef void (*fakecuda_stream_state_fn)(int serial,
+                                         fakecuda_stream_state_t* out);
 typedef void (*fakecuda_fail_next_launch_fn)(int result);
 typedef void (*fakecuda_destroy_contexts_fn)(void);
 typedef void (*fakecuda_memory_fn)(fakecuda_memory_t* out);
