@@ -441,9 +441,9 @@ static hrt_status_t record_scale(hrt_hal_command_buffer_t* cb,
   uint32_t ordinal = 0;
   HRT_RETURN_IF_ERROR(
       hrt_hal_executable_lookup(executable, "scale_u32", &ordinal));
-  hrt_hal_dispatch_t dispatch = {
-      executable, ordinal, {1, 1, 1}, {1, 1, 1}, 2, constants, 2, in_out,
-      .read_only_bindings = 1u};
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1},
+                                 {1, 1, 1},  2,       constants,
+                                 2,          in_out,  .read_only_bindings = 1u};
   return hrt_hal_command_buffer_dispatch(cb, &dispatch);
 }
 
@@ -456,8 +456,8 @@ static hrt_status_t record_store_release(hrt_hal_command_buffer_t* cb,
   uint32_t ordinal = 0;
   HRT_RETURN_IF_ERROR(
       hrt_hal_executable_lookup(executable, "store_release_u32", &ordinal));
-  hrt_hal_dispatch_t dispatch = {
-      executable, ordinal, {1, 1, 1}, {1, 1, 1}, 1, &one, 1, flag, 0};
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1}, {1, 1, 1}, 1,
+                                 &one,       1,       flag,      0};
   return hrt_hal_command_buffer_dispatch(cb, &dispatch);
 }
 
@@ -494,16 +494,16 @@ static void later_writers_wait_for_the_traces_before_them(void) {
     CHECK_OK(hrt_hal_command_buffer_create(device, &a));
     CHECK_OK(hrt_hal_command_buffer_fill(a, whole(x), 0x11111111, 4));
     hrt_hal_buffer_ref_t traced = whole(x);
-    CHECK_OK(hrt_hal_command_buffer_trace(a, &traced, 1, snapshot_trace,
-                                          &first));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(a, &traced, 1, snapshot_trace, &first));
     hrt_hal_command_buffer_finalize(a);
     CHECK_OK(hrt_hal_command_buffer_create(device, &b));
     CHECK_OK(hrt_hal_command_buffer_fill(b, whole(x), 0x22222222, 4));
-    CHECK_OK(hrt_hal_command_buffer_trace(b, &traced, 1, snapshot_trace,
-                                          &second));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(b, &traced, 1, snapshot_trace, &second));
     CHECK_OK(hrt_hal_command_buffer_copy(b, whole(y), whole(x)));
-    CHECK_OK(hrt_hal_command_buffer_trace(b, &traced, 1, snapshot_trace,
-                                          &third));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(b, &traced, 1, snapshot_trace, &third));
     const uint32_t constants[2] = {N, 5};
     const hrt_hal_buffer_ref_t in_out[2] = {whole(y), whole(x)};
     CHECK_OK(record_scale(b, executable, constants, in_out));
@@ -556,8 +556,8 @@ static void later_readers_do_not_wait_for_a_trace(void) {
     CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
     CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 7, 4));
     hrt_hal_buffer_ref_t traced = whole(x);
-    CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace,
-                                          &blocked));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace, &blocked));
     CHECK_OK(hrt_hal_command_buffer_read(cb, whole(x), host_x));
     CHECK_OK(hrt_hal_command_buffer_copy(cb, whole(x), whole(y)));
     const uint32_t constants[2] = {N, 3};
@@ -678,9 +678,8 @@ static void traces_timings_and_completions_keep_program_order(void) {
       hrt_hal_buffer_ref_t in_out[2] = {slots[0], slots[1 + k]};
       CHECK_OK(record_scale(traced, executable, constants, in_out));
       if (k < 2) {
-        CHECK_OK(hrt_hal_command_buffer_trace(traced, &slots[1 + k], 1,
-                                              order_trace,
-                                              (void*)&trace_commands[k]));
+        CHECK_OK(hrt_hal_command_buffer_trace(
+            traced, &slots[1 + k], 1, order_trace, (void*)&trace_commands[k]));
       }
     }
     hrt_hal_command_buffer_finalize(traced);
@@ -784,8 +783,8 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
     CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 5, 4));
     hrt_hal_buffer_ref_t traced = whole(x);
-    CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace,
-                                          &blocked));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace, &blocked));
     hrt_hal_buffer_ref_t flag_ref = whole(flag);
     CHECK_OK(record_store_release(cb, executable, &flag_ref));
     hrt_hal_command_buffer_finalize(cb);
@@ -799,8 +798,8 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     hrt_hal_buffer_release(flag);  // the command buffer keeps it
     hrt_hal_executable_release(executable);
     hrt_notification_set(&gate);
-    CHECK(hrt_notification_wait_until(&done,
-                                      hrt_time_now_ns() + 20000000000LL));
+    CHECK(
+        hrt_notification_wait_until(&done, hrt_time_now_ns() + 20000000000LL));
     CHECK(reached);
     CHECK_EQ_INT(blocked.seen, 5);
     CHECK(pthread_equal(released_on, blocked.thread));
@@ -816,8 +815,8 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     snapshot_init(&blocked, 0, NULL);
     CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
     traced = whole(x);
-    CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace,
-                                          &blocked));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace, &blocked));
     hrt_hal_command_buffer_finalize(cb);
     CHECK_OK(run(device, cb, NULL, 0));
     hrt_hal_command_buffer_release(cb);
@@ -832,8 +831,8 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
         .completion = {record_and_release_everything, &refs},
     };
     CHECK_OK(hrt_hal_device_queue_submit(device, &last));
-    CHECK(hrt_notification_wait_until(&done,
-                                      hrt_time_now_ns() + 20000000000LL));
+    CHECK(
+        hrt_notification_wait_until(&done, hrt_time_now_ns() + 20000000000LL));
     CHECK(!pthread_equal(released_on, blocked.thread));
     wait_for_live_devices(0);
     CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 0);

@@ -38,7 +38,8 @@ static int worker_ids(const halrt_dispatch_state_t* dispatch,
                       const halrt_workgroup_state_t* workgroup) {
   const uint32_t* count = dispatch->workgroup_count;
   const uint32_t* id = workgroup->workgroup_id;
-  uint64_t g = id[0] + (uint64_t)count[0] * (id[1] + (uint64_t)count[1] * id[2]);
+  uint64_t g =
+      id[0] + (uint64_t)count[0] * (id[1] + (uint64_t)count[1] * id[2]);
   if (dispatch->binding_lengths[0] < (g + 1) * 4) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
   }
