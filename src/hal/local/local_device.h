@@ -1,17 +1,30 @@
 // The CPU device behind both local drivers.
 //
-// Threads: one queue thread per device executes submissions in FIFO order
-// and is the device's completion thread (completions, semaphore signals and
-// failures run there). With a worker pool (`local-task`) the queue thread
-// hands each dispatch's workgroups to the pool and waits for them; without
-// one (`local-sync`) it runs them itself. Buffers come from the device's
-// caching allocator (local_allocator.h); when the device has been idle for a
-// while with blocks cached, the queue thread trims it.
+// Threads: one queue thread per device executes submissions in FIFO order.
+// With a worker pool (`local-task`) the queue thread hands each dispatch's
+// workgroups to the pool and waits for them; without one (`local-sync`) it
+// runs them itself. Buffers come from the device's caching allocator
+// (local_allocator.h); when the device has been idle for a while with blocks
+// cached, the queue thread trims it.
+//
+// Traces: at its first trace command the queue thread starts the device's
+// trace thread ("halrt-trace"; a device that never traces has none). At each
+// trace it resolves the traced ranges and hands the callback to the trace
+// thread's FIFO and goes on; the callback reads the live buffers, which the
+// submission retains until it finishes. A later command that may write a
+// range of a trace handed off and not yet run (any submission's; what
+// hrt_hal_pending_submission_written reports) waits until that trace has
+// run; reads never wait. While the trace thread has work, the queue thread
+// hands it dispatch timings and submission finishes (semaphore signals,
+// completion, device release) too, so that they run after the traces before
+// them; otherwise it runs them itself. So the device's completion thread is
+// the queue thread or the trace thread, taking turns: trace callbacks,
+// timings and completions run in program order and never at once.
 //
 // Lifetime: each pending submission retains the device. When the last
-// reference drops on another thread, destroy joins the idle queue thread;
-// when it drops on the queue thread itself (a completion released it), the
-// thread is detached and frees the device as it exits.
+// reference drops on another thread, destroy joins the idle queue and trace
+// threads; when it drops on one of them (a completion released it), that
+// thread is detached, joins the other, and frees the device as it exits.
 #ifndef HRT_HAL_LOCAL_LOCAL_DEVICE_H_
 #define HRT_HAL_LOCAL_LOCAL_DEVICE_H_
 
