@@ -389,6 +389,11 @@ static void traces_see_everything_before_them(void) {
 // later commands go on; only later writers of a traced range wait for it.
 //===----------------------------------------------------------------------===//
 
+// Words in a traced buffer: 128 KiB, so that a local device hands the trace
+// to its trace thread rather than running it at once (it does that only for
+// small traces while the thread is idle).
+enum { SNAPSHOT_WORDS = 32768 };
+
 // What a snapshot callback saw. It first sleeps `sleep_ms`, or waits for
 // `gate` (10 s at most, so that a broken device fails the test rather than
 // hanging it), then reads the first word of its first source.
@@ -476,14 +481,14 @@ static bool wait_for_flag(hrt_hal_buffer_t* flag) {
 // trace (in the same submission or a later one) wait until its callback has
 // returned: a callback that takes 100 ms still sees the values before them.
 static void later_writers_wait_for_the_traces_before_them(void) {
-  enum { N = 16 };
+  enum { N = SNAPSHOT_WORDS };
   static snapshot_t first, second, third;
   for (int d = 0; d < 2; ++d) {
     hrt_hal_device_t* device = NULL;
     CHECK_OK(make_device(kDeviceUris[d], &device));
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(load_test_library(device, "good", &executable));
-    uint32_t threes[N], host[N];
+    static uint32_t threes[N], host[N];
     for (int i = 0; i < N; ++i) threes[i] = 3;
     hrt_hal_buffer_t *x = NULL, *y = NULL;
     CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &x));
@@ -535,7 +540,7 @@ static void later_writers_wait_for_the_traces_before_them(void) {
 // dispatch reading it. A fill of the range after them waits for the
 // callback, which still sees the traced values.
 static void later_readers_do_not_wait_for_a_trace(void) {
-  enum { N = 16 };
+  enum { N = SNAPSHOT_WORDS };
   static hrt_notification_t gate;
   static snapshot_t blocked;
   static uint32_t host_x[N], host_after[N];
@@ -661,7 +666,7 @@ static void order_complete(void* user_data, hrt_status_t status) {
 // and [dispatch]: every dispatch time, trace and completion reaches the host
 // in program order, each completion after its submission's traces.
 static void traces_timings_and_completions_keep_program_order(void) {
-  enum { N = 4 };
+  enum { N = SNAPSHOT_WORDS };
   static const uint32_t trace_commands[2] = {1, 3};
   static order_submission_t subs[ORDER_SUBMISSIONS];
   for (int d = 0; d < 2; ++d) {
@@ -778,7 +783,8 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(load_test_library(device, "good", &executable));
     hrt_hal_buffer_t *x = NULL, *flag = NULL;
-    CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &x));
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, SNAPSHOT_WORDS * 4, NULL, &x));
     CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &flag));
     hrt_notification_init(&gate);
     hrt_notification_init(&done);
@@ -817,7 +823,8 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     // reference then drops on the queue thread (or, rarely, the trace
     // thread).
     CHECK_OK(make_device(kDeviceUris[d], &device));
-    CHECK_OK(hrt_hal_device_allocate_buffer(device, 64, NULL, &x));
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, SNAPSHOT_WORDS * 4, NULL, &x));
     snapshot_init(&blocked, 0, NULL);
     CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
     traced = whole(x);

@@ -61,6 +61,11 @@ struct hrt_local_submission_s {
 // ranges a later writer is checked against.
 #define HRT_TRACE_JOB_LIMIT 256
 
+// A trace of fewer bytes than this (its sources together), met while the
+// trace thread has no work, runs on the queue thread at once: handing it off
+// would cost more than the sink's copy of it.
+#define HRT_TRACE_INLINE_BYTES (64 * 1024)
+
 typedef struct hrt_local_device_s {
   hrt_hal_device_t base;
   hrt_worker_pool_t* pool;  // NULL for local-sync
@@ -93,7 +98,8 @@ typedef struct hrt_local_device_s {
   hrt_trace_job_t* trace_current;  // the trace job running, if any
   uint64_t trace_enqueued;         // sequence of the last job handed off
   uint64_t trace_done;             // sequence of the last job run
-  bool trace_waiting;  // the queue thread waits on cond for trace_done
+  bool trace_waiting;   // the queue thread waits on cond for trace_done
+  bool trace_sleeping;  // the trace thread waits on trace_cond
   bool trace_shutdown;
   bool trace_free_on_exit;  // destroyed from the trace thread itself
 } hrt_local_device_t;
@@ -346,7 +352,9 @@ static void* hrt_trace_main(void* arg) {
     hrt_trace_job_t* job = device->trace_head;
     if (!job) {
       if (device->trace_shutdown) break;
+      device->trace_sleeping = true;
       hrt_cond_wait(&device->trace_cond, &device->mutex);
+      device->trace_sleeping = false;
       continue;
     }
     device->trace_head = job->next;
@@ -431,7 +439,7 @@ static void hrt_trace_enqueue(hrt_local_device_t* device,
     device->trace_head = job;
   }
   device->trace_tail = job;
-  hrt_cond_signal(&device->trace_cond);
+  if (device->trace_sleeping) hrt_cond_signal(&device->trace_cond);
   hrt_mutex_unlock(&device->mutex);
 }
 
@@ -480,27 +488,30 @@ static void hrt_trace_order_writer(hrt_local_device_t* device,
 }
 
 // Queue thread, at a trace command: resolves its sources and hands it to the
-// trace thread (started on first use). Where the thread or the job cannot
-// be had, runs it here once the jobs before it have run.
+// trace thread (started on first use), unless it is small and the thread
+// idle (HRT_TRACE_INLINE_BYTES). Where the thread or the job cannot be had,
+// runs it here once the jobs before it have run.
 static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
                       const hrt_hal_command_t* command) {
   uint32_t count = command->trace.source_count;
-  if (!device->trace_started) {
-    hrt_status_t status = hrt_thread_create("halrt-trace", hrt_trace_main,
-                                            device, &device->trace_thread);
-    device->trace_started = status == HRT_OK;
-    hrt_status_free(status);
-  }
-  hrt_trace_job_t* job =
-      device->trace_started
-          ? malloc(sizeof(*job) + count * sizeof(hrt_hal_buffer_ref_t))
-          : NULL;
-  hrt_hal_buffer_ref_t inline_sources[HRT_HAL_MAX_TRACE_SOURCES];
-  hrt_hal_buffer_ref_t* sources =
-      job ? (hrt_hal_buffer_ref_t*)(job + 1) : inline_sources;
+  hrt_hal_buffer_ref_t sources[HRT_HAL_MAX_TRACE_SOURCES];
+  uint64_t bytes = 0;
   for (uint32_t i = 0; i < count; ++i) {
     sources[i] = hrt_hal_pending_submission_resolve(&sub->pending,
                                                     &command->trace.sources[i]);
+    bytes += sources[i].length;
+  }
+  hrt_trace_job_t* job = NULL;
+  if (bytes >= HRT_TRACE_INLINE_BYTES || hrt_trace_busy(device)) {
+    if (!device->trace_started) {
+      hrt_status_t status = hrt_thread_create("halrt-trace", hrt_trace_main,
+                                              device, &device->trace_thread);
+      device->trace_started = status == HRT_OK;
+      hrt_status_free(status);
+    }
+    if (device->trace_started) {
+      job = malloc(sizeof(*job) + count * sizeof(hrt_hal_buffer_ref_t));
+    }
   }
   if (!job) {
     hrt_trace_drain(device);
@@ -511,7 +522,8 @@ static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
   job->sub = sub;
   job->trace.command = command;
   job->trace.source_count = count;
-  job->trace.sources = sources;
+  job->trace.sources = (hrt_hal_buffer_ref_t*)(job + 1);
+  memcpy(job->trace.sources, sources, count * sizeof(hrt_hal_buffer_ref_t));
   hrt_trace_enqueue(device, job);
 }
 
