@@ -83,8 +83,8 @@ typedef struct hrt_local_device_s {
   // memory_freed and wakes the thread to arm the trim.
   bool trim_armed;
   bool memory_freed;
-  // The trace thread: started by the queue thread at the first trace
-  // command; it runs the jobs the queue thread hands it (see hrt_trace_*).
+  // The trace thread: started by the queue thread the first time it hands
+  // off a trace; it runs the jobs the queue thread hands it (hrt_trace_*).
   // Trace, timing and completion callbacks run on one of the two threads,
   // never at once: the queue thread runs them itself only when every job
   // handed off has run (trace_done == trace_enqueued), and only it hands
