@@ -36,9 +36,12 @@ typedef enum hrt_hal_command_type_e {
 // A trace command's host callback. It runs on the device's completion
 // thread once every command before it has completed, with a host copy of
 // each traced range (`data[i]`, `lengths[i]` bytes) that is valid only
-// during the call. `submission_context` is the submission's
+// during the call, and before the submission completes. Devices may run
+// later commands while it runs (only those that may write a traced range
+// wait for it). `submission_context` is the submission's
 // hrt_hal_submission_t.host_context. A non-OK return fails the submission
-// with that status (later commands do not run).
+// with that status: later traces of the submission are not delivered, and
+// later commands may already have run (reads included) or not run.
 typedef hrt_status_t (*hrt_hal_trace_fn_t)(void* user_data,
                                            void* submission_context,
                                            uint32_t count,

@@ -12,11 +12,12 @@
 //   a thread can outlive every user of the device, so whoever loads the
 //   runtime as a shared library must keep it mapped until the process exits
 //   (the Node addon pins itself: src/napi/addon.c).
-// - Each device has its own completion thread. A submission's completion
-//   callback runs there exactly once, never on the submitting thread, after
-//   the device has dropped what the submission retained (command buffer,
-//   bound buffers, semaphores) but before it drops the submission's
-//   reference to the device.
+// - Each device has its own completion thread (a local device's queue and
+//   trace threads take turns as one: see local_device.h). A submission's
+//   completion callback runs there exactly once, never on the submitting
+//   thread, after the device has dropped what the submission retained
+//   (command buffer, bound buffers, semaphores) but before it drops the
+//   submission's reference to the device.
 // - A device has one queue: submissions start in FIFO order, each after its
 //   waits are satisfied. A wait must therefore never depend on a later
 //   submission to the same device; it would block that device for good.

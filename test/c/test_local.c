@@ -368,18 +368,488 @@ static void traces_see_everything_before_them(void) {
     CHECK_EQ_INT(record.calls, 1);
     CHECK(record.context_seen == &context);
     CHECK(!pthread_equal(record.thread, pthread_self()));
-    CHECK(pthread_equal(record.thread, completion.thread));
     CHECK_EQ_INT(record.first_values[0], 0x01020304);
     CHECK_EQ_INT(record.first_values[1], 0x01020304);
     CHECK_EQ_INT(record.lengths[0], 16);
     CHECK_EQ_INT(record.lengths[1], 8);
     if (fail) {
       CHECK_STATUS(status, HRT_STATUS_ABORTED, "trace callback refused");
-      CHECK_EQ_INT(final_value, 0x01020304);  // later commands did not run
+      // The fill after the trace writes what it read, so it waited for the
+      // callback, saw its failure and did not run.
+      CHECK_EQ_INT(final_value, 0x01020304);
     } else {
       CHECK_OK(status);
       CHECK_EQ_INT(final_value, 0x0A0B0C0D);
     }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Trace snapshots: the callback runs on the device's trace thread while
+// later commands go on; only later writers of a traced range wait for it.
+//===----------------------------------------------------------------------===//
+
+// Words in a traced buffer: 128 KiB, so that a local device hands the trace
+// to its trace thread rather than running it at once (it does that only for
+// small traces while the thread is idle).
+enum { SNAPSHOT_WORDS = 32768 };
+
+// What a snapshot callback saw. It first sleeps `sleep_ms`, or waits for
+// `gate` (10 s at most, so that a broken device fails the test rather than
+// hanging it), then reads the first word of its first source.
+typedef struct {
+  int sleep_ms;
+  hrt_notification_t* gate;
+  bool gate_timed_out;
+  uint32_t seen;
+  pthread_t thread;
+  atomic_bool returned;
+} snapshot_t;
+
+static void sleep_ms(int ms) {
+  struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&pause, NULL);
+}
+
+static hrt_status_t snapshot_trace(void* user_data, void* submission_context,
+                                   uint32_t count, const void* const* data,
+                                   const uint64_t* lengths) {
+  (void)submission_context;
+  (void)count;
+  (void)lengths;
+  snapshot_t* snapshot = user_data;
+  if (snapshot->sleep_ms) sleep_ms(snapshot->sleep_ms);
+  if (snapshot->gate) {
+    snapshot->gate_timed_out = !hrt_notification_wait_until(
+        snapshot->gate, hrt_time_now_ns() + 10000000000LL);
+  }
+  memcpy(&snapshot->seen, data[0], 4);
+  snapshot->thread = pthread_self();
+  atomic_store(&snapshot->returned, true);
+  return HRT_OK;
+}
+
+static void snapshot_init(snapshot_t* snapshot, int sleep,
+                          hrt_notification_t* gate) {
+  memset(snapshot, 0, sizeof(*snapshot));
+  snapshot->sleep_ms = sleep;
+  snapshot->gate = gate;
+  atomic_init(&snapshot->returned, false);
+}
+
+// A dispatch of the test library's scale_u32: out = in * factor over n
+// words, `in` marked read-only as the built-ins' signatures mark theirs.
+static hrt_status_t record_scale(hrt_hal_command_buffer_t* cb,
+                                 hrt_hal_executable_t* executable,
+                                 const uint32_t* constants,
+                                 const hrt_hal_buffer_ref_t* in_out) {
+  uint32_t ordinal = 0;
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_executable_lookup(executable, "scale_u32", &ordinal));
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1},
+                                 {1, 1, 1},  2,       constants,
+                                 2,          in_out,  .read_only_bindings = 1u};
+  return hrt_hal_command_buffer_dispatch(cb, &dispatch);
+}
+
+// A dispatch that stores 1 into `flag` with release order, for the test
+// thread to see that the queue has got past the commands before it.
+static hrt_status_t record_store_release(hrt_hal_command_buffer_t* cb,
+                                         hrt_hal_executable_t* executable,
+                                         const hrt_hal_buffer_ref_t* flag) {
+  static const uint32_t one = 1;
+  uint32_t ordinal = 0;
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_executable_lookup(executable, "store_release_u32", &ordinal));
+  hrt_hal_dispatch_t dispatch = {executable, ordinal, {1, 1, 1}, {1, 1, 1}, 1,
+                                 &one,       1,       flag,      0};
+  return hrt_hal_command_buffer_dispatch(cb, &dispatch);
+}
+
+// Waits (5 s at most, less than a gated snapshot's 10) for the store of
+// record_store_release.
+static bool wait_for_flag(hrt_hal_buffer_t* flag) {
+  int64_t deadline = hrt_time_now_ns() + 5000000000LL;
+  while (__atomic_load_n((uint32_t*)flag->host_ptr, __ATOMIC_ACQUIRE) != 1) {
+    if (hrt_time_now_ns() >= deadline) return false;
+    sleep_ms(1);
+  }
+  return true;
+}
+
+// A fill, a copy's target and a dispatch's written binding that come after a
+// trace (in the same submission or a later one) wait until its callback has
+// returned: a callback that takes 100 ms still sees the values before them.
+static void later_writers_wait_for_the_traces_before_them(void) {
+  enum { N = SNAPSHOT_WORDS };
+  static snapshot_t first, second, third;
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(load_test_library(device, "good", &executable));
+    static uint32_t threes[N], host[N];
+    for (int i = 0; i < N; ++i) threes[i] = 3;
+    hrt_hal_buffer_t *x = NULL, *y = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &x));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, threes, &y));
+    snapshot_init(&first, 100, NULL);
+    snapshot_init(&second, 100, NULL);
+    snapshot_init(&third, 100, NULL);
+    hrt_hal_command_buffer_t *a = NULL, *b = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &a));
+    CHECK_OK(hrt_hal_command_buffer_fill(a, whole(x), 0x11111111, 4));
+    hrt_hal_buffer_ref_t traced = whole(x);
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(a, &traced, 1, snapshot_trace, &first));
+    hrt_hal_command_buffer_finalize(a);
+    CHECK_OK(hrt_hal_command_buffer_create(device, &b));
+    CHECK_OK(hrt_hal_command_buffer_fill(b, whole(x), 0x22222222, 4));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(b, &traced, 1, snapshot_trace, &second));
+    CHECK_OK(hrt_hal_command_buffer_copy(b, whole(y), whole(x)));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(b, &traced, 1, snapshot_trace, &third));
+    const uint32_t constants[2] = {N, 5};
+    const hrt_hal_buffer_ref_t in_out[2] = {whole(y), whole(x)};
+    CHECK_OK(record_scale(b, executable, constants, in_out));
+    CHECK_OK(hrt_hal_command_buffer_read(b, whole(x), host));
+    hrt_hal_command_buffer_finalize(b);
+    completion_t done_a, done_b;
+    CHECK_OK(submit(device, a, NULL, 0, &done_a));
+    CHECK_OK(submit(device, b, NULL, 0, &done_b));
+    CHECK_OK(completion_wait(&done_a));
+    CHECK_OK(completion_wait(&done_b));
+    CHECK_EQ_INT(first.seen, 0x11111111);
+    CHECK_EQ_INT(second.seen, 0x22222222);
+    CHECK_EQ_INT(third.seen, 3);
+    int wrong = 0;
+    for (int i = 0; i < N; ++i) wrong += host[i] != 15;
+    CHECK_EQ_INT(wrong, 0);
+    hrt_hal_command_buffer_release(a);
+    hrt_hal_command_buffer_release(b);
+    hrt_hal_buffer_release(x);
+    hrt_hal_buffer_release(y);
+    hrt_hal_executable_release(executable);
+    hrt_hal_device_release(device);
+  }
+}
+
+// While a trace callback is blocked, the commands after it that only read
+// the traced range run: a read into host memory, a copy from it and a
+// dispatch reading it. A fill of the range after them waits for the
+// callback, which still sees the traced values.
+static void later_readers_do_not_wait_for_a_trace(void) {
+  enum { N = SNAPSHOT_WORDS };
+  static hrt_notification_t gate;
+  static snapshot_t blocked;
+  static uint32_t host_x[N], host_after[N];
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(load_test_library(device, "good", &executable));
+    hrt_hal_buffer_t *x = NULL, *y = NULL, *z = NULL, *flag = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &x));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &y));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &z));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &flag));
+    hrt_notification_init(&gate);
+    snapshot_init(&blocked, 0, &gate);
+    memset(host_x, 0, sizeof(host_x));
+    memset(host_after, 0, sizeof(host_after));
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 7, 4));
+    hrt_hal_buffer_ref_t traced = whole(x);
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace, &blocked));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(x), host_x));
+    CHECK_OK(hrt_hal_command_buffer_copy(cb, whole(x), whole(y)));
+    const uint32_t constants[2] = {N, 3};
+    const hrt_hal_buffer_ref_t in_out[2] = {whole(x), whole(z)};
+    CHECK_OK(record_scale(cb, executable, constants, in_out));
+    hrt_hal_buffer_ref_t flag_ref = whole(flag);
+    CHECK_OK(record_store_release(cb, executable, &flag_ref));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 9, 4));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(x), host_after));
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t done;
+    CHECK_OK(submit(device, cb, NULL, 0, &done));
+    // The flag is stored after the read, the copy and the dispatch: they
+    // have run while the callback is still blocked. (Their results are
+    // checked once the submission has completed, which orders them before
+    // this thread for ThreadSanitizer too: the store is in uninstrumented
+    // kernel code.)
+    bool reached = wait_for_flag(flag);
+    bool returned_before = atomic_load(&blocked.returned);
+    hrt_notification_set(&gate);
+    CHECK_OK(completion_wait(&done));
+    CHECK(reached);
+    CHECK(!returned_before);
+    const uint32_t* y_words = y->host_ptr;
+    const uint32_t* z_words = z->host_ptr;
+    int wrong = 0;
+    for (int i = 0; i < N; ++i) {
+      wrong += host_x[i] != 7 || y_words[i] != 7 || z_words[i] != 21;
+    }
+    CHECK_EQ_INT(wrong, 0);
+    CHECK(!blocked.gate_timed_out);
+    CHECK_EQ_INT(blocked.seen, 7);
+    CHECK_EQ_INT(host_after[0], 9);
+    CHECK_EQ_INT(host_after[N - 1], 9);
+    hrt_notification_deinit(&gate);
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(x);
+    hrt_hal_buffer_release(y);
+    hrt_hal_buffer_release(z);
+    hrt_hal_buffer_release(flag);
+    hrt_hal_executable_release(executable);
+    hrt_hal_device_release(device);
+  }
+}
+
+// The order log of traces_timings_and_completions_keep_program_order: one
+// entry per callback, 'T'/'D'/'C' << 16 | submission << 8 | command.
+enum { ORDER_SUBMISSIONS = 8, ORDER_LOG = 128 };
+typedef struct {
+  hrt_mutex_t mutex;
+  int count;
+  uint32_t entries[ORDER_LOG];
+} order_log_t;
+static order_log_t order_log;
+
+typedef struct {
+  int index;  // the submission's
+  completion_t completion;
+} order_submission_t;
+
+static void order_append(char kind, int submission, uint32_t command) {
+  hrt_mutex_lock(&order_log.mutex);
+  if (order_log.count < ORDER_LOG) {
+    order_log.entries[order_log.count] =
+        (uint32_t)kind << 16 | (uint32_t)submission << 8 | command;
+  }
+  order_log.count++;
+  hrt_mutex_unlock(&order_log.mutex);
+}
+
+// user_data: the command index; 2 ms each, so the trace thread lags.
+static hrt_status_t order_trace(void* user_data, void* submission_context,
+                                uint32_t count, const void* const* data,
+                                const uint64_t* lengths) {
+  (void)count;
+  (void)data;
+  (void)lengths;
+  sleep_ms(2);
+  const order_submission_t* sub = submission_context;
+  order_append('T', sub->index, *(const uint32_t*)user_data);
+  return HRT_OK;
+}
+
+static void order_timing(void* host_context, uint32_t command_index,
+                         int64_t start_ns, int64_t duration_ns) {
+  (void)start_ns;
+  (void)duration_ns;
+  const order_submission_t* sub = host_context;
+  order_append('D', sub->index, command_index);
+}
+
+static void order_complete(void* user_data, hrt_status_t status) {
+  order_submission_t* sub = user_data;
+  order_append('C', sub->index, 0);
+  on_complete(&sub->completion, status);
+}
+
+// Submissions back to back, each with its own buffers (nothing orders them
+// but the FIFO), alternately [dispatch, trace, dispatch, trace, dispatch]
+// and [dispatch]: every dispatch time, trace and completion reaches the host
+// in program order, each completion after its submission's traces.
+static void traces_timings_and_completions_keep_program_order(void) {
+  enum { N = SNAPSHOT_WORDS };
+  static const uint32_t trace_commands[2] = {1, 3};
+  static order_submission_t subs[ORDER_SUBMISSIONS];
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(load_test_library(device, "good", &executable));
+    hrt_mutex_init(&order_log.mutex);
+    order_log.count = 0;
+    const uint32_t constants[2] = {N, 2};
+    hrt_hal_buffer_ref_t slots[4];
+    for (uint32_t i = 0; i < 4; ++i) {
+      slots[i] = (hrt_hal_buffer_ref_t){NULL, i, 0, HRT_HAL_WHOLE_BUFFER};
+    }
+    hrt_hal_command_buffer_t *traced = NULL, *plain = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &traced));
+    for (int k = 0; k < 3; ++k) {
+      hrt_hal_buffer_ref_t in_out[2] = {slots[0], slots[1 + k]};
+      CHECK_OK(record_scale(traced, executable, constants, in_out));
+      if (k < 2) {
+        CHECK_OK(hrt_hal_command_buffer_trace(
+            traced, &slots[1 + k], 1, order_trace, (void*)&trace_commands[k]));
+      }
+    }
+    hrt_hal_command_buffer_finalize(traced);
+    CHECK_OK(hrt_hal_command_buffer_create(device, &plain));
+    const hrt_hal_buffer_ref_t plain_in_out[2] = {slots[0], slots[1]};
+    CHECK_OK(record_scale(plain, executable, constants, plain_in_out));
+    hrt_hal_command_buffer_finalize(plain);
+    hrt_hal_buffer_t* buffers[ORDER_SUBMISSIONS][4];
+    for (int s = 0; s < ORDER_SUBMISSIONS; ++s) {
+      hrt_hal_buffer_ref_t table[4];
+      for (int i = 0; i < 4; ++i) {
+        CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL,
+                                                &buffers[s][i]));
+        table[i] = whole(buffers[s][i]);
+      }
+      subs[s].index = s;
+      completion_init(&subs[s].completion);
+      hrt_hal_submission_t submission = {
+          .command_buffer = s % 2 ? plain : traced,
+          .bindings = table,
+          .binding_count = 4,
+          .completion = {order_complete, &subs[s]},
+          .host_context = &subs[s],
+          .dispatch_timing = order_timing,
+      };
+      CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+    }
+    for (int s = 0; s < ORDER_SUBMISSIONS; ++s) {
+      CHECK_OK(completion_wait(&subs[s].completion));
+    }
+    uint32_t expected[ORDER_LOG];
+    int count = 0;
+    for (int s = 0; s < ORDER_SUBMISSIONS; ++s) {
+      uint32_t sub = (uint32_t)s << 8;
+      if (s % 2) {
+        expected[count++] = 'D' << 16 | sub | 0;
+      } else {
+        expected[count++] = 'D' << 16 | sub | 0;
+        expected[count++] = 'T' << 16 | sub | 1;
+        expected[count++] = 'D' << 16 | sub | 2;
+        expected[count++] = 'T' << 16 | sub | 3;
+        expected[count++] = 'D' << 16 | sub | 4;
+      }
+      expected[count++] = 'C' << 16 | sub;
+    }
+    CHECK_EQ_INT(order_log.count, count);
+    int first_wrong = -1;
+    for (int i = 0; i < count && first_wrong < 0; ++i) {
+      if (order_log.entries[i] != expected[i]) first_wrong = i;
+    }
+    if (first_wrong >= 0) {
+      fprintf(stderr, "entry %d: %c sub %u command %u, expected %c %u %u\n",
+              first_wrong, order_log.entries[first_wrong] >> 16,
+              order_log.entries[first_wrong] >> 8 & 0xFF,
+              order_log.entries[first_wrong] & 0xFF,
+              expected[first_wrong] >> 16, expected[first_wrong] >> 8 & 0xFF,
+              expected[first_wrong] & 0xFF);
+    }
+    CHECK_EQ_INT(first_wrong, -1);
+    for (int s = 0; s < ORDER_SUBMISSIONS; ++s) {
+      for (int i = 0; i < 4; ++i) hrt_hal_buffer_release(buffers[s][i]);
+    }
+    hrt_mutex_deinit(&order_log.mutex);
+    hrt_hal_command_buffer_release(traced);
+    hrt_hal_command_buffer_release(plain);
+    hrt_hal_executable_release(executable);
+    hrt_hal_device_release(device);
+  }
+}
+
+// release_everything, recording the thread it ran on.
+static pthread_t released_on;
+static void record_and_release_everything(void* user_data,
+                                          hrt_status_t status) {
+  released_on = pthread_self();
+  release_everything(user_data, status);
+}
+
+// The last reference to a device drops in a completion that the trace thread
+// runs (its trace was still blocked when the queue finished the
+// submission), and, in a second device, in a completion the queue thread
+// runs after an earlier trace started the trace thread: either way the
+// device is destroyed, both threads end, and everything is freed.
+static void device_released_with_traces_in_flight_is_destroyed(void) {
+  static hrt_notification_t gate, done;
+  static snapshot_t blocked;
+  static last_ref_t refs;
+  for (int d = 0; d < 2; ++d) {
+    wait_for_live_devices(0);
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(load_test_library(device, "good", &executable));
+    hrt_hal_buffer_t *x = NULL, *flag = NULL;
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, SNAPSHOT_WORDS * 4, NULL, &x));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &flag));
+    hrt_notification_init(&gate);
+    hrt_notification_init(&done);
+    snapshot_init(&blocked, 0, &gate);
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 5, 4));
+    hrt_hal_buffer_ref_t traced = whole(x);
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace, &blocked));
+    hrt_hal_buffer_ref_t flag_ref = whole(flag);
+    CHECK_OK(record_store_release(cb, executable, &flag_ref));
+    hrt_hal_command_buffer_finalize(cb);
+    refs = (last_ref_t){device, cb, x, &done, 0};
+    hrt_hal_submission_t submission = {
+        .command_buffer = cb,
+        .completion = {record_and_release_everything, &refs},
+    };
+    CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
+    bool reached = wait_for_flag(flag);
+    hrt_hal_buffer_release(flag);  // the command buffer keeps it
+    hrt_hal_executable_release(executable);
+    hrt_notification_set(&gate);
+    CHECK(
+        hrt_notification_wait_until(&done, hrt_time_now_ns() + 20000000000LL));
+    CHECK(reached);
+    CHECK_EQ_INT(blocked.seen, 5);
+    CHECK(pthread_equal(released_on, blocked.thread));
+    wait_for_live_devices(0);
+    CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 0);
+    hrt_notification_deinit(&gate);
+    hrt_notification_deinit(&done);
+
+    // The trace thread is started, and idle by the time the last submission
+    // finishes unless it is still ending the run() one's: the last
+    // reference then drops on the queue thread (or, rarely, the trace
+    // thread).
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    CHECK_OK(
+        hrt_hal_device_allocate_buffer(device, SNAPSHOT_WORDS * 4, NULL, &x));
+    snapshot_init(&blocked, 0, NULL);
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    traced = whole(x);
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, snapshot_trace, &blocked));
+    hrt_hal_command_buffer_finalize(cb);
+    CHECK_OK(run(device, cb, NULL, 0));
+    hrt_hal_command_buffer_release(cb);
+    CHECK(atomic_load(&blocked.returned));
+    sleep_ms(20);
+    hrt_notification_init(&done);
+    refs = (last_ref_t){device, NULL, x, &done, 0};
+    CHECK_OK(hrt_hal_command_buffer_create(device, &refs.cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(refs.cb, whole(x), 1, 1));
+    hrt_hal_command_buffer_finalize(refs.cb);
+    hrt_hal_submission_t last = {
+        .command_buffer = refs.cb,
+        .completion = {record_and_release_everything, &refs},
+    };
+    CHECK_OK(hrt_hal_device_queue_submit(device, &last));
+    CHECK(
+        hrt_notification_wait_until(&done, hrt_time_now_ns() + 20000000000LL));
+    wait_for_live_devices(0);
+    CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 0);
+    hrt_notification_deinit(&done);
   }
 }
 
@@ -425,5 +895,9 @@ TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(bad_submissions_are_rejected_without_side_effects),
           TEST_CASE(device_released_on_its_own_thread_is_destroyed),
           TEST_CASE(traces_see_everything_before_them),
+          TEST_CASE(later_writers_wait_for_the_traces_before_them),
+          TEST_CASE(later_readers_do_not_wait_for_a_trace),
+          TEST_CASE(traces_timings_and_completions_keep_program_order),
+          TEST_CASE(device_released_with_traces_in_flight_is_destroyed),
           TEST_CASE(builtin_signatures_match_the_kernel_library),
           TEST_CASE(every_object_is_destroyed))

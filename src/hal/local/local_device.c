@@ -14,10 +14,57 @@
 #include "hal/local/worker_pool.h"
 #include "hal/pending_submission.h"
 
-typedef struct hrt_local_submission_s {
-  struct hrt_local_submission_s* next;
+typedef struct hrt_local_submission_s hrt_local_submission_t;
+
+// Work the queue thread hands to the trace thread, run in FIFO order: a
+// trace callback, a dispatch timing, or a submission's finish.
+typedef enum hrt_trace_job_kind_e {
+  HRT_TRACE_JOB_TRACE = 0,
+  HRT_TRACE_JOB_TIMING,
+  HRT_TRACE_JOB_FINISH,
+} hrt_trace_job_kind_t;
+
+typedef struct hrt_trace_job_s {
+  struct hrt_trace_job_s* next;
+  hrt_trace_job_kind_t kind;
+  uint64_t sequence;  // 1 for the device's first job, then 2, ...
+  hrt_local_submission_t* sub;
+  union {
+    struct {
+      const hrt_hal_command_t* command;
+      uint32_t source_count;
+      hrt_hal_buffer_ref_t* sources;  // resolved; they follow the job
+    } trace;
+    struct {
+      uint32_t command_index;
+      int64_t start_ns;
+      int64_t duration_ns;
+    } timing;
+    hrt_status_t finish_status;  // the queue thread's (owned)
+  };
+} hrt_trace_job_t;
+
+struct hrt_local_submission_s {
+  hrt_local_submission_t* next;
+  // The first failure of one of its trace callbacks. Written by whichever
+  // thread runs its traces, read by whichever runs its finish: never at
+  // once (see hrt_local_device_t).
+  hrt_status_t trace_status;
+  // Set with trace_status: the queue thread stops running its commands.
+  atomic_bool trace_failed;
+  hrt_trace_job_t finish_job;            // when the finish is handed off
   hrt_hal_pending_submission_t pending;  // storage follows the struct
-} hrt_local_submission_t;
+};
+
+// The most jobs handed to the trace thread and not yet run; the queue thread
+// waits when there are this many. It bounds the memory they take and the
+// ranges a later writer is checked against.
+#define HRT_TRACE_JOB_LIMIT 256
+
+// A trace of fewer bytes than this (its sources together), met while the
+// trace thread has no work, runs on the queue thread at once: handing it off
+// would cost more than the sink's copy of it.
+#define HRT_TRACE_INLINE_BYTES (64 * 1024)
 
 typedef struct hrt_local_device_s {
   hrt_hal_device_t base;
@@ -36,6 +83,25 @@ typedef struct hrt_local_device_s {
   // memory_freed and wakes the thread to arm the trim.
   bool trim_armed;
   bool memory_freed;
+  // The trace thread: started by the queue thread the first time it hands
+  // off a trace; it runs the jobs the queue thread hands it (hrt_trace_*).
+  // Trace, timing and completion callbacks run on one of the two threads,
+  // never at once: the queue thread runs them itself only when every job
+  // handed off has run (trace_done == trace_enqueued), and only it hands
+  // jobs off.
+  bool trace_started;  // written by the queue thread only
+  hrt_thread_t trace_thread;
+  hrt_cond_t trace_cond;  // the trace thread waits on it for jobs
+  // Guarded by mutex.
+  hrt_trace_job_t* trace_head;  // handed off, not yet started
+  hrt_trace_job_t* trace_tail;
+  hrt_trace_job_t* trace_current;  // the trace job running, if any
+  uint64_t trace_enqueued;         // sequence of the last job handed off
+  uint64_t trace_done;             // sequence of the last job run
+  bool trace_waiting;   // the queue thread waits on cond for trace_done
+  bool trace_sleeping;  // the trace thread waits on trace_cond
+  bool trace_shutdown;
+  bool trace_free_on_exit;  // destroyed from the trace thread itself
 } hrt_local_device_t;
 
 typedef struct hrt_local_buffer_s {
@@ -223,26 +289,269 @@ static hrt_status_t hrt_dispatch(hrt_local_device_t* device,
           : "");
 }
 
-// Every earlier command has completed (they run in order on this thread), so
-// the buffers themselves are the host copies the callback sees.
-static hrt_status_t hrt_trace(const hrt_hal_command_t* trace_command,
-                              const hrt_local_submission_t* sub) {
+//===----------------------------------------------------------------------===//
+// Trace thread
+//===----------------------------------------------------------------------===//
+
+// Runs `command` (a trace) over `sources`, resolved, of `sub`, unless an
+// earlier trace of `sub` failed; records a failure. The buffers are the host
+// copies the callback sees: every command before the trace has run, and no
+// later writer of a traced range runs until it has returned.
+static void hrt_trace_run(hrt_local_submission_t* sub,
+                          const hrt_hal_command_t* command,
+                          const hrt_hal_buffer_ref_t* sources) {
+  if (sub->trace_status != HRT_OK) return;
   const void* data[HRT_HAL_MAX_TRACE_SOURCES];
   uint64_t lengths[HRT_HAL_MAX_TRACE_SOURCES];
-  uint32_t count = trace_command->trace.source_count;
+  uint32_t count = command->trace.source_count;
   for (uint32_t i = 0; i < count; ++i) {
-    hrt_hal_buffer_ref_t ref = hrt_hal_pending_submission_resolve(
-        &sub->pending, &trace_command->trace.sources[i]);
-    data[i] = hrt_host_address(&ref);
-    lengths[i] = ref.length;
+    data[i] = hrt_host_address(&sources[i]);
+    lengths[i] = sources[i].length;
   }
-  return trace_command->trace.fn(trace_command->trace.user_data,
-                                 sub->pending.host_context, count, data,
-                                 lengths);
+  hrt_status_t status =
+      command->trace.fn(command->trace.user_data, sub->pending.host_context,
+                        count, data, lengths);
+  if (status != HRT_OK) {
+    sub->trace_status = status;
+    atomic_store(&sub->trace_failed, true);
+  }
 }
 
+// Reports a dispatch's time unless a trace of `sub` failed (the submission
+// has failed; without the trace thread, that dispatch would not have run).
+static void hrt_timing_run(const hrt_local_submission_t* sub,
+                           uint32_t command_index, int64_t start_ns,
+                           int64_t duration_ns) {
+  if (sub->trace_status != HRT_OK) return;
+  sub->pending.dispatch_timing(sub->pending.host_context, command_index,
+                               start_ns, duration_ns);
+}
+
+// Finishes `sub` with `status` (owned), or with its trace's failure, which
+// came earlier in program order, then drops its reference to the device
+// (possibly the last one).
+static void hrt_finish_run(hrt_local_device_t* device,
+                           hrt_local_submission_t* sub, hrt_status_t status) {
+  if (sub->trace_status != HRT_OK) {
+    hrt_status_free(status);
+    status = sub->trace_status;
+  }
+  hrt_hal_pending_submission_finish(&sub->pending, status, sub, &device->base);
+}
+
+static void hrt_local_device_free(hrt_local_device_t* device);
+
+// Runs the jobs in FIFO order until shut down with none left. A trace job
+// stays visible to the queue thread (trace_current) until it has run, so
+// that a later writer of its ranges waits for it.
+static void* hrt_trace_main(void* arg) {
+  hrt_local_device_t* device = arg;
+  hrt_mutex_lock(&device->mutex);
+  for (;;) {
+    hrt_trace_job_t* job = device->trace_head;
+    if (!job) {
+      if (device->trace_shutdown) break;
+      device->trace_sleeping = true;
+      hrt_cond_wait(&device->trace_cond, &device->mutex);
+      device->trace_sleeping = false;
+      continue;
+    }
+    device->trace_head = job->next;
+    if (!device->trace_head) device->trace_tail = NULL;
+    device->trace_current = job->kind == HRT_TRACE_JOB_TRACE ? job : NULL;
+    hrt_mutex_unlock(&device->mutex);
+    uint64_t sequence = job->sequence;
+    switch (job->kind) {
+      case HRT_TRACE_JOB_TRACE:
+        hrt_trace_run(job->sub, job->trace.command, job->trace.sources);
+        break;
+      case HRT_TRACE_JOB_TIMING:
+        hrt_timing_run(job->sub, job->timing.command_index,
+                       job->timing.start_ns, job->timing.duration_ns);
+        break;
+      case HRT_TRACE_JOB_FINISH:
+        // The job lives in the submission, which this frees.
+        hrt_finish_run(device, job->sub, job->finish_status);
+        job = NULL;
+        break;
+    }
+    hrt_mutex_lock(&device->mutex);
+    device->trace_current = NULL;
+    device->trace_done = sequence;
+    if (device->trace_waiting) hrt_cond_signal(&device->cond);
+    free(job);
+  }
+  bool free_on_exit = device->trace_free_on_exit;
+  hrt_mutex_unlock(&device->mutex);
+  if (free_on_exit) {
+    // The queue thread has been told to stop and has nothing left to run.
+    hrt_thread_join(&device->thread);
+    hrt_thread_detach(&device->trace_thread);
+    hrt_local_device_free(device);
+  }
+  return NULL;
+}
+
+// Queue thread, mutex held: waits until the trace thread has run the job
+// numbered `sequence` (and so every job before it).
+static void hrt_trace_wait_locked(hrt_local_device_t* device,
+                                  uint64_t sequence) {
+  while (device->trace_done < sequence) {
+    device->trace_waiting = true;
+    hrt_cond_wait(&device->cond, &device->mutex);
+  }
+  device->trace_waiting = false;
+}
+
+// Queue thread: waits until every job handed off has run.
+static void hrt_trace_drain(hrt_local_device_t* device) {
+  if (!device->trace_started) return;
+  hrt_mutex_lock(&device->mutex);
+  hrt_trace_wait_locked(device, device->trace_enqueued);
+  hrt_mutex_unlock(&device->mutex);
+}
+
+// Queue thread: whether jobs handed off have not all run, so that a
+// callback must be handed off too to keep its place in the order.
+static bool hrt_trace_busy(hrt_local_device_t* device) {
+  if (!device->trace_started) return false;
+  hrt_mutex_lock(&device->mutex);
+  bool busy = device->trace_done != device->trace_enqueued;
+  hrt_mutex_unlock(&device->mutex);
+  return busy;
+}
+
+// Queue thread: hands `job` to the trace thread, first waiting while
+// HRT_TRACE_JOB_LIMIT jobs are queued.
+static void hrt_trace_enqueue(hrt_local_device_t* device,
+                              hrt_trace_job_t* job) {
+  hrt_mutex_lock(&device->mutex);
+  if (device->trace_enqueued - device->trace_done >= HRT_TRACE_JOB_LIMIT) {
+    hrt_trace_wait_locked(device,
+                          device->trace_enqueued - HRT_TRACE_JOB_LIMIT + 1);
+  }
+  job->next = NULL;
+  job->sequence = ++device->trace_enqueued;
+  if (device->trace_tail) {
+    device->trace_tail->next = job;
+  } else {
+    device->trace_head = job;
+  }
+  device->trace_tail = job;
+  if (device->trace_sleeping) hrt_cond_signal(&device->trace_cond);
+  hrt_mutex_unlock(&device->mutex);
+}
+
+// Whether trace job `job` reads a byte of `written[0..count)`.
+static bool hrt_trace_job_overlaps(const hrt_trace_job_t* job,
+                                   const hrt_hal_buffer_ref_t* written,
+                                   uint32_t count) {
+  for (uint32_t i = 0; i < job->trace.source_count; ++i) {
+    for (uint32_t j = 0; j < count; ++j) {
+      if (hrt_hal_buffer_ranges_overlap(&job->trace.sources[i], &written[j])) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Queue thread, before `command` of `sub`: waits until every trace handed
+// off that reads a range the command may write has run. Readers never wait.
+static void hrt_trace_order_writer(hrt_local_device_t* device,
+                                   const hrt_local_submission_t* sub,
+                                   const hrt_hal_command_t* command) {
+  if (!device->trace_started) return;
+  hrt_mutex_lock(&device->mutex);
+  if (device->trace_done != device->trace_enqueued) {
+    hrt_hal_buffer_ref_t written[HRT_HAL_MAX_DISPATCH_BINDINGS];
+    uint32_t count =
+        hrt_hal_pending_submission_written(&sub->pending, command, written);
+    uint64_t last = 0;  // the latest overlapping trace's sequence
+    if (count > 0) {
+      if (device->trace_current &&
+          hrt_trace_job_overlaps(device->trace_current, written, count)) {
+        last = device->trace_current->sequence;
+      }
+      for (const hrt_trace_job_t* job = device->trace_head; job;
+           job = job->next) {
+        if (job->kind == HRT_TRACE_JOB_TRACE &&
+            hrt_trace_job_overlaps(job, written, count)) {
+          last = job->sequence;
+        }
+      }
+    }
+    if (last) hrt_trace_wait_locked(device, last);
+  }
+  hrt_mutex_unlock(&device->mutex);
+}
+
+// Queue thread, at a trace command: resolves its sources and hands it to the
+// trace thread (started on first use), unless it is small and the thread
+// idle (HRT_TRACE_INLINE_BYTES). Where the thread or the job cannot be had,
+// runs it here once the jobs before it have run.
+static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
+                      const hrt_hal_command_t* command) {
+  uint32_t count = command->trace.source_count;
+  hrt_hal_buffer_ref_t sources[HRT_HAL_MAX_TRACE_SOURCES];
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    sources[i] = hrt_hal_pending_submission_resolve(&sub->pending,
+                                                    &command->trace.sources[i]);
+    bytes += sources[i].length;
+  }
+  hrt_trace_job_t* job = NULL;
+  if (bytes >= HRT_TRACE_INLINE_BYTES || hrt_trace_busy(device)) {
+    if (!device->trace_started) {
+      hrt_status_t status = hrt_thread_create("halrt-trace", hrt_trace_main,
+                                              device, &device->trace_thread);
+      device->trace_started = status == HRT_OK;
+      hrt_status_free(status);
+    }
+    if (device->trace_started) {
+      job = malloc(sizeof(*job) + count * sizeof(hrt_hal_buffer_ref_t));
+    }
+  }
+  if (!job) {
+    hrt_trace_drain(device);
+    hrt_trace_run(sub, command, sources);
+    return;
+  }
+  job->kind = HRT_TRACE_JOB_TRACE;
+  job->sub = sub;
+  job->trace.command = command;
+  job->trace.source_count = count;
+  job->trace.sources = (hrt_hal_buffer_ref_t*)(job + 1);
+  memcpy(job->trace.sources, sources, count * sizeof(hrt_hal_buffer_ref_t));
+  hrt_trace_enqueue(device, job);
+}
+
+// Queue thread: reports a dispatch's time after every trace before it.
+static void hrt_timing(hrt_local_device_t* device, hrt_local_submission_t* sub,
+                       uint32_t command_index, int64_t start_ns,
+                       int64_t duration_ns) {
+  hrt_trace_job_t* job = hrt_trace_busy(device) ? malloc(sizeof(*job)) : NULL;
+  if (!job) {
+    hrt_trace_drain(device);
+    hrt_timing_run(sub, command_index, start_ns, duration_ns);
+    return;
+  }
+  job->kind = HRT_TRACE_JOB_TIMING;
+  job->sub = sub;
+  job->timing.command_index = command_index;
+  job->timing.start_ns = start_ns;
+  job->timing.duration_ns = duration_ns;
+  hrt_trace_enqueue(device, job);
+}
+
+//===----------------------------------------------------------------------===//
+// Submissions (queue thread)
+//===----------------------------------------------------------------------===//
+
+// Runs the commands of `sub` in order, until one fails or one of its traces
+// has failed (the submission fails with the trace's status then).
 static hrt_status_t hrt_execute(hrt_local_device_t* device,
-                                const hrt_local_submission_t* sub) {
+                                hrt_local_submission_t* sub) {
   for (uint32_t i = 0; i < sub->pending.wait_count; ++i) {
     HRT_RETURN_IF_ERROR(hrt_hal_semaphore_wait(sub->pending.waits[i].semaphore,
                                                sub->pending.waits[i].value,
@@ -253,6 +562,8 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
   for (uint32_t i = 0; i < count; ++i) {
     const hrt_hal_command_t* command =
         hrt_hal_command_buffer_at(command_buffer, i);
+    hrt_trace_order_writer(device, sub, command);
+    if (atomic_load_explicit(&sub->trace_failed, memory_order_relaxed)) break;
     switch (command->type) {
       case HRT_HAL_COMMAND_FILL: {
         hrt_hal_buffer_ref_t target = hrt_hal_pending_submission_resolve(
@@ -287,13 +598,12 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
         int64_t start = hrt_time_now_ns();
         HRT_RETURN_IF_ERROR(hrt_dispatch(device, &command->dispatch, sub, i));
         if (sub->pending.dispatch_timing) {
-          sub->pending.dispatch_timing(sub->pending.host_context, i, start,
-                                       hrt_time_now_ns() - start);
+          hrt_timing(device, sub, i, start, hrt_time_now_ns() - start);
         }
         break;
       }
       case HRT_HAL_COMMAND_TRACE:
-        HRT_RETURN_IF_ERROR(hrt_trace(command, sub));
+        hrt_trace(device, sub, command);
         break;
       case HRT_HAL_COMMAND_BARRIER:
         // Commands already run strictly in order on this device.
@@ -303,18 +613,27 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
   return HRT_OK;
 }
 
-// Runs one submission to completion (see hal/pending_submission.h: the
-// submission's reference to the device, possibly the last one, is dropped
-// before the completion runs).
+// Runs one submission, then finishes it (see hal/pending_submission.h: its
+// reference to the device, possibly the last one, is dropped before its
+// completion runs): here, or on the trace thread after the jobs handed off
+// before it.
 static void hrt_complete(hrt_local_device_t* device,
                          hrt_local_submission_t* sub) {
   hrt_status_t status = hrt_execute(device, sub);
-  hrt_hal_pending_submission_finish(&sub->pending, status, sub, &device->base);
+  if (!hrt_trace_busy(device)) {
+    hrt_finish_run(device, sub, status);
+    return;
+  }
+  sub->finish_job.kind = HRT_TRACE_JOB_FINISH;
+  sub->finish_job.sub = sub;
+  sub->finish_job.finish_status = status;
+  hrt_trace_enqueue(device, &sub->finish_job);
 }
 
 static void hrt_local_device_free(hrt_local_device_t* device) {
   hrt_local_allocator_deinitialize(&device->allocator);
   hrt_worker_pool_destroy(device->pool);
+  hrt_cond_deinit(&device->trace_cond);
   hrt_cond_deinit(&device->cond);
   hrt_mutex_deinit(&device->mutex);
   hrt_hal_device_deinitialize(&device->base);
@@ -363,6 +682,8 @@ static void* hrt_queue_main(void* arg) {
   bool free_on_exit = device->free_on_exit;
   hrt_mutex_unlock(&device->mutex);
   if (free_on_exit) {
+    // The trace thread has been told to stop and has nothing left to run.
+    if (device->trace_started) hrt_thread_join(&device->trace_thread);
     hrt_thread_detach(&device->thread);
     hrt_local_device_free(device);
   }
@@ -373,18 +694,26 @@ static void* hrt_queue_main(void* arg) {
 // Device
 //===----------------------------------------------------------------------===//
 
+// Only called at refcount zero: no submission is pending (each holds a
+// reference until its finish has run), so both queues are empty. On the
+// queue or the trace thread (a finish released the device), that thread
+// frees the device as it exits, after joining the other one.
 static void hrt_local_device_destroy(hrt_hal_device_t* base) {
   hrt_local_device_t* device = (hrt_local_device_t*)base;
-  // Only called at refcount zero: no submission is pending (each holds a
-  // reference), so the queue is empty.
   bool on_queue_thread = hrt_thread_is_current(&device->thread);
+  bool on_trace_thread =
+      device->trace_started && hrt_thread_is_current(&device->trace_thread);
   hrt_mutex_lock(&device->mutex);
   device->shutdown = true;
   device->free_on_exit = on_queue_thread;
+  device->trace_shutdown = true;
+  device->trace_free_on_exit = on_trace_thread;
   hrt_cond_signal(&device->cond);
+  hrt_cond_signal(&device->trace_cond);
   hrt_mutex_unlock(&device->mutex);
-  if (on_queue_thread) return;
+  if (on_queue_thread || on_trace_thread) return;
   hrt_thread_join(&device->thread);
+  if (device->trace_started) hrt_thread_join(&device->trace_thread);
   hrt_local_device_free(device);
 }
 
@@ -401,6 +730,7 @@ static hrt_status_t hrt_local_queue_submit(
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
       sizeof(*sub) + hrt_hal_pending_submission_storage_size(submission),
       "submission", (void**)&sub));
+  atomic_init(&sub->trace_failed, false);
   hrt_hal_pending_submission_init(&sub->pending, submission, sub + 1);
   hrt_hal_device_retain(base);
 
@@ -411,8 +741,13 @@ static hrt_status_t hrt_local_queue_submit(
     device->head = sub;
   }
   device->tail = sub;
-  hrt_cond_signal(&device->cond);
   hrt_mutex_unlock(&device->mutex);
+  // After the unlock, so that the woken queue thread does not block at
+  // once on the mutex this thread still holds (the JS thread then waited
+  // for it too). No wake-up is lost: the queue thread looks at `head`
+  // under the mutex before it waits, and the caller's reference keeps the
+  // device alive.
+  hrt_cond_signal(&device->cond);
   return HRT_OK;
 }
 
@@ -437,6 +772,7 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   }
   hrt_mutex_init(&device->mutex);
   hrt_cond_init(&device->cond);
+  hrt_cond_init(&device->trace_cond);
   if (worker_count > 0) {
     status = hrt_worker_pool_create(worker_count, &device->pool);
   }
@@ -450,6 +786,7 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   if (status != HRT_OK) {
     hrt_worker_pool_destroy(device->pool);
     hrt_local_allocator_deinitialize(&device->allocator);
+    hrt_cond_deinit(&device->trace_cond);
     hrt_cond_deinit(&device->cond);
     hrt_mutex_deinit(&device->mutex);
     free(device);

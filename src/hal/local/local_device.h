@@ -1,17 +1,33 @@
 // The CPU device behind both local drivers.
 //
-// Threads: one queue thread per device executes submissions in FIFO order
-// and is the device's completion thread (completions, semaphore signals and
-// failures run there). With a worker pool (`local-task`) the queue thread
-// hands each dispatch's workgroups to the pool and waits for them; without
-// one (`local-sync`) it runs them itself. Buffers come from the device's
-// caching allocator (local_allocator.h); when the device has been idle for a
-// while with blocks cached, the queue thread trims it.
+// Threads: one queue thread per device executes submissions in FIFO order.
+// With a worker pool (`local-task`) the queue thread hands each dispatch's
+// workgroups to the pool and waits for them; without one (`local-sync`) it
+// runs them itself. Buffers come from the device's caching allocator
+// (local_allocator.h); when the device has been idle for a while with blocks
+// cached, the queue thread trims it.
+//
+// Traces: at a trace of 64 KiB or more, or at any trace while the trace
+// thread has work, the queue thread resolves the traced ranges, hands the
+// callback to the FIFO of the device's trace thread ("halrt-trace", started
+// the first time; a device that never hands one off has none) and goes on.
+// A smaller trace met while that thread is idle runs on the queue thread at
+// once: handing it off would cost more than the sink's copy. The callback
+// reads the live buffers, which the submission retains until it finishes. A
+// later command that may write a range of a trace handed off and not yet
+// run (any submission's; what hrt_hal_pending_submission_written reports)
+// waits until that trace has run; reads never wait. While the trace thread
+// has work, the queue thread hands it dispatch timings and submission
+// finishes (semaphore signals, completion, device release) too, so that
+// they run after the traces before them; otherwise it runs them itself. So
+// the device's completion thread is the queue thread or the trace thread,
+// taking turns: trace callbacks, timings and completions run in program
+// order and never at once.
 //
 // Lifetime: each pending submission retains the device. When the last
-// reference drops on another thread, destroy joins the idle queue thread;
-// when it drops on the queue thread itself (a completion released it), the
-// thread is detached and frees the device as it exits.
+// reference drops on another thread, destroy joins the idle queue and trace
+// threads; when it drops on one of them (a completion released it), that
+// thread is detached, joins the other, and frees the device as it exits.
 #ifndef HRT_HAL_LOCAL_LOCAL_DEVICE_H_
 #define HRT_HAL_LOCAL_LOCAL_DEVICE_H_
 

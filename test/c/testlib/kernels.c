@@ -38,7 +38,8 @@ static int worker_ids(const halrt_dispatch_state_t* dispatch,
                       const halrt_workgroup_state_t* workgroup) {
   const uint32_t* count = dispatch->workgroup_count;
   const uint32_t* id = workgroup->workgroup_id;
-  uint64_t g = id[0] + (uint64_t)count[0] * (id[1] + (uint64_t)count[1] * id[2]);
+  uint64_t g =
+      id[0] + (uint64_t)count[0] * (id[1] + (uint64_t)count[1] * id[2]);
   if (dispatch->binding_lengths[0] < (g + 1) * 4) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
   }
@@ -48,8 +49,20 @@ static int worker_ids(const halrt_dispatch_state_t* dispatch,
   return HALRT_KERNEL_OK;
 }
 
+// binding[0] word 0 = constants[0], stored with release order: a test thread
+// that loads it with acquire order sees every command before the dispatch.
+static int store_release_u32(const halrt_dispatch_state_t* dispatch,
+                             const halrt_workgroup_state_t* workgroup) {
+  (void)workgroup;
+  if (dispatch->binding_lengths[0] < 4) return HALRT_KERNEL_INVALID_ARGUMENT;
+  __atomic_store_n((uint32_t*)dispatch->bindings[0], dispatch->constants[0],
+                   __ATOMIC_RELEASE);
+  return HALRT_KERNEL_OK;
+}
+
 static const halrt_kernel_entry_t kernels[] = {
     {"worker_ids", worker_ids, 1, 0},
+    {"store_release_u32", store_release_u32, 1, 1},
     {"scale_u32", scale_u32, 2, 2},
 #if defined(VARIANT_DUPLICATE_NAMES)
     {"scale_u32", fail_on, 0, 2},
