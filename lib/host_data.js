@@ -42,8 +42,10 @@ function isBytes(value) {
 // Is `value` host data prepare() takes (not a Proxy: the binding refuses those unread)?
 function isHostData(value) {
   if (util.types.isProxy(value)) return false;
-  return isTypedArray(value) || Array.isArray(value) || util.types.isAnyArrayBuffer(value) ||
-    ['number', 'bigint', 'boolean'].includes(typeof value);
+  const type = typeof value;
+  if (type === 'number' || type === 'bigint' || type === 'boolean') return true;
+  return type === 'object' && value !== null &&
+    (isTypedArray(value) || Array.isArray(value) || util.types.isAnyArrayBuffer(value));
 }
 
 // The name of a TypedArray's own type ('Float32Array'; a Buffer's is

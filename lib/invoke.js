@@ -16,6 +16,8 @@ const { ARRAY_OF, carries, prepare, shapeText, sameShape, isBytes, isTypedArray,
 const { deferCloses, recordView, deviceUri, isClosed } = require('./objects');
 const { describe } = require('./half');
 
+const NO_OPTIONS = Object.freeze({});
+
 function cancelled(name, signal) {
   return new HalrtError(`${name}: the invocation was aborted`, 'CANCELLED', { cause: signal.reason });
 }
@@ -41,6 +43,7 @@ function deliver(result, made, delivery, signal) {
     result.then(release, release);
   }
   const shape = delivery !== null && (delivery.read || delivery.names !== null);
+  if (signal === undefined && !shape) return result;
   const finish = async (outputs) => {
     if (!shape) return outputs;
     let results = outputs;
@@ -83,6 +86,20 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
     return fn.context.modules.find((module) => module instanceof HalModule).device;
   }
 
+  // What every call of a function needs that never changes (its name, its
+  // device's URI, its output names), read once: these getters make new
+  // objects on each read. Only strings are kept.
+  const facts = new WeakMap();
+  function factsOf(fn) {
+    let known = facts.get(fn);
+    if (known === undefined) {
+      const name = fn.name;
+      known = { name, uri: deviceUri(deviceOf(fn)), outputNames: fn.outputs.map((s) => s.name) };
+      facts.set(fn, known);
+    }
+    return known;
+  }
+
   function isNamedInputs(inputs) {
     if (inputs === null || typeof inputs !== 'object' || util.types.isProxy(inputs)) return false;
     const prototype = Object.getPrototypeOf(inputs);
@@ -90,10 +107,12 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
   }
 
   // {values, labels}: the inputs as an Array in signature order (each element
-  // read once) and how messages name each; anything but an Array or an
-  // object of names goes to the native call as it is, which names it.
-  function ordered(fn, inputs, method) {
+  // read once) and how messages name each (null: inputs[i]); anything but
+  // an Array or an object of names goes to the native call as it is, which
+  // names it.
+  function ordered(fn, inputs) {
     if (isNamedInputs(inputs)) {
+      const method = `function.invoke: ${fn.name}`;
       const names = fn.inputs.map((s) => s.name);
       for (const key of Object.keys(inputs)) {
         if (!names.includes(key)) {
@@ -108,8 +127,7 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
       return { values, labels: names.map((name) => `inputs.${name}`) };
     }
     if (!Array.isArray(inputs) || util.types.isProxy(inputs)) return { values: inputs };
-    const values = Array.from(inputs);
-    return { values, labels: values.map((_, i) => `inputs[${i}]`) };
+    return { values: Array.from(inputs), labels: null };
   }
 
   // A view of host data `value` for input `index` on `device`: a TypedArray
@@ -144,9 +162,11 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
   function toViews(fn, inputs, made) {
     // A closed function or context: the native call rejects, before the inputs.
     if (isClosed(fn) || isClosed(fn.context)) return inputs;
+    const ordering = ordered(fn, inputs);
+    const { values } = ordering;
+    if (ordering.labels === undefined || !values.some(isHostData)) return values;
     const method = `function.invoke: ${fn.name}`;
-    const { values, labels } = ordered(fn, inputs, method);
-    if (labels === undefined || !values.some(isHostData)) return values;
+    const labels = ordering.labels ?? values.map((_, i) => `inputs[${i}]`);
     if (values.length !== fn.inputs.length) {
       throw invalid(`${method} takes ${fn.inputs.length} inputs (got ${values.length})`);
     }
@@ -164,7 +184,7 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
   }
 
   Object.defineProperty(NativeFunction.prototype, 'invoke', {
-    value: function invoke(inputs, options = {}) {
+    value: function invoke(inputs, options = NO_OPTIONS) {
       if (options === null || typeof options !== 'object') {
         return Promise.reject(new HalrtError('function.invoke: options must be an object', 'INVALID_ARGUMENT'));
       }
@@ -172,10 +192,9 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
       }
-      for (const [key, value] of [['named', named], ['read', read]]) {
-        if (typeof value !== 'boolean') {
-          return Promise.reject(new HalrtError(`function.invoke: options.${key} must be a boolean (got ${describe(value)})`, 'INVALID_ARGUMENT'));
-        }
+      if (typeof named !== 'boolean' || typeof read !== 'boolean') {
+        const [key, value] = typeof named !== 'boolean' ? ['named', named] : ['read', read];
+        return Promise.reject(new HalrtError(`function.invoke: options.${key} must be a boolean (got ${describe(value)})`, 'INVALID_ARGUMENT'));
       }
       if (signal?.aborted) return Promise.reject(cancelled(this.name, signal));
       // The native invoke reports its failures (a wrong receiver included) as
@@ -188,12 +207,8 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
         const isFunction = this instanceof NativeFunction;
         result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made) : inputs));
         if (isFunction) {
-          delivery = {
-            name: this.name,
-            uri: deviceUri(deviceOf(this)),
-            names: named ? this.outputs.map((s) => s.name) : null,
-            read,
-          };
+          const { name, uri, outputNames } = factsOf(this);
+          delivery = { name, uri, names: named ? outputNames : null, read };
         }
       } catch (error) {
         for (const view of made) view.close();

@@ -83,6 +83,9 @@ typedef struct hrt_local_device_s {
   // memory_freed and wakes the thread to arm the trim.
   bool trim_armed;
   bool memory_freed;
+  // Whether `head` is set, for the queue thread to look at without the
+  // mutex while it spins (written under the mutex).
+  atomic_bool queued;
   // The trace thread: started by the queue thread the first time it hands
   // off a trace; it runs the jobs the queue thread hands it (hrt_trace_*).
   // Trace, timing and completion callbacks run on one of the two threads,
@@ -640,16 +643,47 @@ static void hrt_local_device_free(hrt_local_device_t* device) {
   free(device);
 }
 
-// Runs submissions in FIFO order. Between them, trims the allocator once the
-// device has been idle (no submission, no block cached since it looked) for
-// HRT_LOCAL_ALLOCATOR_IDLE_TRIM_NS with something cached.
+// How long the queue thread looks for the next submission once the queue
+// is empty before it sleeps. A caller that awaits each result, or keeps
+// several in flight, submits again within microseconds; waking a sleeping
+// thread costs the submitter a system call and both threads several
+// microseconds (most of the JS thread's time per call on a VM).
+#define HRT_LOCAL_QUEUE_SPIN_NS ((int64_t)50 * 1000)
+
+// Queue thread, without the mutex: waits until a submission is queued or
+// HRT_LOCAL_QUEUE_SPIN_NS have passed, without sleeping.
+static void hrt_queue_spin(hrt_local_device_t* device) {
+  const int64_t until = hrt_time_now_ns() + HRT_LOCAL_QUEUE_SPIN_NS;
+  while (!atomic_load_explicit(&device->queued, memory_order_relaxed) &&
+         hrt_time_now_ns() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+  }
+}
+
+// Runs submissions in FIFO order. Once the queue is empty after work, it
+// spins a while (hrt_queue_spin) before sleeping. Between submissions, trims
+// the allocator once the device has been idle (no submission, no block
+// cached since it looked) for HRT_LOCAL_ALLOCATOR_IDLE_TRIM_NS with
+// something cached.
 static void* hrt_queue_main(void* arg) {
   hrt_local_device_t* device = arg;
   int64_t trim_at = HRT_TIME_INFINITE_FUTURE;
   bool worked = false;  // since the queue was last seen empty
+  bool spun = false;    // since the last submission was taken
   hrt_mutex_lock(&device->mutex);
   for (;;) {
     if (!device->head && !device->shutdown) {
+      if (worked && !spun) {
+        spun = true;
+        hrt_mutex_unlock(&device->mutex);
+        hrt_queue_spin(device);
+        hrt_mutex_lock(&device->mutex);
+        continue;
+      }
       if (worked || device->memory_freed) {
         worked = false;
         device->memory_freed = false;
@@ -673,10 +707,14 @@ static void* hrt_queue_main(void* arg) {
     hrt_local_submission_t* sub = device->head;
     if (!sub) break;  // shut down with nothing left
     device->head = sub->next;
-    if (!device->head) device->tail = NULL;
+    if (!device->head) {
+      device->tail = NULL;
+      atomic_store_explicit(&device->queued, false, memory_order_relaxed);
+    }
     hrt_mutex_unlock(&device->mutex);
     hrt_complete(device, sub);
     worked = true;
+    spun = false;
     hrt_mutex_lock(&device->mutex);
   }
   bool free_on_exit = device->free_on_exit;
@@ -741,6 +779,7 @@ static hrt_status_t hrt_local_queue_submit(
     device->head = sub;
   }
   device->tail = sub;
+  atomic_store_explicit(&device->queued, true, memory_order_relaxed);
   hrt_mutex_unlock(&device->mutex);
   // After the unlock, so that the woken queue thread does not block at
   // once on the mutex this thread still holds (the JS thread then waited
@@ -764,6 +803,7 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   hrt_local_device_t* device = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_allocate_zeroed(sizeof(*device), "device", (void**)&device));
+  atomic_init(&device->queued, false);
   hrt_status_t status =
       hrt_local_allocator_initialize(hrt_physical_memory(), &device->allocator);
   if (status != HRT_OK) {
