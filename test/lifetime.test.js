@@ -2,7 +2,7 @@
 const assert = require('assert');
 const halrt = require('..');
 const {
-  sampleData, assertThrowsHalrt, assertRejectsHalrt, settleLiveObjects, tick,
+  sampleData, assertThrowsHalrt, assertRejectsHalrt, liveBaseline, settleLiveObjects, tick,
 } = require('./helpers');
 
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose');
@@ -81,7 +81,7 @@ describe('close and use after close', () => {
   });
 
   it('views stay readable after their device is closed (buffers keep the runtime device alive)', async () => {
-    const before = halrt.liveObjects();
+    const before = await liveBaseline(); // earlier tests' garbage gone
     const instance = new halrt.Instance();
     const device = instance.createDevice('local-task');
     const view = device.tensor(new Float64Array([1.25, 2.5]), [2]);
