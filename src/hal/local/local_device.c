@@ -86,6 +86,7 @@ typedef struct hrt_local_device_s {
   // Whether `head` is set, for the queue thread to look at without the
   // mutex while it spins (written under the mutex).
   atomic_bool queued;
+  bool queue_sleeping;  // guarded by mutex: waiting for a submission
   // The trace thread: started by the queue thread the first time it hands
   // off a trace; it runs the jobs the queue thread hands it (hrt_trace_*).
   // Trace, timing and completion callbacks run on one of the two threads,
@@ -714,7 +715,9 @@ static void* hrt_queue_main(void* arg) {
         hrt_mutex_lock(&device->mutex);
         continue;
       }
+      device->queue_sleeping = true;
       (void)hrt_cond_wait_until(&device->cond, &device->mutex, trim_at);
+      device->queue_sleeping = false;
       continue;
     }
     hrt_local_submission_t* sub = device->head;
@@ -793,13 +796,20 @@ static hrt_status_t hrt_local_queue_submit(
   }
   device->tail = sub;
   atomic_store_explicit(&device->queued, true, memory_order_relaxed);
+  // Signalled after the unlock, so that the woken queue thread does not
+  // block at once on the mutex this thread still holds (the JS thread then
+  // waited for it too); only when it sleeps (a spinning or busy thread
+  // finds the submission itself). No wake-up is lost: it looks at `head`
+  // under the mutex before it waits. The reference taken here keeps the
+  // device alive until the signal: the caller's may have gone to the
+  // completion, which may run and drop it before then.
+  const bool wake = device->queue_sleeping;
+  if (wake) hrt_hal_device_retain(base);
   hrt_mutex_unlock(&device->mutex);
-  // After the unlock, so that the woken queue thread does not block at
-  // once on the mutex this thread still holds (the JS thread then waited
-  // for it too). No wake-up is lost: the queue thread looks at `head`
-  // under the mutex before it waits, and the caller's reference keeps the
-  // device alive.
-  hrt_cond_signal(&device->cond);
+  if (wake) {
+    hrt_cond_signal(&device->cond);
+    hrt_hal_device_release(base);
+  }
   return HRT_OK;
 }
 
