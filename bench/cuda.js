@@ -113,7 +113,6 @@ async function measureLaunch(instance, device, { count, rounds }) {
   return { correct, figures, halrtText, loop, missing: raw.missing ?? null, failure: raw.failure ?? null };
 }
 
-
 /** The launch-overhead row (target ≤ 1.3×). */
 async function launchOverheadRow({ quick, instance, device }) {
   const rounds = quick ? 5 : 20;
@@ -121,6 +120,7 @@ async function launchOverheadRow({ quick, instance, device }) {
   const m = await measureLaunch(instance, device, { count, rounds });
   if (!m.correct) throw new Error('write_index_u32 through halrt wrote wrong words');
   if (m.failure) throw new Error(m.failure);
+  if (m.loop && m.loop.check !== 'ok') throw new Error(`launch_loop: ${m.loop.check}`);
   const { figures } = m;
   return [
     row({
