@@ -22,6 +22,7 @@ const trace = require('./trace');
 const { invokeOverhead } = require('./invoke');
 const { allocatingCall } = require('./alloc');
 const dispatch = require('./dispatch');
+const cuda = require('./cuda');
 
 const GROUPS = ['trace', 'invoke', 'dispatch', 'alloc', 'cuda'];
 
@@ -58,6 +59,7 @@ function targetText(r) {
 
 function resultText(r) {
   if (r.error) return 'ERROR';
+  if (r.testDouble) return 'test double';
   if (!r.target) return '-';
   if (r.met === null) return 'n/a';
   return r.met ? 'met' : 'MISSED';
@@ -91,8 +93,11 @@ function cudaDriver() {
   return halrt.drivers().find((d) => d.name === 'cuda');
 }
 
-// The CUDA rows: measured with the same code when a GPU is usable (report
-// only: the baselines are CPU ones), otherwise "unmeasured (no GPU)".
+// The CUDA rows: rows 1–4 measured with the same code when a GPU is usable
+// (report only: the baselines are CPU ones), then launch overhead and trace
+// D2H against the driver alone (bench/cuda.js); otherwise "unmeasured (no
+// GPU)". On the driver test double every row runs but is marked as such,
+// with no verdict.
 async function cudaRows(context) {
   const driver = cudaDriver();
   const names = [
@@ -103,10 +108,14 @@ async function cudaRows(context) {
     'add_f32 64 MiB (cuda)',
     'matmul_f32 512³ (cuda)',
   ];
+  const driverRows = [
+    ['CUDA launch overhead vs raw cuLaunchKernel loop (cuda)', { op: '<=', value: 1.3 }],
+    ["CUDA trace D2H vs pinned memcpy, 16 MiB f32, traceData 'borrowed' (cuda)", { op: '>=', value: 0.8 }],
+  ];
   if (!driver || !driver.available) {
     const why = driver ? driver.reason.split(': ').slice(0, 2).join(': ') : 'no cuda driver in this build';
-    return names.map((name) =>
-      unmeasured({ group: 'cuda', name, why: 'unmeasured (no GPU)', note: `${name}: not run (${why})` }),
+    return [...names.map((name) => [name, null]), ...driverRows].map(([name, target]) =>
+      unmeasured({ group: 'cuda', name, why: 'unmeasured (no GPU)', target, note: `${name}: not run (${why})` }),
     );
   }
   const device = context.instance.createDevice('cuda');
@@ -116,7 +125,17 @@ async function cudaRows(context) {
     rows.push(...(await guarded(run.name, () => run(cudaContext))));
   }
   // CPU baselines: the figures are reported, not held to the CPU targets.
-  return rows.map((r) => ({ ...r, group: 'cuda', target: null, met: null, note: `[cuda, report only] ${r.note}` }));
+  const marked = rows.map((r) => ({ ...r, group: 'cuda', target: null, met: null, note: `[cuda, report only] ${r.note}` }));
+  for (const run of [cuda.launchOverheadRow, cuda.traceD2hRow]) {
+    marked.push(...(await guarded(run.name, () => run(cudaContext))));
+  }
+  if (!cuda.TEST_DOUBLE) return marked;
+  return marked.map((r) => ({
+    ...r,
+    met: null,
+    testDouble: true,
+    note: `[cuda TEST DOUBLE (${process.env.HALRT_CUDA_LIBRARY}): the figures say nothing about a GPU] ${r.note}`,
+  }));
 }
 
 const failures = [];

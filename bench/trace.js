@@ -350,4 +350,4 @@ async function traceLoopLag({ quick, device, instance }) {
   });
 }
 
-module.exports = { traceSmall, traceLarge, traceOverhead, traceLoopLag };
+module.exports = { traceSmall, traceLarge, traceOverhead, traceLoopLag, burstContext, invokeMany };

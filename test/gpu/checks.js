@@ -20,9 +20,10 @@
 // HRT_TEST_REAL_CUDA=1, which run.sh sets when it expects a GPU, and when
 // the test double is named but does not load).
 //
-// The raw cuLaunchKernel loop of the launch check is test/gpu/launch_loop.c,
-// built by run.sh into build/gpu/launch_loop (HRT_GPU_LAUNCH_LOOP names
-// another build).
+// The launch check's measurement is bench/cuda.js's measureLaunch (the
+// bench's launch-overhead row takes the same one); its raw cuLaunchKernel
+// loop is test/gpu/launch_loop.c, built by run.sh into build/gpu/launch_loop
+// (HRT_GPU_LAUNCH_LOOP names another build).
 
 const fs = require('fs');
 const path = require('path');
@@ -30,11 +31,9 @@ const { spawnSync } = require('child_process');
 const { parseArgs } = require('util');
 const halrt = require('../..');
 const { closeAll, makeProgram, randomFloats } = require('../helpers');
+const { TEST_DOUBLE: FAKE, LAUNCH_LOOP, PTX, measureLaunch } = require('../../bench/cuda');
 
 const ROOT = path.join(__dirname, '..', '..');
-const PTX = path.join(__dirname, 'kernels.ptx');
-const FAKE = /libfakecuda/.test(process.env.HALRT_CUDA_LIBRARY ?? '');
-const LAUNCH_LOOP = process.env.HRT_GPU_LAUNCH_LOOP || path.join(ROOT, 'build', 'gpu', 'launch_loop');
 const FAKE_TIMINGS = 'the test double runs kernels on the CPU: its timings say nothing about a GPU';
 
 const nowNs = () => Number(process.hrtime.bigint());
@@ -492,67 +491,20 @@ async function checkProfile() {
 //===----------------------------------------------------------------------===//
 
 async function checkLaunch() {
-  const count = FAKE ? 200 : 1000;
-  const rounds = FAKE ? 5 : 20;
   const instance = new halrt.Instance();
   const device = instance.createDevice('cuda');
-  const hal = new halrt.HalModule(instance, device);
-  const dispatch = { workgroups: [1], workgroupSize: [32], bindings: ['out'], constants: [32] };
-  const builder = new halrt.ModuleBuilder('l').executable('t', { cuda: { ptx: PTX, entries: { write_index_u32: {} } } });
-  for (const [name, dispatches] of [['one', 1], ['many', count]]) {
-    builder.function(name, (f) => {
-      f.output('out', 'u32', [32]);
-      for (let i = 0; i < dispatches; ++i) f.dispatch('t.write_index_u32', dispatch);
-    });
-  }
-  const module = builder.build(instance);
-  const context = new halrt.Context(instance, [hal, module]);
-  const times = { one: [], many: [] };
-  let correct = true;
+  let measured;
   try {
-    const fns = { one: context.lookupFunction('l.one'), many: context.lookupFunction('l.many') };
-    for (let r = 0; r < rounds + 2; ++r) {
-      for (const name of ['many', 'one']) {
-        const start = nowNs();
-        const [out] = await fns[name].invoke([]);
-        const elapsed = nowNs() - start;
-        if (r === 0) {
-          const words = await out.read();
-          correct = correct && words.every((w, i) => w === i);
-        }
-        out.close();
-        if (r >= 2) times[name].push(elapsed);
-      }
-    }
-    closeAll(fns.one, fns.many);
+    measured = await measureLaunch(instance, device, { count: FAKE ? 200 : 1000, rounds: FAKE ? 5 : 20 });
   } finally {
-    closeAll(context, module, hal, device, instance);
+    closeAll(device, instance);
   }
-  const one = median(times.one);
-  const many = median(times.many);
-  const figures = {
-    dispatches: count, rounds,
-    halrtInvokeOneUs: round(one / 1e3),
-    halrtInvokeManyUs: round(many / 1e3),
-    halrtUsPerDispatch: round(many / count / 1e3),
-    halrtMarginalUs: round((many - one) / (count - 1) / 1e3),
-  };
-  const halrtText = `halrt ${figures.halrtMarginalUs} µs/dispatch (${count} in one invoke; ${figures.halrtInvokeOneUs} µs for 1)`;
-  if (!correct) return outcome('FAIL', `write_index_u32 through halrt wrote wrong words; ${halrtText}`, figures);
-  if (!fs.existsSync(LAUNCH_LOOP)) {
+  const { figures, halrtText, loop } = measured;
+  if (!measured.correct) return outcome('FAIL', `write_index_u32 through halrt wrote wrong words; ${halrtText}`, figures);
+  if (measured.missing) {
     return outcome('SKIP', `${LAUNCH_LOOP} is not built (run.sh builds it with cc); ${halrtText}`, figures);
   }
-  const raw = spawnSync(LAUNCH_LOOP, [PTX, String(count), String(rounds)], { encoding: 'utf8', timeout: 60000 });
-  if (raw.status !== 0) {
-    return outcome('FAIL', `launch_loop failed (${raw.signal ?? `exit ${raw.status}`}): ${raw.stderr.trim()}; ${halrtText}`, figures);
-  }
-  const loop = JSON.parse(raw.stdout);
-  Object.assign(figures, {
-    rawUsPerLaunch: round(loop.usPerLaunch),
-    rawMarginalUs: round(loop.marginalUs),
-    rawSingleLaunchSyncUs: round(loop.singleUs),
-    ratio: round((many - one) / (count - 1) / 1e3 / loop.marginalUs),
-  });
+  if (measured.failure) return outcome('FAIL', `${measured.failure}; ${halrtText}`, figures);
   const text = `${halrtText}; raw cuLaunchKernel ${figures.rawMarginalUs} µs/launch; ratio ${figures.ratio}×`;
   if (loop.check !== 'ok') return outcome('FAIL', `launch_loop: ${loop.check}; ${text}`, figures);
   if (FAKE) return outcome('SKIP', `${FAKE_TIMINGS} (both ran; ${text})`, figures);

@@ -1,28 +1,42 @@
-// The floor under halrt's per-dispatch cost: the same tiny kernel that
-// test/gpu/checks.js dispatches through halrt (write_index_u32 of
-// test/gpu/kernels.ptx, one block of 32 threads writing 32 words), launched
-// with cuLaunchKernel in a plain loop on one stream.
+// The floors under halrt's CUDA costs, measured with the driver alone (the
+// CUDA rows of bench/run.js and test/gpu/checks.js's launch check).
 //
 //   launch_loop KERNELS_PTX [LAUNCHES] [ROUNDS]
 //
-// Each round launches the kernel LAUNCHES times (default 1000) and then
-// synchronizes the stream once, and launches it once and synchronizes; the
-// medians over ROUNDS rounds (default 20, after one warm-up round) are
-// printed as one line of JSON:
+// The floor under halrt's per-dispatch cost: the same tiny kernel that
+// bench/cuda.js dispatches through halrt (write_index_u32 of
+// test/gpu/kernels.ptx, one block of 32 threads writing 32 words), launched
+// with cuLaunchKernel in a plain loop on one stream. Each round launches the
+// kernel LAUNCHES times (default 1000) and then synchronizes the stream
+// once, and launches it once and synchronizes; the medians over ROUNDS
+// rounds (default 20, after one warm-up round) are printed as one line of
+// JSON:
 //   {"launches":N,"rounds":R,"loopUs":..,"singleUs":..,"usPerLaunch":..,
 //    "marginalUs":..,"check":"ok"}
 // usPerLaunch = loop time / N; marginalUs = (loop - single) / (N - 1), the
-// cost of one more launch, comparable to checks.js's marginal figure.
+// cost of one more launch, comparable to bench/cuda.js's marginal figure.
 // "check" says whether the output holds 0..31 afterwards.
+//
+//   launch_loop --d2h BYTES [COPIES] [ROUNDS]
+//
+// The floor under a traced tensor's copy to the host: each round copies a
+// device buffer of BYTES into pinned host memory (cuMemAllocHost) COPIES
+// times (default 8) with cuMemcpyDtoHAsync on one stream, then synchronizes
+// the stream; the median round over ROUNDS rounds (default 9, after one
+// warm-up round) is printed as one line of JSON:
+//   {"bytes":B,"copies":C,"rounds":R,"roundUs":..,"bytesPerSecond":..,
+//    "check":"ok"}
+// "check" says whether the host memory holds the byte the device buffer
+// was set to (cuMemsetD8Async) beforehand.
 //
 // The driver library is the one halrt would load: HALRT_CUDA_LIBRARY when
 // set (the test double in test/gpu/run.sh's dry run), else libcuda.so.1,
 // then libcuda.so. Types and entry names come from halrt's own table
 // (src/hal/cuda/cuda_api.h), so no CUDA toolkit is needed to build this:
 //   cc -std=c11 -O2 -D_GNU_SOURCE -Isrc test/gpu/launch_loop.c -ldl -o ...
-// (test/gpu/run.sh builds it into build/gpu/ when missing).
+// (test/gpu/prepare.sh and test/gpu/run.sh build it into build/gpu/).
 // Exit status 0 on success; 1 with a message on stderr naming the failed
-// call otherwise.
+// call otherwise; 2 on bad arguments.
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -124,31 +138,18 @@ static int launch_and_wait(hrt_cu_function_t function, hrt_cu_stream_t stream,
   return 0;
 }
 
-// Everything after loading the library, with the context current; frees
-// what it made on every path.
-static int measure(const char* ptx, int launches, int rounds) {
-  hrt_cu_device_t device = 0;
-  hrt_cu_context_t context = NULL;
-  CALL(cu.cuInit(0));
-  CALL(cu.cuDeviceGet(&device, 0));
-  CALL(cu.cuDevicePrimaryCtxRetain(&context, device));
+// The launch loop, on `stream` of the current context; frees what it made
+// on every path.
+static int measure_launches(hrt_cu_stream_t stream, const char* ptx,
+                            int launches, int rounds) {
   int status = 1;
-  hrt_cu_stream_t stream = NULL;
   hrt_cu_module_t module = NULL;
   hrt_cu_deviceptr_t out = 0;
   hrt_cu_function_t function = NULL;
   double* loop = calloc((size_t)rounds, sizeof(double));
   double* single = calloc((size_t)rounds, sizeof(double));
-  const char* what = "cuCtxSetCurrent";
-  hrt_cu_result_t r = cu.cuCtxSetCurrent(context);
-  if (!r) {
-    what = "cuStreamCreate";
-    r = cu.cuStreamCreate(&stream, HRT_CU_STREAM_NON_BLOCKING);
-  }
-  if (!r) {
-    what = "cuModuleLoadDataEx";
-    r = cu.cuModuleLoadDataEx(&module, ptx, 0, NULL, NULL);
-  }
+  const char* what = "cuModuleLoadDataEx";
+  hrt_cu_result_t r = cu.cuModuleLoadDataEx(&module, ptx, 0, NULL, NULL);
   if (!r) {
     what = "cuModuleGetFunction(write_index_u32)";
     r = cu.cuModuleGetFunction(&function, module, "write_index_u32");
@@ -201,24 +202,154 @@ static int measure(const char* ptx, int launches, int rounds) {
   free(single);
   if (out) cu.cuMemFree_v2(out);
   if (module) cu.cuModuleUnload(module);
+  return status;
+}
+
+enum { D2H_FILL = 0x5a };
+
+// `copies` copies of `bytes` from `source` into the pinned `host` on
+// `stream`, then waits for them.
+static int copy_and_wait(void* host, hrt_cu_deviceptr_t source, size_t bytes,
+                         int copies, hrt_cu_stream_t stream) {
+  for (int i = 0; i < copies; ++i) {
+    CALL(cu.cuMemcpyDtoHAsync_v2(host, source, bytes, stream));
+  }
+  CALL(cu.cuStreamSynchronize(stream));
+  return 0;
+}
+
+// The pinned-copy loop, on `stream` of the current context; frees what it
+// made on every path.
+static int measure_d2h(hrt_cu_stream_t stream, size_t bytes, int copies,
+                       int rounds) {
+  int status = 1;
+  hrt_cu_deviceptr_t source = 0;
+  void* host = NULL;
+  double* times = calloc((size_t)rounds, sizeof(double));
+  const char* what = "cuMemAlloc_v2";
+  hrt_cu_result_t r = cu.cuMemAlloc_v2(&source, bytes);
+  if (!r) {
+    what = "cuMemAllocHost_v2";
+    r = cu.cuMemAllocHost_v2(&host, bytes);
+  }
+  if (!r) {
+    what = "cuMemsetD8Async";
+    r = cu.cuMemsetD8Async(source, D2H_FILL, bytes, stream);
+  }
+  if (r) {
+    fail(what, r);
+  } else if (!times) {
+    fprintf(stderr, "launch_loop: out of memory\n");
+  } else if (copy_and_wait(host, source, bytes, 1, stream) == 0) {
+    int round = 0;
+    for (; round < rounds; ++round) {
+      double start = now_us();
+      if (copy_and_wait(host, source, bytes, copies, stream)) break;
+      times[round] = now_us() - start;
+    }
+    if (round == rounds) {
+      const unsigned char* data = host;
+      bool ok = true;
+      for (size_t i = 0; i < bytes && ok; ++i) ok = data[i] == D2H_FILL;
+      double round_us = median(times, rounds);
+      printf(
+          "{\"bytes\":%zu,\"copies\":%d,\"rounds\":%d,\"roundUs\":%.3f,"
+          "\"bytesPerSecond\":%.0f,\"check\":\"%s\"}\n",
+          bytes, copies, rounds, round_us,
+          (double)bytes * copies / (round_us / 1e6), ok ? "ok" : "wrong bytes");
+      status = ok ? 0 : 1;
+    }
+  }
+  free(times);
+  if (host) cu.cuMemFreeHost(host);
+  if (source) cu.cuMemFree_v2(source);
+  return status;
+}
+
+// What the command line asks for.
+typedef struct {
+  const char* ptx_path;  // launch mode; NULL in --d2h mode
+  size_t bytes;          // --d2h mode
+  int count;             // launches, or copies per round
+  int rounds;
+} options_t;
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: launch_loop KERNELS_PTX [LAUNCHES] [ROUNDS]\n"
+          "       launch_loop --d2h BYTES [COPIES] [ROUNDS]\n");
+  return 2;
+}
+
+// Parses argv into `options`; 0, or 2 with a message on stderr.
+static int parse(int argc, char** argv, options_t* options) {
+  const bool d2h = argc > 1 && strcmp(argv[1], "--d2h") == 0;
+  const int first = d2h ? 3 : 2;  // index of the count
+  if (argc < first || argc > first + 2) return usage();
+  options->ptx_path = d2h ? NULL : argv[1];
+  options->bytes = 0;
+  options->count = argc > first ? atoi(argv[first]) : (d2h ? 8 : 1000);
+  options->rounds = argc > first + 1 ? atoi(argv[first + 1]) : (d2h ? 9 : 20);
+  if (options->rounds < 1 || options->rounds > 10000) {
+    fprintf(stderr, "launch_loop: ROUNDS must be in [1, 10000]\n");
+    return 2;
+  }
+  if (!d2h) {
+    if (options->count < 2 || options->count > 1000000) {
+      fprintf(stderr, "launch_loop: LAUNCHES must be in [2, 1000000]\n");
+      return 2;
+    }
+    return 0;
+  }
+  char* end = NULL;
+  unsigned long long bytes = strtoull(argv[2], &end, 10);
+  if (argv[2][0] < '0' || argv[2][0] > '9' || *end || bytes < 1 ||
+      bytes > (1ull << 34)) {
+    fprintf(stderr, "launch_loop: BYTES must be in [1, 2^34], not '%s'\n",
+            argv[2]);
+    return 2;
+  }
+  options->bytes = (size_t)bytes;
+  if (options->count < 1 || options->count > 10000) {
+    fprintf(stderr, "launch_loop: COPIES must be in [1, 10000]\n");
+    return 2;
+  }
+  return 0;
+}
+
+// Everything after loading the library: the primary context, one stream
+// and the measurement; frees what it made on every path.
+static int measure(const options_t* options, const char* ptx) {
+  hrt_cu_device_t device = 0;
+  hrt_cu_context_t context = NULL;
+  CALL(cu.cuInit(0));
+  CALL(cu.cuDeviceGet(&device, 0));
+  CALL(cu.cuDevicePrimaryCtxRetain(&context, device));
+  int status = 1;
+  hrt_cu_stream_t stream = NULL;
+  const char* what = "cuCtxSetCurrent";
+  hrt_cu_result_t r = cu.cuCtxSetCurrent(context);
+  if (!r) {
+    what = "cuStreamCreate";
+    r = cu.cuStreamCreate(&stream, HRT_CU_STREAM_NON_BLOCKING);
+  }
+  if (r) {
+    fail(what, r);
+  } else if (ptx) {
+    status = measure_launches(stream, ptx, options->count, options->rounds);
+  } else {
+    status =
+        measure_d2h(stream, options->bytes, options->count, options->rounds);
+  }
   if (stream) cu.cuStreamDestroy_v2(stream);
   cu.cuDevicePrimaryCtxRelease_v2(device);
   return status;
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 4) {
-    fprintf(stderr, "usage: launch_loop KERNELS_PTX [LAUNCHES] [ROUNDS]\n");
-    return 2;
-  }
-  const int launches = argc > 2 ? atoi(argv[2]) : 1000;
-  const int rounds = argc > 3 ? atoi(argv[3]) : 20;
-  if (launches < 2 || launches > 1000000 || rounds < 1 || rounds > 10000) {
-    fprintf(stderr,
-            "launch_loop: LAUNCHES must be in [2, 1000000] and ROUNDS in "
-            "[1, 10000]\n");
-    return 2;
-  }
+  options_t options;
+  int parsed = parse(argc, argv, &options);
+  if (parsed) return parsed;
   const char* override = getenv("HALRT_CUDA_LIBRARY");
   void* handle = NULL;
   if (override) {
@@ -238,16 +369,20 @@ int main(int argc, char** argv) {
       !cu.cuStreamCreate || !cu.cuStreamDestroy_v2 || !cu.cuStreamSynchronize ||
       !cu.cuModuleLoadDataEx || !cu.cuModuleUnload || !cu.cuModuleGetFunction ||
       !cu.cuMemAlloc_v2 || !cu.cuMemFree_v2 || !cu.cuMemAllocHost_v2 ||
-      !cu.cuMemFreeHost || !cu.cuMemcpyDtoHAsync_v2 || !cu.cuLaunchKernel) {
+      !cu.cuMemFreeHost || !cu.cuMemcpyDtoHAsync_v2 || !cu.cuMemsetD8Async ||
+      !cu.cuLaunchKernel) {
     fprintf(stderr, "launch_loop: the driver library lacks an entry point\n");
     return 1;
   }
-  char* ptx = read_text(argv[1]);
-  if (!ptx) {
-    fprintf(stderr, "launch_loop: cannot read %s\n", argv[1]);
-    return 1;
+  char* ptx = NULL;
+  if (options.ptx_path) {
+    ptx = read_text(options.ptx_path);
+    if (!ptx) {
+      fprintf(stderr, "launch_loop: cannot read %s\n", options.ptx_path);
+      return 1;
+    }
   }
-  int status = measure(ptx, launches, rounds);
+  int status = measure(&options, ptx);
   free(ptx);
   return status;
 }

@@ -6,6 +6,8 @@
 #   1. C tests: build/ctest/test_cuda on the real driver    60 s
 #   2. mocha, whole suite, HALRT_TEST_DEVICES=cuda         180 s
 #   3. bench/run.js --quick --no-install --only cuda        90 s
+#      (rows 1-4 on cuda, launch overhead and trace D2H
+#      against launch_loop.c's raw loops)
 #   4. test/gpu/checks.js: built-ins on edge values, an     90 s
 #      illegal address, profile timings, launch overhead
 #      against a raw cuLaunchKernel loop (launch_loop.c),
@@ -29,7 +31,7 @@
 # then carry [".device", "build"] (not node_modules: typescript alone is
 # 23 MiB) and run there:  source .device/env.sh && bash test/gpu/run.sh
 # A missing build/ctest/test_cuda or build/gpu/launch_loop is built here
-# with cc (no node needed).
+# with cc (no node needed; launch_loop before step 3, whose rows use it).
 #
 # HRT_GPU_DRY_RUN=1 runs the same steps against the fake driver
 # (build/ctest/libfakecuda.so), to check this script without a GPU; the
@@ -138,6 +140,15 @@ if wanted mocha; then
   fi
 fi
 
+# The raw loops of the bench's CUDA rows and of the launch check.
+if wanted bench || wanted checks; then
+  launch_loop=$root/build/gpu/launch_loop
+  # One older than its source may lack a mode the rows use: rebuilt.
+  if [ "$launch_loop" -ot test/gpu/launch_loop.c ] && command -v cc > /dev/null; then rm -f "$launch_loop"; fi
+  build launch_loop "$launch_loop" test/gpu/launch_loop.c ||
+    note "building launch_loop failed (see build.log): its bench rows say so, the launch check says SKIP"
+fi
+
 # 3. The CUDA rows of the benchmarks.
 if wanted bench; then
   if have_node; then
@@ -151,8 +162,6 @@ fi
 # 4. The extra checks (their rows join the table).
 if wanted checks; then
   if have_node; then
-    build launch_loop "$root/build/gpu/launch_loop" test/gpu/launch_loop.c ||
-      note "building launch_loop failed (see build.log): the launch check says SKIP"
     step "checks (test/gpu/checks.js)" checks.log 90 \
       node --expose-gc test/gpu/checks.js --json "$work/checks.json"
   else

@@ -60,7 +60,7 @@ function mochaFigures() {
 
 const testCuda = testCudaFigures();
 const mocha = mochaFigures();
-const benchRows = bench ? bench.map(({ name, halrt, baseline, note }) => ({ name, halrt, baseline, note })) : null;
+const benchRows = bench ? bench.map(({ name, halrt, baseline, ratio, testDouble, note }) => ({ name, halrt, baseline, ratio, testDouble, note })) : null;
 
 // The key figures of each step, shown in the table beside what run.sh noted.
 const keyFigures = {
@@ -70,8 +70,10 @@ const keyFigures = {
   ],
   'mocha (HALRT_TEST_DEVICES=cuda)': () => mocha && [`${mocha.passing} passing, ${mocha.failing} failing, ${mocha.pending} pending`],
   'bench (--quick --only cuda)': () => benchRows && benchRows
-    .filter((r) => /invoke latency|add_f32|matmul_f32 512³ vs naive/.test(r.name))
-    .map((r) => `${r.name.replace(/ \(cuda\)$/, '').replace(' vs naive C', '')}: ${r.halrt}`),
+    .filter((r) => /invoke latency|add_f32|matmul_f32 512³ vs naive|^CUDA /.test(r.name))
+    .map((r) => `${r.name.replace(/ \(cuda\)$/, '').replace(' vs naive C', '')}: ${r.halrt}` +
+      (/^CUDA /.test(r.name) ? ` vs ${r.baseline}${r.ratio === null ? '' : ` (${Number(r.ratio.toPrecision(3))}×)`}` : '') +
+      (r.testDouble ? ' [test double]' : '')),
   'checks (test/gpu/checks.js)': () => checks && [
     ['PASS', 'FAIL', 'SKIP'].map((result) => `${checks.rows.filter((r) => r.result === result).length} ${result}`).join(', '),
   ],
