@@ -796,20 +796,13 @@ static hrt_status_t hrt_local_queue_submit(
   }
   device->tail = sub;
   atomic_store_explicit(&device->queued, true, memory_order_relaxed);
-  // Signalled after the unlock, so that the woken queue thread does not
-  // block at once on the mutex this thread still holds (the JS thread then
-  // waited for it too); only when it sleeps (a spinning or busy thread
-  // finds the submission itself). No wake-up is lost: it looks at `head`
-  // under the mutex before it waits. The reference taken here keeps the
-  // device alive until the signal: the caller's may have gone to the
-  // completion, which may run and drop it before then.
-  const bool wake = device->queue_sleeping;
-  if (wake) hrt_hal_device_retain(base);
+  // Only a sleeping queue thread is signalled: a spinning or busy one finds
+  // the submission itself, and neither side then makes a system call. The
+  // signal stays under the mutex: after the unlock the submission may
+  // already have completed and dropped the last reference to the device
+  // (the caller's may have gone to the completion).
+  if (device->queue_sleeping) hrt_cond_signal(&device->cond);
   hrt_mutex_unlock(&device->mutex);
-  if (wake) {
-    hrt_cond_signal(&device->cond);
-    hrt_hal_device_release(base);
-  }
   return HRT_OK;
 }
 
