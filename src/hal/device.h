@@ -16,8 +16,8 @@
 //   trace threads take turns as one: see local_device.h). A submission's
 //   completion callback runs there exactly once, never on the submitting
 //   thread, after the device has dropped what the submission retained
-//   (command buffer, bound buffers, semaphores) but before it drops the
-//   submission's reference to the device.
+//   (command buffer, bound buffers, semaphores) and the submission's
+//   reference to the device (possibly the last: see pending_submission.h).
 // - A device has one queue: submissions start in FIFO order, each after its
 //   waits are satisfied. A wait must therefore never depend on a later
 //   submission to the same device; it would block that device for good.
