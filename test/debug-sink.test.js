@@ -195,6 +195,54 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
+    for (const traceData of ['owned', 'borrowed']) {
+      it(`a later dispatch that writes a traced value in place never changes what the trace shows (traceData '${traceData}')`, async () => {
+        // 4 MiB traces, a sink that takes 5 ms per call and room for one
+        // trace at a time: the device has long moved on when a trace is
+        // copied, so only the wait of the later writer keeps its values.
+        const N = 1 << 20;
+        const seen = [];
+        const p = makeProgram(uri, (b) => b.function('main', (f) => f
+          .input('x', 'f32', [N]).local('y', 'f32', [N]).output('z', 'f32', [N])
+          .dispatch('k.relu_f32', { workgroups: [4], bindings: ['x', 'y'], constants: [N] })
+          .trace('before', ['y'])
+          .dispatch('k.add_f32', { workgroups: [4], bindings: ['x', 'y', 'y'], constants: [N] })
+          .trace('after', ['y'])
+          .dispatch('k.relu_f32', { workgroups: [4], bindings: ['y', 'z'], constants: [N] })), {
+          hal: {
+            traceData,
+            maxTraceBytes: 1,
+            debugSink: (key, tensors, info) => {
+              const { data } = tensors[0];
+              seen.push({ key, sequence: info.sequence, head: data.slice(0, 8), tail: data.slice(N - 8) });
+              busyWait(5);
+            },
+          },
+        });
+        const fn = p.lookup('main');
+        const x = Float32Array.from({ length: N }, (_, i) => (i % 7) - 3 + i / N);
+        const relu = x.map((v) => Math.max(v, 0));
+        const sum = x.map((v, i) => Math.fround(v + relu[i]));
+        try {
+          const outputs = await Promise.all([0, 1, 2].map(() => fn.invoke([x])));
+          for (const [z] of outputs) {
+            const out = await z.read();
+            assert.deepStrictEqual(out.slice(0, 8), sum.slice(0, 8).map((v) => Math.max(v, 0)));
+            z.close();
+          }
+          assert.deepStrictEqual(seen.map((t) => t.key), ['before', 'after', 'before', 'after', 'before', 'after']);
+          for (const { key, head, tail } of seen) {
+            const expected = key === 'before' ? relu : sum;
+            assert.deepStrictEqual(head, expected.slice(0, 8), `${key}: first elements`);
+            assert.deepStrictEqual(tail, expected.slice(N - 8), `${key}: last elements`);
+          }
+        } finally {
+          fn.close();
+          p.close();
+        }
+      });
+    }
+
     it("traceData 'borrowed' detaches each trace's large data when its callback returns, before the next trace of the same batch", async () => {
       const N = 32768; // 128 KiB of f32 per trace: lent
       const keys = ['t0', 't1', 't2', 't3'];
