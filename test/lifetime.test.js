@@ -179,7 +179,7 @@ describe('garbage collection', function () {
 
   it('collects unclosed instances, devices and views back to the baseline', async () => {
     await tick();
-    const baseline = await settleLiveObjects(halrt.liveObjects(), 3);
+    const baseline = await liveBaseline();
     (() => {
       for (let i = 0; i < 10; ++i) {
         const instance = new halrt.Instance();
@@ -196,7 +196,7 @@ describe('garbage collection', function () {
   it('collects views whose reads were awaited but which were never closed', async () => {
     const instance = new halrt.Instance();
     const device = instance.createDevice('local-task');
-    const baseline = await settleLiveObjects(halrt.liveObjects(), 3);
+    const baseline = await liveBaseline();
     await (async () => {
       const reads = [];
       for (let i = 0; i < 50; ++i) reads.push(device.tensor(sampleData('i64', 4, i), [4]).read());

@@ -6,7 +6,7 @@
 
 const assert = require('assert');
 const halrt = require('..');
-const { assertThrowsHalrt, closeAll, makeProgram, settleLiveObjects, waitFor } = require('./helpers');
+const { assertThrowsHalrt, closeAll, liveBaseline, makeProgram, settleLiveObjects, waitFor } = require('./helpers');
 
 const CPU_URIS = ['local-sync', 'local-task?workers=2'];
 const N = 1 << 16; // f32 elements: 256 KiB per value, above the cached minimum
@@ -34,7 +34,7 @@ describe('local device buffer cache', function () {
   // collected, and devices left open by them trim once idle, so that the
   // counts below move only with this test's device.
   beforeEach(async () => {
-    await settleLiveObjects(halrt.liveObjects(), 3);
+    await liveBaseline();
     await waitFor(() => halrt.liveObjects().cachedBlock === 0, 20000, 'other devices to trim');
   });
 
@@ -96,7 +96,7 @@ describe('local device buffer cache', function () {
       });
 
       it('counts cached bytes and gives them back when the device goes idle', async () => {
-        const baseline = await settleLiveObjects(halrt.liveObjects(), 3);
+        const baseline = await liveBaseline();
         const p = makeProgram(uri, define);
         try {
           const [y] = await p.lookup('dirty').invoke([]);
@@ -115,7 +115,7 @@ describe('local device buffer cache', function () {
       });
 
       it('a closed device frees its cache with its last buffer', async () => {
-        const baseline = await settleLiveObjects(halrt.liveObjects(), 3);
+        const baseline = await liveBaseline();
         const p = makeProgram(uri, define);
         const [y] = await p.lookup('dirty').invoke([]);
         assert.strictEqual(halrt.liveObjects().cachedBlock, baseline.cachedBlock + 1, 'the local is cached');
@@ -129,7 +129,7 @@ describe('local device buffer cache', function () {
 
   it('HALRT_LOCAL_CACHE_BYTES=0 turns the cache off', async () => {
     process.env.HALRT_LOCAL_CACHE_BYTES = '0';
-    const baseline = await settleLiveObjects(halrt.liveObjects(), 3);
+    const baseline = await liveBaseline();
     const p = makeProgram('local-task?workers=2', define);
     try {
       const [y] = await p.lookup('dirty').invoke([]);

@@ -4,7 +4,7 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const { Worker } = require('worker_threads');
 const halrt = require('..');
-const { settleLiveObjects } = require('./helpers');
+const { liveBaseline, settleLiveObjects } = require('./helpers');
 
 const LIB = JSON.stringify(path.join(__dirname, '..'));
 
@@ -53,7 +53,7 @@ describe('worker_threads', () => {
   });
 
   it('a worker that leaves objects unclosed and exits leaves liveObjects unchanged', async () => {
-    const before = await settleLiveObjects(halrt.liveObjects(), 3);
+    const before = await liveBaseline();
     const { code, messages } = await runWorker(`
       const { parentPort } = require('worker_threads');
       const halrt = require(${LIB});
@@ -72,7 +72,7 @@ describe('worker_threads', () => {
 
   it('terminating workers with reads in flight, 20 times, neither crashes nor leaks', async function () {
     this.timeout(60000);
-    const before = await settleLiveObjects(halrt.liveObjects(), 3);
+    const before = await liveBaseline();
     for (let round = 0; round < 20; ++round) {
       const worker = new Worker(`
         const { parentPort } = require('worker_threads');
