@@ -161,7 +161,10 @@ function distance(a, ref, dtype, i, tol) {
   if (x === y) return { a: x, b: y, abs: 0, rel: 0, ulps: 0, close: true };
   const abs = Math.abs(x - y);
   const ulps = ulpDistance(a, ref, dtype, i);
-  return { a: x, b: y, abs, rel: abs / Math.abs(y), ulps, close: abs <= tol.atol + tol.rtol * Math.abs(y) || ulps <= tol.ulps };
+  // An infinity is close only to itself (equal above).
+  const finite = Number.isFinite(x) && Number.isFinite(y);
+  const close = finite && (abs <= tol.atol + tol.rtol * Math.abs(y) || ulps <= tol.ulps);
+  return { a: x, b: y, abs, rel: abs / Math.abs(y), ulps, close };
 }
 
 // [i, j, ...] of flat index `flat` in `shape` (row-major).
@@ -301,4 +304,5 @@ async function compare(target, inputs, options = {}) {
   }
 }
 
-module.exports = { compare };
+// compareTraces is exported for test/compare.test.js's tests of the rules.
+module.exports = { compare, compareTraces };
