@@ -487,7 +487,7 @@ async function diff(file, options, out) {
     result = await halrt.compare(file, inputs, { function: signature.name, devices: options.devices, ...tolerances });
   } catch (error) {
     const device = /^halrt\.compare: options\.devices\[\d+\] /.exec(error.message);
-    if (device) throw new UsageError(`--devices: ${error.message.slice(device[0].length)}`);
+    if (device) throw new UsageError(`--devices ${error.message.slice(device[0].length)}`);
     throw error;
   }
   out.write(diffReport(result));

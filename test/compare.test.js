@@ -8,51 +8,17 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
 const { compareTraces } = require('../lib/compare');
-const { DEVICE_URIS, assertRejectsHalrt, liveBaseline, settleLiveObjects } = require('./helpers');
+const {
+  DEVICE_URIS, FAKE_CUDA, assertRejectsHalrt, buildNativeFixtures, liveBaseline, plantedModule, settleLiveObjects,
+} = require('./helpers');
 
 const ROOT = path.join(__dirname, '..');
 const EXAMPLE = path.join(ROOT, 'examples', 'mlp.halrt.json');
-const FAKE = path.join(ROOT, 'build', 'ctest', 'libfakecuda.so');
-const LIBRARY = path.join(ROOT, 'build', 'ctest', 'kernels_good.so');
 
 // Inputs of examples/mlp.halrt.json (x 4x8, w1 8x16, w2 16x3).
 function mlpInputs() {
   const wave = (n, scale) => Float32Array.from({ length: n }, (_, i) => Math.sin(i * scale));
   return { x: wave(32, 0.7), w1: wave(128, 0.3), w2: wave(48, 1.1) };
-}
-
-// t = (a + b) + b, the second add by `p.add_f32`: the built-in on CUDA, the
-// test library's on local devices (one ULP up at its last element, [1][2]).
-function plantedModule() {
-  const f32 = (name) => ({ name, dtype: 'f32', shape: [2, 3] });
-  return {
-    format: 'halrt.module/1',
-    name: 'planted',
-    executables: {
-      k: { local: { builtin: true }, cuda: { builtin: true } },
-      p: { local: { library: LIBRARY }, cuda: { builtin: true } },
-    },
-    functions: {
-      main: {
-        inputs: [f32('a'), f32('b')],
-        outputs: [f32('out')],
-        locals: [f32('s'), f32('t')],
-        body: [
-          { op: 'dispatch', kernel: 'k.add_f32', workgroups: [2], bindings: ['a', 'b', 's'], constants: [6] },
-          { op: 'dispatch', kernel: 'p.add_f32', workgroups: [2], bindings: ['s', 'b', 't'], constants: [6] },
-          { op: 'trace', key: 'sum', values: ['t'] },
-          { op: 'dispatch', kernel: 'k.mul_f32', workgroups: [2], bindings: ['t', 'a', 'out'], constants: [6] },
-        ],
-      },
-    },
-  };
-}
-
-// Builds the CUDA test double and the test kernel library (make is a no-op
-// when they are up to date).
-function buildNativeFixtures() {
-  const made = spawnSync('make', ['-s', '-C', path.join(ROOT, 'test', 'c'), FAKE, LIBRARY], { encoding: 'utf8' });
-  assert.strictEqual(made.status, 0, `make: ${made.stderr}`);
 }
 
 // Runs `script` (it gets `halrt`, `planted` and `print`) in a child process
@@ -66,7 +32,7 @@ function onFakeCuda(script) {
   const child = spawnSync(process.execPath, ['-e', source], {
     encoding: 'utf8',
     timeout: 60000,
-    env: { ...process.env, HALRT_CUDA_LIBRARY: FAKE },
+    env: { ...process.env, HALRT_CUDA_LIBRARY: FAKE_CUDA },
   });
   assert.strictEqual(child.status, 0, `child: ${child.stderr}`);
   return JSON.parse(child.stdout);
