@@ -10,7 +10,7 @@
 
 const { HalrtError } = require('./errors');
 const half = require('./half');
-const { isHostData } = require('./host_data');
+const { isHostData, sameShape } = require('./host_data');
 const { ModuleBuilder } = require('./module');
 
 const DEFAULT_DEVICES = Object.freeze(['local-sync', 'local-task']);
@@ -182,10 +182,6 @@ function kernelOf(trace) {
   if (trace.op === null) return null;
   const prefix = `${trace.function.slice(trace.function.indexOf('.') + 1)}:${trace.op}:`;
   return trace.key.startsWith(prefix) ? trace.key.slice(prefix.length) : null;
-}
-
-function sameShape(a, b) {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
 }
 
 // How trace `t` (of device `other`) differs in kind from `r` (the
