@@ -425,7 +425,7 @@ async function run(file, options, out) {
 }
 
 // The module file's function and inputs, checked before any device is
-// made: [module name, signature, host data in input order].
+// made: [signature, host data in input order].
 function diffInputs(file, options) {
   const instance = new halrt.Instance();
   try {
@@ -480,11 +480,10 @@ function diffReport(result) {
 // Resolves with the exit code: 0 when the devices agree, 1 when they diverge.
 async function diff(file, options, out) {
   const [signature, inputs] = diffInputs(file, options);
-  const tolerances = Object.fromEntries(['rtol', 'atol', 'ulps']
-    .filter((name) => options[name] !== undefined).map((name) => [name, options[name]]));
+  const { devices, rtol, atol, ulps } = options;
   let result;
   try {
-    result = await halrt.compare(file, inputs, { function: signature.name, devices: options.devices, ...tolerances });
+    result = await halrt.compare(file, inputs, { function: signature.name, devices, rtol, atol, ulps });
   } catch (error) {
     const device = /^halrt\.compare: options\.devices\[\d+\] /.exec(error.message);
     if (device) throw new UsageError(`--devices ${error.message.slice(device[0].length)}`);
@@ -498,6 +497,8 @@ async function diff(file, options, out) {
 // what --help prints. An option with a `value` placeholder takes a string
 // (checked and converted by `parse` if given); one without is a flag.
 const HELP_OPTION = { short: 'h', help: 'display help for command' };
+const FUNCTION_OPTION = { short: 'f', value: 'name', help: 'the function to run (default: the only one)' };
+const INPUT_OPTION = { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (once per input)' };
 const PROGRAM_OPTIONS = { version: { help: 'print the version' }, help: HELP_OPTION };
 const COMMANDS = {
   devices: {
@@ -509,8 +510,8 @@ const COMMANDS = {
     help: 'run a function of a module file',
     arguments: [['module', 'a .halrt.json module file']],
     options: {
-      function: { short: 'f', value: 'name', help: 'the function to run (default: the only one)' },
-      input: { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (once per input)' },
+      function: FUNCTION_OPTION,
+      input: INPUT_OPTION,
       device: { short: 'd', value: 'uri', default: 'auto', help: 'device URI (default: auto)' },
       trace: { short: 't', value: 'sink', help: 'trace sink: stdio, stats or npy:DIR' },
       profile: { short: 'p', value: 'file', help: 'write a Chrome trace (Perfetto, chrome://tracing)' },
@@ -523,9 +524,9 @@ const COMMANDS = {
     help: 'run a function on several devices and report where their traces first differ (exit 1 when they do)',
     arguments: [['module', 'a .halrt.json module file']],
     options: {
-      function: { short: 'f', value: 'name', help: 'the function to run (default: the only one)' },
-      input: { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (once per input)' },
-      devices: { short: 'd', value: 'uris', default: ['local-sync', 'local-task'], parse: deviceList, help: 'comma-separated device URIs, the first the reference (default: local-sync,local-task)' },
+      function: FUNCTION_OPTION,
+      input: INPUT_OPTION,
+      devices: { short: 'd', value: 'uris', parse: deviceList, help: 'comma-separated device URIs, the first the reference (default: local-sync,local-task)' },
       rtol: { value: 'r', parse: nonNegativeNumber, help: 'relative tolerance (default: 1e-5)' },
       atol: { value: 'a', parse: nonNegativeNumber, help: 'absolute tolerance (default: 1e-8)' },
       ulps: { value: 'n', parse: nonNegativeInteger, help: 'float elements at most N ULPs apart also agree (default: 0)' },
