@@ -184,6 +184,9 @@ describe('halrt.compare', function () {
       const i32 = firstOf('i32', Int32Array.of(5), Int32Array.of(6), { ulps: 10 });
       assert.deepStrictEqual([i32.abs, i32.rel, i32.ulps, i32.values], [1, 0.2, null, [5, 6]]);
       assert.strictEqual(firstOf('i32', Int32Array.of(5), Int32Array.of(6), { atol: 1, integers: true }), null);
+      // Within the default rtol (1e-5 * 1e6 = 10), yet a mismatch: the defaults are for floats.
+      assert.strictEqual(firstOf('i32', Int32Array.of(1e6), Int32Array.of(1e6 + 1)).abs, 1);
+      assert.strictEqual(firstOf('i32', Int32Array.of(1e6), Int32Array.of(1e6 + 1), { integers: true }), null);
       const i64 = firstOf('i64', BigInt64Array.of(2n ** 62n), BigInt64Array.of(2n ** 62n + 1n));
       assert.deepStrictEqual([i64.abs, i64.values], [1, [2n ** 62n, 2n ** 62n + 1n]]);
       assert.ok(firstOf('bool', Uint8Array.of(0), Uint8Array.of(1)));
