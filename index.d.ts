@@ -916,6 +916,95 @@ export interface LoadedFunctions {
  */
 export function load(file: string, options?: LoadOptions): Promise<LoadedModule & LoadedFunctions>;
 
+/** halrt.compare options (docs/compare.md has the rules). */
+export interface CompareOptions {
+  /** The function's bare name ('main'). Default: the module's only function. */
+  function?: string | undefined;
+  /** Device URIs, at least 2; the first is the reference. Default ['local-sync', 'local-task']. */
+  devices?: readonly string[] | undefined;
+  /** Relative tolerance, >= 0 and finite. Default 1e-5. */
+  rtol?: number | undefined;
+  /** Absolute tolerance, >= 0 and finite. Default 1e-8. */
+  atol?: number | undefined;
+  /** Float elements at most this many ULPs apart (in their dtype) also agree: an integer >= 0. Default 0. */
+  ulps?: number | undefined;
+}
+
+/** Where two devices first disagree (CompareResult.first). */
+export interface Divergence {
+  /** [the reference device, the device that differs from it]. */
+  devices: [string, string];
+  /**
+   * 'value': an element beyond tolerance; 'structure': the traces at this
+   * point differ in key, tensor count, name, dtype or shape; 'count': one
+   * device traced more than the other.
+   */
+  what: 'value' | 'structure' | 'count';
+  /** What differs, in words ("t[1][2] is 7 on cuda but 7.000000476837158 on local-sync"). */
+  message: string;
+  /** The trace key ('main:1:add_f32', a trace op's key, or 'outputs'). */
+  key: string;
+  /** 'module.function'. */
+  function: string;
+  /** The op index in the function body; null for the outputs. */
+  op: number | null;
+  /** The dispatch's kernel (from its traceDispatches key); null for a trace op or the outputs. */
+  kernel: string | null;
+  /** With what 'value': the tensor's name, dtype and the element's index in every dimension. */
+  tensor?: string;
+  dtype?: DType;
+  index?: number[];
+  /** With what 'value': [reference element, other element] (f16/bf16 as numbers; 64-bit integers as BigInts). */
+  values?: [number | bigint, number | bigint];
+  /** With what 'value': |a - b|, |a - b| / |b| (b the reference's) and the ULP distance (null for integer dtypes). */
+  abs?: number;
+  rel?: number;
+  ulps?: number | null;
+}
+
+/** How one key compared between the reference and one other device. */
+export interface KeySummary {
+  key: string;
+  /** The device compared with the reference. */
+  device: string;
+  /** Elements compared, over all tensors of the key. */
+  elements: number;
+  /** Elements beyond tolerance. */
+  mismatches: number;
+  /** The largest distances (NaN when a NaN met a number; maxUlps null for integer dtypes). */
+  maxAbs: number;
+  maxRel: number;
+  maxUlps: number | null;
+}
+
+/** What halrt.compare resolves with. */
+export interface CompareResult {
+  /** Whether no divergence was found. */
+  agree: boolean;
+  devices: string[];
+  /** 'module.function'. */
+  function: string;
+  /** The first divergence in program order (earliest trace; ties go to the earlier device), or null. */
+  first: Divergence | null;
+  /** Per other device, per key in program order (keys of traces that differ in structure are left out). */
+  summary: KeySummary[];
+}
+
+/**
+ * Runs a function on each of `options.devices` in turn, every dispatch
+ * traced (traceDispatches) besides the module's own trace ops and the
+ * outputs last, and compares each device's traces with the first device's
+ * in program order. `module`: a module file path, a ModuleBuilder or a
+ * module description object; `inputs`: host data as invoke() takes it (no
+ * BufferViews). Everything it makes is closed before it settles; failures
+ * reject with a HalrtError naming the argument.
+ */
+export function compare(
+  module: string | ModuleBuilder | ModuleDescription,
+  inputs: readonly HostData[] | { readonly [name: string]: HostData },
+  options?: CompareOptions,
+): Promise<CompareResult>;
+
 /**
  * f16 (IEEE binary16) bits of numbers, rounded to nearest even (beyond the
  * largest finite half: ±Infinity; NaN: 0x7e00). A number gives a number.

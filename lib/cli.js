@@ -1,15 +1,16 @@
 'use strict';
-// `halrt devices` and `halrt run`: the API from the command line.
+// `halrt devices`, `halrt run` and `halrt diff`: the API from the command line.
 //
 //   halrt devices
 //   halrt --version
 //   halrt run mlp.halrt.json --function main --input x=@x.npy --input w=[[1,2],[3,4]]
 //       --device auto --trace stdio|npy:DIR|stats --profile trace.json --repeat N --output DIR
+//   halrt diff mlp.halrt.json --devices local-sync,cuda --input ... --rtol R --atol A --ulps N
 //
 // Bad arguments and unreadable files print one line on stderr and exit 2,
 // all checked before a device is made: inputs must match the function's
 // dtypes and shapes exactly, and convert without loss. A failed run prints
-// the error and exits 1.
+// the error and exits 1, as does a diff whose devices diverge.
 
 const fs = require('fs');
 const path = require('path');
@@ -29,6 +30,31 @@ function positiveInteger(value) {
     throw new Error('must be a positive integer');
   }
   return number;
+}
+
+function nonNegativeInteger(value) {
+  const number = Number(value);
+  if (value.trim() === '' || !Number.isSafeInteger(number) || number < 0) {
+    throw new Error('must be a non-negative integer');
+  }
+  return number;
+}
+
+function nonNegativeNumber(value) {
+  const number = Number(value);
+  if (value.trim() === '' || !(number >= 0 && number < Infinity)) {
+    throw new Error('must be a non-negative finite number');
+  }
+  return number;
+}
+
+// "local-sync,cuda": at least two device URIs.
+function deviceList(value) {
+  const uris = value.split(',');
+  if (uris.length < 2 || uris.some((uri) => uri === '')) {
+    throw new Error('must be at least two comma-separated device URIs');
+  }
+  return uris;
 }
 
 // Each driver, its availability (or why not), and its device's properties.
@@ -398,10 +424,81 @@ async function run(file, options, out) {
   }
 }
 
+// The module file's function and inputs, checked before any device is
+// made: [signature, host data in input order].
+function diffInputs(file, options) {
+  const instance = new halrt.Instance();
+  try {
+    let module;
+    try {
+      module = halrt.Module.load(instance, file);
+    } catch (error) {
+      throw new UsageError(`${file}: ${error.message}`);
+    }
+    try {
+      const signature = chooseFunction(module, options.function);
+      return [signature, parseInputs(options.input, signature).map(({ data }) => data)];
+    } finally {
+      module.close();
+    }
+  } finally {
+    instance.close();
+  }
+}
+
+// A number of a diff's report: distances as f64, or '-' when there is none.
+function distanceText(value) {
+  return value === null || value === undefined ? '-' : formatNumber(value, 'f64');
+}
+
+// The first divergence, then a row per traced key and device.
+function diffReport(result) {
+  const lines = [`devices: ${result.devices.join(', ')}`, `function: ${result.function}`];
+  const first = result.first;
+  if (!first) {
+    lines.push('devices agree');
+  } else {
+    const where = [`key ${first.key}`, `op ${first.op ?? '-'}`, `kernel ${first.kernel ?? '-'}`];
+    lines.push(`first divergence: ${first.devices[1]} vs ${first.devices[0]} at ${where.join(', ')}`);
+    if (first.what === 'value') {
+      const value = (x) => (FLOAT_DTYPES.includes(first.dtype) ? formatNumber(x, first.dtype) : String(x));
+      lines.push(`  ${first.tensor}[${first.index.join('][')}]: ${first.devices[0]} ${value(first.values[0])}, ` +
+        `${first.devices[1]} ${value(first.values[1])}; abs ${distanceText(first.abs)}, rel ${distanceText(first.rel)}, ` +
+        `ulps ${distanceText(first.ulps)}`);
+    } else {
+      lines.push(`  ${first.message}`);
+    }
+  }
+  const header = ['key', 'device', 'elements', 'mismatches', 'max abs', 'max rel', 'max ulps'];
+  const rows = result.summary.map((s) => [s.key, s.device, String(s.elements), String(s.mismatches),
+    distanceText(s.maxAbs), distanceText(s.maxRel), distanceText(s.maxUlps)]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  lines.push('', ...[header, ...rows].map((row) => row.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()));
+  return `${lines.join('\n')}\n`;
+}
+
+// Resolves with the exit code: 0 when the devices agree, 1 when they diverge.
+async function diff(file, options, out) {
+  const [signature, inputs] = diffInputs(file, options);
+  const { devices, rtol, atol, ulps } = options;
+  let result;
+  try {
+    result = await halrt.compare(file, inputs, { function: signature.name, devices, rtol, atol, ulps });
+  } catch (error) {
+    const device = /^halrt\.compare: options\.devices\[\d+\] /.exec(error.message);
+    if (device) throw new UsageError(`--devices ${error.message.slice(device[0].length)}`);
+    throw error;
+  }
+  out.write(diffReport(result));
+  return result.agree ? 0 : 1;
+}
+
 // The commands, their arguments and options: what the parser accepts and
 // what --help prints. An option with a `value` placeholder takes a string
 // (checked and converted by `parse` if given); one without is a flag.
 const HELP_OPTION = { short: 'h', help: 'display help for command' };
+const FUNCTION_OPTION = { short: 'f', value: 'name', help: 'the function to run (default: the only one)' };
+const INPUT_OPTION = { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (once per input)' };
 const PROGRAM_OPTIONS = { version: { help: 'print the version' }, help: HELP_OPTION };
 const COMMANDS = {
   devices: {
@@ -413,13 +510,26 @@ const COMMANDS = {
     help: 'run a function of a module file',
     arguments: [['module', 'a .halrt.json module file']],
     options: {
-      function: { short: 'f', value: 'name', help: 'the function to run (default: the only one)' },
-      input: { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (once per input)' },
+      function: FUNCTION_OPTION,
+      input: INPUT_OPTION,
       device: { short: 'd', value: 'uri', default: 'auto', help: 'device URI (default: auto)' },
       trace: { short: 't', value: 'sink', help: 'trace sink: stdio, stats or npy:DIR' },
       profile: { short: 'p', value: 'file', help: 'write a Chrome trace (Perfetto, chrome://tracing)' },
       repeat: { short: 'r', value: 'n', default: 1, parse: positiveInteger, help: 'invoke N times; N > 1 prints per-call timings on stderr (default: 1)' },
       output: { short: 'o', value: 'dir', help: 'write outputs as DIR/<name>.npy instead of printing them' },
+      help: HELP_OPTION,
+    },
+  },
+  diff: {
+    help: 'run a function on several devices and report where their traces first differ (exit 1 when they do)',
+    arguments: [['module', 'a .halrt.json module file']],
+    options: {
+      function: FUNCTION_OPTION,
+      input: INPUT_OPTION,
+      devices: { short: 'd', value: 'uris', parse: deviceList, help: 'comma-separated device URIs, the first the reference (default: local-sync,local-task)' },
+      rtol: { value: 'r', parse: nonNegativeNumber, help: 'relative tolerance (default: 1e-5)' },
+      atol: { value: 'a', parse: nonNegativeNumber, help: 'absolute tolerance (default: 1e-8)' },
+      ulps: { value: 'n', parse: nonNegativeInteger, help: 'float elements at most N ULPs apart also agree (default: 0)' },
       help: HELP_OPTION,
     },
   },
@@ -557,6 +667,8 @@ async function main(argv, out = process.stdout, err = process.stderr) {
       out.write(helpText(positionals.length ? commandNamed(positionals[0]) : undefined));
     } else if (name === 'devices') {
       describeDevices(out);
+    } else if (name === 'diff') {
+      return await diff(positionals[0], values, out);
     } else {
       await run(positionals[0], values, out);
     }

@@ -2,7 +2,7 @@
 // Public entry point. Validation and behaviour live in the native binding;
 // this file loads it, wires HalrtError and the debug-sink decoder in, adds
 // [Symbol.dispose] and the JavaScript conveniences (lib/objects.js: host
-// data for tensor(), inspection; lib/invoke.js; lib/load.js).
+// data for tensor(), inspection; lib/invoke.js; lib/load.js; lib/compare.js).
 
 const path = require('path');
 const nodeGypBuild = require('node-gyp-build');
@@ -11,6 +11,7 @@ const { installModuleStatics, ModuleBuilder } = require('./module');
 const { installInvoke } = require('./invoke');
 const { installObjects } = require('./objects');
 const { load, LoadedModule } = require('./load');
+const { compare } = require('./compare');
 const half = require('./half');
 const { format, formatNumber } = require('./format');
 const sinks = require('./sinks');
@@ -92,6 +93,7 @@ module.exports = {
   HalrtError,
   LoadedModule,
   load,
+  compare,
   toF16Bits: half.toF16Bits,
   fromF16Bits: half.fromF16Bits,
   toBF16Bits: half.toBF16Bits,

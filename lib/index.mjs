@@ -17,6 +17,7 @@ export const {
   HalrtError,
   LoadedModule,
   load,
+  compare,
   toF16Bits,
   fromF16Bits,
   toBF16Bits,

@@ -1,8 +1,9 @@
 'use strict';
 // The command line (bin/halrt.js, lib/cli.js), run as a child process:
 // `halrt devices` and `halrt run` with JSON and .npy inputs, --output,
-// --trace, --profile and --repeat, and the exit codes: 0 ok, 2 bad
-// arguments or files (one line on stderr), 1 a run that failed.
+// --trace, --profile and --repeat, `halrt diff`, and the exit codes: 0 ok,
+// 2 bad arguments or files (one line on stderr), 1 a run that failed or
+// devices that diverge.
 const assert = require('assert');
 const fs = require('fs');
 const os = require('os');
@@ -12,7 +13,8 @@ const halrt = require('..');
 const npy = require('../lib/npy');
 const { toF16Bits: f16Bits, toBF16Bits: bf16Bits } = require('../lib/half');
 const {
-  DEVICE_URIS, assertClose, npyFileName, randomFloats, readNpyIndex, reference,
+  DEVICE_URIS, FAKE_CUDA, assertClose, buildNativeFixtures, npyFileName, plantedModule, randomFloats, readNpyIndex,
+  reference,
 } = require('./helpers');
 
 const ROOT = path.join(__dirname, '..');
@@ -20,7 +22,9 @@ const BIN = path.join(ROOT, 'bin', 'halrt.js');
 const EXAMPLE = path.join(ROOT, 'examples', 'mlp.halrt.json');
 
 function halrtCli(args, options = {}) {
-  const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30000, cwd: options.cwd ?? ROOT });
+  const result = spawnSync(process.execPath, [BIN, ...args], {
+    encoding: 'utf8', timeout: 30000, cwd: options.cwd ?? ROOT, env: { ...process.env, ...options.env },
+  });
   assert.strictEqual(result.error, undefined, String(result.error));
   assert.strictEqual(result.signal, null, `halrt ${args.join(' ')} was killed: ${result.stderr}`);
   return result;
@@ -216,7 +220,7 @@ describe('halrt CLI', function () {
     assert.strictEqual(texts[2], texts[0]);
     assert.match(texts[0], /^Usage: halrt \[options\] \[command\]\n/);
     assert.match(texts[0], /^ {2}--version +print the version$/m);
-    for (const command of ['devices \\[options\\]', 'run \\[options\\] <module>', 'help \\[command\\]']) {
+    for (const command of ['devices \\[options\\]', 'run \\[options\\] <module>', 'diff \\[options\\] <module>', 'help \\[command\\]']) {
       assert.match(texts[0], new RegExp(`^  ${command}  +\\w`, 'm'));
     }
     const bare = halrtCli([]);
@@ -488,6 +492,75 @@ describe('halrt CLI', function () {
     const linked = halrtCli(['run', file, '--device', 'local-sync', ...inputs()]);
     assert.strictEqual(linked.status, 1, linked.stderr);
     assert.match(linked.stderr, /^halrt: NOT_FOUND: new Context: linking module 'mlp': executables\.k: no executable for device kind 'local'[^\n]*\n$/);
+  });
+
+  describe('diff', () => {
+    it('`diff` on two CPU devices that agree prints the table of every key and exits 0', () => {
+      const result = halrtCli(['diff', EXAMPLE, ...inputs()]);
+      assert.strictEqual(result.status, 0, result.stderr);
+      assert.strictEqual(result.stderr, '');
+      const lines = result.stdout.split('\n');
+      assert.deepStrictEqual(lines.slice(0, 5), ['devices: local-sync, local-task', 'function: mlp.main', 'devices agree', '',
+        'key                      device      elements  mismatches  max abs  max rel  max ulps']);
+      assert.deepStrictEqual(lines.slice(5, -1).map((line) => line.split(/ +/)), [
+        'main:0:matmul_f32', 'main:1:relu_f32', 'layer1', 'main:3:matmul_f32', 'logits', 'main:5:softmax_rows_f32', 'probs', 'outputs',
+      ].map((key) => [key, 'local-task', /^main:[01]|layer1/.test(key) ? '64' : '12', '0', '0', '0', '0']));
+      assert.strictEqual(lines.at(-1), '');
+    });
+
+    it('`diff` finds the divergence planted at op 1 on the CUDA test double and exits 1; --ulps 1 accepts it', () => {
+      buildNativeFixtures();
+      const file = path.join(dir, 'planted.halrt.json');
+      fs.writeFileSync(file, JSON.stringify(plantedModule()));
+      const args = ['diff', file, '--devices', 'cuda,local-sync', '-i', 'a=[[1,2,3],[4,5,6]]', '-i', 'b=[[0.5,0.5,0.5],[0.5,0.5,0.5]]',
+        '--rtol', '0', '--atol=0'];
+      const env = { HALRT_CUDA_LIBRARY: FAKE_CUDA };
+      const result = halrtCli(args, { env });
+      assert.strictEqual(result.status, 1, result.stderr);
+      assert.strictEqual(result.stderr, '');
+      const lines = result.stdout.split('\n');
+      assert.deepStrictEqual(lines.slice(0, 4), [
+        'devices: cuda, local-sync',
+        'function: planted.main',
+        'first divergence: local-sync vs cuda at key main:1:add_f32, op 1, kernel add_f32',
+        '  t[1][2]: cuda 7, local-sync 7.0000005; abs 4.76837158203125e-7, rel 6.811959402901785e-8, ulps 1',
+      ]);
+      assert.deepStrictEqual(lines.slice(6, -1).map((line) => line.split(/ +/).slice(0, 4)), [
+        ['main:0:add_f32', 'local-sync', '6', '0'], ['main:1:add_f32', 'local-sync', '6', '1'], ['sum', 'local-sync', '6', '1'],
+        ['main:3:mul_f32', 'local-sync', '6', '1'], ['outputs', 'local-sync', '6', '1'],
+      ]);
+      const accepted = halrtCli([...args, '--ulps', '1'], { env });
+      assert.strictEqual(accepted.status, 0, accepted.stderr);
+      assert.match(accepted.stdout, /^devices agree$/m);
+    });
+
+    it('`diff --help` lists its options', () => {
+      const help = halrtCli(['diff', '--help']);
+      assert.strictEqual(help.status, 0, help.stderr);
+      assert.match(help.stdout, /^Usage: halrt diff \[options\] <module>\n/);
+      for (const flags of ['-f, --function <name>', '-i, --input <name=value>', '-d, --devices <uris>', '--rtol <r>', '--atol <a>',
+        '--ulps <n>', '-h, --help']) {
+        assert.ok(help.stdout.includes(`\n  ${flags}  `), `${flags} in ${help.stdout}`);
+      }
+    });
+
+    const usage = [
+      ['one device', () => ['--devices', 'local-sync'], ["option '-d, --devices <uris>' argument 'local-sync' is invalid: must be at least two"]],
+      ['an empty device', () => ['--devices', 'local-sync,'], ['must be at least two comma-separated device URIs']],
+      ['a device that cannot be made', () => ['--devices', 'local-sync,nope'], ["--devices 'nope': unknown driver 'nope'"]],
+      ['a negative --rtol', () => ['--rtol', '-1'], ["option '--rtol <r>' argument '-1' is invalid: must be a non-negative finite number"]],
+      ['an --atol that is not a number', () => ['--atol', 'x'], ["argument 'x' is invalid"]],
+      ['an --ulps that is not an integer', () => ['--ulps', '1.5'], ["option '--ulps <n>' argument '1.5' is invalid: must be a non-negative integer"]],
+      ['an unknown --function', () => ['--function', 'nope'], ["--function 'nope': module 'mlp' has main"]],
+      ['a missing input', () => ['--input', 'x=@/nonesuch.npy'], ["--input 'x'"]],
+    ];
+    for (const [what, args, parts] of usage) {
+      it(`${what} exits 2 with one line on stderr`, () => {
+        const given = args();
+        const withInputs = given.includes('--input') ? given : [...given, ...inputs()];
+        assertUsageError(halrtCli(['diff', EXAMPLE, ...withInputs]), ...parts);
+      });
+    }
   });
 });
 

@@ -86,6 +86,47 @@ async function assertRejectsHalrt(promiseOrFn, code, ...parts) {
   await assert.rejects(promiseOrFn, (error) => checkHalrtError(error, code, parts));
 }
 
+/** The CUDA driver test double and the test kernel library (test/c/Makefile builds both). */
+const FAKE_CUDA = path.join(__dirname, '..', 'build', 'ctest', 'libfakecuda.so');
+const TEST_KERNELS = path.join(__dirname, '..', 'build', 'ctest', 'kernels_good.so');
+
+/**
+ * A module with a divergence planted at op 1 for halrt.compare and halrt
+ * diff: t = (a + b) + b, the second add by `p.add_f32`: the built-in on
+ * CUDA, the test library's on local devices (one ULP up at its last
+ * element, [1][2]).
+ */
+function plantedModule() {
+  const f32 = (name) => ({ name, dtype: 'f32', shape: [2, 3] });
+  return {
+    format: 'halrt.module/1',
+    name: 'planted',
+    executables: {
+      k: { local: { builtin: true }, cuda: { builtin: true } },
+      p: { local: { library: TEST_KERNELS }, cuda: { builtin: true } },
+    },
+    functions: {
+      main: {
+        inputs: [f32('a'), f32('b')],
+        outputs: [f32('out')],
+        locals: [f32('s'), f32('t')],
+        body: [
+          { op: 'dispatch', kernel: 'k.add_f32', workgroups: [2], bindings: ['a', 'b', 's'], constants: [6] },
+          { op: 'dispatch', kernel: 'p.add_f32', workgroups: [2], bindings: ['s', 'b', 't'], constants: [6] },
+          { op: 'trace', key: 'sum', values: ['t'] },
+          { op: 'dispatch', kernel: 'k.mul_f32', workgroups: [2], bindings: ['t', 'a', 'out'], constants: [6] },
+        ],
+      },
+    },
+  };
+}
+
+/** Builds FAKE_CUDA and TEST_KERNELS (make does nothing when they are up to date). */
+function buildNativeFixtures() {
+  const made = spawnSync('make', ['-s', '-C', path.join(__dirname, 'c'), FAKE_CUDA, TEST_KERNELS], { encoding: 'utf8' });
+  assert.strictEqual(made.status, 0, `make: ${made.stderr}`);
+}
+
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
 /**
@@ -335,6 +376,10 @@ function readNpyIndex(dir) {
 }
 
 module.exports = {
+  FAKE_CUDA,
+  TEST_KERNELS,
+  plantedModule,
+  buildNativeFixtures,
   UNDER_SANITIZER,
   ARRAY_TYPES,
   BUILTIN,

@@ -377,6 +377,12 @@ async function programs(): Promise<void> {
   oneLiner.close();
   // @ts-expect-error load's device is a URI string
   await halrt.load('mlp.halrt.json', { device: 1 });
+  const compared: halrt.CompareResult = await halrt.compare('mlp.halrt.json', [new Float32Array(4)], { devices: ['local-sync', 'cuda'], ulps: 2 });
+  const firstKernel: string | null | undefined = compared.first?.kernel;
+  const maxUlps: number | null | undefined = compared.summary[0]?.maxUlps;
+  void [compared.agree, firstKernel, maxUlps];
+  // @ts-expect-error compare's devices are URI strings
+  await halrt.compare('mlp.halrt.json', [], { devices: 'cuda' });
   const controller = new AbortController();
   const invokeOptions: InvokeOptions = { signal: controller.signal };
   const aborted: Promise<BufferView[]> = main.invoke([x, w], invokeOptions);

@@ -1,5 +1,6 @@
 // A user kernel library for the loader tests, built once per VARIANT_* macro:
 // GOOD follows the ABI; each other variant breaks one rule of it.
+#include <math.h>
 #include <stdint.h>
 
 #include "halrt/cpu_kernel.h"
@@ -60,10 +61,35 @@ static int store_release_u32(const halrt_dispatch_state_t* dispatch,
   return HALRT_KERNEL_OK;
 }
 
+// The built-in add_f32 (a, b, out; n), except that element n - 1 comes out
+// one ULP above a + b: a planted divergence for halrt.compare's tests
+// (test/compare.test.js).
+static int add_f32(const halrt_dispatch_state_t* dispatch,
+                   const halrt_workgroup_state_t* workgroup) {
+  uint32_t n = dispatch->constants[0];
+  for (uint32_t b = 0; b < 3; ++b) {
+    if (dispatch->binding_lengths[b] < n * 4ull) {
+      return HALRT_KERNEL_INVALID_ARGUMENT;
+    }
+  }
+  const float* x = dispatch->bindings[0];
+  const float* y = dispatch->bindings[1];
+  float* out = dispatch->bindings[2];
+  uint32_t groups = dispatch->workgroup_count[0];
+  uint32_t chunk = (n + groups - 1) / groups;
+  uint32_t begin = workgroup->workgroup_id[0] * chunk;
+  for (uint32_t i = begin; i < n && i < begin + chunk; ++i) {
+    out[i] = x[i] + y[i];
+    if (i == n - 1) out[i] = nextafterf(out[i], INFINITY);
+  }
+  return HALRT_KERNEL_OK;
+}
+
 static const halrt_kernel_entry_t kernels[] = {
     {"worker_ids", worker_ids, 1, 0},
     {"store_release_u32", store_release_u32, 1, 1},
     {"scale_u32", scale_u32, 2, 2},
+    {"add_f32", add_f32, 3, 1},
 #if defined(VARIANT_DUPLICATE_NAMES)
     {"scale_u32", fail_on, 0, 2},
 #else
