@@ -352,17 +352,21 @@ function removeCreated(created) {
   }
 }
 
+// The Module in `file`; a file that does not load is a usage error.
+function loadModuleFile(instance, file) {
+  try {
+    return halrt.Module.load(instance, file);
+  } catch (error) {
+    throw new UsageError(`${file}: ${error.message}`);
+  }
+}
+
 async function run(file, options, out) {
   const instance = new halrt.Instance();
   const owned = [instance];
   const created = [];
   try {
-    let module;
-    try {
-      module = halrt.Module.load(instance, file);
-    } catch (error) {
-      throw new UsageError(`${file}: ${error.message}`);
-    }
+    const module = loadModuleFile(instance, file);
     owned.push(module);
     const signature = chooseFunction(module, options.function);
     // Every argument and file is checked before a device is made.
@@ -429,12 +433,7 @@ async function run(file, options, out) {
 function diffInputs(file, options) {
   const instance = new halrt.Instance();
   try {
-    let module;
-    try {
-      module = halrt.Module.load(instance, file);
-    } catch (error) {
-      throw new UsageError(`${file}: ${error.message}`);
-    }
+    const module = loadModuleFile(instance, file);
     try {
       const signature = chooseFunction(module, options.function);
       return [signature, parseInputs(options.input, signature).map(({ data }) => data)];
