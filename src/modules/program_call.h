@@ -15,6 +15,8 @@
 #include "modules/program_state.h"
 
 // What one trace command reports; its address is the trace's user_data.
+// Made when program_state.c records the command, in the state's arena: lives
+// as long as the per-context state.
 typedef struct hrt_trace_site_s {
   const hrt_program_state_t* state;
   const hrt_function_t* function;
