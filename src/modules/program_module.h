@@ -12,6 +12,12 @@
 // command buffer per function. Each call allocates fresh outputs and locals,
 // submits the function's command buffer with the call's bindings, and completes
 // on the device's completion thread.
+//
+// The parts (private to src/modules): program_internal.h (the parsed
+// module), program_parse.h (the description's top level), with
+// program_fields.h, program_executables.h, program_values.h,
+// program_constants.h and program_ops.h; program_state.h (per-context state:
+// executables loaded, command buffers recorded); program_call.h (one call).
 #ifndef HRT_MODULES_PROGRAM_MODULE_H_
 #define HRT_MODULES_PROGRAM_MODULE_H_
 

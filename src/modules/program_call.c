@@ -1,0 +1,183 @@
+#include "modules/program_call.h"
+
+#include <stdlib.h>
+
+#include "base/alloc.h"
+#include "base/threads.h"
+#include "modules/hal_module.h"
+
+// One call in flight: the host context of its submission.
+typedef struct hrt_program_call_s {
+  hrt_vm_invocation_done_t done;
+  const hrt_program_state_t* state;
+  const hrt_function_t* function;
+  uint32_t function_ordinal;
+  uint64_t sequence;
+  uint64_t invocation;
+  uint32_t output_count;
+  uint32_t local_count;
+  hrt_hal_buffer_view_t** outputs;  // [output_count], owned until done
+  hrt_hal_buffer_t** locals;        // [local_count], owned
+  hrt_hal_buffer_ref_t* bindings;   // [value_count]
+} hrt_program_call_t;
+
+hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
+                                    uint32_t count, const void* const* data,
+                                    const uint64_t* lengths) {
+  const hrt_trace_site_t* site = user_data;
+  const hrt_program_call_t* call = submission_context;
+  if (site->every > 1 && call->sequence % site->every != 0) return HRT_OK;
+  hrt_trace_tensor_t tensors[HRT_HAL_MAX_TRACE_SOURCES];
+  for (uint32_t i = 0; i < count; ++i) {
+    const hrt_vm_tensor_type_t* type = &site->function->types[site->values[i]];
+    tensors[i] = (hrt_trace_tensor_t){type->name, type->element_type,
+                                      type->rank, type->shape,
+                                      data[i],    lengths[i]};
+  }
+  hrt_trace_info_t info = {call->sequence, site->function->qualified_name,
+                           site->op_index, hrt_time_now_ns(), call->invocation};
+  return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
+                              tensors);
+}
+
+static void hrt_program_dispatch_timing(void* host_context,
+                                        uint32_t command_index,
+                                        int64_t start_ns, int64_t duration_ns) {
+  const hrt_program_call_t* call = host_context;
+  const hrt_program_state_t* state = call->state;
+  uint32_t op_index = state->command_ops[call->function_ordinal][command_index];
+  hrt_dispatch_timing_t event = {
+      .sequence = call->sequence,
+      .invocation = call->invocation,
+      .function = call->function->qualified_name,
+      .op_index = op_index,
+      .kernel = call->function->ops[op_index].kernel,
+      .device = hrt_hal_device_info(state->device)->uri,
+      .start_ns = start_ns,
+      .duration_ns = duration_ns,
+  };
+  hrt_hal_module_dispatch_timing(state->hal, &event, 1);
+}
+
+static void hrt_program_call_release_locals(hrt_program_call_t* call) {
+  for (uint32_t i = 0; i < call->local_count; ++i) {
+    hrt_hal_buffer_release(call->locals[i]);
+  }
+  call->local_count = 0;
+}
+
+static void hrt_program_call_free(hrt_program_call_t* call,
+                                  bool release_outputs) {
+  hrt_program_call_release_locals(call);
+  for (uint32_t i = 0; release_outputs && i < call->output_count; ++i) {
+    hrt_hal_buffer_view_release(call->outputs[i]);
+  }
+  free(call);
+}
+
+static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
+  hrt_program_call_t* call = user_data;
+  hrt_vm_invocation_done_t done = call->done;
+  // Locals go back to the device before the caller hears of the completion,
+  // so that the caller's next call can reuse their memory.
+  hrt_program_call_release_locals(call);
+  if (status == HRT_OK) {
+    done.fn(done.user_data, HRT_OK, call->outputs, call->output_count);
+    hrt_program_call_free(call, false);
+  } else {
+    hrt_program_call_free(call, true);
+    done.fn(done.user_data, status, NULL, 0);
+  }
+}
+
+// Allocates the call's outputs and locals and fills its binding table.
+static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
+                                     const hrt_function_t* function,
+                                     const hrt_vm_function_def_t* def,
+                                     const hrt_vm_call_t* vm_call,
+                                     hrt_program_call_t* call) {
+  for (uint32_t i = 0; i < def->input_count; ++i) {
+    hrt_hal_buffer_t* buffer = hrt_hal_buffer_view_buffer(vm_call->inputs[i]);
+    if (buffer->device != device) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "input %u ('%s') is on another device than the "
+                             "context's HAL module (%s)",
+                             i, def->inputs[i].name,
+                             hrt_hal_device_info(device)->uri);
+    }
+    call->bindings[i] = hrt_hal_buffer_view_ref(vm_call->inputs[i]);
+  }
+  // Each buffer is checked alone by the device; together they must fit too,
+  // or zeroing them would exhaust the host (the process killed, not an
+  // error).
+  uint64_t memory = hrt_hal_device_info(device)->total_memory;
+  if (memory != 0 && function->call_bytes > memory) {
+    return hrt_status_make(
+        HRT_STATUS_RESOURCE_EXHAUSTED,
+        "%s: one call allocates %llu bytes of outputs and "
+        "locals, more than the %llu bytes of %s",
+        function->qualified_name, (unsigned long long)function->call_bytes,
+        (unsigned long long)memory, hrt_hal_device_info(device)->uri);
+  }
+  for (uint32_t v = def->input_count; v < function->value_count; ++v) {
+    const hrt_vm_tensor_type_t* type = &function->types[v];
+    hrt_hal_buffer_t* buffer = NULL;
+    HRT_RETURN_IF_ERROR(hrt_hal_device_allocate_buffer(
+        device, function->byte_lengths[v], NULL, &buffer));
+    uint32_t output = v - def->input_count;
+    if (output < def->output_count) {
+      hrt_status_t status =
+          hrt_hal_buffer_view_create(buffer, 0, type->element_type, type->rank,
+                                     type->shape, &call->outputs[output]);
+      hrt_hal_buffer_release(buffer);  // the view holds it
+      HRT_RETURN_IF_ERROR(status);
+      call->output_count = output + 1;
+    } else {
+      call->locals[call->local_count++] = buffer;
+    }
+    call->bindings[v] =
+        (hrt_hal_buffer_ref_t){buffer, 0, 0, HRT_HAL_WHOLE_BUFFER};
+  }
+  return HRT_OK;
+}
+
+hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
+                                    const hrt_vm_call_t* vm_call) {
+  hrt_program_module_t* module = (hrt_program_module_t*)base;
+  hrt_program_state_t* state = opaque;
+  const hrt_function_t* function =
+      &module->functions[vm_call->function_ordinal];
+  const hrt_vm_function_def_t* def = &module->defs[vm_call->function_ordinal];
+  uint32_t values = function->value_count;
+  hrt_program_call_t* call = NULL;
+  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
+      sizeof(*call) +
+          values * (sizeof(hrt_hal_buffer_ref_t) + 2 * sizeof(void*)),
+      "call", (void**)&call));
+  call->bindings = (hrt_hal_buffer_ref_t*)(call + 1);
+  call->outputs = (hrt_hal_buffer_view_t**)(call->bindings + values);
+  call->locals = (hrt_hal_buffer_t**)(call->outputs + values);
+  call->done = vm_call->done;
+  call->state = state;
+  call->function = function;
+  call->function_ordinal = vm_call->function_ordinal;
+  call->sequence = vm_call->sequence;
+  call->invocation = vm_call->invocation;
+  hrt_status_t status =
+      hrt_prepare_call(state->device, function, def, vm_call, call);
+  if (status == HRT_OK) {
+    hrt_hal_submission_t submission = {
+        .command_buffer = state->command_buffers[vm_call->function_ordinal],
+        .bindings = call->bindings,
+        .binding_count = values,
+        .completion = {hrt_program_call_complete, call},
+        .host_context = call,
+        .dispatch_timing = hrt_hal_module_options(state->hal)->profile
+                               ? hrt_program_dispatch_timing
+                               : NULL,
+    };
+    status = hrt_hal_device_queue_submit(state->device, &submission);
+  }
+  if (status != HRT_OK) hrt_program_call_free(call, true);
+  return status;
+}

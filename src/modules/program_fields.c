@@ -1,0 +1,91 @@
+#include "modules/program_fields.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void hrt_program_path_format(char* out, const char* format, ...)
+    HRT_PRINTF(2, 3);
+void hrt_program_path_format(char* out, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(out, HRT_PATH_MAX, format, args);
+  va_end(args);
+}
+
+hrt_status_t hrt_program_field_error(hrt_status_code_t code, const char* path,
+                                     const char* format, ...) HRT_PRINTF(3, 4);
+hrt_status_t hrt_program_field_error(hrt_status_code_t code, const char* path,
+                                     const char* format, ...) {
+  char message[512];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  return hrt_status_make(code, "%s: %s", path, message);
+}
+
+hrt_status_t hrt_program_expect(const hrt_json_t* value, hrt_json_type_t type,
+                                const char* path) {
+  if (!value || value->type != type) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path, "must be %s %s%s%s",
+        type == HRT_JSON_ARRAY || type == HRT_JSON_OBJECT ? "an" : "a",
+        hrt_json_type_name(type), value ? ", got " : "",
+        value ? hrt_json_type_name(value->type) : " (missing)");
+  }
+  return HRT_OK;
+}
+
+hrt_status_t hrt_program_check_keys(const hrt_json_t* object,
+                                    const char* const* known, int count,
+                                    const char* path) {
+  for (size_t i = 0; i < object->length; ++i) {
+    bool found = false;
+    for (int k = 0; k < count && !found; ++k) {
+      found = strcmp(object->keys[i], known[k]) == 0;
+    }
+    if (!found) {
+      return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                                     "unknown field '%s'", object->keys[i]);
+    }
+  }
+  return HRT_OK;
+}
+
+bool hrt_program_is_identifier(const char* text) {
+  if (!text[0] || (text[0] >= '0' && text[0] <= '9')) return false;
+  for (const char* c = text; *c; ++c) {
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+          (*c >= '0' && *c <= '9') || *c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+hrt_status_t hrt_program_expect_identifier(const hrt_json_t* value,
+                                           const char* path) {
+  HRT_RETURN_IF_ERROR(hrt_program_expect(value, HRT_JSON_STRING, path));
+  if (!hrt_program_is_identifier(value->string)) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "'%s' is not a name (letters, digits, '_'; not "
+        "starting with a digit)",
+        value->string);
+  }
+  return HRT_OK;
+}
+
+hrt_status_t hrt_program_expect_integer(const hrt_json_t* value, int64_t min,
+                                        int64_t max, const char* path,
+                                        int64_t* out) {
+  if (!value || value->type != HRT_JSON_NUMBER || !value->fits_int64 ||
+      value->integer < min || value->integer > max) {
+    return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                                   "must be an integer in [%lld, %lld]",
+                                   (long long)min, (long long)max);
+  }
+  *out = value->integer;
+  return HRT_OK;
+}

@@ -1,0 +1,316 @@
+#include "modules/program_ops.h"
+
+#include <string.h>
+
+#include "modules/program_constants.h"
+#include "modules/program_executables.h"
+#include "modules/program_fields.h"
+#include "modules/program_values.h"
+
+// The constants of a dispatch of a declared entry: one per scalar parameter,
+// in order, typed by it.
+static hrt_status_t hrt_parse_typed_constants(hrt_program_parser_t* parser,
+                                              const hrt_hal_entry_decl_t* decl,
+                                              const hrt_json_t* constants,
+                                              const char* path, hrt_op_t* op) {
+  uint32_t scalars = 0, words = 0;
+  for (uint32_t p = 0; p < decl->param_count; ++p) {
+    const uint32_t n = hrt_hal_param_type_words(decl->params[p]);
+    scalars += n != 0;
+    words += n;
+  }
+  if (constants) {
+    HRT_RETURN_IF_ERROR(hrt_program_expect(constants, HRT_JSON_ARRAY, path));
+  }
+  const size_t given = constants ? constants->length : 0;
+  if (given != scalars) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "kernel '%s' declares %u scalar parameters, so "
+        "its dispatches take %u constants (got %zu)",
+        decl->name, scalars, scalars, given);
+  }
+  op->constant_count = words;
+  HRT_RETURN_IF_ERROR(hrt_program_alloc(parser, ((size_t)words + 1) * 4,
+                                        (void**)&op->constants));
+  uint32_t c = 0, w = 0;
+  for (uint32_t p = 0; p < decl->param_count; ++p) {
+    if (decl->params[p] == HRT_HAL_PARAM_BUFFER) continue;
+    char item_path[HRT_PATH_MAX];
+    hrt_program_path_format(item_path, "%s[%u]", path, c);
+    HRT_RETURN_IF_ERROR(hrt_program_parse_typed_constant(
+        &constants->items[c], decl->params[p], decl->name, item_path,
+        &op->constants[w]));
+    w += hrt_hal_param_type_words(decl->params[p]);
+    ++c;
+  }
+  return HRT_OK;
+}
+
+// A 1- to 3-element list of positive integers, each at most max[i].
+static hrt_status_t hrt_parse_grid(const hrt_json_t* value, const uint32_t* max,
+                                   const char* path, uint32_t out[3]) {
+  HRT_RETURN_IF_ERROR(hrt_program_expect(value, HRT_JSON_ARRAY, path));
+  if (value->length < 1 || value->length > 3) {
+    return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                                   "must have 1 to 3 entries (got %zu)",
+                                   value->length);
+  }
+  out[0] = out[1] = out[2] = 1;
+  for (size_t i = 0; i < value->length; ++i) {
+    char item_path[HRT_PATH_MAX];
+    hrt_program_path_format(item_path, "%s[%zu]", path, i);
+    int64_t n = 0;
+    HRT_RETURN_IF_ERROR(
+        hrt_program_expect_integer(&value->items[i], 1, max[i], item_path, &n));
+    out[i] = (uint32_t)n;
+  }
+  return HRT_OK;
+}
+
+static hrt_status_t hrt_parse_dispatch(hrt_program_parser_t* parser,
+                                       const hrt_function_t* function,
+                                       const hrt_json_t* json, const char* path,
+                                       hrt_op_t* op) {
+  static const char* const known[] = {"op",       "kernel",    "workgroups",
+                                      "bindings", "constants", "workgroupSize"};
+  HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 6, path));
+  char field[HRT_PATH_MAX];
+  hrt_program_path_format(field, "%s.kernel", path);
+  const hrt_json_t* kernel = hrt_json_get(json, "kernel");
+  HRT_RETURN_IF_ERROR(hrt_program_expect(kernel, HRT_JSON_STRING, field));
+  const char* dot = strchr(kernel->string, '.');
+  if (!dot || dot == kernel->string || !dot[1]) {
+    return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
+                                   "'%s' must be 'executable.entry'",
+                                   kernel->string);
+  }
+  op->kernel = kernel->string;
+  op->entry = dot + 1;
+  const hrt_program_module_t* module = parser->module;
+  size_t name_length = (size_t)(dot - kernel->string);
+  op->executable = UINT32_MAX;
+  for (uint32_t i = 0; i < module->executable_count; ++i) {
+    if (strlen(module->executables[i].name) == name_length &&
+        strncmp(module->executables[i].name, kernel->string, name_length) ==
+            0) {
+      op->executable = i;
+    }
+  }
+  if (op->executable == UINT32_MAX) {
+    return hrt_program_field_error(HRT_STATUS_NOT_FOUND, field,
+                                   "unknown executable '%.*s'",
+                                   (int)name_length, kernel->string);
+  }
+  if (module->executables[op->executable].builtin) {
+    op->signature = hrt_builtin_signature_find(op->entry);
+    if (!op->signature) {
+      return hrt_program_field_error(HRT_STATUS_NOT_FOUND, field,
+                                     "unknown built-in kernel '%s' (see "
+                                     "docs/kernels.md)",
+                                     op->entry);
+    }
+  }
+  const hrt_hal_entry_decl_t* decl = NULL;
+  HRT_RETURN_IF_ERROR(hrt_program_find_entry_decl(
+      &module->executables[op->executable], op->entry, field, &decl));
+  if (decl && !decl->typed) decl = NULL;  // inferred: untyped constants
+  static const uint32_t count_max[3] = {0x7FFFFFFFu, 65535u, 65535u};
+  static const uint32_t size_max[3] = {1024u, 1024u, 64u};
+  hrt_program_path_format(field, "%s.workgroups", path);
+  HRT_RETURN_IF_ERROR(hrt_parse_grid(hrt_json_get(json, "workgroups"),
+                                     count_max, field, op->workgroup_count));
+  uint64_t workgroups = (uint64_t)op->workgroup_count[0] *
+                        op->workgroup_count[1] * op->workgroup_count[2];
+  if (workgroups > HRT_HAL_MAX_DISPATCH_WORKGROUPS) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, field,
+        "%llu workgroups exceed the limit of %llu",
+        (unsigned long long)workgroups,
+        (unsigned long long)HRT_HAL_MAX_DISPATCH_WORKGROUPS);
+  }
+  op->workgroup_size[0] = op->workgroup_size[1] = op->workgroup_size[2] = 1;
+  const hrt_json_t* size = hrt_json_get(json, "workgroupSize");
+  if (size) {
+    hrt_program_path_format(field, "%s.workgroupSize", path);
+    HRT_RETURN_IF_ERROR(
+        hrt_parse_grid(size, size_max, field, op->workgroup_size));
+    if ((uint64_t)op->workgroup_size[0] * op->workgroup_size[1] *
+            op->workgroup_size[2] >
+        1024) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, field,
+          "more than 1024 invocations per workgroup");
+    }
+  }
+  hrt_program_path_format(field, "%s.constants", path);
+  const hrt_json_t* constants = hrt_json_get(json, "constants");
+  if (decl) {
+    HRT_RETURN_IF_ERROR(
+        hrt_parse_typed_constants(parser, decl, constants, field, op));
+  } else if (constants) {
+    HRT_RETURN_IF_ERROR(hrt_program_expect(constants, HRT_JSON_ARRAY, field));
+    if (constants->length > HRT_HAL_MAX_DISPATCH_CONSTANTS) {
+      return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
+                                     "at most %d constants",
+                                     HRT_HAL_MAX_DISPATCH_CONSTANTS);
+    }
+    op->constant_count = (uint32_t)constants->length;
+    HRT_RETURN_IF_ERROR(hrt_program_alloc(parser, (constants->length + 1) * 4,
+                                          (void**)&op->constants));
+    for (size_t i = 0; i < constants->length; ++i) {
+      char item_path[HRT_PATH_MAX];
+      hrt_program_path_format(item_path, "%s[%zu]", field, i);
+      hrt_constant_kind_t kind =
+          !op->signature ? HRT_CONSTANT_ANY
+          : i < 32 && (op->signature->float_constants >> i) & 1u
+              ? HRT_CONSTANT_F32
+              : HRT_CONSTANT_INTEGER;
+      HRT_RETURN_IF_ERROR(hrt_program_parse_constant(
+          &constants->items[i], kind, op->entry, item_path, &op->constants[i]));
+    }
+  }
+  hrt_program_path_format(field, "%s.bindings", path);
+  HRT_RETURN_IF_ERROR(hrt_program_parse_value_list(
+      parser, function, hrt_json_get(json, "bindings"),
+      HRT_HAL_MAX_DISPATCH_BINDINGS, field, op));
+  if (decl) {
+    uint32_t buffers = 0;
+    for (uint32_t p = 0; p < decl->param_count; ++p) {
+      buffers += decl->params[p] == HRT_HAL_PARAM_BUFFER;
+    }
+    if (buffers == 0) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, field,
+          "kernel '%s' declares no buffer parameter, and a "
+          "dispatch takes 1 to %d bindings: it cannot be "
+          "dispatched",
+          decl->name, HRT_HAL_MAX_DISPATCH_BINDINGS);
+    }
+    if (op->operand_count != buffers) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, field,
+          "kernel '%s' declares %u buffer parameters, so "
+          "its dispatches take %u bindings (got %u)",
+          decl->name, buffers, buffers, op->operand_count);
+    }
+  }
+  const hrt_builtin_signature_t* signature = op->signature;
+  if (!signature) return HRT_OK;
+  if (op->operand_count != signature->binding_count ||
+      op->constant_count != signature->constant_count) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "kernel '%s' takes %u bindings and %u constants "
+        "(got %u and %u)",
+        op->entry, signature->binding_count, signature->constant_count,
+        op->operand_count, op->constant_count);
+  }
+  for (uint32_t i = 0; i < op->operand_count; ++i) {
+    const hrt_builtin_binding_t* rule = &signature->bindings[i];
+    const hrt_vm_tensor_type_t* type = &function->types[op->operands[i]];
+    char item_path[HRT_PATH_MAX];
+    hrt_program_path_format(item_path, "%s[%u]", field, i);
+    if (!rule->any_type && type->element_type != rule->element_type) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, item_path,
+          "kernel '%s' needs %s here but '%s' is %s", op->entry,
+          hrt_hal_element_type_name(rule->element_type), type->name,
+          hrt_hal_element_type_name(type->element_type));
+    }
+    uint64_t needed =
+        hrt_builtin_binding_min_bytes(signature, i, op->constants);
+    uint64_t have = function->byte_lengths[op->operands[i]];
+    if (have < needed) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, item_path,
+          "kernel '%s' needs %llu bytes here for its "
+          "constants but '%s' has %llu",
+          op->entry, (unsigned long long)needed, type->name,
+          (unsigned long long)have);
+    }
+  }
+  return HRT_OK;
+}
+
+hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
+                                  const hrt_function_t* function,
+                                  const hrt_json_t* json, const char* path,
+                                  hrt_op_t* op) {
+  HRT_RETURN_IF_ERROR(hrt_program_expect(json, HRT_JSON_OBJECT, path));
+  char field[HRT_PATH_MAX];
+  hrt_program_path_format(field, "%s.op", path);
+  const hrt_json_t* kind = hrt_json_get(json, "op");
+  HRT_RETURN_IF_ERROR(hrt_program_expect(kind, HRT_JSON_STRING, field));
+  const char* name = kind->string;
+  if (strcmp(name, "dispatch") == 0) {
+    op->kind = HRT_OP_DISPATCH;
+    return hrt_parse_dispatch(parser, function, json, path, op);
+  }
+  if (strcmp(name, "barrier") == 0) {
+    static const char* const known[] = {"op"};
+    op->kind = HRT_OP_BARRIER;
+    return hrt_program_check_keys(json, known, 1, path);
+  }
+  if (strcmp(name, "trace") == 0) {
+    static const char* const known[] = {"op", "key", "values"};
+    op->kind = HRT_OP_TRACE;
+    HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 3, path));
+    hrt_program_path_format(field, "%s.key", path);
+    const hrt_json_t* key = hrt_json_get(json, "key");
+    HRT_RETURN_IF_ERROR(hrt_program_expect(key, HRT_JSON_STRING, field));
+    if (!key->length) {
+      return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
+                                     "must not be empty");
+    }
+    op->key = key->string;
+    hrt_program_path_format(field, "%s.values", path);
+    return hrt_program_parse_value_list(parser, function,
+                                        hrt_json_get(json, "values"),
+                                        HRT_HAL_MAX_TRACE_SOURCES, field, op);
+  }
+  if (strcmp(name, "fill") == 0) {
+    static const char* const known[] = {"op", "target", "value"};
+    op->kind = HRT_OP_FILL;
+    HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 3, path));
+    op->operand_count = 1;
+    HRT_RETURN_IF_ERROR(hrt_program_alloc(parser, 4, (void**)&op->operands));
+    hrt_program_path_format(field, "%s.target", path);
+    HRT_RETURN_IF_ERROR(hrt_program_find_value(
+        function, hrt_json_get(json, "target"), field, &op->operands[0]));
+    hrt_hal_element_type_t type = function->types[op->operands[0]].element_type;
+    op->pattern_length = (uint32_t)hrt_hal_element_type_size(type);
+    hrt_program_path_format(field, "%s.value", path);
+    return hrt_program_fill_pattern(hrt_json_get(json, "value"), type, field,
+                                    &op->pattern);
+  }
+  if (strcmp(name, "copy") == 0) {
+    static const char* const known[] = {"op", "source", "target"};
+    op->kind = HRT_OP_COPY;
+    HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 3, path));
+    op->operand_count = 2;
+    HRT_RETURN_IF_ERROR(hrt_program_alloc(parser, 8, (void**)&op->operands));
+    hrt_program_path_format(field, "%s.source", path);
+    HRT_RETURN_IF_ERROR(hrt_program_find_value(
+        function, hrt_json_get(json, "source"), field, &op->operands[0]));
+    hrt_program_path_format(field, "%s.target", path);
+    HRT_RETURN_IF_ERROR(hrt_program_find_value(
+        function, hrt_json_get(json, "target"), field, &op->operands[1]));
+    uint64_t source = function->byte_lengths[op->operands[0]];
+    uint64_t target = function->byte_lengths[op->operands[1]];
+    if (source != target) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, path,
+          "copy source '%s' has %llu bytes but target '%s' "
+          "has %llu",
+          function->types[op->operands[0]].name, (unsigned long long)source,
+          function->types[op->operands[1]].name, (unsigned long long)target);
+    }
+    return HRT_OK;
+  }
+  return hrt_program_field_error(
+      HRT_STATUS_INVALID_ARGUMENT, field,
+      "unknown op '%s' (expected dispatch, fill, copy, "
+      "trace or barrier)",
+      name);
+}

@@ -1,0 +1,19 @@
+// One op of a program function's body (dispatch, fill, copy, trace,
+// barrier), parsed and checked against the function's values, the module's
+// executables, built-in kernel signatures and declared entries. Runs on the
+// creating thread; errors name the field (program_fields.h). What is parsed
+// goes into the module's arena (program_internal.h).
+#ifndef HRT_MODULES_PROGRAM_OPS_H_
+#define HRT_MODULES_PROGRAM_OPS_H_
+
+#include "base/json.h"
+#include "modules/program_internal.h"
+
+// The op `json` of `function` (whose values are parsed) at `path`. Leaves
+// op->key of a dispatch to the caller.
+hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
+                                  const hrt_function_t* function,
+                                  const hrt_json_t* json, const char* path,
+                                  hrt_op_t* op) HRT_MUST_USE;
+
+#endif  // HRT_MODULES_PROGRAM_OPS_H_
