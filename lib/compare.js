@@ -33,7 +33,7 @@ function tolerances(options) {
     if (value === undefined) continue;
     const ok = name === 'ulps' ? Number.isSafeInteger(value) && value >= 0 : typeof value === 'number' && value >= 0 && value < Infinity;
     if (!ok) {
-      const rule = name === 'ulps' ? 'a non-negative integer' : 'a non-negative finite number';
+      const rule = name === 'ulps' ? 'an integer in [0, 2^53 - 1]' : 'a non-negative finite number';
       throw invalid(`options.${name} must be ${rule} (got ${half.describe(value)})`);
     }
     result[name] = value;

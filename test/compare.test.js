@@ -236,6 +236,8 @@ describe('halrt.compare', function () {
       for (const [name, value] of [['rtol', -1], ['atol', NaN], ['atol', Infinity], ['rtol', '0.1'], ['ulps', 1.5], ['ulps', -1]]) {
         await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), { [name]: value }), 'INVALID_ARGUMENT', `options.${name} must be`);
       }
+      // An integer past 2^53 - 1 is not one a Number holds exactly.
+      await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), { ulps: 2 ** 60 }), 'INVALID_ARGUMENT', 'options.ulps must be an integer in [0, 2^53 - 1]');
     });
 
     it('an unknown option or function, options not an object, a bad module', async () => {
