@@ -782,10 +782,11 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     CHECK_OK(make_device(kDeviceUris[d], &device));
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(load_test_library(device, "good", &executable));
-    hrt_hal_buffer_t *x = NULL, *flag = NULL;
+    hrt_hal_buffer_t *x = NULL, *flag = NULL, *fence_flag = NULL;
     CHECK_OK(
         hrt_hal_device_allocate_buffer(device, SNAPSHOT_WORDS * 4, NULL, &x));
     CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &flag));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &fence_flag));
     hrt_notification_init(&gate);
     hrt_notification_init(&done);
     snapshot_init(&blocked, 0, &gate);
@@ -804,8 +805,22 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
         .completion = {record_and_release_everything, &refs},
     };
     CHECK_OK(hrt_hal_device_queue_submit(device, &submission));
-    bool reached = wait_for_flag(flag);
-    hrt_hal_buffer_release(flag);  // the command buffer keeps it
+    // A second submission stores fence_flag: the queue thread starts it only
+    // once it has finished the first, so the first's finish has been handed
+    // to the trace thread (its flag alone comes before that). It keeps the
+    // device until its own finish, which the trace thread runs after the
+    // first's.
+    hrt_hal_command_buffer_t* fence = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &fence));
+    hrt_hal_buffer_ref_t fence_ref = whole(fence_flag);
+    CHECK_OK(record_store_release(fence, executable, &fence_ref));
+    hrt_hal_command_buffer_finalize(fence);
+    hrt_hal_submission_t fenced = {.command_buffer = fence};
+    CHECK_OK(hrt_hal_device_queue_submit(device, &fenced));
+    hrt_hal_command_buffer_release(fence);  // the submission keeps it
+    bool reached = wait_for_flag(flag) && wait_for_flag(fence_flag);
+    hrt_hal_buffer_release(flag);  // the command buffers keep them
+    hrt_hal_buffer_release(fence_flag);
     hrt_hal_executable_release(executable);
     hrt_notification_set(&gate);
     CHECK(
