@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/live.h"
 #include "base/threads.h"
@@ -52,12 +53,18 @@ static inline void completion_init(completion_t* completion) {
   hrt_notification_init(&completion->done);
 }
 
-// Waits (20 s at most) and returns the submission's status (owned).
+// Waits and returns the submission's status (owned). A submission that has
+// not completed in 120 s (far beyond any test's, even under a sanitizer on
+// a loaded machine) ends the test binary: its completion would still write
+// to `completion`, often the stack of a test that has returned, and corrupt
+// whatever runs next.
 static inline hrt_status_t completion_wait(completion_t* completion) {
   if (!hrt_notification_wait_until(&completion->done,
-                                   hrt_time_now_ns() + 20000000000LL)) {
-    return hrt_status_make(HRT_STATUS_DEADLINE_EXCEEDED,
-                           "submission did not complete in 20 s");
+                                   hrt_time_now_ns() + 120000000000LL)) {
+    fprintf(stderr, "%s:%d: a submission did not complete in 120 s; exiting\n",
+            __FILE__, __LINE__);
+    fflush(stdout);
+    _exit(1);
   }
   hrt_notification_deinit(&completion->done);
   return completion->status;
