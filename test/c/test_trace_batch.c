@@ -169,6 +169,7 @@ static void expect_trace(cursor_t* cursor, const char* key,
   EXPECT_SLOT(cursor, info->op_index);
   EXPECT_SLOT(cursor, info->time_ns);
   EXPECT_SLOT(cursor, dropped);
+  EXPECT_SLOT(cursor, info->recorded ? 1 : 0);
   EXPECT_STRING_SLOT(cursor, key);
   EXPECT_SLOT(cursor, count);
   for (uint32_t i = 0; i < count; ++i) {
@@ -256,8 +257,9 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
                                  const float* logits, const int64_t* step,
                                  uint64_t credit) {
   cursor_t cursor = {batch, 0};
-  // 9 header slots; logits: 3 + 2 dims + 2 + 3 for 20 bytes; step: 3 + 2 + 1.
-  CHECK_EQ_INT(batch->size, 25 * 8);
+  // 10 header slots; logits: 3 + 2 dims + 2 + 3 for 20 bytes; step: 3 + 2 +
+  // 1.
+  CHECK_EQ_INT(batch->size, 26 * 8);
   EXPECT_SLOT(&cursor, 1);   // TRACE
   EXPECT_SLOT(&cursor, 70);  // invocation
   EXPECT_SLOT(&cursor, 7);   // sequence
@@ -265,6 +267,7 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 3);
   EXPECT_SLOT(&cursor, 123456789);
   EXPECT_SLOT(&cursor, 2);  // dropped
+  EXPECT_SLOT(&cursor, 0);  // recorded
   EXPECT_STRING_SLOT(&cursor, "probe");
   EXPECT_SLOT(&cursor, 2);  // tensors
   EXPECT_STRING_SLOT(&cursor, "logits");
@@ -312,7 +315,7 @@ static void inline_trace_encodes_every_slot(void) {
        sizeof(logits)},
       {"step", HRT_HAL_ELEMENT_TYPE_I64, 0, NULL, &step, sizeof(step)},
   };
-  const hrt_trace_info_t info = {7, "model.predict", 3, 123456789, 70};
+  const hrt_trace_info_t info = {7, "model.predict", 3, 123456789, 70, false};
   uint64_t credit = hrt_js_trace_bytes("probe", &info, 2, tensors, kData);
   hrt_js_trace_extras_t* extras = (hrt_js_trace_extras_t*)&extras;
   bool needs_extras = hrt_js_trace_needs_extras(2, tensors, kData);
@@ -388,7 +391,7 @@ static void stats_slots_match_tensor_stats(void) {
       {"empty", HRT_HAL_ELEMENT_TYPE_F32, 2, empty_shape, NULL, 0},
       {"ramp", HRT_HAL_ELEMENT_TYPE_F32, 1, ramp_shape, ramp, sizeof(ramp)},
   };
-  const hrt_trace_info_t info = {21, "model.stats", 9, 555, 210};
+  const hrt_trace_info_t info = {21, "model.stats", 9, 555, 210, false};
   hrt_js_trace_batch_t both = {0};
   hrt_js_trace_batch_t stats_only = {0};
   // {stats, data}: the first three tensors (the fourth would go external).
@@ -507,7 +510,7 @@ static void large_data_travels_as_a_pool_block(void) {
       {"larger", HRT_HAL_ELEMENT_TYPE_I16, 2, larger_shape, larger,
        sizeof(larger)},
   };
-  const hrt_trace_info_t info = {11, "model.load", 0, 5, 110};
+  const hrt_trace_info_t info = {11, "model.load", 0, 5, 110, false};
   hrt_js_trace_batch_t batch = {0};
   uint64_t credit = hrt_js_trace_bytes("wide", &info, 3, tensors, kData);
   hrt_js_trace_extras_t* extras = NULL;
@@ -1062,7 +1065,7 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
       {"kept", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
       {"taken", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
   };
-  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50};
+  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50, false};
   const hrt_dispatch_timing_t old_event = {6,        "old.fn", 0, "old.kernel",
                                            "device", 1,        2, 60};
   bool added_old =
@@ -1083,7 +1086,7 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   const int64_t seventeen_shape[1] = {17};
   hrt_trace_tensor_t new_tensor = {
       "new", HRT_HAL_ELEMENT_TYPE_U8, 1, seventeen_shape, seventeen, 17};
-  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90};
+  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90, false};
   bool added_new =
       add_trace(&batch, pool, "new-key", &new_info, 3, 1, &new_tensor, kData);
   if (added_new) expect_new_record(&batch, &new_info, &new_tensor);
