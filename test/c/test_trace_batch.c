@@ -284,7 +284,7 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 8);
   EXPECT_SLOT(&cursor, -1);
   EXPECT_INLINE_BYTES(&cursor, step, 8);
-  CHECK_EQ_INT(cursor.at, 25);
+  CHECK_EQ_INT(cursor.at, 26);
   // The four strings, each once, in the order first used.
   CHECK_EQ_INT(batch->string_count, 4);
   CHECK(strcmp(hrt_js_trace_batch_string(batch, 0), "probe") == 0);
@@ -348,7 +348,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   CHECK_EQ_INT(cursor.at, slot_count_of(both));
   // The stats slots of "activations" by value: NaN and +-Inf counted and
   // left out of min, max and mean.
-  cursor_t stats = {both, 9 + 3 + 2};
+  cursor_t stats = {both, 10 + 3 + 2};
   EXPECT_SLOT(&stats, 6);
   EXPECT_SLOT(&stats, -2.5);
   EXPECT_SLOT(&stats, 4.0);
@@ -357,7 +357,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   EXPECT_SLOT(&stats, 2);
   // "empty": no elements, so NaN min, max and mean.
   cursor_t empty = {both,
-                    9 + (3 + 2 + 6 + 2 + 3) + (3 + 1 + 6 + 2 + 2) + (3 + 2)};
+                    10 + (3 + 2 + 6 + 2 + 3) + (3 + 1 + 6 + 2 + 2) + (3 + 2)};
   EXPECT_SLOT(&empty, 0);
   EXPECT_SLOT(&empty, NAN);
   EXPECT_SLOT(&empty, NAN);
@@ -436,6 +436,7 @@ static void expect_large_records(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 0);
   EXPECT_SLOT(&cursor, 5);
   EXPECT_SLOT(&cursor, 0);
+  EXPECT_SLOT(&cursor, 0);  // recorded
   EXPECT_STRING_SLOT(&cursor, "wide");
   EXPECT_SLOT(&cursor, 3);
   EXPECT_STRING_SLOT(&cursor, "at_limit");
@@ -603,7 +604,8 @@ static void timings_and_traces_share_strings(void) {
     tensors[i] = (hrt_trace_tensor_t){
         "x", HRT_HAL_ELEMENT_TYPE_I32, 1, shape, values[i], sizeof(values[i])};
     infos[i] =
-        (hrt_trace_info_t){sequence, "model.step", i, 1000 + i, sequence * 10};
+        (hrt_trace_info_t){sequence, "model.step", i, 1000 + i, sequence * 10,
+                           false};
     events[i] = (hrt_dispatch_timing_t){sequence,     "model.step", i,
                                         "exe.matmul", "local-task", 5000 + i,
                                         10 + i,       sequence * 10};
@@ -653,7 +655,8 @@ static const char* many_trace(int i, hrt_trace_info_t* out_info,
   snprintf(inputs[i], sizeof(inputs[i]), "in-%d", i);
   snprintf(outputs[i], sizeof(outputs[i]), "out-%d", i);
   *out_info =
-      (hrt_trace_info_t){(uint64_t)i, functions[i % 4], 0, 0, (uint64_t)i};
+      (hrt_trace_info_t){(uint64_t)i, functions[i % 4], 0, 0, (uint64_t)i,
+                         false};
   out_tensors[0] = (hrt_trace_tensor_t){
       inputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1};
   out_tensors[1] = (hrt_trace_tensor_t){
@@ -862,7 +865,7 @@ static void append_make(int i, append_t* append) {
   }
   snprintf(append->key, sizeof(append->key), "key-%d", i % 6);
   append->info = (hrt_trace_info_t){sequence, append->function, (uint32_t)i,
-                                    (int64_t)i * 10, sequence + 1};
+                                    (int64_t)i * 10, sequence + 1, false};
   append->dropped = (uint64_t)(i % 3);
   append->count = counts[i % 7];
   append->contents = contents[i % 3];
