@@ -368,7 +368,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   // Name, dtype, rank, dims and six stats per tensor; no data slots.
   CHECK_EQ_INT(cursor.at, slot_count_of(stats_only));
   CHECK_EQ_INT(slot_count_of(stats_only),
-               9 + (3 + 2 + 6) + (3 + 1 + 6) + (3 + 2 + 6) + (3 + 1 + 6));
+               10 + (3 + 2 + 6) + (3 + 1 + 6) + (3 + 2 + 6) + (3 + 1 + 6));
 }
 
 static void stats_slots_match_tensor_stats(void) {
