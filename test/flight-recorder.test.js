@@ -4,13 +4,17 @@
 // an invocation fails or on dump(), nothing delivered in normal operation.
 const assert = require('assert');
 const path = require('path');
+const { spawnSync } = require('child_process');
+const { Worker } = require('worker_threads');
 const halrt = require('..');
 const {
-  DEVICE_URIS, assertRejectsHalrt, assertThrowsHalrt, buildNativeFixtures, closeAll, liveBaseline, makeProgram,
+  DEVICE_URIS, assertRejectsHalrt, assertThrowsHalrt, buildNativeFixtures, closeAll, cudaDriver, liveBaseline, makeProgram,
   settleLiveObjects,
 } = require('./helpers');
 
+const LIB = JSON.stringify(path.join(__dirname, '..'));
 const TEST_KERNELS = path.join(__dirname, '..', 'build', 'ctest', 'kernels_good.so');
+const GPU_KERNELS = { ptx: path.join(__dirname, 'gpu', 'kernels.ptx'), entries: { fault_illegal_address: ['buffer', 'u32'] } };
 
 // f(x): traces x as 'in', then y = x * x, traced as 'sq'. With nonFinite
 // 'reject' a NaN in x fails the call at 'in'.
@@ -188,6 +192,131 @@ for (const uri of DEVICE_URIS) {
       assertThrowsHalrt(() => recorder.heldTraces, 'FAILED_PRECONDITION', 'closed');
     });
 
+    if (uri.startsWith('cuda')) {
+      // In a child process: the fault loses the primary context that every
+      // CUDA device of the process shares.
+      it('a kernel fault (DEVICE_LOST) delivers the recorded traces before the invocation rejects', function () {
+        if (!cudaDriver().available) this.skip();
+        const script = `
+          const halrt = require(${LIB});
+          const events = [];
+          (async () => {
+            const instance = new halrt.Instance();
+            const device = instance.createDevice(${JSON.stringify(uri)});
+            const hal = new halrt.HalModule(instance, device, {
+              debugSink: (key, tensors, info) => events.push([key, info.sequence, info.recorded]),
+              flightRecorder: { traces: 2 },
+            });
+            const module = new halrt.ModuleBuilder('d')
+              .executable('t', { cuda: ${JSON.stringify(GPU_KERNELS)} })
+              .function('ok', (f) => f.input('x', 'f32', [4]).trace('in', ['x']))
+              .function('fault', (f) => f.output('y', 'u32', [4])
+                .dispatch('t.fault_illegal_address', { workgroups: [1], workgroupSize: [4], bindings: ['y'], constants: [7] }))
+              .build(instance);
+            const context = new halrt.Context(instance, [hal, module]);
+            const x = device.tensor(Float32Array.of(1, 2, 3, 4), [4]);
+            for (let i = 0; i < 3; ++i) await context.lookupFunction('d.ok').invoke([x]);
+            events.push('clean');
+            await context.lookupFunction('d.fault').invoke([]).catch((error) => events.push(error.code));
+            process.stdout.write(JSON.stringify(events));
+          })().catch((error) => process.stdout.write(JSON.stringify({ crashed: String(error && error.stack) })));
+        `;
+        const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60000 });
+        assert.strictEqual(child.status, 0, child.stderr);
+        assert.deepStrictEqual(JSON.parse(child.stdout), ['clean', ['in', 2, true], ['in', 3, true], 'DEVICE_LOST']);
+      });
+    } else {
+      it('a kernel error delivers the recorded traces before the invocation rejects', async () => {
+        buildNativeFixtures();
+        const { events, sink } = recorderLog();
+        const p = makeProgram(uri, (b) => b
+          .executable('t', { local: { library: TEST_KERNELS } })
+          .function('ok', (f) => f.input('x', 'f32', [4]).trace('in', ['x']))
+          // worker_ids fails (INVALID_ARGUMENT) when its binding has less
+          // than 4 bytes per workgroup.
+          .function('bad', (f) => f.input('x', 'f32', [4]).local('w', 'u32', [1]).trace('in', ['x'])
+            .dispatch('t.worker_ids', { workgroups: [2], bindings: ['w'] })), {
+          hal: { debugSink: sink, flightRecorder: { traces: 2 } },
+        });
+        const ok = p.lookup('ok');
+        const bad = p.lookup('bad');
+        const x = p.device.tensor(Float32Array.from(filled(5)), [4]);
+        try {
+          for (let i = 0; i < 3; ++i) await ok.invoke([x]);
+          assert.deepStrictEqual(events, []);
+          await bad.invoke([x]).then(() => assert.fail('resolved'), (error) => events.push({ rejected: error.code }));
+          assert.deepStrictEqual(events, [
+            { key: 'in', sequence: 3, recorded: true, data: filled(5) },
+            { key: 'in', sequence: 4, recorded: true, data: filled(5) },
+            { rejected: 'INVALID_ARGUMENT' },
+          ]);
+        } finally {
+          closeAll(x, ok, bad);
+          p.close();
+        }
+      });
+    }
+
+    it('a worker ending with traces held and a dump in flight, and process.exit, neither crash nor leak', async () => {
+      const before = await liveBaseline();
+      const body = `
+        const halrt = require(${LIB});
+        const instance = new halrt.Instance();
+        const device = instance.createDevice(${JSON.stringify(uri)});
+        const hal = new halrt.HalModule(instance, device, {
+          debugSink: () => { const end = Date.now() + 2; while (Date.now() < end); },
+          flightRecorder: { traces: 64 },
+        });
+        const module = new halrt.ModuleBuilder('t').executable('k', { local: { builtin: true }, cuda: { builtin: true } })
+          .function('f', (f) => f.input('x', 'f32', [4096]).output('y', 'f32', [4096])
+            .dispatch('k.relu_f32', { workgroups: [4], bindings: ['x', 'y'], constants: [4096] }).trace('y', ['x', 'y']))
+          .build(instance);
+        const fn = new halrt.Context(instance, [hal, module]).lookupFunction('t.f');
+        const x = device.tensor(new Float32Array(4096).fill(-1), [4096]);
+        const pump = () => {
+          for (let i = 0; i < 8; ++i) fn.invoke([x]).then(([y]) => y.close());
+          hal.flightRecorder.dump();
+          setImmediate(pump);
+        };
+        pump();
+      `;
+      for (let round = 0; round < 4; ++round) {
+        const worker = new Worker(`${body}; require('worker_threads').parentPort.postMessage('busy');`, { eval: true });
+        await new Promise((resolve, reject) => {
+          worker.once('message', resolve);
+          worker.once('error', reject);
+        });
+        if (round % 2 === 1) await new Promise((resolve) => setTimeout(resolve, 10));
+        assert.strictEqual(await worker.terminate(), 1);
+      }
+      assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
+      const child = spawnSync(process.execPath, ['-e', `${body}; setTimeout(() => process.exit(0), 5);`], {
+        encoding: 'utf8', timeout: 20000, env: { ...process.env },
+      });
+      assert.strictEqual(child.signal, null, child.stderr);
+      assert.strictEqual(child.status, 0, child.stderr);
+    });
+
+    it('several contexts share the HAL module\'s one ring', async () => {
+      const { events, sink } = recorderLog();
+      const p = squareProgram(uri, { debugSink: sink, flightRecorder: { traces: 10 } });
+      const other = new halrt.Context(p.instance, [p.hal, p.module]);
+      const f1 = p.lookup('f');
+      const f2 = other.lookupFunction('m.f');
+      const x = p.device.tensor(Float32Array.from(filled(3)), [4]);
+      try {
+        for (const fn of [f1, f2, f1]) {
+          const [y] = await fn.invoke([x]);
+          y.close();
+        }
+        assert.strictEqual(await p.hal.flightRecorder.dump(), 6);
+        assert.deepStrictEqual(events.map((e) => [e.key, e.sequence]), [['in', 1], ['sq', 1], ['in', 1], ['sq', 1], ['in', 2], ['sq', 2]]);
+      } finally {
+        closeAll(x, f1, f2, other);
+        p.close();
+      }
+    });
+
     it('dispatch timings pass through', async () => {
       const timings = [];
       const traces = [];
@@ -210,41 +339,6 @@ for (const uri of DEVICE_URIS) {
     });
   });
 }
-
-describe('flight recorder: a kernel error', () => {
-  before(buildNativeFixtures);
-
-  it('delivers the recorded traces before the invocation rejects', async () => {
-    const { events, sink } = recorderLog();
-    const p = makeProgram('local-sync', (b) => b
-      .executable('t', { local: { library: TEST_KERNELS } })
-      .function('ok', (f) => f.input('x', 'f32', [4]).trace('in', ['x']))
-      // worker_ids fails (INVALID_ARGUMENT) when its binding has less than
-      // 4 bytes per workgroup.
-      .function('bad', (f) => f.input('x', 'f32', [4]).local('w', 'u32', [1]).trace('in', ['x'])
-        .dispatch('t.worker_ids', { workgroups: [2], bindings: ['w'] })), {
-      hal: { debugSink: sink, flightRecorder: { traces: 2 } },
-    });
-    const ok = p.lookup('ok');
-    const bad = p.lookup('bad');
-    const x = p.device.tensor(Float32Array.from(filled(5)), [4]);
-    try {
-      await ok.invoke([x]);
-      await ok.invoke([x]);
-      await ok.invoke([x]);
-      assert.deepStrictEqual(events, []);
-      await bad.invoke([x]).then(() => assert.fail('resolved'), (error) => events.push({ rejected: error.code }));
-      assert.deepStrictEqual(events, [
-        { key: 'in', sequence: 3, recorded: true, data: filled(5) },
-        { key: 'in', sequence: 4, recorded: true, data: filled(5) },
-        { rejected: 'INVALID_ARGUMENT' },
-      ]);
-    } finally {
-      closeAll(x, ok, bad);
-      p.close();
-    }
-  });
-});
 
 describe('flight recorder: options', () => {
   const instance = new halrt.Instance();
