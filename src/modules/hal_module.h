@@ -73,7 +73,8 @@ hrt_hal_device_t* hrt_hal_module_device(const hrt_vm_module_t* hal_module);
 const hrt_hal_module_options_t* hrt_hal_module_options(
     const hrt_vm_module_t* hal_module);
 // Hands one trace to the sink (completion thread), after the non-finite
-// check when the module has it.
+// check when the module has it (a trace that check rejects goes to the
+// flight recorder, if the module has one, and not to the sink).
 hrt_status_t hrt_hal_module_trace(
     const hrt_vm_module_t* hal_module, const char* key,
     const hrt_trace_info_t* info, uint32_t count,

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "modules/recorder_sink.h"
+#include "modules/stdio_sink.h"
+#include "modules/tee_sink.h"
 #include "test.h"
 
 // The Makefile links this binary with malloc and calloc wrapped
@@ -269,8 +271,41 @@ static void every_allocation_failing_is_an_error_and_leaks_nothing(void) {
   CHECK_EQ_INT(hrt_live_count(HRT_LIVE_RECORDED_BYTES), 0);
 }
 
+// What the recorder delivers says it was recorded (stdio), and a tee
+// passes invocation failures on to every sink.
+static void native_sinks_see_recorded_traces_and_failures(void) {
+  char* text = NULL;
+  size_t length = 0;
+  FILE* stream = open_memstream(&text, &length);
+  CHECK(stream);
+  seen_t seen;
+  hrt_debug_sink_t parts[2] = {seen_sink(&seen)};
+  CHECK_OK(hrt_stdio_sink_create(stream, 8, &parts[1]));
+  hrt_debug_sink_t tee, sink;
+  CHECK_OK(hrt_tee_sink_create(parts, 2, &tee));
+  hrt_recorder_sink_t* recorder = NULL;
+  hrt_recorder_limits_t limits = {1, 0};
+  CHECK_OK(hrt_recorder_sink_create(&tee, &limits, &recorder, &sink));
+  CHECK_OK(record(&sink, "probe", 3, 1.5f));
+  hrt_invocation_failure_t failure = {4, "m.f", 104, HRT_STATUS_ABORTED};
+  sink.invocation_failed.fn(sink.invocation_failed.user_data, &failure);
+  sink.release.fn(sink.release.user_data);
+  fclose(stream);
+  const char* expected =
+      "=== probe (m.f op 1, invocation 3, recorded) ===\n"
+      "x: 4xf32=[1.5 1.5 1.5 1.5]\n";
+  int same = strcmp(text, expected) == 0;
+  if (!same) fprintf(stderr, "got:\n%s", text);
+  free(text);
+  CHECK(same);
+  CHECK_EQ_INT(seen.count, 1);
+  CHECK_EQ_INT(seen.failures, 1);
+  CHECK_EQ_INT(seen.released, 1);
+}
+
 TEST_MAIN(TEST_CASE(keeps_the_last_traces_and_delivers_them_recorded),
           TEST_CASE(bytes_bound_evicts_the_oldest_and_skips_oversized),
           TEST_CASE(a_failing_sink_still_gets_every_trace),
           TEST_CASE(refuses_limits_out_of_range),
-          TEST_CASE(every_allocation_failing_is_an_error_and_leaks_nothing))
+          TEST_CASE(every_allocation_failing_is_an_error_and_leaks_nothing),
+          TEST_CASE(native_sinks_see_recorded_traces_and_failures))
