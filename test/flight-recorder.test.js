@@ -3,6 +3,8 @@
 // the last traces kept natively, delivered to the sink marked recorded when
 // an invocation fails or on dump(), nothing delivered in normal operation.
 const assert = require('assert');
+const fs = require('fs');
+const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
 const { Worker } = require('worker_threads');
@@ -314,6 +316,58 @@ for (const uri of DEVICE_URIS) {
       } finally {
         closeAll(x, f1, f2, other);
         p.close();
+      }
+    });
+
+    it('a sink that throws on a recorded trace rejects what caused the delivery', async () => {
+      const p = squareProgram(uri, {
+        debugSink: (key, tensors, info) => {
+          if (info.recorded) throw new Error(`no room for ${key} #${info.sequence}`);
+        },
+        nonFinite: 'reject',
+        flightRecorder: { traces: 2 },
+      });
+      const fn = p.lookup('f');
+      const x = p.device.tensor(Float32Array.from(filled(1)), [4]);
+      const bad = p.device.tensor(Float32Array.of(NaN, 1, 1, 1), [4]);
+      try {
+        const [y] = await fn.invoke([x]);
+        y.close();
+        const dumped = await p.hal.flightRecorder.dump().then(() => null, (error) => error);
+        assert.strictEqual(dumped.code, 'ABORTED');
+        assert.match(dumped.message, /dump: the debug sink threw while handling a recorded trace/);
+        assert.strictEqual(dumped.cause.message, 'no room for in #1');
+        const failed = await fn.invoke([bad]).then(() => null, (error) => error);
+        assert.strictEqual(failed.code, 'ABORTED');
+        assert.strictEqual(failed.cause.message, 'no room for in #2');
+        // The next invocation and dump work.
+        const [z] = await fn.invoke([x]);
+        z.close();
+        assert.strictEqual(p.hal.flightRecorder.heldTraces, 2);
+      } finally {
+        closeAll(x, bad, fn);
+        p.close();
+      }
+    });
+
+    it('a native sink (npy) gets the recorded traces on dump()', async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-recorder-'));
+      const p = squareProgram(uri, { debugSink: halrt.sinks.npy(dir), flightRecorder: { traces: 3 } });
+      const fn = p.lookup('f');
+      const x = p.device.tensor(Float32Array.from(filled(2)), [4]);
+      try {
+        for (let i = 0; i < 2; ++i) {
+          const [y] = await fn.invoke([x]);
+          y.close();
+        }
+        assert.deepStrictEqual(fs.readdirSync(dir).filter((name) => name.endsWith('.npy')), []);
+        assert.strictEqual(await p.hal.flightRecorder.dump(), 3);
+        const index = fs.readFileSync(path.join(dir, 'index.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+        assert.deepStrictEqual(index.map((e) => [e.key, e.sequence]), [['sq', 1], ['in', 2], ['sq', 2]]);
+      } finally {
+        closeAll(x, fn);
+        p.close();
+        fs.rmSync(dir, { recursive: true, force: true });
       }
     });
 

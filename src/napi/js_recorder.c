@@ -21,9 +21,10 @@ typedef struct hrt_js_dump_s {
   hrt_status_t status;        // written by the completion
 } hrt_js_dump_t;
 
-// Dumps are named apart from invocations (whose ids count up from 1) by the
-// top bit, so that what a sink callback throws for a recorded trace is
-// found by the dump that delivered it.
+// Dumps are named apart from invocations, whose ids count up from 1: theirs
+// count down from 2^53 (ids travel to JavaScript as doubles, exact below
+// 2^53), so that what a sink callback throws for a recorded trace is found
+// by the dump that delivered it.
 static atomic_uint_fast64_t hrt_js_last_dump;
 
 static void hrt_js_dump_free(hrt_js_dump_t* dump) {
@@ -165,7 +166,7 @@ napi_value hrt_js_recorder_dump(napi_env env, napi_callback_info info) {
   }
   dump->message.deliver = hrt_js_dump_deliver;
   dump->message.settles_only = true;
-  dump->cause = (1ull << 63) | (atomic_fetch_add(&hrt_js_last_dump, 1) + 1);
+  dump->cause = (1ull << 53) - (atomic_fetch_add(&hrt_js_last_dump, 1) + 1);
   dump->sink = handle->sink;
   if (dump->sink != NULL) hrt_js_sink_retain(dump->sink);
   dump->channel = dump->sink ? hrt_js_sink_channel(dump->sink) : state->channel;
