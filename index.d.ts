@@ -619,7 +619,11 @@ export class HalModule implements Disposable {
   /** options.traceDispatches as given (false when not given). */
   readonly traceDispatches: boolean | TraceDispatchesFilter;
   readonly profile: boolean;
-  /** The flight recorder, or null when options.flightRecorder was not given. */
+  /**
+   * The flight recorder, or null when options.flightRecorder was not given.
+   * The same object every time; read first after close(), it throws
+   * FAILED_PRECONDITION.
+   */
   readonly flightRecorder: FlightRecorder | null;
   /** Whether close() was called. */
   readonly closed: boolean;
