@@ -15,16 +15,6 @@
 #include "modules/recorder_sink.h"
 #include "vm/module.h"
 
-// The module's flight recorder, or NULL when it has none. Borrowed: lives
-// as long as the module.
-hrt_recorder_sink_t* hrt_hal_module_recorder(const hrt_vm_module_t* hal_module);
-
-// Tells the sink that an invocation failed (its invocation_failed, if it
-// takes it). Completion thread, after the invocation's last trace and before
-// its completion is reported.
-void hrt_hal_module_invocation_failed(const hrt_vm_module_t* hal_module,
-                                      const hrt_invocation_failure_t* failure);
-
 // Whether trace_dispatches covers the dispatch keyed `key`
 // ("function:op:entry", see hrt_program_module_dispatch_keys). Called only
 // while a context links a program module after the HAL module, on the
