@@ -175,6 +175,10 @@ export interface LiveObjects {
   cachedBlock: number;
   /** The bytes those cached blocks hold (their size-class capacities). */
   cachedBytes: number;
+  /** Traces that flight recorders hold (HalModuleOptions.flightRecorder). */
+  recordedTrace: number;
+  /** The bytes of those traces' copies (what flightRecorder.bytes bounds). */
+  recordedBytes: number;
 }
 
 /** The root object: creates devices. */
@@ -323,6 +327,13 @@ export interface TraceInfo {
    * of process.hrtime.bigint() (as a Number).
    */
   timeNs: number;
+  /**
+   * true for a trace a flight recorder kept and delivers now, because an
+   * invocation failed or flightRecorder.dump() was called (then `sequence`,
+   * `function`, `op` and `timeNs` are those of the trace when it was
+   * taken); false otherwise.
+   */
+  recorded: boolean;
 }
 
 /**
@@ -554,6 +565,47 @@ export interface HalModuleOptions {
    * never reused nor freed.
    */
   traceData?: 'owned' | 'borrowed' | undefined;
+  /**
+   * Keep the last traces natively instead of delivering them: {traces: N}
+   * (1 to 2^20) or {bytes: B} (1 to 2^53 - 1: the bytes of the copies,
+   * see FlightRecorder.heldBytes), exactly one. The sink gets them, with
+   * info.recorded true, when an invocation fails and on
+   * hal.flightRecorder.dump(). Needs debugSink. Default: none.
+   */
+  flightRecorder?: { traces: number } | { bytes: number } | null | undefined;
+}
+
+/**
+ * A HalModule's flight recorder (HalModuleOptions.flightRecorder): a ring of
+ * copies of the last traces, held natively. Nothing reaches the sink in
+ * normal operation but dispatch timings. When an invocation fails (a
+ * nonFinite rejection, a kernel error, a lost device, any failure after it
+ * started) the held traces are delivered to the sink, oldest first, marked
+ * info.recorded, before the invocation rejects; a trace that nonFinite
+ * rejects is the last of them. A delivery empties the ring.
+ */
+export interface FlightRecorder {
+  /** The setting: how many traces it keeps, or undefined. */
+  readonly traces: number | undefined;
+  /** The setting: how many bytes of copies it keeps, or undefined. */
+  readonly bytes: number | undefined;
+  /** How many traces it holds now. Throws FAILED_PRECONDITION once the HalModule is closed. */
+  readonly heldTraces: number;
+  /**
+   * The bytes of the copies it holds: each trace's data, its key, function
+   * and tensor names, shapes and some bookkeeping.
+   */
+  readonly heldBytes: number;
+  /** Traces whose copy alone was larger than `bytes`, so never kept. */
+  readonly skipped: number;
+  /**
+   * Delivers the held traces to the sink (info.recorded true), after what is
+   * already submitted to the device has run, and resolves with how many once
+   * the sink's callbacks have run. Rejects with ABORTED (the thrown value as
+   * cause) when a callback throws, and FAILED_PRECONDITION once the
+   * HalModule is closed.
+   */
+  dump(): Promise<number>;
 }
 
 /** The module named 'hal': runs programs on `device`, owns the debug sink. */
@@ -567,6 +619,12 @@ export class HalModule implements Disposable {
   /** options.traceDispatches as given (false when not given). */
   readonly traceDispatches: boolean | TraceDispatchesFilter;
   readonly profile: boolean;
+  /**
+   * The flight recorder, or null when options.flightRecorder was not given.
+   * The same object every time; read first after close(), it throws
+   * FAILED_PRECONDITION.
+   */
+  readonly flightRecorder: FlightRecorder | null;
   /** Whether close() was called. */
   readonly closed: boolean;
   /**

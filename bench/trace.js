@@ -189,7 +189,9 @@ async function traceLarge({ quick, ref, device, instance }) {
   });
 }
 
-// 5. traceDispatches on vs off, against the bytes-copied floor.
+// 5. traceDispatches on vs off, against the bytes-copied floor; and the same
+// with a flight recorder, which copies every trace natively and delivers
+// none (issue 14's target: at most the floor + 20%).
 async function traceOverhead({ quick, ref, device, instance }) {
   const elements = 1 << 18; // 1 MiB of f32 per dispatch output
   const dispatches = 10;
@@ -229,8 +231,9 @@ async function traceOverhead({ quick, ref, device, instance }) {
   };
   const off = make({ traceDispatches: false });
   const ons = TRACE_DATA.map((traceData) => make({ traceDispatches: true, traceData }));
+  const recording = make({ traceDispatches: true, flightRecorder: { traces: dispatches } });
   const views = inputs.map((_, i) => device.tensor(fillPattern(elements, i + 1), [elements]));
-  for (const fn of [off, ...ons]) await invokeMany(fn, views, 2, 1);
+  for (const fn of [off, ...ons, recording]) await invokeMany(fn, views, 2, 1);
   const runs = {
     off: async () => (await invokeMany(off, views, calls, 1)) / calls,
     floor: async () => dispatches * median(ref.memcpyTimes(elements * 4, calls * dispatches, 0)),
@@ -244,11 +247,30 @@ async function traceOverhead({ quick, ref, device, instance }) {
       return elapsed / calls;
     };
   });
+  runs.recorder = async () => {
+    tracedBytes = 0;
+    const elapsed = await invokeMany(recording, views, calls, 1);
+    if (tracedBytes !== 0) throw new Error(`flight recorder: delivered ${tracedBytes} bytes`);
+    return elapsed / calls;
+  };
   const results = await roundRobin(rounds, runs);
   const tOff = median(results.off);
   const floor = median(results.floor);
   const floorFresh = median(results.floorFresh);
-  return TRACE_DATA.map((traceData) => {
+  const tRecorder = median(results.recorder);
+  const recorderRow = row({
+    group: GROUP,
+    name: `flight recorder overhead, 10×1 MiB (${device.info.driver})`,
+    halrt: `+${seconds(tRecorder - tOff)}/call`,
+    baseline: `${seconds(floor)} memcpy`,
+    ratio: (tRecorder - tOff) / floor,
+    target: { op: '<=', value: 1.2 },
+    note:
+      `extra time per invocation with traceDispatches on and flightRecorder {traces: ${dispatches}} (every trace ` +
+      `copied into the native ring, none delivered): median per-call time on minus off (${seconds(tRecorder)} − ` +
+      `${seconds(tOff)}), the workload and floor of the traceDispatches overhead rows`,
+  });
+  return [...TRACE_DATA.map((traceData) => {
     const tOn = median(results[traceData]);
     const overhead = tOn - tOff;
     return row({
@@ -267,7 +289,7 @@ async function traceOverhead({ quick, ref, device, instance }) {
         `${dispatches} memcpys of 1 MiB between warm buffers timed natively (into freshly mmapped pages: ` +
         `${seconds(floorFresh)})`,
     });
-  });
+  }), recorderRow];
 }
 
 // 6. Event-loop lag while a burst of large traces streams to a slow sink.

@@ -10,6 +10,7 @@ const { HalrtError } = require('./errors');
 const { installModuleStatics, ModuleBuilder } = require('./module');
 const { installInvoke } = require('./invoke');
 const { installObjects } = require('./objects');
+const { installFlightRecorder } = require('./flight_recorder');
 const { load, LoadedModule } = require('./load');
 const { compare } = require('./compare');
 const half = require('./half');
@@ -67,6 +68,7 @@ const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
 const NativeFunction = binding.Function;
 installModuleStatics(Module);
 installObjects(binding);
+installFlightRecorder(HalModule);
 installInvoke(NativeFunction, { BufferView, HalModule });
 
 const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');

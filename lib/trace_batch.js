@@ -98,10 +98,10 @@ function makeTraceDecoder(dtypeNames) {
         continue;
       }
       if (kind !== TRACE) throw new Error(`halrt: unknown debug-sink record kind ${kind}`);
-      const info = { sequence, function: fn, op, timeNs: slots[p + 5], dropped: slots[p + 6] };
-      const key = strings[slots[p + 7]];
-      const count = slots[p + 8];
-      p += 9;
+      const info = { sequence, function: fn, op, timeNs: slots[p + 5], dropped: slots[p + 6], recorded: slots[p + 7] === 1 };
+      const key = strings[slots[p + 8]];
+      const count = slots[p + 9];
+      p += 10;
       const tensors = [];
       const stats = [];
       let externalEnd = lentEnd;

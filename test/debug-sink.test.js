@@ -20,7 +20,7 @@ function recorder() {
 }
 
 const TRACE_TENSOR_KEYS = ['data', 'dtype', 'name', 'shape'];
-const TRACE_INFO_KEYS = ['dropped', 'function', 'op', 'sequence', 'timeNs'];
+const TRACE_INFO_KEYS = ['dropped', 'function', 'op', 'recorded', 'sequence', 'timeNs'];
 
 for (const uri of DEVICE_URIS) {
   describe(`debug sink (${uri})`, () => {
@@ -51,6 +51,7 @@ for (const uri of DEVICE_URIS) {
             assert.deepStrictEqual(Object.keys(info).sort(), TRACE_INFO_KEYS);
             assert.strictEqual(info.function, 'm.main');
             assert.strictEqual(info.dropped, 0);
+            assert.strictEqual(info.recorded, false);
             for (const tensor of tensors) assert.deepStrictEqual(Object.keys(tensor).sort(), TRACE_TENSOR_KEYS);
           }
           assert.deepStrictEqual(calls.map((c) => c.info.op), [1, 4, 7]);

@@ -5,9 +5,10 @@
 static atomic_int_fast64_t hrt_live_counts[HRT_LIVE_KIND_COUNT_];
 
 static const char* const hrt_live_names[HRT_LIVE_KIND_COUNT_] = {
-    "instance",      "device",    "buffer",      "bufferView",  "executable",
-    "commandBuffer", "semaphore", "submission",  "module",      "context",
-    "invocation",    "blockPool", "cachedBlock", "cachedBytes",
+    "instance",    "device",        "buffer",        "bufferView",
+    "executable",  "commandBuffer", "semaphore",     "submission",
+    "module",      "context",       "invocation",    "blockPool",
+    "cachedBlock", "cachedBytes",   "recordedTrace", "recordedBytes",
 };
 
 void hrt_live_add(hrt_live_kind_t kind, int64_t delta) {

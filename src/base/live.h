@@ -5,6 +5,8 @@
 // is destroyed on every path (including from JavaScript, after GC).
 // Two kinds count memory held for reuse rather than objects: the blocks that
 // local devices keep cached (hal/local/local_allocator.h) and their bytes.
+// Flight recorders count the traces they hold and the bytes of their copies
+// (modules/recorder_sink.h).
 #ifndef HRT_BASE_LIVE_H_
 #define HRT_BASE_LIVE_H_
 
@@ -25,6 +27,8 @@ typedef enum hrt_live_kind_e {
   HRT_LIVE_BLOCK_POOL,
   HRT_LIVE_CACHED_BLOCK,
   HRT_LIVE_CACHED_BYTES,
+  HRT_LIVE_RECORDED_TRACE,
+  HRT_LIVE_RECORDED_BYTES,
   HRT_LIVE_KIND_COUNT_,
 } hrt_live_kind_t;
 

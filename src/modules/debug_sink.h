@@ -10,6 +10,12 @@
 // - calls dispatch_timing (optional: fn may be NULL) on the completion
 //   thread for each dispatch of a profiled invocation, after the dispatch
 //   and before the invocation completes;
+// - calls invocation_failed (optional: fn may be NULL) on the completion
+//   thread when an invocation whose traces go to the sink fails (any
+//   failing status: a trace rejected, a kernel error, a lost device), after
+//   its last trace and before its failure is reported to its caller. Work
+//   refused before it starts (bad inputs, a device already lost) is no
+//   failed invocation here: nothing is called for it.
 // - calls release exactly once, when the HAL module is destroyed, on
 //   whatever thread drops its last reference (possibly the completion
 //   thread). If HAL module creation fails, release is not called and the
@@ -24,6 +30,7 @@
 #ifndef HRT_MODULES_DEBUG_SINK_H_
 #define HRT_MODULES_DEBUG_SINK_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -39,6 +46,11 @@ typedef struct hrt_trace_info_s {
   uint32_t op_index;     // index of the op in the function body
   int64_t time_ns;       // when the trace was taken (hrt_time_now_ns())
   uint64_t invocation;   // the invocation's id, unique in the process
+  // A trace a flight recorder kept and delivers later (recorder_sink.h):
+  // sequence, function, op_index and time_ns are the trace's own, and
+  // `invocation` is the id of what made the recorder deliver it (the
+  // failed invocation, or the dump).
+  bool recorded;
 } hrt_trace_info_t;
 
 typedef struct hrt_trace_tensor_s {
@@ -61,6 +73,14 @@ typedef struct hrt_dispatch_timing_s {
   uint64_t invocation;  // the invocation's id, unique in the process
 } hrt_dispatch_timing_t;
 
+// An invocation that failed (see invocation_failed).
+typedef struct hrt_invocation_failure_s {
+  uint64_t sequence;     // the invocation's number in its context
+  const char* function;  // "module.function"
+  uint64_t invocation;   // the invocation's id, unique in the process
+  hrt_status_code_t code;
+} hrt_invocation_failure_t;
+
 typedef struct hrt_debug_sink_s {
   struct {
     hrt_status_t (*fn)(void* user_data, const char* key,
@@ -73,6 +93,10 @@ typedef struct hrt_debug_sink_s {
                uint32_t count);
     void* user_data;
   } dispatch_timing;
+  struct {
+    void (*fn)(void* user_data, const hrt_invocation_failure_t* failure);
+    void* user_data;
+  } invocation_failed;
   struct {
     void (*fn)(void* user_data);
     void* user_data;

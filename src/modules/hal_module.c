@@ -9,8 +9,9 @@
 
 typedef struct hrt_hal_module_s {
   hrt_vm_module_t base;
-  hrt_hal_device_t* device;  // retained
-  hrt_debug_sink_t sink;     // released exactly once, in destroy
+  hrt_hal_device_t* device;          // retained
+  hrt_debug_sink_t sink;             // released exactly once, in destroy
+  hrt_recorder_sink_t* recorder;     // owned by `sink`, or NULL
   hrt_hal_module_options_t options;  // strings point into `arena`
   hrt_arena_t arena;
 } hrt_hal_module_t;
@@ -103,9 +104,21 @@ hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
       return status;
     }
   }
+  module->sink = sink ? *sink : hrt_debug_sink_null();
+  const hrt_recorder_limits_t* limits = &module->options.flight_recorder;
+  if (limits->traces || limits->bytes) {
+    hrt_status_t status =
+        sink ? hrt_recorder_sink_create(sink, limits, &module->recorder,
+                                        &module->sink)
+             : hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                               "a flight recorder needs a debug sink");
+    if (status != HRT_OK) {
+      hrt_hal_module_free(module);
+      return status;
+    }
+  }
   module->device = device;
   hrt_hal_device_retain(device);
-  module->sink = sink ? *sink : hrt_debug_sink_null();
   hrt_vm_module_initialize(&hrt_hal_module_vtable, "hal", 0, NULL,
                            &module->base);
   *out_module = &module->base;
@@ -133,6 +146,12 @@ hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
   for (uint32_t i = 0; module->options.reject_nonfinite && i < count; ++i) {
     uint64_t index = 0;
     if (hrt_tensor_find_nonfinite(&tensors[i], &index)) {
+      // The recorder shows the rejected trace last; without memory for it,
+      // the rejection still says what was wrong.
+      if (module->recorder != NULL) {
+        hrt_status_free(hrt_recorder_sink_record(module->recorder, key, info,
+                                                 count, tensors));
+      }
       return hrt_status_make(HRT_STATUS_ABORTED,
                              "trace '%s': tensor '%s' holds a non-finite value "
                              "at index %llu",
@@ -141,6 +160,20 @@ hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
   }
   return module->sink.buffer_view_trace.fn(
       module->sink.buffer_view_trace.user_data, key, info, count, tensors);
+}
+
+hrt_recorder_sink_t* hrt_hal_module_recorder(
+    const hrt_vm_module_t* hal_module) {
+  return ((const hrt_hal_module_t*)hal_module)->recorder;
+}
+
+void hrt_hal_module_invocation_failed(const hrt_vm_module_t* hal_module,
+                                      const hrt_invocation_failure_t* failure) {
+  const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
+  if (module->sink.invocation_failed.fn) {
+    module->sink.invocation_failed.fn(module->sink.invocation_failed.user_data,
+                                      failure);
+  }
 }
 
 void hrt_hal_module_dispatch_timing(const hrt_vm_module_t* hal_module,

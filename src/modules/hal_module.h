@@ -12,6 +12,7 @@
 
 #include "hal/device.h"
 #include "modules/debug_sink.h"
+#include "modules/recorder_sink.h"
 #include "vm/module.h"
 
 // Whether trace_dispatches covers the dispatch keyed `key`
@@ -42,9 +43,15 @@ typedef struct hrt_hal_module_options_s {
   bool reject_nonfinite;
   // Time every dispatch and report it to the sink's dispatch_timing.
   bool profile;
+  // A flight recorder around the sink (recorder_sink.h) when either limit
+  // is set; it needs a sink. A trace rejected by reject_nonfinite is
+  // recorded before it fails its invocation.
+  hrt_recorder_limits_t flight_recorder;
 } hrt_hal_module_options_t;
 
 // `sink` may be NULL (no sink). On error the sink's release is not called.
+// INVALID_ARGUMENT for a flight recorder without a sink or with limits out
+// of range.
 hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
                                    const hrt_debug_sink_t* sink,
                                    const hrt_hal_module_options_t* options,
@@ -56,11 +63,22 @@ hrt_hal_device_t* hrt_hal_module_device(const hrt_vm_module_t* hal_module);
 const hrt_hal_module_options_t* hrt_hal_module_options(
     const hrt_vm_module_t* hal_module);
 // Hands one trace to the sink (completion thread), after the non-finite
-// check when the module has it.
+// check when the module has it (a trace that check rejects goes to the
+// flight recorder, if the module has one, and not to the sink).
 hrt_status_t hrt_hal_module_trace(
     const hrt_vm_module_t* hal_module, const char* key,
     const hrt_trace_info_t* info, uint32_t count,
     const hrt_trace_tensor_t* tensors) HRT_MUST_USE;
+
+// The module's flight recorder, or NULL when it has none. Borrowed: lives
+// as long as the module.
+hrt_recorder_sink_t* hrt_hal_module_recorder(const hrt_vm_module_t* hal_module);
+
+// Tells the sink that an invocation failed (its invocation_failed, if it
+// takes it). Completion thread, after the invocation's last trace and before
+// its completion is reported.
+void hrt_hal_module_invocation_failed(const hrt_vm_module_t* hal_module,
+                                      const hrt_invocation_failure_t* failure);
 
 // Whether trace_dispatches covers the dispatch keyed `key` of function
 // `function` (the function and key filters; trace_every applies per call).

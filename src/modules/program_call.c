@@ -34,8 +34,9 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
                                       type->rank, type->shape,
                                       data[i],    lengths[i]};
   }
-  hrt_trace_info_t info = {call->sequence, site->function->qualified_name,
-                           site->op_index, hrt_time_now_ns(), call->invocation};
+  hrt_trace_info_t info = {call->sequence,   site->function->qualified_name,
+                           site->op_index,   hrt_time_now_ns(),
+                           call->invocation, false};
   return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
                               tensors);
 }
@@ -85,6 +86,12 @@ static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
     done.fn(done.user_data, HRT_OK, call->outputs, call->output_count);
     hrt_program_call_free(call, false);
   } else {
+    // The sink hears of the failure (a flight recorder delivers what it
+    // kept) before the caller does.
+    hrt_invocation_failure_t failure = {
+        call->sequence, call->function->qualified_name, call->invocation,
+        hrt_status_code(status)};
+    hrt_hal_module_invocation_failed(call->state->hal, &failure);
     hrt_program_call_free(call, true);
     done.fn(done.user_data, status, NULL, 0);
   }

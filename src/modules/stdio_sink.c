@@ -36,8 +36,9 @@ static hrt_status_t hrt_stdio_sink_trace(void* user_data, const char* key,
   size_t length = 0;
   FILE* memory = open_memstream(&text, &length);
   if (memory) {
-    fprintf(memory, "=== %s (%s op %u, invocation %llu) ===\n", key,
-            info->function, info->op_index, (unsigned long long)info->sequence);
+    fprintf(memory, "=== %s (%s op %u, invocation %llu%s) ===\n", key,
+            info->function, info->op_index, (unsigned long long)info->sequence,
+            info->recorded ? ", recorded" : "");
     for (uint32_t i = 0; i < count; ++i) {
       hrt_write_tensor(memory, &tensors[i], sink->max_elements);
     }

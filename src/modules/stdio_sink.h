@@ -4,6 +4,8 @@
 //   logits: 2x3xf32=[[0.25 -1.5 3] [0 0.125 1e-7]]
 //   hidden: 1x17xf32=[[2.35 2.325 0 ... 0 0.5 0.075]]
 //
+// A trace a flight recorder delivers says so: "(..., invocation 1,
+// recorded)".
 // Values and tensors are written as hal/element_format.h says, summarised
 // beyond `max_elements` elements (the first and last 3 entries of each
 // dimension longer than 6). Lines are written with one

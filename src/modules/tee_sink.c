@@ -41,6 +41,17 @@ static void hrt_tee_sink_timing(void* user_data,
   }
 }
 
+static void hrt_tee_sink_failed(void* user_data,
+                                const hrt_invocation_failure_t* failure) {
+  hrt_tee_sink_t* tee = user_data;
+  for (uint32_t i = 0; i < tee->count; ++i) {
+    const hrt_debug_sink_t* sink = &tee->sinks[i];
+    if (sink->invocation_failed.fn) {
+      sink->invocation_failed.fn(sink->invocation_failed.user_data, failure);
+    }
+  }
+}
+
 static void hrt_release_sinks(const hrt_debug_sink_t* sinks, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i) {
     sinks[i].release.fn(sinks[i].release.user_data);
@@ -73,6 +84,7 @@ hrt_status_t hrt_tee_sink_create(const hrt_debug_sink_t* sinks, uint32_t count,
   *out_sink = (hrt_debug_sink_t){
       .buffer_view_trace = {hrt_tee_sink_trace, tee},
       .dispatch_timing = {hrt_tee_sink_timing, tee},
+      .invocation_failed = {hrt_tee_sink_failed, tee},
       .release = {hrt_tee_sink_release, tee},
   };
   return HRT_OK;

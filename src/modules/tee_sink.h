@@ -1,6 +1,6 @@
 // A debug sink that forwards every trace to several sinks.
 //
-// Traces and dispatch timings go to `sinks[0..count)` in order; every sink
+// Traces, dispatch timings and invocation failures go to `sinks[0..count)` in order; every sink
 // sees every trace, and the first error returned wins. Releasing the tee
 // releases each sink once. The tee takes ownership of the sinks, also when
 // creation fails (it then releases them). Threads as every debug sink

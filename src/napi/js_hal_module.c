@@ -7,6 +7,7 @@
 #include "napi/js_args.h"
 #include "napi/js_device.h"
 #include "napi/js_instance.h"
+#include "napi/js_recorder.h"
 #include "napi/js_sink_spec.h"
 
 #define HRT_JS_DEFAULT_TRACE_BYTES (64ull << 20)
@@ -40,6 +41,7 @@ typedef struct hrt_js_hal_options_s {
   uint32_t trace_every;
   bool profile;
   bool reject_nonfinite;
+  hrt_recorder_limits_t flight_recorder;
   hrt_js_sink_options_t sink;
 } hrt_js_hal_options_t;
 
@@ -105,18 +107,57 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
   return true;
 }
 
+// flightRecorder: undefined or null (off), or {traces: N} or {bytes: B}.
+static bool hrt_js_flight_recorder(napi_env env, napi_value value,
+                                   const char* method,
+                                   hrt_recorder_limits_t* out) {
+  static const char* const known[] = {"traces", "bytes"};
+  napi_valuetype type = napi_undefined;
+  napi_value traces = NULL, bytes = NULL;
+  uint64_t count = 0;
+  HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
+  if (type == napi_undefined || type == napi_null) return true;
+  if (type != napi_object) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: options.flightRecorder must be {traces: N} or "
+                        "{bytes: B}",
+                        method);
+  }
+  if (!hrt_js_arg_options(env, value, method, "options.flightRecorder", known,
+                          2) ||
+      !hrt_js_arg_option(env, value, "traces", &traces) ||
+      !hrt_js_arg_option(env, value, "bytes", &bytes)) {
+    return false;
+  }
+  if (hrt_js_arg_is_undefined(env, traces) ==
+      hrt_js_arg_is_undefined(env, bytes)) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: options.flightRecorder takes exactly one of "
+                        "traces and bytes",
+                        method);
+  }
+  if (!hrt_js_arg_uint64(env, traces, method, "options.flightRecorder.traces",
+                         0, 1, HRT_RECORDER_MAX_TRACES, &count) ||
+      !hrt_js_arg_uint64(env, bytes, method, "options.flightRecorder.bytes", 0,
+                         1, HRT_RECORDER_MAX_BYTES, &out->bytes)) {
+    return false;
+  }
+  out->traces = (uint32_t)count;
+  return true;
+}
+
 static bool hrt_js_hal_options(napi_env env, napi_value options,
                                const char* method, hrt_js_hal_options_t* out) {
   static const char* const known[] = {
       "debugSink", "traceDispatches", "maxTraceBytes", "tracePolicy",
-      "traceData", "profile",         "nonFinite"};
+      "traceData", "profile",         "nonFinite",     "flightRecorder"};
   static const char* const policies[] = {"wait", "drop"};
   static const char* const nonfinite[] = {"ignore", "reject"};
   static const char* const trace_data[] = {"owned", "borrowed"};
   napi_value value = NULL;
   napi_valuetype type = napi_undefined;
   int policy = 0, nonfinite_choice = 0, trace_data_choice = 0;
-  if (!hrt_js_arg_options(env, options, method, "options", known, 7) ||
+  if (!hrt_js_arg_options(env, options, method, "options", known, 8) ||
       !hrt_js_arg_option(env, options, "debugSink", &out->debug_sink) ||
       !hrt_js_arg_option(env, options, "traceDispatches",
                          &out->trace_dispatches_value) ||
@@ -136,7 +177,9 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
                          &trace_data_choice) ||
       !hrt_js_arg_option(env, options, "nonFinite", &value) ||
       !hrt_js_arg_choice(env, value, method, "options.nonFinite", nonfinite, 2,
-                         &nonfinite_choice)) {
+                         &nonfinite_choice) ||
+      !hrt_js_arg_option(env, options, "flightRecorder", &value) ||
+      !hrt_js_flight_recorder(env, value, method, &out->flight_recorder)) {
     return false;
   }
   out->sink.policy = policy == 1 ? HRT_JS_SINK_DROP : HRT_JS_SINK_WAIT;
@@ -144,11 +187,18 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
   out->reject_nonfinite = nonfinite_choice == 1;
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, out->debug_sink, &type));
   out->has_sink = type != napi_undefined && type != napi_null;
+  if (!out->has_sink &&
+      (out->flight_recorder.traces || out->flight_recorder.bytes)) {
+    return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                        "%s: options.flightRecorder needs options.debugSink "
+                        "(the sink it delivers recorded traces to)",
+                        method);
+  }
   return true;
 }
 
 // new HalModule(instance, device, {debugSink, traceDispatches, profile,
-// nonFinite, maxTraceBytes, tracePolicy, traceData})
+// nonFinite, maxTraceBytes, tracePolicy, traceData, flightRecorder})
 static napi_value hrt_js_hal_module_construct(napi_env env,
                                               napi_callback_info info) {
   static const char* const method = "new HalModule";
@@ -200,6 +250,7 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
       .trace_every = options.trace_every,
       .reject_nonfinite = options.reject_nonfinite,
       .profile = options.profile,
+      .flight_recorder = options.flight_recorder,
   };
   hrt_status_t status = hrt_hal_module_create(
       (hrt_hal_device_t*)device->handle, options.has_sink ? &native_sink : NULL,
@@ -260,6 +311,10 @@ napi_value hrt_js_hal_module_define(napi_env env, hrt_js_env_t* state) {
       {"name", NULL, NULL, hrt_js_hal_module_name, NULL, NULL, napi_default,
        NULL},
       {"close", NULL, hrt_js_hal_module_close, NULL, NULL, NULL,
+       napi_default_method, NULL},
+      {"flightRecorderState", NULL, hrt_js_recorder_state, NULL, NULL, NULL,
+       napi_default_method, NULL},
+      {"flightRecorderDump", NULL, hrt_js_recorder_dump, NULL, NULL, NULL,
        napi_default_method, NULL},
   };
   return hrt_js_define_class(env, "HalModule", hrt_js_hal_module_construct,

@@ -3,7 +3,9 @@
 // Wraps one HAL module reference, plus (when options.debugSink is given) one
 // reference to its JS debug sink (js_sink.h). The callback is also stored on
 // the object as `debugSink`, so the JS-visible edge HalModule -> callback
-// keeps it alive while the sink's own napi_ref is weak.
+// keeps it alive while the sink's own napi_ref is weak. options.flightRecorder
+// wraps the sink in a flight recorder (modules/recorder_sink.h), reached
+// through the methods of js_recorder.h.
 //
 // Threads: JS thread of the owning env only.
 #ifndef HRT_NAPI_JS_HAL_MODULE_H_

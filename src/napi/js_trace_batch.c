@@ -8,7 +8,7 @@
 // Slots of a trace record's header and of a tensor's fixed part (name,
 // dtype, rank, then per contents), and of a timing record.
 enum {
-  HRT_JS_TRACE_HEADER_SLOTS = 9,
+  HRT_JS_TRACE_HEADER_SLOTS = 10,
   HRT_JS_TENSOR_SLOTS = 3,
   HRT_JS_STATS_SLOTS = 6,
   HRT_JS_DATA_SLOTS = 2,
@@ -304,6 +304,7 @@ bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
     hrt_js_put(batch, info->op_index);
     hrt_js_put(batch, (double)info->time_ns);
     hrt_js_put(batch, (double)dropped);
+    hrt_js_put(batch, info->recorded ? 1 : 0);
     hrt_js_put(batch, (double)indices[0]);
     hrt_js_put(batch, count);
   }

@@ -11,8 +11,8 @@
 // batch's string list (each distinct string once per batch). Dtypes are
 // hrt_hal_element_type_t values (binding.dtypes[dtype] is the name).
 //
-//   TRACE   1, invocation, sequence, function, op, timeNs, dropped, key,
-//           count,
+//   TRACE   1, invocation, sequence, function, op, timeNs, dropped,
+//           recorded (1 or 0), key, count,
 //           then per tensor: name, dtype, rank, dims[rank],
 //             with STATS: count, min, max, mean, nanCount, infCount
 //             with DATA:  byteLength, where

@@ -14,7 +14,7 @@
 #include "modules/tensor_stats.h"
 #include "test.h"
 
-static const hrt_trace_info_t kInfo = {7, "mlp.main", 3, 0, 70};
+static const hrt_trace_info_t kInfo = {7, "mlp.main", 3, 0, 70, false};
 
 static void stdio_sink_prints_and_elides(void) {
   char* text = NULL;
@@ -97,7 +97,7 @@ static void remove_tree(const char* directory) {
 static hrt_status_t trace_one(hrt_debug_sink_t* sink, const char* key,
                               uint64_t sequence, float value) {
   static const int64_t shape[1] = {1};
-  hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence};
+  hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence, false};
   hrt_trace_tensor_t tensor = {
       "t", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, &value, sizeof(value)};
   return sink->buffer_view_trace.fn(sink->buffer_view_trace.user_data, key,

@@ -169,6 +169,7 @@ static void expect_trace(cursor_t* cursor, const char* key,
   EXPECT_SLOT(cursor, info->op_index);
   EXPECT_SLOT(cursor, info->time_ns);
   EXPECT_SLOT(cursor, dropped);
+  EXPECT_SLOT(cursor, info->recorded ? 1 : 0);
   EXPECT_STRING_SLOT(cursor, key);
   EXPECT_SLOT(cursor, count);
   for (uint32_t i = 0; i < count; ++i) {
@@ -256,8 +257,9 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
                                  const float* logits, const int64_t* step,
                                  uint64_t credit) {
   cursor_t cursor = {batch, 0};
-  // 9 header slots; logits: 3 + 2 dims + 2 + 3 for 20 bytes; step: 3 + 2 + 1.
-  CHECK_EQ_INT(batch->size, 25 * 8);
+  // 10 header slots; logits: 3 + 2 dims + 2 + 3 for 20 bytes; step: 3 + 2 +
+  // 1.
+  CHECK_EQ_INT(batch->size, 26 * 8);
   EXPECT_SLOT(&cursor, 1);   // TRACE
   EXPECT_SLOT(&cursor, 70);  // invocation
   EXPECT_SLOT(&cursor, 7);   // sequence
@@ -265,6 +267,7 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 3);
   EXPECT_SLOT(&cursor, 123456789);
   EXPECT_SLOT(&cursor, 2);  // dropped
+  EXPECT_SLOT(&cursor, 0);  // recorded
   EXPECT_STRING_SLOT(&cursor, "probe");
   EXPECT_SLOT(&cursor, 2);  // tensors
   EXPECT_STRING_SLOT(&cursor, "logits");
@@ -281,7 +284,7 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 8);
   EXPECT_SLOT(&cursor, -1);
   EXPECT_INLINE_BYTES(&cursor, step, 8);
-  CHECK_EQ_INT(cursor.at, 25);
+  CHECK_EQ_INT(cursor.at, 26);
   // The four strings, each once, in the order first used.
   CHECK_EQ_INT(batch->string_count, 4);
   CHECK(strcmp(hrt_js_trace_batch_string(batch, 0), "probe") == 0);
@@ -312,7 +315,7 @@ static void inline_trace_encodes_every_slot(void) {
        sizeof(logits)},
       {"step", HRT_HAL_ELEMENT_TYPE_I64, 0, NULL, &step, sizeof(step)},
   };
-  const hrt_trace_info_t info = {7, "model.predict", 3, 123456789, 70};
+  const hrt_trace_info_t info = {7, "model.predict", 3, 123456789, 70, false};
   uint64_t credit = hrt_js_trace_bytes("probe", &info, 2, tensors, kData);
   hrt_js_trace_extras_t* extras = (hrt_js_trace_extras_t*)&extras;
   bool needs_extras = hrt_js_trace_needs_extras(2, tensors, kData);
@@ -345,7 +348,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   CHECK_EQ_INT(cursor.at, slot_count_of(both));
   // The stats slots of "activations" by value: NaN and +-Inf counted and
   // left out of min, max and mean.
-  cursor_t stats = {both, 9 + 3 + 2};
+  cursor_t stats = {both, 10 + 3 + 2};
   EXPECT_SLOT(&stats, 6);
   EXPECT_SLOT(&stats, -2.5);
   EXPECT_SLOT(&stats, 4.0);
@@ -354,7 +357,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   EXPECT_SLOT(&stats, 2);
   // "empty": no elements, so NaN min, max and mean.
   cursor_t empty = {both,
-                    9 + (3 + 2 + 6 + 2 + 3) + (3 + 1 + 6 + 2 + 2) + (3 + 2)};
+                    10 + (3 + 2 + 6 + 2 + 3) + (3 + 1 + 6 + 2 + 2) + (3 + 2)};
   EXPECT_SLOT(&empty, 0);
   EXPECT_SLOT(&empty, NAN);
   EXPECT_SLOT(&empty, NAN);
@@ -365,7 +368,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   // Name, dtype, rank, dims and six stats per tensor; no data slots.
   CHECK_EQ_INT(cursor.at, slot_count_of(stats_only));
   CHECK_EQ_INT(slot_count_of(stats_only),
-               9 + (3 + 2 + 6) + (3 + 1 + 6) + (3 + 2 + 6) + (3 + 1 + 6));
+               10 + (3 + 2 + 6) + (3 + 1 + 6) + (3 + 2 + 6) + (3 + 1 + 6));
 }
 
 static void stats_slots_match_tensor_stats(void) {
@@ -388,7 +391,7 @@ static void stats_slots_match_tensor_stats(void) {
       {"empty", HRT_HAL_ELEMENT_TYPE_F32, 2, empty_shape, NULL, 0},
       {"ramp", HRT_HAL_ELEMENT_TYPE_F32, 1, ramp_shape, ramp, sizeof(ramp)},
   };
-  const hrt_trace_info_t info = {21, "model.stats", 9, 555, 210};
+  const hrt_trace_info_t info = {21, "model.stats", 9, 555, 210, false};
   hrt_js_trace_batch_t both = {0};
   hrt_js_trace_batch_t stats_only = {0};
   // {stats, data}: the first three tensors (the fourth would go external).
@@ -433,6 +436,7 @@ static void expect_large_records(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 0);
   EXPECT_SLOT(&cursor, 5);
   EXPECT_SLOT(&cursor, 0);
+  EXPECT_SLOT(&cursor, 0);  // recorded
   EXPECT_STRING_SLOT(&cursor, "wide");
   EXPECT_SLOT(&cursor, 3);
   EXPECT_STRING_SLOT(&cursor, "at_limit");
@@ -507,7 +511,7 @@ static void large_data_travels_as_a_pool_block(void) {
       {"larger", HRT_HAL_ELEMENT_TYPE_I16, 2, larger_shape, larger,
        sizeof(larger)},
   };
-  const hrt_trace_info_t info = {11, "model.load", 0, 5, 110};
+  const hrt_trace_info_t info = {11, "model.load", 0, 5, 110, false};
   hrt_js_trace_batch_t batch = {0};
   uint64_t credit = hrt_js_trace_bytes("wide", &info, 3, tensors, kData);
   hrt_js_trace_extras_t* extras = NULL;
@@ -600,7 +604,8 @@ static void timings_and_traces_share_strings(void) {
     tensors[i] = (hrt_trace_tensor_t){
         "x", HRT_HAL_ELEMENT_TYPE_I32, 1, shape, values[i], sizeof(values[i])};
     infos[i] =
-        (hrt_trace_info_t){sequence, "model.step", i, 1000 + i, sequence * 10};
+        (hrt_trace_info_t){sequence, "model.step", i, 1000 + i, sequence * 10,
+                           false};
     events[i] = (hrt_dispatch_timing_t){sequence,     "model.step", i,
                                         "exe.matmul", "local-task", 5000 + i,
                                         10 + i,       sequence * 10};
@@ -650,7 +655,8 @@ static const char* many_trace(int i, hrt_trace_info_t* out_info,
   snprintf(inputs[i], sizeof(inputs[i]), "in-%d", i);
   snprintf(outputs[i], sizeof(outputs[i]), "out-%d", i);
   *out_info =
-      (hrt_trace_info_t){(uint64_t)i, functions[i % 4], 0, 0, (uint64_t)i};
+      (hrt_trace_info_t){(uint64_t)i, functions[i % 4], 0, 0, (uint64_t)i,
+                         false};
   out_tensors[0] = (hrt_trace_tensor_t){
       inputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1};
   out_tensors[1] = (hrt_trace_tensor_t){
@@ -859,7 +865,7 @@ static void append_make(int i, append_t* append) {
   }
   snprintf(append->key, sizeof(append->key), "key-%d", i % 6);
   append->info = (hrt_trace_info_t){sequence, append->function, (uint32_t)i,
-                                    (int64_t)i * 10, sequence + 1};
+                                    (int64_t)i * 10, sequence + 1, false};
   append->dropped = (uint64_t)(i % 3);
   append->count = counts[i % 7];
   append->contents = contents[i % 3];
@@ -1062,7 +1068,7 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
       {"kept", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
       {"taken", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
   };
-  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50};
+  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50, false};
   const hrt_dispatch_timing_t old_event = {6,        "old.fn", 0, "old.kernel",
                                            "device", 1,        2, 60};
   bool added_old =
@@ -1083,7 +1089,7 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   const int64_t seventeen_shape[1] = {17};
   hrt_trace_tensor_t new_tensor = {
       "new", HRT_HAL_ELEMENT_TYPE_U8, 1, seventeen_shape, seventeen, 17};
-  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90};
+  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90, false};
   bool added_new =
       add_trace(&batch, pool, "new-key", &new_info, 3, 1, &new_tensor, kData);
   if (added_new) expect_new_record(&batch, &new_info, &new_tensor);

@@ -606,7 +606,8 @@ static void op_add_trace(state_t* state, input_t* input) {
   const char* function = NULL;
   char* owned_function = take_string(input, &function);
   hrt_trace_info_t info = {take_u16(input), function, take_u16(input),
-                           (int64_t)take_u16(input) << 24, take_u8(input) % 4};
+                           (int64_t)take_u16(input) << 24, take_u8(input) % 4,
+                           take_u8(input) % 2 == 1};
   uint64_t dropped = take_u8(input);
   tensor_t tensors[FUZZ_MAX_TENSORS];
   hrt_trace_tensor_t views[FUZZ_MAX_TENSORS];

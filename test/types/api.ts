@@ -11,6 +11,7 @@ import {
   DriverInfo,
   DType,
   ExecutableKinds,
+  FlightRecorder,
   FunctionBuilder,
   FunctionSignature,
   HalModule,
@@ -534,6 +535,27 @@ async function debugging(): Promise<void> {
 
   // @ts-expect-error nonFinite is 'ignore' or 'reject'
   new HalModule(instance, device, { nonFinite: 'warn' });
+
+  // The flight recorder.
+  const recording = new HalModule(instance, device, {
+    debugSink: (key: string, tensors: TraceTensor[], info: TraceInfo) => {
+      const recorded: boolean = info.recorded;
+      void [key, tensors, recorded];
+    },
+    flightRecorder: { traces: 16 },
+  });
+  const recorder: FlightRecorder | null = recording.flightRecorder;
+  if (recorder !== null) {
+    const held: number = recorder.heldTraces + recorder.heldBytes + recorder.skipped;
+    const setting: number | undefined = recorder.traces ?? recorder.bytes;
+    const dumped: Promise<number> = recorder.dump();
+    void [held, setting, dumped];
+  }
+  new HalModule(instance, device, { debugSink: stats, flightRecorder: { bytes: 1 << 20 } });
+  const liveRecorded: number = halrt.liveObjects().recordedTrace + halrt.liveObjects().recordedBytes;
+  void liveRecorded;
+  // @ts-expect-error flightRecorder takes traces or bytes
+  new HalModule(instance, device, { debugSink: stats, flightRecorder: { count: 3 } });
   // @ts-expect-error profile is a boolean
   new HalModule(instance, device, { profile: 1 });
   // @ts-expect-error an object sink needs at least one of trace, timing and invocation
