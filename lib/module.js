@@ -93,8 +93,9 @@ class FunctionBuilder {
     return this;
   }
 
-  trace(key, values) {
-    this._description.body.push({ op: 'trace', key, values });
+  // options.mode: 'full', 'summary' or 'health' (default: the HalModule's traceMode).
+  trace(key, values, { mode } = {}) {
+    this._description.body.push(mode === undefined ? { op: 'trace', key, values } : { op: 'trace', key, values, mode });
     return this;
   }
 

@@ -131,6 +131,20 @@ hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
                                   const hrt_trace_tensor_t* tensors) {
   const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
   for (uint32_t i = 0; module->options.reject_nonfinite && i < count; ++i) {
+    const hrt_hal_tensor_summary_t* summary = tensors[i].summary;
+    if (summary) {
+      if (summary->nan_count + summary->pos_inf_count + summary->neg_inf_count) {
+        return hrt_status_make(
+            HRT_STATUS_ABORTED,
+            "trace '%s': tensor '%s' holds non-finite values (%llu NaN, "
+            "%llu +Inf, %llu -Inf of %llu elements)",
+            key, tensors[i].name, (unsigned long long)summary->nan_count,
+            (unsigned long long)summary->pos_inf_count,
+            (unsigned long long)summary->neg_inf_count,
+            (unsigned long long)summary->count);
+      }
+      continue;
+    }
     uint64_t index = 0;
     if (hrt_tensor_find_nonfinite(&tensors[i], &index)) {
       return hrt_status_make(HRT_STATUS_ABORTED,
