@@ -133,7 +133,8 @@ hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
   for (uint32_t i = 0; module->options.reject_nonfinite && i < count; ++i) {
     const hrt_hal_tensor_summary_t* summary = tensors[i].summary;
     if (summary) {
-      if (summary->nan_count + summary->pos_inf_count + summary->neg_inf_count) {
+      if (summary->nan_count + summary->pos_inf_count +
+          summary->neg_inf_count) {
         return hrt_status_make(
             HRT_STATUS_ABORTED,
             "trace '%s': tensor '%s' holds non-finite values (%llu NaN, "

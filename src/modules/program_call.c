@@ -45,13 +45,13 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
         .rank = type->rank,
         .shape = type->shape,
         .data = summary ? NULL : data[i],
-        .byte_length = summary ? site->function->byte_lengths[value]
-                               : lengths[i],
+        .byte_length =
+            summary ? site->function->byte_lengths[value] : lengths[i],
         .summary = summary ? data[i] : NULL,
     };
   }
-  hrt_trace_info_t info = {call->sequence,    site->function->qualified_name,
-                           site->op_index,    hrt_time_now_ns(),
+  hrt_trace_info_t info = {call->sequence,   site->function->qualified_name,
+                           site->op_index,   hrt_time_now_ns(),
                            call->invocation, site->mode};
   return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
                               tensors);

@@ -109,11 +109,11 @@ static hrt_status_t hrt_record_op(hrt_program_state_t* state,
       return hrt_hal_command_buffer_copy(
           command_buffer, hrt_slot(op->operands[0]), hrt_slot(op->operands[1]));
     case HRT_OP_TRACE:
-      return hrt_add_trace(
-          state, command_buffer, function, op_index, op->key,
-          op->has_trace_mode ? op->trace_mode
-                             : hrt_hal_module_options(state->hal)->trace_mode,
-          op->operand_count, op->operands, 1);
+      return hrt_add_trace(state, command_buffer, function, op_index, op->key,
+                           op->has_trace_mode
+                               ? op->trace_mode
+                               : hrt_hal_module_options(state->hal)->trace_mode,
+                           op->operand_count, op->operands, 1);
     case HRT_OP_BARRIER:
       return hrt_hal_command_buffer_barrier(command_buffer);
   }

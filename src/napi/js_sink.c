@@ -636,8 +636,7 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
           "trace '%s': tensor '%s'", key, tensors[i].name);
     }
   }
-  uint64_t bytes =
-      hrt_js_trace_bytes(key, info, count, tensors, contents);
+  uint64_t bytes = hrt_js_trace_bytes(key, info, count, tensors, contents);
   uint64_t dropped = 0;
   hrt_js_trace_extras_t* extras = NULL;
   bool ok = true;
@@ -650,8 +649,8 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     // Large copies and statistics are made without the lock, so that the
     // JS thread never waits for them.
     hrt_mutex_unlock(&sink->mutex);
-    ok = hrt_js_trace_extras_make(sink->pool, count, tensors, contents,
-                                  &extras);
+    ok =
+        hrt_js_trace_extras_make(sink->pool, count, tensors, contents, &extras);
     hrt_mutex_lock(&sink->mutex);
   }
   ok = ok &&
