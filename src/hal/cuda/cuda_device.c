@@ -12,6 +12,7 @@
 #include "hal/cuda/cuda_executable.h"
 #include "hal/cuda/cuda_staging.h"
 #include "hal/pending_submission.h"
+#include "hal/tensor_summary.h"
 
 // Staged ranges start at multiples of this (DMA-friendly, and aligned for
 // any element type a trace callback reads).
@@ -986,6 +987,7 @@ static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
     } else if (command->type == HRT_HAL_COMMAND_TRACE) {
       const void* data[HRT_HAL_MAX_TRACE_SOURCES];
       uint64_t lengths[HRT_HAL_MAX_TRACE_SOURCES];
+      hrt_hal_tensor_summary_t summaries[HRT_HAL_MAX_TRACE_SOURCES];
       const uint32_t count = command->trace.source_count;
       // An empty range still gets a valid address.
       static const char empty[1];
@@ -995,6 +997,14 @@ static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
                          .length;
         data[j] = lengths[j] ? staged : empty;
         if (lengths[j]) staged += hrt_cuda_align(lengths[j]);
+        if (command->trace.mode != HRT_HAL_TRACE_FULL) {
+          const hrt_hal_element_type_t type = command->trace.element_types[j];
+          hrt_hal_tensor_summary_compute(
+              command->trace.mode, type, data[j],
+              lengths[j] / hrt_hal_element_type_size(type), &summaries[j]);
+          data[j] = &summaries[j];
+          lengths[j] = sizeof(summaries[j]);
+        }
       }
       HRT_RETURN_IF_ERROR(command->trace.fn(command->trace.user_data,
                                             sub->pending.host_context, count,
