@@ -1,7 +1,6 @@
 #include "modules/stdio_sink.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "base/alloc.h"
 #include "base/half.h"
@@ -44,14 +43,15 @@ static void hrt_write_f64(FILE* stream, const char* label, double value) {
 
 // ` summary: count=6 nan=0 +inf=0 -inf=0 zero=1 min=-1.5 max=3 mean=0.25
 // l2=3.5`, or ` health: count=6 nan=0 +inf=0 -inf=0`.
-static void hrt_write_summary(FILE* stream, const char* mode_name,
+static void hrt_write_summary(FILE* stream, hrt_hal_trace_mode_t mode,
                               const hrt_trace_tensor_t* tensor) {
   const hrt_hal_tensor_summary_t* s = tensor->summary;
-  fprintf(stream, " %s: count=%llu nan=%llu +inf=%llu -inf=%llu", mode_name,
-          (unsigned long long)s->count, (unsigned long long)s->nan_count,
+  fprintf(stream, " %s: count=%llu nan=%llu +inf=%llu -inf=%llu",
+          hrt_hal_trace_mode_name(mode), (unsigned long long)s->count,
+          (unsigned long long)s->nan_count,
           (unsigned long long)s->pos_inf_count,
           (unsigned long long)s->neg_inf_count);
-  if (strcmp(mode_name, "summary") != 0) return;
+  if (mode != HRT_HAL_TRACE_SUMMARY) return;
   fprintf(stream, " zero=%llu min=", (unsigned long long)s->zero_count);
   hrt_write_element(stream, tensor->element_type, s->min);
   fputs(" max=", stream);
@@ -71,7 +71,7 @@ static void hrt_write_tensor(FILE* stream, hrt_hal_trace_mode_t mode,
   }
   fputs(hrt_hal_element_type_name(tensor->element_type), stream);
   if (mode != HRT_HAL_TRACE_FULL) {
-    hrt_write_summary(stream, hrt_hal_trace_mode_name(mode), tensor);
+    hrt_write_summary(stream, mode, tensor);
   } else {
     fputc('=', stream);
     hrt_hal_tensor_format(tensor->element_type, tensor->rank, tensor->shape,
