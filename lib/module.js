@@ -93,9 +93,15 @@ class FunctionBuilder {
     return this;
   }
 
-  // options.mode: 'full', 'summary' or 'health' (default: the HalModule's traceMode).
-  trace(key, values, { mode } = {}) {
-    this._description.body.push(mode === undefined ? { op: 'trace', key, values } : { op: 'trace', key, values, mode });
+  // trace('probe', ['y'], {mode}): mode 'full', 'summary' or 'health'
+  // (default: the HalModule's traceMode).
+  trace(key, values, options = {}) {
+    if (!isPlainObject(options)) {
+      throw new HalrtError('FunctionBuilder.trace: options must be an object', 'INVALID_ARGUMENT');
+    }
+    const op = { op: 'trace', key, values };
+    if (options.mode !== undefined) op.mode = options.mode;
+    this._description.body.push(op);
     return this;
   }
 

@@ -344,6 +344,15 @@ describe('trace modes: bad values', () => {
     }
   });
 
+  it("ModuleBuilder's trace() takes its options as an object", () => {
+    const f = () => new halrt.ModuleBuilder('m').function('f', (b) => b.output('y', 'f32', [1]).trace('k', ['y'], null));
+    assertThrowsHalrt(f, 'INVALID_ARGUMENT', 'FunctionBuilder.trace: options must be an object');
+    const body = new halrt.ModuleBuilder('m').function('f', (b) => b.output('y', 'f32', [1])
+      .trace('a', ['y']).trace('b', ['y'], {}).trace('c', ['y'], { mode: 'health' })).toObject().functions.f.body;
+    assert.deepStrictEqual(body, [
+      { op: 'trace', key: 'a', values: ['y'] }, { op: 'trace', key: 'b', values: ['y'] }, { op: 'trace', key: 'c', values: ['y'], mode: 'health' }]);
+  });
+
   it("a trace op's mode must be full, summary or health: the error names the field", () => {
     const instance = new halrt.Instance();
     const build = (mode) => halrt.Module.fromObject(instance, {
