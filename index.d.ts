@@ -595,8 +595,8 @@ export interface HalModuleOptions {
   /**
    * What traceDispatches traces, and trace ops without a `mode` of their
    * own, deliver: 'full' (the default: host copies of the tensors),
-   * 'summary' or 'health' (a TensorSummary per tensor, computed on the
-   * device; only the summary crosses to the host).
+   * 'summary' or 'health' (a TensorSummary per tensor, computed natively
+   * by the device; only the summary reaches the sink).
    */
   traceMode?: TraceMode | undefined;
   /** Report every dispatch's timing to the sink's `timing` method. Default false. */
