@@ -166,22 +166,35 @@ void hrt_hal_tensor_summary_finish(hrt_hal_tensor_summary_t* partial,
   if (partial->min > partial->max) partial->min = partial->max = NAN;
 }
 
+uint64_t hrt_hal_tensor_summary_chunk_count(uint64_t count) {
+  return (count + HRT_HAL_TENSOR_SUMMARY_CHUNK - 1) /
+         HRT_HAL_TENSOR_SUMMARY_CHUNK;
+}
+
+void hrt_hal_tensor_summary_chunk(hrt_hal_trace_mode_t mode,
+                                  hrt_hal_element_type_t type, const void* data,
+                                  uint64_t count, uint64_t chunk,
+                                  hrt_hal_tensor_summary_t* out_partial) {
+  const uint64_t begin = chunk * HRT_HAL_TENSOR_SUMMARY_CHUNK;
+  const uint64_t n = count - begin < HRT_HAL_TENSOR_SUMMARY_CHUNK
+                         ? count - begin
+                         : HRT_HAL_TENSOR_SUMMARY_CHUNK;
+  hrt_hal_tensor_summary_init(out_partial);
+  hrt_hal_tensor_summary_accumulate(
+      out_partial, mode, type,
+      (const char*)data + begin * hrt_hal_element_type_size(type), n);
+}
+
 void hrt_hal_tensor_summary_compute(hrt_hal_trace_mode_t mode,
                                     hrt_hal_element_type_t type,
                                     const void* data, uint64_t count,
                                     hrt_hal_tensor_summary_t* out) {
-  const size_t size = hrt_hal_element_type_size(type);
   hrt_hal_tensor_summary_init(out);
-  for (uint64_t begin = 0; begin < count;
-       begin += HRT_HAL_TENSOR_SUMMARY_CHUNK) {
-    uint64_t n = count - begin < HRT_HAL_TENSOR_SUMMARY_CHUNK
-                     ? count - begin
-                     : HRT_HAL_TENSOR_SUMMARY_CHUNK;
-    hrt_hal_tensor_summary_t chunk;
-    hrt_hal_tensor_summary_init(&chunk);
-    hrt_hal_tensor_summary_accumulate(&chunk, mode, type,
-                                      (const char*)data + begin * size, n);
-    hrt_hal_tensor_summary_merge(out, &chunk);
+  const uint64_t chunks = hrt_hal_tensor_summary_chunk_count(count);
+  for (uint64_t chunk = 0; chunk < chunks; ++chunk) {
+    hrt_hal_tensor_summary_t partial;
+    hrt_hal_tensor_summary_chunk(mode, type, data, count, chunk, &partial);
+    hrt_hal_tensor_summary_merge(out, &partial);
   }
   hrt_hal_tensor_summary_finish(out, mode);
 }

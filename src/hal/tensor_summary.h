@@ -82,6 +82,16 @@ void hrt_hal_tensor_summary_merge(hrt_hal_tensor_summary_t* into,
 // NaN without a finite element; HEALTH's unset fields).
 void hrt_hal_tensor_summary_finish(hrt_hal_tensor_summary_t* partial,
                                    hrt_hal_trace_mode_t mode);
+// The partial of chunk `chunk` (< hrt_hal_tensor_summary_chunk_count) of
+// the `count` elements at `data`: elements [chunk * CHUNK, + CHUNK) folded
+// in order into an empty partial. Chunks may be computed on any threads;
+// merging their partials in chunk order then finishing gives exactly
+// hrt_hal_tensor_summary_compute's result.
+uint64_t hrt_hal_tensor_summary_chunk_count(uint64_t count);
+void hrt_hal_tensor_summary_chunk(hrt_hal_trace_mode_t mode,
+                                  hrt_hal_element_type_t type, const void* data,
+                                  uint64_t count, uint64_t chunk,
+                                  hrt_hal_tensor_summary_t* out_partial);
 // The whole computation over `count` elements, one chunk after the other.
 void hrt_hal_tensor_summary_compute(hrt_hal_trace_mode_t mode,
                                     hrt_hal_element_type_t type,

@@ -3617,6 +3617,52 @@ static void symbol_names_match_cuda_h(void) {
   CHECK_EQ_INT(wrong, 0);
 }
 
+// Runs one trace of `buffer` in `mode` (f32) on `device`.
+static hrt_status_t run_trace_f32(hrt_hal_device_t* device,
+                                  hrt_hal_buffer_t* buffer,
+                                  hrt_hal_trace_mode_t mode,
+                                  summary_log_t* log) {
+  hrt_hal_command_buffer_t* cb = NULL;
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
+  hrt_hal_buffer_ref_t source = whole(buffer);
+  const hrt_hal_element_type_t f32 = HRT_HAL_ELEMENT_TYPE_F32;
+  return run_recorded(device, cb,
+                      hrt_hal_command_buffer_trace_mode(
+                          cb, mode, &source, &f32, 1, summary_log_trace, log));
+}
+
+// The summary scratch is one cuMemAlloc, made at the device's first summary
+// trace (not for a full trace), reused by later ones, and freed with the
+// device.
+static void summary_scratch_is_made_once_and_freed_with_the_device(void) {
+  FAKE_ONLY();
+  // Devices of earlier cases may still be freeing theirs.
+  const long long live_before = wait_for_allocations(0);
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device_with_pools(true, &device));
+  const float values[4] = {1, -2, 3, NAN};
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, values, &buffer));
+  summary_log_t full, summary, health;
+  memset(&full, 0, sizeof(full));
+  memset(&summary, 0, sizeof(summary));
+  memset(&health, 0, sizeof(health));
+  const long long calls_before = fake_memory().mem_alloc_calls;
+  CHECK_OK(run_trace_f32(device, buffer, HRT_HAL_TRACE_FULL, &full));
+  const long long calls_after_full = fake_memory().mem_alloc_calls;
+  CHECK_OK(run_trace_f32(device, buffer, HRT_HAL_TRACE_SUMMARY, &summary));
+  CHECK_OK(run_trace_f32(device, buffer, HRT_HAL_TRACE_HEALTH, &health));
+  const long long calls_after = fake_memory().mem_alloc_calls;
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+  CHECK_EQ_INT(calls_after_full, calls_before);
+  CHECK_EQ_INT(calls_after, calls_before + 1);
+  CHECK_EQ_INT(wait_for_allocations(live_before), live_before);
+  CHECK_EQ_INT(full.lengths[0], 16);
+  CHECK(summary.summaries[0].sum == 2 && summary.summaries[0].nan_count == 1);
+  CHECK(health.summaries[0].nan_count == 1 && isnan(health.summaries[0].sum));
+}
+
 // Summary and health traces of every dtype, with every special value, a
 // sub-range, an empty range, all NaNs and 3 MiB, computed on the device,
 // equal the host's element-by-element fold.
@@ -3683,4 +3729,5 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(zero_byte_buffers_have_an_address),
           TEST_CASE(traces_summarize_every_dtype),
           TEST_CASE(summary_traces_make_later_writers_wait_not_readers),
+          TEST_CASE(summary_scratch_is_made_once_and_freed_with_the_device),
           TEST_CASE(every_object_is_destroyed))

@@ -202,9 +202,47 @@ static void local_devices_summarize_traces(void) {
   }
 }
 
+// A local-task device's summary of many chunks, computed by its workers,
+// is the serial computation's, bit for bit: partials merged in chunk order.
+// The data makes the order matter: chunk 0 sums to 2^53 and each of the 11
+// others to 1, so 2^53 + 1 + ... + 1 rounds to 2^53 at each step, while
+// any other order adds some ones first and ends above 2^53.
+static void local_task_summaries_are_the_serial_computation(void) {
+  enum { CHUNKS = 12, N = CHUNKS * HRT_HAL_TENSOR_SUMMARY_CHUNK };
+  static double values[N];
+  memset(values, 0, sizeof(values));
+  values[0] = 9007199254740992.0;  // 2^53
+  for (int k = 1; k < CHUNKS; ++k) {
+    values[k * HRT_HAL_TENSOR_SUMMARY_CHUNK] = 1;
+  }
+  hrt_hal_tensor_summary_t want;
+  hrt_hal_tensor_summary_compute(HRT_HAL_TRACE_SUMMARY,
+                                 HRT_HAL_ELEMENT_TYPE_F64, values, N, &want);
+  CHECK(want.sum == 9007199254740992.0);
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("local-task?workers=4", &device));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(
+      hrt_hal_device_allocate_buffer(device, sizeof(values), values, &buffer));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  summary_log_t log;
+  memset(&log, 0, sizeof(log));
+  hrt_hal_buffer_ref_t source = whole(buffer);
+  const hrt_hal_element_type_t f64 = HRT_HAL_ELEMENT_TYPE_F64;
+  CHECK_OK(hrt_hal_command_buffer_trace_mode(cb, HRT_HAL_TRACE_SUMMARY, &source,
+                                             &f64, 1, summary_log_trace, &log));
+  CHECK_OK(run_recorded(device, cb, HRT_OK));
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+  CHECK_EQ_INT(log.calls, 1);
+  CHECK(memcmp(&log.summaries[0], &want, sizeof(want)) == 0);
+}
+
 TEST_MAIN(TEST_CASE(trace_modes_have_names),
           TEST_CASE(host_summaries_match_an_element_by_element_fold),
           TEST_CASE(summaries_of_edge_cases),
           TEST_CASE(summary_traces_check_their_arguments),
           TEST_CASE(local_devices_summarize_traces),
+          TEST_CASE(local_task_summaries_are_the_serial_computation),
           TEST_CASE(every_object_is_destroyed))

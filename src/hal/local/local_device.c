@@ -504,15 +504,55 @@ static void hrt_trace_order_writer(hrt_local_device_t* device,
   hrt_mutex_unlock(&device->mutex);
 }
 
+// One source's summary computed by the worker pool: one item per chunk.
+typedef struct hrt_summary_job_s {
+  hrt_hal_trace_mode_t mode;
+  hrt_hal_element_type_t type;
+  const void* data;
+  uint64_t count;
+  hrt_hal_tensor_summary_t* partials;  // [chunk count]
+} hrt_summary_job_t;
+
+static void hrt_summarize_chunk(void* context, uint64_t item,
+                                uint32_t worker_id) {
+  (void)worker_id;
+  const hrt_summary_job_t* job = context;
+  hrt_hal_tensor_summary_chunk(job->mode, job->type, job->data, job->count,
+                               item, &job->partials[item]);
+}
+
 // Queue thread: the summary of `source` (resolved) in `mode`, over the live
-// buffer, which every command before the trace has written.
-static void hrt_summarize(const hrt_hal_buffer_ref_t* source,
+// buffer, which every command before the trace has written. On a local-task
+// device a source of several chunks is summarized by the worker pool, whose
+// partials are merged here in chunk order (the queue thread is the pool's
+// only caller); the result is the same as the serial computation's, which
+// runs where there is no pool or no memory for the partials.
+static void hrt_summarize(hrt_local_device_t* device,
+                          const hrt_hal_buffer_ref_t* source,
                           hrt_hal_trace_mode_t mode,
                           hrt_hal_element_type_t type,
                           hrt_hal_tensor_summary_t* out) {
-  hrt_hal_tensor_summary_compute(
-      mode, type, hrt_host_address(source),
-      source->length / hrt_hal_element_type_size(type), out);
+  hrt_summary_job_t job = {
+      .mode = mode,
+      .type = type,
+      .data = hrt_host_address(source),
+      .count = source->length / hrt_hal_element_type_size(type),
+  };
+  const uint64_t chunks = hrt_hal_tensor_summary_chunk_count(job.count);
+  if (device->pool && chunks > 1 && chunks <= SIZE_MAX / sizeof(*out)) {
+    job.partials = malloc((size_t)chunks * sizeof(*out));
+  }
+  if (!job.partials) {
+    hrt_hal_tensor_summary_compute(mode, type, job.data, job.count, out);
+    return;
+  }
+  hrt_worker_pool_run(device->pool, chunks, hrt_summarize_chunk, &job);
+  hrt_hal_tensor_summary_init(out);
+  for (uint64_t i = 0; i < chunks; ++i) {
+    hrt_hal_tensor_summary_merge(out, &job.partials[i]);
+  }
+  hrt_hal_tensor_summary_finish(out, mode);
+  free(job.partials);
 }
 
 // Queue thread, at a trace command: resolves its sources (a summary trace
@@ -531,7 +571,7 @@ static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
     sources[i] = hrt_hal_pending_submission_resolve(&sub->pending,
                                                     &command->trace.sources[i]);
     if (summary) {
-      hrt_summarize(&sources[i], command->trace.mode,
+      hrt_summarize(device, &sources[i], command->trace.mode,
                     command->trace.element_types[i], &summaries[i]);
       bytes += sizeof(summaries[i]);
     } else {
