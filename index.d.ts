@@ -288,7 +288,7 @@ export function liveObjects(): LiveObjects;
 // Modules, contexts, functions and the debug sink
 //===----------------------------------------------------------------------===//
 
-/** One traced tensor of dtype `D`: a host copy taken when the trace ran. */
+/** One traced tensor of dtype `D` in a 'full' trace: a host copy taken when the trace ran. */
 export interface TraceTensorOf<D extends DType> {
   /** The traced value's name in the function ('x', 'y', ...). */
   name: string;
@@ -297,10 +297,66 @@ export interface TraceTensorOf<D extends DType> {
   shape: number[];
   /** The elements, in dtype's TypedArray (see DTypeArrayMap). */
   data: TypedArrayOf<D>;
+  summary?: undefined;
 }
 
-/** A traced tensor; narrow on `dtype` to get the matching `data` type. */
-export type TraceTensor = { [D in DType]: TraceTensorOf<D> }[DType];
+/** How a trace reports its tensors (HalModuleOptions.traceMode, a trace op's `mode`). */
+export type TraceMode = 'full' | 'summary' | 'health';
+
+/**
+ * A 'health' trace's summary of one tensor, computed on its device: exact
+ * element counts.
+ */
+export interface HealthSummary {
+  mode: 'health';
+  /** Elements. */
+  count: number;
+  nanCount: number;
+  posInfCount: number;
+  negInfCount: number;
+}
+
+/**
+ * A 'summary' trace's summary of one tensor, computed on its device: the
+ * counts, and figures over its finite elements (NaN and ±Infinity are
+ * counted, never folded in), each element converted to a double first
+ * (64-bit integers beyond 2^53 rounded), sums accumulated in doubles.
+ */
+export interface ValueSummary {
+  mode: 'summary';
+  count: number;
+  nanCount: number;
+  posInfCount: number;
+  negInfCount: number;
+  /** Elements equal to zero (+0 and -0; false for bool). */
+  zeroCount: number;
+  /** The smallest and largest finite elements (exact); NaN when there is none. */
+  min: number;
+  max: number;
+  /** Sum over the finite elements / their count; NaN when there is none. */
+  mean: number;
+  /** sqrt(sum of squares of the finite elements). */
+  l2: number;
+}
+
+/** A tensor's summary in a 'summary' or 'health' trace; narrow on `mode`. */
+export type TensorSummary = HealthSummary | ValueSummary;
+
+/** One traced tensor in a 'summary' or 'health' trace: its summary instead of its data. */
+export interface TraceSummaryTensor {
+  name: string;
+  dtype: DType;
+  shape: number[];
+  summary: TensorSummary;
+  data?: undefined;
+}
+
+/**
+ * A traced tensor: its data in a 'full' trace (narrow on `dtype` to get the
+ * matching `data` type), its summary in a 'summary' or 'health' trace
+ * (`summary` set; see TraceInfo.mode).
+ */
+export type TraceTensor = { [D in DType]: TraceTensorOf<D> }[DType] | TraceSummaryTensor;
 
 /** What the debug sink is told about a trace besides its key and tensors. */
 export interface TraceInfo {
@@ -327,6 +383,8 @@ export interface TraceInfo {
    * of process.hrtime.bigint() (as a Number).
    */
   timeNs: number;
+  /** What the tensors carry: 'full' (data) or 'summary' / 'health' (summaries). */
+  mode: TraceMode;
   /**
    * true for a trace a flight recorder kept and delivers now, because an
    * invocation failed or flightRecorder.dump() was called (then `sequence`,
@@ -374,14 +432,18 @@ export interface InvocationEvent {
   ok: boolean;
 }
 
-/** Summary figures of one traced tensor, computed natively (halrt.sinks.stats). */
+/**
+ * Summary figures of one traced tensor, computed natively (halrt.sinks.stats):
+ * from its data in a 'full' trace, from its device-side summary in a
+ * 'summary' or 'health' trace.
+ */
 export interface TensorStats {
   name: string;
   dtype: DType;
   shape: number[];
   /** Elements, NaN and Inf included. */
   count: number;
-  /** Over the finite elements; NaN when there are none. */
+  /** Over the finite elements; NaN when there are none (and in 'health' traces). */
   min: number;
   max: number;
   mean: number;
@@ -468,7 +530,10 @@ export interface Sinks {
   /**
    * Lines on stdout, written natively: `=== key (function op N, invocation S) ===`
    * then `name: 2x3xf32=[[1 2 3] [4 5 6]]` per tensor (a scalar:
-   * `name: f32=2.5`), the tensor as halrt.format writes it.
+   * `name: f32=2.5`), the tensor as halrt.format writes it; in a 'summary'
+   * trace `name: 2x3xf32 summary: count=6 nan=0 +inf=0 -inf=0 zero=1
+   * min=-1.5 max=3 mean=0.25 l2=3.5`, in a 'health' trace
+   * `name: 2x3xf32 health: count=6 nan=0 +inf=0 -inf=0`.
    */
   readonly stdio: (options?: StdioSinkOptions) => StdioSink;
   /**
@@ -480,16 +545,25 @@ export interface Sinks {
    * gets `.1`, `.2`, ... before `.npy`, so no file is ever overwritten.
    * `index.jsonl` in the folder gets one JSON line per file: {file, key,
    * sequence, function, op, tensor, name, dtype, shape}. bf16 as '<u2' bits.
+   * 'summary' and 'health' traces write nothing (there is no tensor to write).
    */
   readonly npy: (directory: string) => NpySink;
-  /** min, max, mean, NaN and Inf counts of each traced tensor, computed natively. */
+  /**
+   * min, max, mean, NaN and Inf counts of each traced tensor, computed
+   * natively (taken from the device's summary in 'summary' and 'health'
+   * traces).
+   */
   readonly stats: (callback: StatsCallback) => StatsSink;
   /** Every sink given sees every event; a single sink is returned as is. */
   readonly tee: {
     <S extends Sink>(sink: S): S;
     (first: Sink, second: Sink, ...rest: Sink[]): TeeSink;
   };
-  /** A Chrome trace file; use with `profile: true` for dispatch timings. */
+  /**
+   * A Chrome trace file; use with `profile: true` for dispatch timings.
+   * Tensors of 'summary' and 'health' traces also become counter events
+   * named 'key/name' (their finite summary figures), which plot over time.
+   */
   readonly chromeTrace: (path: string) => ChromeTrace;
 }
 
@@ -529,12 +603,20 @@ export interface HalModuleOptions {
    * every dispatch, or a filter. Default false.
    */
   traceDispatches?: boolean | TraceDispatchesFilter | undefined;
+  /**
+   * What traceDispatches traces, and trace ops without a `mode` of their
+   * own, deliver: 'full' (the default: host copies of the tensors),
+   * 'summary' or 'health' (a TensorSummary per tensor, computed natively
+   * by the device; only the summary reaches the sink).
+   */
+  traceMode?: TraceMode | undefined;
   /** Report every dispatch's timing to the sink's `timing` method. Default false. */
   profile?: boolean | undefined;
   /**
    * 'reject': an invocation rejects (code ABORTED, naming the trace key, the
-   * tensor and the first bad index) at the first traced tensor holding NaN or
-   * Inf, which the sink never sees. Default 'ignore'.
+   * tensor and the first bad index, or in a 'summary' or 'health' trace its
+   * NaN and ±Inf counts) at the first traced tensor holding NaN or Inf,
+   * which the sink never sees. Default 'ignore'.
    */
   nonFinite?: 'ignore' | 'reject' | undefined;
   /**
@@ -618,6 +700,8 @@ export class HalModule implements Disposable {
   readonly debugSink: Sink | null;
   /** options.traceDispatches as given (false when not given). */
   readonly traceDispatches: boolean | TraceDispatchesFilter;
+  /** options.traceMode ('full' when not given). */
+  readonly traceMode: TraceMode;
   readonly profile: boolean;
   /**
    * The flight recorder, or null when options.flightRecorder was not given.
@@ -740,6 +824,8 @@ export interface TraceOp {
   op: 'trace';
   key: string;
   values: readonly string[];
+  /** Default: the HalModule's traceMode. */
+  mode?: TraceMode | undefined;
 }
 export interface BarrierOp {
   op: 'barrier';
@@ -815,7 +901,7 @@ export interface FunctionBuilder {
   dispatch(kernel: KernelName, options: DispatchOptions): this;
   fill(target: string, value: number | boolean): this;
   copy(source: string, target: string): this;
-  trace(key: string, values: readonly string[]): this;
+  trace(key: string, values: readonly string[], options?: { mode?: TraceMode | undefined }): this;
   barrier(): this;
 }
 

@@ -95,7 +95,10 @@ async function traceOn(halrt, instance, module, signature, uri, index, inputs) {
     owned.push(device);
     const traces = [];
     const hal = new halrt.HalModule(instance, device, {
-      debugSink: (key, tensors, info) => traces.push({ key, function: info.function, op: info.op, tensors }),
+      // Trace ops in 'summary' or 'health' mode carry no elements to compare.
+      debugSink: (key, tensors, info) => {
+        if (info.mode === 'full') traces.push({ key, function: info.function, op: info.op, tensors });
+      },
       traceDispatches: true,
     });
     owned.push(hal);

@@ -93,8 +93,15 @@ class FunctionBuilder {
     return this;
   }
 
-  trace(key, values) {
-    this._description.body.push({ op: 'trace', key, values });
+  // trace('probe', ['y'], {mode}): mode 'full', 'summary' or 'health'
+  // (default: the HalModule's traceMode).
+  trace(key, values, options = {}) {
+    if (!isPlainObject(options)) {
+      throw new HalrtError('FunctionBuilder.trace: options must be an object', 'INVALID_ARGUMENT');
+    }
+    const op = { op: 'trace', key, values };
+    if (options.mode !== undefined) op.mode = options.mode;
+    this._description.body.push(op);
     return this;
   }
 

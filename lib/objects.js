@@ -162,6 +162,7 @@ function installObjects(binding) {
       device: deviceUri(o.device),
       debugSink: o.debugSink !== null,
       traceDispatches: o.traceDispatches,
+      traceMode: o.traceMode,
       profile: o.profile,
       closed: isClosed(o),
     }), (o) => `HalModule(${deviceUri(o.device)})`],

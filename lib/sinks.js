@@ -39,7 +39,9 @@ function npy(directory) {
 }
 
 // callback(key, stats, info) with stats = [{name, dtype, shape, count, min,
-// max, mean, nanCount, infCount}] computed natively per traced tensor.
+// max, mean, nanCount, infCount}] computed natively per traced tensor (from
+// the device's summary in a summary or health trace: min, max and mean are
+// NaN in a health trace).
 function stats(callback) {
   if (typeof callback !== 'function') {
     throw invalid('halrt.sinks.stats: callback must be a function');
@@ -63,7 +65,9 @@ function tee(...sinks) {
 
 // A Trace Event Format file (Perfetto, chrome://tracing): dispatches as
 // complete events on one track per device queue, traces as instant events
-// and invocations as spans on an "invocations" track. Use with
+// (the tensors of summary and health traces also as counter events, so that
+// their figures plot over time) and invocations as spans on an
+// "invocations" track. Use with
 // `profile: true` for dispatch timings. The file is valid JSON after every
 // event (it always ends with "]"), so it stays readable if the process ends
 // early or the sink is closed mid-run. close() stops writing.
@@ -106,13 +110,25 @@ class ChromeTrace {
   }
 
   trace(key, tensors, info) {
+    const ts = info.timeNs / 1000;
     this._write({
-      name: key, cat: 'trace', ph: 'i', s: 't', ts: info.timeNs / 1000, pid: process.pid, tid: 1,
+      name: key, cat: 'trace', ph: 'i', s: 't', ts, pid: process.pid, tid: 1,
       args: {
         function: info.function, op: info.op, sequence: info.sequence, dropped: info.dropped,
         tensors: tensors.map(({ name, dtype, shape }) => ({ name, dtype, shape })),
       },
     });
+    // A summary or health trace also plots: one counter per tensor, named
+    // "key/name", its series the summary's figures (NaN and infinite ones
+    // left out: JSON has neither).
+    for (const { name, summary } of tensors) {
+      if (summary === undefined) continue;
+      const args = {};
+      for (const [series, value] of Object.entries(summary)) {
+        if (series !== 'mode' && Number.isFinite(value)) args[series] = value;
+      }
+      this._write({ name: `${key}/${name}`, cat: 'summary', ph: 'C', ts, pid: process.pid, tid: 1, args });
+    }
   }
 
   timing(event) {

@@ -35,6 +35,8 @@ const { performance } = require('perf_hooks');
 
 const TRACE = 1;
 const TIMING = 2;
+// hrt_hal_trace_mode_t, by value.
+const TRACE_MODES = ['full', 'summary', 'health'];
 
 // The clock is read after every `stride` records: 1 at first, doubling up to
 // MAX_STRIDE while records take under FAST_MS each, back to 1 after a slow
@@ -47,6 +49,22 @@ function shapeAt(slots, first, rank) {
   const shape = [];
   for (let d = 0; d < rank; ++d) shape.push(slots[first + d]);
   return shape;
+}
+
+// A tensor's summary from its 9 slots at slots[p...] (src/napi/
+// js_trace_batch.h): the counts in both modes, the figures in 'summary' mode.
+function summaryAt(slots, p, mode) {
+  const summary = {
+    mode, count: slots[p], nanCount: slots[p + 1], posInfCount: slots[p + 2], negInfCount: slots[p + 3],
+  };
+  if (mode === 'summary') {
+    summary.zeroCount = slots[p + 4];
+    summary.min = slots[p + 5];
+    summary.max = slots[p + 6];
+    summary.mean = slots[p + 7];
+    summary.l2 = slots[p + 8];
+  }
+  return summary;
 }
 
 function makeTraceDecoder(dtypeNames) {
@@ -98,10 +116,11 @@ function makeTraceDecoder(dtypeNames) {
         continue;
       }
       if (kind !== TRACE) throw new Error(`halrt: unknown debug-sink record kind ${kind}`);
-      const info = { sequence, function: fn, op, timeNs: slots[p + 5], dropped: slots[p + 6], recorded: slots[p + 7] === 1 };
+      const mode = TRACE_MODES[slots[p + 10]];
+      const info = { sequence, function: fn, op, timeNs: slots[p + 5], dropped: slots[p + 6], recorded: slots[p + 7] === 1, mode };
       const key = strings[slots[p + 8]];
       const count = slots[p + 9];
-      p += 10;
+      p += 11;
       const tensors = [];
       const stats = [];
       let externalEnd = lentEnd;
@@ -113,6 +132,26 @@ function makeTraceDecoder(dtypeNames) {
         p += 3;
         const first = p;
         p += rank;
+        if (mode !== 'full') {
+          const summary = summaryAt(slots, p, mode);
+          p += 9;
+          if (wantsStats) {
+            const shape = shapeAt(slots, first, rank);
+            stats.push({
+              name,
+              dtype,
+              shape,
+              count: summary.count,
+              min: mode === 'summary' ? summary.min : NaN,
+              max: mode === 'summary' ? summary.max : NaN,
+              mean: mode === 'summary' ? summary.mean : NaN,
+              nanCount: summary.nanCount,
+              infCount: summary.posInfCount + summary.negInfCount,
+            });
+          }
+          if (wantsData) tensors.push({ name, dtype, shape: shapeAt(slots, first, rank), summary });
+          continue;
+        }
         if (wantsStats) {
           stats.push({
             name,

@@ -95,6 +95,19 @@ describe('halrt.compare', function () {
     }
   });
 
+  it("leaves out trace ops in 'summary' and 'health' mode (no elements to compare)", async () => {
+    const builder = new halrt.ModuleBuilder('s')
+      .executable('k', { local: { builtin: true }, cuda: { builtin: true } })
+      .function('f', (f) => f.input('x', 'f32', [3]).output('y', 'f32', [3])
+        .dispatch('k.add_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [3] })
+        .trace('health', ['y'], { mode: 'health' })
+        .trace('summary', ['y'], { mode: 'summary' })
+        .trace('full', ['y']));
+    const result = await halrt.compare(builder, { x: [1, 2, 3] }, { devices });
+    assert.strictEqual(result.agree, true);
+    assert.deepStrictEqual(result.summary.map((s) => s.key), ['f:0:add_f32', 'full', 'outputs']);
+  });
+
   describe('a divergence planted at op 1 (local kernel library vs the built-in on the CUDA test double)', () => {
     before(buildNativeFixtures);
 

@@ -20,7 +20,7 @@ function recorder() {
 }
 
 const TRACE_TENSOR_KEYS = ['data', 'dtype', 'name', 'shape'];
-const TRACE_INFO_KEYS = ['dropped', 'function', 'op', 'recorded', 'sequence', 'timeNs'];
+const TRACE_INFO_KEYS = ['dropped', 'function', 'mode', 'op', 'recorded', 'sequence', 'timeNs'];
 
 for (const uri of DEVICE_URIS) {
   describe(`debug sink (${uri})`, () => {

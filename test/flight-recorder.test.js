@@ -75,6 +75,33 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
+    it('health traces are recorded as their summaries: a NaN delivers the counts, no data', async () => {
+      const events = [];
+      const sink = (key, tensors, info) => {
+        events.push({ key, sequence: info.sequence, recorded: info.recorded, mode: info.mode, data: tensors[0].data, summary: tensors[0].summary });
+      };
+      const p = squareProgram(uri, { debugSink: sink, nonFinite: 'reject', traceMode: 'health', flightRecorder: { traces: 2 } });
+      const fn = p.lookup('f');
+      try {
+        const x = p.device.tensor(Float32Array.of(1, 2, 3, 4), [4]);
+        const [y] = await fn.invoke([x]);
+        closeAll(x, y);
+        assert.deepStrictEqual(events, []);
+        const bad = p.device.tensor(Float32Array.of(1, NaN, -Infinity, 4), [4]);
+        const error = await fn.invoke([bad]).catch((e) => e);
+        bad.close();
+        assert.strictEqual(error.code, 'ABORTED');
+        const health = (nanCount, negInfCount) => ({ mode: 'health', count: 4, nanCount, posInfCount: 0, negInfCount });
+        assert.deepStrictEqual(events, [
+          { key: 'sq', sequence: 1, recorded: true, mode: 'health', data: undefined, summary: health(0, 0) },
+          { key: 'in', sequence: 2, recorded: true, mode: 'health', data: undefined, summary: health(1, 1) },
+        ]);
+      } finally {
+        closeAll(fn);
+        p.close();
+      }
+    });
+
     it('dump() delivers the held traces and resolves with their count once the sink has them', async () => {
       const { events, sink } = recorderLog();
       const p = squareProgram(uri, { debugSink: sink, flightRecorder: { traces: 8 } });

@@ -1135,7 +1135,7 @@ describe(`property: the JavaScript API under arbitrary arguments (seed ${SEED}, 
             made.push(module);
             return module;
           });
-          if (!outcome.ok) assertHalrtError(outcome.error, { methods: ['Module.fromObject', 'Module.fromJson', 'ModuleBuilder.function', 'ModuleBuilder.toObject', 'FunctionBuilder.dispatch'] });
+          if (!outcome.ok) assertHalrtError(outcome.error, { methods: ['Module.fromObject', 'Module.fromJson', 'ModuleBuilder.function', 'ModuleBuilder.toObject', 'FunctionBuilder.dispatch', 'FunctionBuilder.trace'] });
         } finally {
           closeEverything(made);
           await assertNoLeak(baseline);

@@ -546,7 +546,7 @@ for (const uri of DEVICE_URIS) {
         });
         assert.deepStrictEqual([got[0].nanCount, got[0].infCount, got[0].count], [4, 4, 64]);
         for (const { info } of calls) {
-          assert.deepStrictEqual(Object.keys(info).sort(), ['dropped', 'function', 'op', 'recorded', 'sequence', 'timeNs']);
+          assert.deepStrictEqual(Object.keys(info).sort(), ['dropped', 'function', 'mode', 'op', 'recorded', 'sequence', 'timeNs']);
           assert.strictEqual(info.function, 'm.f');
         }
         assert.deepStrictEqual(calls.map((c) => c.info.op), [5, 6]);

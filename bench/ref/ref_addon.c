@@ -10,7 +10,7 @@
 //               frees it in its finalizer);
 //       mode 2: a Float32Array over a copy in a V8-owned ArrayBuffer.
 //     Resolves once every item has been delivered and the thread joined.
-//   memcpyTimes(bytes, reps, mode) -> Float64Array of seconds per copy
+//   memcpyTimes(bytes, reps, mode[, ring]) -> Float64Array of seconds per copy
 //     memcpy of `bytes` from a touched source
 //       mode 0: into a destination touched beforehand (warm memory);
 //       mode 1: into a malloc per copy, freed after (glibc may reuse it);
@@ -18,7 +18,11 @@
 //               page faults in);
 //       mode 3: the same into a mapping 2 MiB-aligned and advised
 //               MADV_HUGEPAGE, as halrt's block pool maps blocks of 2 MiB
-//               and more (fresh huge pages fault in).
+//               and more (fresh huge pages fault in);
+//       mode 4: into `ring` (the fourth argument, 1 to 64) destinations
+//               touched beforehand, taken in turn (what keeping the last
+//               `ring` copies costs: once the ring outgrows the caches,
+//               memory takes every copy).
 //   pingOpen(), ping() -> Promise<void>, pingClose()
 //     The bare shape of an asynchronous call: ping() hands a deferred to a
 //     native thread (mutex + condition variable), which queues it back with
@@ -235,38 +239,42 @@ static bool ref_sizes(napi_env env, napi_callback_info info, size_t want,
 #define REF_HUGE ((uintptr_t)2 << 20)
 
 static napi_value ref_memcpy_times(napi_env env, napi_callback_info info) {
-  napi_value argv[3], result = NULL;
+  napi_value argv[4], result = NULL;
   int64_t bytes = 0, reps = 0;
-  int32_t mode = 0;
+  int32_t mode = 0, ring = 1;
   double* times = NULL;
-  if (!ref_sizes(env, info, 3, argv, &bytes, &reps, &times, &result)) {
+  if (!ref_sizes(env, info, 4, argv, &bytes, &reps, &times, &result)) {
     return NULL;
   }
   REF_CALL(env, napi_get_value_int32(env, argv[2], &mode));
-  if (mode < 0 || mode > 3) {
-    napi_throw_range_error(env, NULL, "memcpyTimes: mode must be 0 to 3");
+  if (mode == 4) REF_CALL(env, napi_get_value_int32(env, argv[3], &ring));
+  if (mode < 0 || mode > 4 || ring < 1 || ring > 64) {
+    napi_throw_range_error(env, NULL,
+                           "memcpyTimes: mode must be 0 to 4, ring 1 to 64");
     return NULL;
   }
   size_t size = (size_t)bytes;
+  // Modes 0 and 4 copy into warm destinations, `warm` of them in turn.
+  size_t warm = mode == 0 ? 1 : mode == 4 ? (size_t)ring : 0;
   char* src = malloc(size);
-  char* dst = mode == 0 ? malloc(size) : NULL;
-  if (src == NULL || (mode == 0 && dst == NULL)) {
+  char* dst = warm ? malloc(size * warm) : NULL;
+  if (src == NULL || (warm && dst == NULL)) {
     free(src);
     free(dst);
     napi_throw_error(env, NULL, "memcpyTimes: out of memory");
     return NULL;
   }
   memset(src, 1, size);
-  if (dst) memset(dst, 2, size);
+  if (dst) memset(dst, 2, size * warm);
   // Mode 3 maps 2 MiB more, to align the destination.
   size_t mapped_size = mode == 3 ? size + REF_HUGE : size;
   for (int64_t r = 0; r < reps; ++r) {
     double start = ref_now();
-    char* target = dst;
+    char* target = warm ? dst + (size_t)r % warm * size : NULL;
     void* mapped = NULL;
     if (mode == 1) {
       target = malloc(size);
-    } else if (mode >= 2) {
+    } else if (mode == 2 || mode == 3) {
       mapped = mmap(NULL, mapped_size, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       target = mapped == MAP_FAILED ? NULL : mapped;
@@ -281,7 +289,7 @@ static napi_value ref_memcpy_times(napi_env env, napi_callback_info info) {
     memcpy(target, src, size);
     ref_sink = (float)target[(size_t)r % size];
     if (mode == 1) free(target);
-    if (mode >= 2) munmap(mapped, mapped_size);
+    if (mapped) munmap(mapped, mapped_size);
     times[r] = ref_now() - start;
   }
   free(src);

@@ -65,6 +65,7 @@ static void hrt_command_release(hrt_hal_command_t* command) {
         hrt_hal_buffer_release(command->trace.sources[i].buffer);
       }
       free((void*)command->trace.sources);
+      free((void*)command->trace.element_types);
       break;
     case HRT_HAL_COMMAND_BARRIER:
       break;
@@ -355,10 +356,35 @@ hrt_status_t hrt_hal_command_buffer_barrier(
   return hrt_append(command_buffer, &command);
 }
 
-hrt_status_t hrt_hal_command_buffer_trace(
-    hrt_hal_command_buffer_t* command_buffer,
-    const hrt_hal_buffer_ref_t* sources, uint32_t count, hrt_hal_trace_fn_t fn,
-    void* user_data) {
+// Checks a summary source's range (resolved) against its element type: a
+// whole number of elements, at an offset a device can load them from;
+// `what` names the source.
+static hrt_status_t hrt_check_summary_range(const hrt_hal_buffer_ref_t* range,
+                                            hrt_hal_element_type_t type,
+                                            const char* what) {
+  const size_t size = hrt_hal_element_type_size(type);
+  if (range->length % size != 0) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "%s has %llu bytes, not a multiple of the %zu-byte "
+                           "%s element",
+                           what, (unsigned long long)range->length, size,
+                           hrt_hal_element_type_name(type));
+  }
+  if (range->offset % size != 0) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "%s starts at byte %llu of its buffer, not at a "
+                           "multiple of the %zu-byte %s element",
+                           what, (unsigned long long)range->offset, size,
+                           hrt_hal_element_type_name(type));
+  }
+  return HRT_OK;
+}
+
+hrt_status_t hrt_hal_command_buffer_trace_mode(
+    hrt_hal_command_buffer_t* command_buffer, hrt_hal_trace_mode_t mode,
+    const hrt_hal_buffer_ref_t* sources,
+    const hrt_hal_element_type_t* element_types, uint32_t count,
+    hrt_hal_trace_fn_t fn, void* user_data) {
   HRT_RETURN_IF_ERROR(hrt_check_recording(command_buffer));
   if (count < 1 || count > HRT_HAL_MAX_TRACE_SOURCES || !fn) {
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
@@ -366,28 +392,69 @@ hrt_status_t hrt_hal_command_buffer_trace(
                            "(got %u)",
                            HRT_HAL_MAX_TRACE_SOURCES, count);
   }
+  if ((unsigned)mode >= HRT_HAL_TRACE_MODE_COUNT_) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "trace mode %d is not one of full, summary, health",
+                           (int)mode);
+  }
+  const bool summary = mode != HRT_HAL_TRACE_FULL;
+  if (summary && !element_types) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "a %s trace needs the element type of each source",
+                           hrt_hal_trace_mode_name(mode));
+  }
   for (uint32_t i = 0; i < count; ++i) {
-    if (sources[i].buffer == NULL) continue;  // checked at submit
     char what[48];
     snprintf(what, sizeof(what), "trace source %u", i);
+    if (summary && (unsigned)element_types[i] >= HRT_HAL_ELEMENT_TYPE_COUNT_) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "%s: element type %d is not a dtype", what,
+                             (int)element_types[i]);
+    }
+    if (sources[i].buffer == NULL) continue;  // checked at submit
     HRT_RETURN_IF_ERROR(hrt_check_ref(command_buffer, &sources[i], what, NULL));
+    if (summary) {
+      hrt_hal_buffer_ref_t range;  // resolves: hrt_check_ref succeeded
+      HRT_RETURN_IF_ERROR(
+          hrt_hal_buffer_ref_resolve(&sources[i], NULL, 0, &range));
+      HRT_RETURN_IF_ERROR(
+          hrt_check_summary_range(&range, element_types[i], what));
+    }
   }
   hrt_hal_buffer_ref_t* copy = NULL;
+  hrt_hal_element_type_t* types = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_allocate(count * sizeof(*copy), "trace sources", (void**)&copy));
   memcpy(copy, sources, count * sizeof(*copy));
+  hrt_status_t status = HRT_OK;
+  if (summary) {
+    status = hrt_allocate(count * sizeof(*types), "trace element types",
+                          (void**)&types);
+    if (status == HRT_OK) memcpy(types, element_types, count * sizeof(*types));
+  }
   hrt_hal_command_t command = {.type = HRT_HAL_COMMAND_TRACE};
   command.trace.fn = fn;
   command.trace.user_data = user_data;
   command.trace.source_count = count;
   command.trace.sources = copy;
-  hrt_status_t status = hrt_append(command_buffer, &command);
+  command.trace.mode = mode;
+  command.trace.element_types = types;
+  if (status == HRT_OK) status = hrt_append(command_buffer, &command);
   if (status != HRT_OK) {
     free(copy);
+    free(types);
     return status;
   }
   for (uint32_t i = 0; i < count; ++i) hrt_note_slot(command_buffer, &copy[i]);
   return HRT_OK;
+}
+
+hrt_status_t hrt_hal_command_buffer_trace(
+    hrt_hal_command_buffer_t* command_buffer,
+    const hrt_hal_buffer_ref_t* sources, uint32_t count, hrt_hal_trace_fn_t fn,
+    void* user_data) {
+  return hrt_hal_command_buffer_trace_mode(command_buffer, HRT_HAL_TRACE_FULL,
+                                           sources, NULL, count, fn, user_data);
 }
 
 void hrt_hal_command_buffer_finalize(hrt_hal_command_buffer_t* command_buffer) {
@@ -509,6 +576,15 @@ hrt_status_t hrt_hal_command_buffer_validate_bindings(
           HRT_RETURN_IF_ERROR(hrt_resolve_operand(&command->trace.sources[j],
                                                   table, table_count, i,
                                                   "trace source", j, &a));
+          if (command->trace.element_types) {
+            hrt_hal_buffer_ref_t range;  // resolves: checked just above
+            HRT_RETURN_IF_ERROR(hrt_hal_buffer_ref_resolve(
+                &command->trace.sources[j], table, table_count, &range));
+            char what[64];
+            snprintf(what, sizeof(what), "command %u trace source %u", i, j);
+            HRT_RETURN_IF_ERROR(hrt_check_summary_range(
+                &range, command->trace.element_types[j], what));
+          }
         }
         break;
       case HRT_HAL_COMMAND_BARRIER:

@@ -19,7 +19,9 @@
 #include "base/ref.h"
 #include "base/status.h"
 #include "hal/buffer.h"
+#include "hal/element_type.h"
 #include "hal/executable.h"
+#include "hal/tensor_summary.h"
 
 typedef struct hrt_hal_command_buffer_s hrt_hal_command_buffer_t;
 
@@ -36,7 +38,10 @@ typedef enum hrt_hal_command_type_e {
 // A trace command's host callback. It runs on the device's completion
 // thread once every command before it has completed, with a host copy of
 // each traced range (`data[i]`, `lengths[i]` bytes) that is valid only
-// during the call, and before the submission completes. Devices may run
+// during the call, and before the submission completes. A summary or health
+// trace (hrt_hal_command_buffer_trace_mode) gets, instead of the bytes, an
+// hrt_hal_tensor_summary_t per source (`lengths[i]` is its size), computed
+// on the device when every command before it has run. Devices may run
 // later commands while it runs (only those that may write a traced range
 // wait for it). `submission_context` is the submission's
 // hrt_hal_submission_t.host_context. A non-OK return fails the submission
@@ -100,6 +105,9 @@ typedef struct hrt_hal_command_s {
       void* user_data;  // valid until the last submission completes
       uint32_t source_count;
       const hrt_hal_buffer_ref_t* sources;  // owned by the command buffer
+      hrt_hal_trace_mode_t mode;
+      // [source_count], owned by the command buffer; NULL in FULL mode.
+      const hrt_hal_element_type_t* element_types;
     } trace;
   };
 } hrt_hal_command_t;
@@ -142,6 +150,20 @@ hrt_status_t hrt_hal_command_buffer_trace(
     hrt_hal_command_buffer_t* command_buffer,
     const hrt_hal_buffer_ref_t* sources, uint32_t count, hrt_hal_trace_fn_t fn,
     void* user_data) HRT_MUST_USE;
+// Records a trace of `sources[0..count)` in `mode`. For HRT_HAL_TRACE_FULL
+// it is hrt_hal_command_buffer_trace (`element_types` unused). Otherwise
+// `element_types[i]` is the element type of source i (its length must be a
+// multiple of the element size: INVALID_ARGUMENT naming the source
+// otherwise, at record for a fixed buffer, at submit for a slot) and the
+// callback gets, for each source, data[i] pointing to an
+// hrt_hal_tensor_summary_t and lengths[i] == sizeof(hrt_hal_tensor_summary_t),
+// computed on the device; same thread, ordering and failure rules as a full
+// trace.
+hrt_status_t hrt_hal_command_buffer_trace_mode(
+    hrt_hal_command_buffer_t* command_buffer, hrt_hal_trace_mode_t mode,
+    const hrt_hal_buffer_ref_t* sources,
+    const hrt_hal_element_type_t* element_types, uint32_t count,
+    hrt_hal_trace_fn_t fn, void* user_data) HRT_MUST_USE;
 // Ends recording, on the recording thread. Other threads may submit the
 // command buffer once it has reached them through a synchronizing hand-off
 // (a queue or lock), which publishes the recorded commands with it.

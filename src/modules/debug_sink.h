@@ -5,7 +5,9 @@
 // - calls buffer_view_trace on the device's completion thread, once per
 //   trace, in program order within one invocation, after every command
 //   before the trace has completed. `tensors[i].data` is a host snapshot
-//   valid only during the call: a sink that keeps data copies it. A non-OK
+//   valid only during the call: a sink that keeps data copies it. In a
+//   summary or health trace (info->mode) every tensor has `summary` set
+//   instead of `data` (see hrt_trace_tensor_t). A non-OK
 //   return fails the invocation that produced the trace with that status.
 // - calls dispatch_timing (optional: fn may be NULL) on the completion
 //   thread for each dispatch of a profiled invocation, after the dispatch
@@ -35,6 +37,7 @@
 
 #include "base/status.h"
 #include "hal/element_type.h"
+#include "hal/tensor_summary.h"
 
 // How an invocation is named (see hrt_vm_call_t): `sequence` counts the
 // invocations of its context (1, 2, ...; what users see); `invocation` is
@@ -46,6 +49,7 @@ typedef struct hrt_trace_info_s {
   uint32_t op_index;     // index of the op in the function body
   int64_t time_ns;       // when the trace was taken (hrt_time_now_ns())
   uint64_t invocation;   // the invocation's id, unique in the process
+  hrt_hal_trace_mode_t mode;  // what the tensors carry: data or summaries
   // A trace a flight recorder kept and delivers later (recorder_sink.h):
   // sequence, function, op_index and time_ns are the trace's own, and
   // `invocation` is the id of what made the recorder deliver it (the
@@ -58,8 +62,14 @@ typedef struct hrt_trace_tensor_s {
   hrt_hal_element_type_t element_type;
   uint32_t rank;
   const int64_t* shape;
-  const void* data;  // host bytes, row-major, valid during the call
-  uint64_t byte_length;
+  // FULL traces: host bytes, row-major, valid during the call; NULL in
+  // summary and health traces.
+  const void* data;
+  uint64_t byte_length;  // the tensor's bytes, in every mode
+  // Summary and health traces: the tensor's summary computed on its device
+  // (hal/tensor_summary.h says which fields each mode sets), valid during
+  // the call; NULL in FULL traces.
+  const hrt_hal_tensor_summary_t* summary;
 } hrt_trace_tensor_t;
 
 typedef struct hrt_dispatch_timing_s {

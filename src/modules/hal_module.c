@@ -138,25 +138,48 @@ const hrt_hal_module_options_t* hrt_hal_module_options(
   return &((const hrt_hal_module_t*)hal_module)->options;
 }
 
+// The nonFinite check of one traced tensor: ABORTED naming it when it holds
+// NaN or Inf (from its summary's counts, or its data's first bad index).
+static hrt_status_t hrt_hal_module_check_finite(
+    const char* key, const hrt_trace_tensor_t* tensor) {
+  const hrt_hal_tensor_summary_t* summary = tensor->summary;
+  if (summary) {
+    if (summary->nan_count + summary->pos_inf_count + summary->neg_inf_count ==
+        0) {
+      return HRT_OK;
+    }
+    return hrt_status_make(
+        HRT_STATUS_ABORTED,
+        "trace '%s': tensor '%s' holds non-finite values (%llu NaN, "
+        "%llu +Inf, %llu -Inf of %llu elements)",
+        key, tensor->name, (unsigned long long)summary->nan_count,
+        (unsigned long long)summary->pos_inf_count,
+        (unsigned long long)summary->neg_inf_count,
+        (unsigned long long)summary->count);
+  }
+  uint64_t index = 0;
+  if (!hrt_tensor_find_nonfinite(tensor, &index)) return HRT_OK;
+  return hrt_status_make(HRT_STATUS_ABORTED,
+                         "trace '%s': tensor '%s' holds a non-finite value "
+                         "at index %llu",
+                         key, tensor->name, (unsigned long long)index);
+}
+
 hrt_status_t hrt_hal_module_trace(const hrt_vm_module_t* hal_module,
                                   const char* key, const hrt_trace_info_t* info,
                                   uint32_t count,
                                   const hrt_trace_tensor_t* tensors) {
   const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
   for (uint32_t i = 0; module->options.reject_nonfinite && i < count; ++i) {
-    uint64_t index = 0;
-    if (hrt_tensor_find_nonfinite(&tensors[i], &index)) {
-      // The recorder shows the rejected trace last; without memory for it,
-      // the rejection still says what was wrong.
-      if (module->recorder != NULL) {
-        hrt_status_free(hrt_recorder_sink_record(module->recorder, key, info,
-                                                 count, tensors));
-      }
-      return hrt_status_make(HRT_STATUS_ABORTED,
-                             "trace '%s': tensor '%s' holds a non-finite value "
-                             "at index %llu",
-                             key, tensors[i].name, (unsigned long long)index);
+    hrt_status_t status = hrt_hal_module_check_finite(key, &tensors[i]);
+    if (status == HRT_OK) continue;
+    // The recorder shows the rejected trace last; without memory for it,
+    // the rejection still says what was wrong.
+    if (module->recorder != NULL) {
+      hrt_status_free(hrt_recorder_sink_record(module->recorder, key, info,
+                                               count, tensors));
     }
+    return status;
   }
   return module->sink.buffer_view_trace.fn(
       module->sink.buffer_view_trace.user_data, key, info, count, tensors);

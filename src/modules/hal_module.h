@@ -37,9 +37,14 @@ typedef struct hrt_hal_module_options_s {
   // Invocations whose sequence (their number in their context, 1, 2, ...)
   // is a multiple of trace_every (0: all).
   uint32_t trace_every;
-  // Fail the invocation (ABORTED, naming the trace key, tensor and first bad
-  // index) at the first traced tensor holding NaN or Inf, before the sink
-  // sees it.
+  // What trace_dispatches traces and trace ops without a mode of their own
+  // report: host copies (FULL, the default) or summaries computed on the
+  // device (SUMMARY, HEALTH; hal/tensor_summary.h).
+  hrt_hal_trace_mode_t trace_mode;
+  // Fail the invocation (ABORTED) at the first traced tensor holding NaN or
+  // Inf, before the sink sees it: naming the trace key, the tensor and its
+  // first bad index (FULL traces) or its NaN, +Inf and -Inf counts (summary
+  // and health traces, which need no copy of the tensor).
   bool reject_nonfinite;
   // Time every dispatch and report it to the sink's dispatch_timing.
   bool profile;

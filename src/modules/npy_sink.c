@@ -277,6 +277,7 @@ static hrt_status_t hrt_npy_sink_trace(void* user_data, const char* key,
                                        uint32_t count,
                                        const hrt_trace_tensor_t* tensors) {
   hrt_npy_sink_t* sink = user_data;
+  if (info->mode != HRT_HAL_TRACE_FULL) return HRT_OK;  // no tensor to write
   for (uint32_t i = 0; i < count; ++i) {
     if (tensors[i].rank > HRT_HAL_MAX_RANK) {
       return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,

@@ -37,6 +37,9 @@
 // can be recovered. "dtype" is the halrt dtype (bf16 files hold '<u2' raw
 // bits). Lines of earlier runs into the same folder are kept.
 //
+// Summary and health traces (hrt_trace_info_t.mode) carry no tensor data:
+// the sink writes nothing for them (no file, no index line).
+//
 // dtypes map to NumPy descrs as hrt_npy_descr says. A file that cannot be
 // written fails the invocation with DATA_LOSS naming the path.
 //

@@ -27,16 +27,33 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
   const hrt_trace_site_t* site = user_data;
   const hrt_program_call_t* call = submission_context;
   if (site->every > 1 && call->sequence % site->every != 0) return HRT_OK;
+  const bool summary = site->mode != HRT_HAL_TRACE_FULL;
   hrt_trace_tensor_t tensors[HRT_HAL_MAX_TRACE_SOURCES];
   for (uint32_t i = 0; i < count; ++i) {
-    const hrt_vm_tensor_type_t* type = &site->function->types[site->values[i]];
-    tensors[i] = (hrt_trace_tensor_t){type->name, type->element_type,
-                                      type->rank, type->shape,
-                                      data[i],    lengths[i]};
+    const uint32_t value = site->values[i];
+    const hrt_vm_tensor_type_t* type = &site->function->types[value];
+    if (summary && lengths[i] != sizeof(hrt_hal_tensor_summary_t)) {
+      return hrt_status_make(HRT_STATUS_INTERNAL,
+                             "trace '%s': the device reported %llu bytes as "
+                             "the summary of '%s' (expected %zu)",
+                             site->key, (unsigned long long)lengths[i],
+                             type->name, sizeof(hrt_hal_tensor_summary_t));
+    }
+    tensors[i] = (hrt_trace_tensor_t){
+        .name = type->name,
+        .element_type = type->element_type,
+        .rank = type->rank,
+        .shape = type->shape,
+        .data = summary ? NULL : data[i],
+        .byte_length =
+            summary ? site->function->byte_lengths[value] : lengths[i],
+        .summary = summary ? data[i] : NULL,
+    };
   }
   hrt_trace_info_t info = {call->sequence,   site->function->qualified_name,
                            site->op_index,   hrt_time_now_ns(),
-                           call->invocation, false};
+                           call->invocation, site->mode,
+                           false};
   return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
                               tensors);
 }

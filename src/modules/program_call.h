@@ -24,11 +24,13 @@ typedef struct hrt_trace_site_s {
   const char* key;
   const uint32_t* values;  // [count] value indices
   uint32_t every;          // trace only invocations whose sequence % every == 0
+  hrt_hal_trace_mode_t mode;  // what the command reports: data or summaries
 } hrt_trace_site_t;
 
-// The trace callback of a trace command (hrt_hal_command_buffer_trace):
+// The trace callback of a trace command (hrt_hal_command_buffer_trace_mode):
 // `user_data` is its hrt_trace_site_t, `submission_context` the call. Hands
-// the traced tensors to the HAL module's sink (completion thread).
+// the traced tensors (their data, or in a summary or health trace their
+// summaries) to the HAL module's sink (completion thread).
 hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
                                     uint32_t count, const void* const* data,
                                     const uint64_t* lengths) HRT_MUST_USE;

@@ -16,6 +16,7 @@
 #include "base/json.h"
 #include "hal/builtin_signatures.h"
 #include "hal/executable.h"
+#include "hal/tensor_summary.h"
 #include "vm/module.h"
 
 // How one device kind gets an executable.
@@ -68,6 +69,9 @@ typedef struct hrt_op_s {
   // trace: its key; dispatch: the key of its traceDispatches trace,
   // "function:op:entry"
   const char* key;
+  // trace: its "mode" when given; otherwise the HAL module's trace_mode
+  bool has_trace_mode;
+  hrt_hal_trace_mode_t trace_mode;
 } hrt_op_t;
 
 typedef struct hrt_function_s {

@@ -253,9 +253,18 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
     return hrt_program_check_keys(json, known, 1, path);
   }
   if (strcmp(name, "trace") == 0) {
-    static const char* const known[] = {"op", "key", "values"};
+    static const char* const known[] = {"op", "key", "values", "mode"};
     op->kind = HRT_OP_TRACE;
-    HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 3, path));
+    HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 4, path));
+    const hrt_json_t* mode = hrt_json_get(json, "mode");
+    if (mode) {
+      hrt_program_path_format(field, "%s.mode", path);
+      HRT_RETURN_IF_ERROR(hrt_program_expect(mode, HRT_JSON_STRING, field));
+      HRT_RETURN_IF_ERROR(hrt_status_annotate(
+          hrt_hal_trace_mode_parse(mode->string, &op->trace_mode), "%s",
+          field));
+      op->has_trace_mode = true;
+    }
     hrt_program_path_format(field, "%s.key", path);
     const hrt_json_t* key = hrt_json_get(json, "key");
     HRT_RETURN_IF_ERROR(hrt_program_expect(key, HRT_JSON_STRING, field));

@@ -17,16 +17,21 @@ static hrt_status_t hrt_add_trace(hrt_program_state_t* state,
                                   hrt_hal_command_buffer_t* command_buffer,
                                   const hrt_function_t* function,
                                   uint32_t op_index, const char* key,
-                                  uint32_t count, const uint32_t* values,
-                                  uint32_t every) {
+                                  hrt_hal_trace_mode_t mode, uint32_t count,
+                                  const uint32_t* values, uint32_t every) {
   hrt_trace_site_t* site = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_arena_allocate(&state->arena, sizeof(*site), "trace", (void**)&site));
-  *site = (hrt_trace_site_t){state, function, op_index, key, values, every};
+  *site =
+      (hrt_trace_site_t){state, function, op_index, key, values, every, mode};
   hrt_hal_buffer_ref_t sources[HRT_HAL_MAX_TRACE_SOURCES];
-  for (uint32_t i = 0; i < count; ++i) sources[i] = hrt_slot(values[i]);
-  return hrt_hal_command_buffer_trace(command_buffer, sources, count,
-                                      hrt_program_call_trace, site);
+  hrt_hal_element_type_t types[HRT_HAL_MAX_TRACE_SOURCES];
+  for (uint32_t i = 0; i < count; ++i) {
+    sources[i] = hrt_slot(values[i]);
+    types[i] = function->types[values[i]].element_type;
+  }
+  return hrt_hal_command_buffer_trace_mode(command_buffer, mode, sources, types,
+                                           count, hrt_program_call_trace, site);
 }
 
 // A dispatch's written bindings become one trace's sources.
@@ -56,9 +61,10 @@ static hrt_status_t hrt_add_dispatch_trace(
   if (!hrt_hal_module_traces_dispatch(state->hal, function_name, op->key)) {
     return HRT_OK;
   }
+  const hrt_hal_module_options_t* options = hrt_hal_module_options(state->hal);
   return hrt_add_trace(state, command_buffer, function, op_index, op->key,
-                       count, written,
-                       hrt_hal_module_options(state->hal)->trace_every);
+                       options->trace_mode, count, written,
+                       options->trace_every);
 }
 
 static hrt_status_t hrt_record_op(hrt_program_state_t* state,
@@ -104,6 +110,9 @@ static hrt_status_t hrt_record_op(hrt_program_state_t* state,
           command_buffer, hrt_slot(op->operands[0]), hrt_slot(op->operands[1]));
     case HRT_OP_TRACE:
       return hrt_add_trace(state, command_buffer, function, op_index, op->key,
+                           op->has_trace_mode
+                               ? op->trace_mode
+                               : hrt_hal_module_options(state->hal)->trace_mode,
                            op->operand_count, op->operands, 1);
     case HRT_OP_BARRIER:
       return hrt_hal_command_buffer_barrier(command_buffer);

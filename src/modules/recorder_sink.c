@@ -41,6 +41,12 @@ typedef struct hrt_recorded_layout_s {
   uint64_t size;
 } hrt_recorded_layout_t;
 
+// The bytes a tensor's copy keeps: its summary for a summary or health
+// trace (whose data is NULL), else its data.
+static uint64_t hrt_recorded_payload(const hrt_trace_tensor_t* tensor) {
+  return tensor->summary ? sizeof(*tensor->summary) : tensor->byte_length;
+}
+
 static hrt_recorded_layout_t hrt_recorded_layout(
     const char* key, const hrt_trace_info_t* info, uint32_t count,
     const hrt_trace_tensor_t* tensors) {
@@ -48,7 +54,7 @@ static hrt_recorded_layout_t hrt_recorded_layout(
   uint64_t ranks = 0, data = 0, text = strlen(key) + strlen(info->function) + 2;
   for (uint32_t i = 0; i < count; ++i) {
     ranks += tensors[i].rank;
-    data += hrt_align16(tensors[i].byte_length);
+    data += hrt_align16(hrt_recorded_payload(&tensors[i]));
     text += strlen(tensors[i].name) + 1;
   }
   layout.shapes = hrt_align16(sizeof(hrt_recorded_trace_t) +
@@ -97,11 +103,15 @@ static void hrt_recorded_copy(hrt_recorded_trace_t* entry,
     memcpy(shapes, tensors[i].shape, tensors[i].rank * sizeof(int64_t));
     tensor->shape = shapes;
     shapes += tensors[i].rank;
-    if (tensors[i].byte_length) {
-      memcpy(data, tensors[i].data, tensors[i].byte_length);
+    uint64_t payload = hrt_recorded_payload(&tensors[i]);
+    if (tensors[i].summary) {
+      memcpy(data, tensors[i].summary, payload);
+      tensor->summary = (const hrt_hal_tensor_summary_t*)data;
+    } else {
+      if (payload) memcpy(data, tensors[i].data, payload);
+      tensor->data = data;
     }
-    tensor->data = data;
-    data += hrt_align16(tensors[i].byte_length);
+    data += hrt_align16(payload);
   }
 }
 

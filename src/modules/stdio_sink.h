@@ -4,8 +4,16 @@
 //   logits: 2x3xf32=[[0.25 -1.5 3] [0 0.125 1e-7]]
 //   hidden: 1x17xf32=[[2.35 2.325 0 ... 0 0.5 0.075]]
 //
+// Summary and health traces print each tensor's summary instead:
+//   logits: 2x3xf32 summary: count=6 nan=0 +inf=0 -inf=0 zero=1 min=-1.5
+//     max=3 mean=0.3125 l2=3.5 (on one line)
+//   logits: 2x3xf32 health: count=6 nan=0 +inf=0 -inf=0
+// min and max written as elements of the tensor's dtype (integers and bool
+// as numbers), mean and l2 as f64.
+//
 // A trace a flight recorder delivers says so: "(..., invocation 1,
 // recorded)".
+//
 // Values and tensors are written as hal/element_format.h says, summarised
 // beyond `max_elements` elements (the first and last 3 entries of each
 // dimension longer than 6). Lines are written with one

@@ -42,6 +42,7 @@ typedef struct hrt_js_hal_options_s {
   bool profile;
   bool reject_nonfinite;
   hrt_recorder_limits_t flight_recorder;
+  hrt_hal_trace_mode_t trace_mode;
   hrt_js_sink_options_t sink;
 } hrt_js_hal_options_t;
 
@@ -150,14 +151,17 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
                                const char* method, hrt_js_hal_options_t* out) {
   static const char* const known[] = {
       "debugSink", "traceDispatches", "maxTraceBytes", "tracePolicy",
-      "traceData", "profile",         "nonFinite",     "flightRecorder"};
+      "traceData", "profile",         "nonFinite",     "flightRecorder",
+      "traceMode"};
+  // In hrt_hal_trace_mode_t order.
+  static const char* const trace_modes[] = {"full", "summary", "health"};
   static const char* const policies[] = {"wait", "drop"};
   static const char* const nonfinite[] = {"ignore", "reject"};
   static const char* const trace_data[] = {"owned", "borrowed"};
   napi_value value = NULL;
   napi_valuetype type = napi_undefined;
-  int policy = 0, nonfinite_choice = 0, trace_data_choice = 0;
-  if (!hrt_js_arg_options(env, options, method, "options", known, 8) ||
+  int policy = 0, nonfinite_choice = 0, trace_data_choice = 0, trace_mode = 0;
+  if (!hrt_js_arg_options(env, options, method, "options", known, 9) ||
       !hrt_js_arg_option(env, options, "debugSink", &out->debug_sink) ||
       !hrt_js_arg_option(env, options, "traceDispatches",
                          &out->trace_dispatches_value) ||
@@ -179,9 +183,13 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
       !hrt_js_arg_choice(env, value, method, "options.nonFinite", nonfinite, 2,
                          &nonfinite_choice) ||
       !hrt_js_arg_option(env, options, "flightRecorder", &value) ||
-      !hrt_js_flight_recorder(env, value, method, &out->flight_recorder)) {
+      !hrt_js_flight_recorder(env, value, method, &out->flight_recorder) ||
+      !hrt_js_arg_option(env, options, "traceMode", &value) ||
+      !hrt_js_arg_choice(env, value, method, "options.traceMode", trace_modes,
+                         3, &trace_mode)) {
     return false;
   }
+  out->trace_mode = (hrt_hal_trace_mode_t)trace_mode;
   out->sink.policy = policy == 1 ? HRT_JS_SINK_DROP : HRT_JS_SINK_WAIT;
   out->sink.borrowed = trace_data_choice == 1;
   out->reject_nonfinite = nonfinite_choice == 1;
@@ -197,8 +205,8 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
   return true;
 }
 
-// new HalModule(instance, device, {debugSink, traceDispatches, profile,
-// nonFinite, maxTraceBytes, tracePolicy, traceData, flightRecorder})
+// new HalModule(instance, device, {debugSink, traceDispatches, traceMode,
+// profile, nonFinite, maxTraceBytes, tracePolicy, traceData, flightRecorder})
 static napi_value hrt_js_hal_module_construct(napi_env env,
                                               napi_callback_info info) {
   static const char* const method = "new HalModule";
@@ -248,6 +256,7 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
       .trace_functions = (const char* const*)options.trace_functions,
       .trace_function_count = options.trace_function_count,
       .trace_every = options.trace_every,
+      .trace_mode = options.trace_mode,
       .reject_nonfinite = options.reject_nonfinite,
       .profile = options.profile,
       .flight_recorder = options.flight_recorder,
@@ -270,11 +279,14 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
   // The JS-visible edges: HalModule -> device object and -> the sink as
   // given (which reaches every callback in it).
   napi_value trace_dispatches = options.trace_dispatches_value;
-  napi_value profile = NULL, sink_value = NULL;
+  napi_value profile = NULL, sink_value = NULL, trace_mode = NULL;
   if (hrt_js_arg_is_undefined(env, trace_dispatches)) {
     HRT_NAPI_CALL(env, napi_get_boolean(env, false, &trace_dispatches));
   }
   HRT_NAPI_CALL(env, napi_get_boolean(env, options.profile, &profile));
+  HRT_NAPI_CALL(env, napi_create_string_utf8(
+                         env, hrt_hal_trace_mode_name(options.trace_mode),
+                         NAPI_AUTO_LENGTH, &trace_mode));
   sink_value = options.debug_sink;
   if (!options.has_sink) HRT_NAPI_CALL(env, napi_get_null(env, &sink_value));
   const napi_property_descriptor properties[] = {
@@ -283,11 +295,12 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
       {"traceDispatches", NULL, NULL, NULL, NULL, trace_dispatches,
        napi_enumerable, NULL},
       {"profile", NULL, NULL, NULL, NULL, profile, napi_enumerable, NULL},
+      {"traceMode", NULL, NULL, NULL, NULL, trace_mode, napi_enumerable, NULL},
   };
   if (!hrt_js_wrap_attach(env, this_arg, &hrt_js_hal_module_class, handle)) {
     return NULL;
   }
-  HRT_NAPI_CALL(env, napi_define_properties(env, this_arg, 4, properties));
+  HRT_NAPI_CALL(env, napi_define_properties(env, this_arg, 5, properties));
   return this_arg;
 }
 

@@ -622,8 +622,13 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
                                       uint32_t count,
                                       const hrt_trace_tensor_t* tensors) {
   hrt_js_sink_t* sink = user_data;
+  // A summary or health trace carries its summaries to every target.
+  const hrt_js_trace_contents_t contents =
+      info->mode == HRT_HAL_TRACE_FULL
+          ? sink->contents
+          : (hrt_js_trace_contents_t){.summary = true};
   // Data JavaScript cannot hold fails the invocation here, before any copy.
-  for (uint32_t i = 0; sink->contents.data && i < count; ++i) {
+  for (uint32_t i = 0; contents.data && i < count; ++i) {
     if (tensors[i].byte_length > sink->max_array_bytes) {
       return hrt_status_annotate(
           hrt_js_array_too_large(tensors[i].byte_length,
@@ -631,8 +636,7 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
           "trace '%s': tensor '%s'", key, tensors[i].name);
     }
   }
-  uint64_t bytes =
-      hrt_js_trace_bytes(key, info, count, tensors, sink->contents);
+  uint64_t bytes = hrt_js_trace_bytes(key, info, count, tensors, contents);
   uint64_t dropped = 0;
   hrt_js_trace_extras_t* extras = NULL;
   bool ok = true;
@@ -641,17 +645,17 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     hrt_mutex_unlock(&sink->mutex);
     return HRT_OK;
   }
-  if (hrt_js_trace_needs_extras(count, tensors, sink->contents)) {
+  if (hrt_js_trace_needs_extras(count, tensors, contents)) {
     // Large copies and statistics are made without the lock, so that the
     // JS thread never waits for them.
     hrt_mutex_unlock(&sink->mutex);
-    ok = hrt_js_trace_extras_make(sink->pool, count, tensors, sink->contents,
-                                  &extras);
+    ok =
+        hrt_js_trace_extras_make(sink->pool, count, tensors, contents, &extras);
     hrt_mutex_lock(&sink->mutex);
   }
   ok = ok &&
        hrt_js_trace_batch_add_trace(&sink->batch, key, info, dropped, count,
-                                    tensors, sink->contents, extras, bytes);
+                                    tensors, contents, extras, bytes);
   if (ok) {
     hrt_js_sink_schedule_locked(sink);
   } else {

@@ -5,6 +5,9 @@
 // and invocation(event) (called with the object as `this`). For a target in
 // STATS mode the statistics of each traced tensor are computed natively and
 // its trace callback receives `(key, stats, info)` instead of tensor data.
+// A summary or health trace (hrt_trace_info_t.mode) carries the tensors'
+// summaries alone, to every target: TENSORS targets get them as
+// `tensors[i].summary`, STATS targets as statistics made from them.
 // Every target sees every event, in order; a throw from one does not stop
 // the others.
 //

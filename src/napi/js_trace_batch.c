@@ -8,8 +8,9 @@
 // Slots of a trace record's header and of a tensor's fixed part (name,
 // dtype, rank, then per contents), and of a timing record.
 enum {
-  HRT_JS_TRACE_HEADER_SLOTS = 10,
+  HRT_JS_TRACE_HEADER_SLOTS = 11,
   HRT_JS_TENSOR_SLOTS = 3,
+  HRT_JS_SUMMARY_SLOTS = 9,
   HRT_JS_STATS_SLOTS = 6,
   HRT_JS_DATA_SLOTS = 2,
   HRT_JS_TIMING_SLOTS = 9,
@@ -46,6 +47,7 @@ static hrt_js_trace_layout_t hrt_js_trace_layout(
   hrt_js_trace_layout_t layout = {HRT_JS_TRACE_HEADER_SLOTS, 0, 0};
   for (uint32_t i = 0; i < count; ++i) {
     layout.slots += HRT_JS_TENSOR_SLOTS + tensors[i].rank;
+    if (contents.summary) layout.slots += HRT_JS_SUMMARY_SLOTS;
     if (contents.stats) layout.slots += HRT_JS_STATS_SLOTS;
     if (!contents.data) continue;
     layout.slots += HRT_JS_DATA_SLOTS;
@@ -307,6 +309,7 @@ bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
     hrt_js_put(batch, info->recorded ? 1 : 0);
     hrt_js_put(batch, (double)indices[0]);
     hrt_js_put(batch, count);
+    hrt_js_put(batch, info->mode);
   }
   for (uint32_t i = 0; ok && i < count; ++i) {
     const hrt_trace_tensor_t* tensor = &tensors[i];
@@ -315,6 +318,18 @@ bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
     hrt_js_put(batch, tensor->rank);
     for (uint32_t d = 0; d < tensor->rank; ++d) {
       hrt_js_put(batch, (double)tensor->shape[d]);
+    }
+    if (contents.summary) {
+      const hrt_hal_tensor_summary_t* summary = tensor->summary;
+      hrt_js_put(batch, (double)summary->count);
+      hrt_js_put(batch, (double)summary->nan_count);
+      hrt_js_put(batch, (double)summary->pos_inf_count);
+      hrt_js_put(batch, (double)summary->neg_inf_count);
+      hrt_js_put(batch, (double)summary->zero_count);
+      hrt_js_put(batch, summary->min);
+      hrt_js_put(batch, summary->max);
+      hrt_js_put(batch, hrt_hal_tensor_summary_mean(summary));
+      hrt_js_put(batch, hrt_hal_tensor_summary_l2(summary));
     }
     if (contents.stats) {
       const hrt_tensor_stats_t* stats = &extras->stats[i];

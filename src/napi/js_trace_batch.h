@@ -12,8 +12,13 @@
 // hrt_hal_element_type_t values (binding.dtypes[dtype] is the name).
 //
 //   TRACE   1, invocation, sequence, function, op, timeNs, dropped,
-//           recorded (1 or 0), key, count,
+//           recorded (1 or 0), key, count, mode (hrt_hal_trace_mode_t),
 //           then per tensor: name, dtype, rank, dims[rank],
+//             with SUMMARY (summary and health traces, whatever the
+//             targets want): count, nanCount, posInfCount, negInfCount,
+//                       zeroCount, min, max, mean, l2
+//                       (hal/tensor_summary.h; mean and l2 as
+//                       hrt_hal_tensor_summary_mean/_l2)
 //             with STATS: count, min, max, mean, nanCount, infCount
 //             with DATA:  byteLength, where
 //                         where = -1: the bytes follow inline, from the next
@@ -52,10 +57,12 @@ enum {
 // batch). js_submit.c follows the same rule for reads.
 #define HRT_JS_EXTERNAL_MIN_BYTES (64u * 1024u)
 
-// What a trace record asks for: statistics, data, or both.
+// What a trace record asks for: statistics, data, or both; or (a summary or
+// health trace) the tensors' summaries alone.
 typedef struct hrt_js_trace_contents_s {
   bool stats;
   bool data;
+  bool summary;  // then stats and data are false
 } hrt_js_trace_contents_t;
 
 typedef struct hrt_js_trace_external_s {

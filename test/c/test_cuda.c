@@ -27,6 +27,7 @@
 #include "hal/driver.h"
 #include "test.h"
 #include "test_submit.h"
+#include "test_summary.h"
 
 //===----------------------------------------------------------------------===//
 // Setup: which driver library, and the fake's controls
@@ -2315,6 +2316,66 @@ static void later_readers_do_not_wait_for_trace_copies(void) {
   CHECK(sums[0] == 10 && sums[3] == 16);
 }
 
+// A summary trace is computed on the trace stream: with that held, a copy
+// from the summarized buffer after it runs, a fill of it waits, and the
+// summary is of the values before the fill.
+static void summary_traces_make_later_writers_wait_not_readers(void) {
+  FAKE_ONLY();
+  hrt_hal_device_t* device = NULL;
+  const int main_stream = make_traced_device(&device);
+  CHECK(device != NULL);
+  if (main_stream == 0) hrt_hal_device_release(device);
+  CHECK(main_stream != 0);
+  const int trace_stream = main_stream + 1;
+  const float initial[4] = {1, 2, 3, 4};
+  hrt_hal_buffer_t* buffer = NULL;
+  hrt_hal_buffer_t* copy = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, initial, &buffer));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &copy));
+  float settle[4];
+  CHECK_OK(read_back(device, copy, settle));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  summary_log_t log;
+  memset(&log, 0, sizeof(log));
+  hrt_hal_buffer_ref_t traced = whole(buffer);
+  const hrt_hal_element_type_t f32 = HRT_HAL_ELEMENT_TYPE_F32;
+  float after[4] = {0, 0, 0, 0};
+  CHECK_OK(hrt_hal_command_buffer_trace_mode(cb, HRT_HAL_TRACE_SUMMARY, &traced,
+                                             &f32, 1, summary_log_trace, &log));
+  CHECK_OK(hrt_hal_command_buffer_copy(cb, traced, whole(copy)));
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, traced, 0x41100000, 4));  // 9.0f
+  CHECK_OK(hrt_hal_command_buffer_read(cb, traced, after));
+  hrt_hal_command_buffer_finalize(cb);
+  g_cuda.hold_stream(trace_stream, 1);
+  const int enqueued = stream_state(main_stream).enqueued;
+  completion_t completion;
+  hrt_status_t submitted = submit(device, cb, NULL, 0, &completion);
+  fakecuda_stream_state_t held = {0};
+  if (submitted == HRT_OK) {
+    wait_for_stream_operations(trace_stream, 3);
+    held = wait_until_stream_stops(main_stream);
+  }
+  g_cuda.hold_stream(trace_stream, 0);
+  CHECK_OK(submitted);
+  CHECK_OK(completion_wait(&completion));
+  float copied[4] = {0, 0, 0, 0};
+  CHECK_OK(read_back(device, copy, copied));
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_buffer_release(copy);
+  hrt_hal_device_release(device);
+  // The stream ran the trace's fork and the copy, then stopped at the fill.
+  CHECK_EQ_INT(held.waiting, 1);
+  CHECK(held.enqueued - enqueued - held.unfinished >= 2);
+  CHECK(copied[0] == 1 && copied[3] == 4);
+  CHECK_EQ_INT(log.calls, 1);
+  CHECK_EQ_INT(log.lengths[0], sizeof(hrt_hal_tensor_summary_t));
+  CHECK(log.summaries[0].min == 1 && log.summaries[0].max == 4);
+  CHECK(log.summaries[0].sum == 10 && log.summaries[0].sum_squares == 30);
+  CHECK(after[0] == 9 && after[3] == 9);
+}
+
 // Traces of two submissions, with writes of the traced buffer between
 // them, reach their callbacks in program order, each before its own
 // submission completes, and each shows the values of its point in the
@@ -3556,6 +3617,63 @@ static void symbol_names_match_cuda_h(void) {
   CHECK_EQ_INT(wrong, 0);
 }
 
+// Runs one trace of `buffer` in `mode` (f32) on `device`.
+static hrt_status_t run_trace_f32(hrt_hal_device_t* device,
+                                  hrt_hal_buffer_t* buffer,
+                                  hrt_hal_trace_mode_t mode,
+                                  summary_log_t* log) {
+  hrt_hal_command_buffer_t* cb = NULL;
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, &cb));
+  hrt_hal_buffer_ref_t source = whole(buffer);
+  const hrt_hal_element_type_t f32 = HRT_HAL_ELEMENT_TYPE_F32;
+  return run_recorded(device, cb,
+                      hrt_hal_command_buffer_trace_mode(
+                          cb, mode, &source, &f32, 1, summary_log_trace, log));
+}
+
+// The summary scratch is one cuMemAlloc, made at the device's first summary
+// trace (not for a full trace), reused by later ones, and freed with the
+// device.
+static void summary_scratch_is_made_once_and_freed_with_the_device(void) {
+  FAKE_ONLY();
+  // Devices of earlier cases may still be freeing theirs.
+  const long long live_before = wait_for_allocations(0);
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device_with_pools(true, &device));
+  const float values[4] = {1, -2, 3, NAN};
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, values, &buffer));
+  summary_log_t full, summary, health;
+  memset(&full, 0, sizeof(full));
+  memset(&summary, 0, sizeof(summary));
+  memset(&health, 0, sizeof(health));
+  const long long calls_before = fake_memory().mem_alloc_calls;
+  CHECK_OK(run_trace_f32(device, buffer, HRT_HAL_TRACE_FULL, &full));
+  const long long calls_after_full = fake_memory().mem_alloc_calls;
+  CHECK_OK(run_trace_f32(device, buffer, HRT_HAL_TRACE_SUMMARY, &summary));
+  CHECK_OK(run_trace_f32(device, buffer, HRT_HAL_TRACE_HEALTH, &health));
+  const long long calls_after = fake_memory().mem_alloc_calls;
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+  CHECK_EQ_INT(calls_after_full, calls_before);
+  CHECK_EQ_INT(calls_after, calls_before + 1);
+  CHECK_EQ_INT(wait_for_allocations(live_before), live_before);
+  CHECK_EQ_INT(full.lengths[0], 16);
+  CHECK(summary.summaries[0].sum == 2 && summary.summaries[0].nan_count == 1);
+  CHECK(health.summaries[0].nan_count == 1 && isnan(health.summaries[0].sum));
+}
+
+// Summary and health traces of every dtype, with every special value, a
+// sub-range, an empty range, all NaNs and 3 MiB, computed on the device,
+// equal the host's element-by-element fold.
+static void traces_summarize_every_dtype(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("cuda", &device));
+  check_trace_summaries(device);
+  hrt_hal_device_release(device);
+}
+
 TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(elapsed_time_prefers_the_v2_name_and_falls_back),
           TEST_CASE(sticky_results_match_cuda_h),
@@ -3609,4 +3727,7 @@ TEST_MAIN(TEST_CASE(cuda_is_unavailable_with_the_reason),
           TEST_CASE(memory_of_a_lost_device_is_released),
           TEST_CASE(device_made_after_a_lost_one_is_healthy),
           TEST_CASE(zero_byte_buffers_have_an_address),
+          TEST_CASE(traces_summarize_every_dtype),
+          TEST_CASE(summary_traces_make_later_writers_wait_not_readers),
+          TEST_CASE(summary_scratch_is_made_once_and_freed_with_the_device),
           TEST_CASE(every_object_is_destroyed))

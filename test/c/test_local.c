@@ -609,6 +609,87 @@ static void later_readers_do_not_wait_for_a_trace(void) {
   }
 }
 
+typedef struct {
+  int calls;
+  hrt_hal_tensor_summary_t summary;
+  uint64_t length;
+} summary_seen_t;
+
+static hrt_status_t keep_summary(void* user_data, void* submission_context,
+                                 uint32_t count, const void* const* data,
+                                 const uint64_t* lengths) {
+  (void)submission_context;
+  (void)count;
+  summary_seen_t* seen = user_data;
+  seen->calls++;
+  seen->length = lengths[0];
+  memcpy(&seen->summary, data[0], sizeof(seen->summary));
+  return HRT_OK;
+}
+
+// A summary trace is computed at its place in the program and holds no
+// range: while the callbacks are queued behind a blocked one (a full trace
+// of another buffer), a read and a fill of the summarized range after it
+// run, and its summary is still of the values before them.
+static void summary_traces_make_no_reader_or_writer_wait(void) {
+  enum { N = SNAPSHOT_WORDS };
+  static hrt_notification_t gate;
+  static snapshot_t blocked;
+  static uint32_t host_x[N], host_after[N];
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(load_test_library(device, "good", &executable));
+    hrt_hal_buffer_t *x = NULL, *y = NULL, *flag = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &x));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &y));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &flag));
+    hrt_notification_init(&gate);
+    snapshot_init(&blocked, 0, &gate);
+    summary_seen_t seen = {0};
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 7, 4));
+    hrt_hal_buffer_ref_t other = whole(y);
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &other, 1, snapshot_trace, &blocked));
+    hrt_hal_buffer_ref_t summarized = whole(x);
+    const hrt_hal_element_type_t u32 = HRT_HAL_ELEMENT_TYPE_U32;
+    CHECK_OK(hrt_hal_command_buffer_trace_mode(
+        cb, HRT_HAL_TRACE_SUMMARY, &summarized, &u32, 1, keep_summary, &seen));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(x), host_x));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 9, 4));
+    hrt_hal_buffer_ref_t flag_ref = whole(flag);
+    CHECK_OK(record_store_release(cb, executable, &flag_ref));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(x), host_after));
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t done;
+    CHECK_OK(submit(device, cb, NULL, 0, &done));
+    bool reached = wait_for_flag(flag);
+    bool returned_before = atomic_load(&blocked.returned);
+    hrt_notification_set(&gate);
+    CHECK_OK(completion_wait(&done));
+    CHECK(reached);
+    CHECK(!returned_before);
+    CHECK(!blocked.gate_timed_out);
+    CHECK_EQ_INT(seen.calls, 1);
+    CHECK_EQ_INT(seen.length, sizeof(hrt_hal_tensor_summary_t));
+    CHECK_EQ_INT(seen.summary.count, N);
+    CHECK(seen.summary.min == 7 && seen.summary.max == 7);
+    CHECK(seen.summary.sum == 7.0 * N);
+    CHECK_EQ_INT(host_x[N - 1], 7);
+    CHECK_EQ_INT(host_after[0], 9);
+    hrt_notification_deinit(&gate);
+    hrt_hal_command_buffer_release(cb);
+    hrt_hal_buffer_release(x);
+    hrt_hal_buffer_release(y);
+    hrt_hal_buffer_release(flag);
+    hrt_hal_executable_release(executable);
+    hrt_hal_device_release(device);
+  }
+}
+
 // The order log of traces_timings_and_completions_keep_program_order: one
 // entry per callback, 'T'/'D'/'C' << 16 | submission << 8 | command.
 enum { ORDER_SUBMISSIONS = 8, ORDER_LOG = 128 };
@@ -912,6 +993,7 @@ TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(traces_see_everything_before_them),
           TEST_CASE(later_writers_wait_for_the_traces_before_them),
           TEST_CASE(later_readers_do_not_wait_for_a_trace),
+          TEST_CASE(summary_traces_make_no_reader_or_writer_wait),
           TEST_CASE(traces_timings_and_completions_keep_program_order),
           TEST_CASE(device_released_with_traces_in_flight_is_destroyed),
           TEST_CASE(builtin_signatures_match_the_kernel_library),

@@ -14,7 +14,8 @@
 #include "modules/tensor_stats.h"
 #include "test.h"
 
-static const hrt_trace_info_t kInfo = {7, "mlp.main", 3, 0, 70, false};
+static const hrt_trace_info_t kInfo = {7, "mlp.main", 3,
+                                       0, 70,         HRT_HAL_TRACE_FULL, false};
 
 static void stdio_sink_prints_and_elides(void) {
   char* text = NULL;
@@ -28,8 +29,9 @@ static void stdio_sink_prints_and_elides(void) {
   int32_t big[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, -9};
   int64_t big_shape[1] = {10};
   hrt_trace_tensor_t tensors[2] = {
-      {"h", HRT_HAL_ELEMENT_TYPE_F32, 2, small_shape, small, sizeof(small)},
-      {"ids", HRT_HAL_ELEMENT_TYPE_I32, 1, big_shape, big, sizeof(big)},
+      {"h", HRT_HAL_ELEMENT_TYPE_F32, 2, small_shape, small, sizeof(small),
+       NULL},
+      {"ids", HRT_HAL_ELEMENT_TYPE_I32, 1, big_shape, big, sizeof(big), NULL},
   };
   CHECK_OK(sink.buffer_view_trace.fn(sink.buffer_view_trace.user_data,
                                      "layer1", &kInfo, 2, tensors));
@@ -39,6 +41,79 @@ static void stdio_sink_prints_and_elides(void) {
       "=== layer1 (mlp.main op 3, invocation 7) ===\n"
       "h: 2x2xf32=[[1 2.5] [-3 0]]\n"
       "ids: 10xi32=[0 1 2 ... 7 8 -9]\n";
+  int same = strcmp(text, expected) == 0;
+  if (!same) fprintf(stderr, "got:\n%s", text);
+  free(text);
+  CHECK(same);
+}
+
+// Summary and health traces print each tensor's summary: min and max as
+// elements of its dtype, mean and l2 as f64, counts exact; health only the
+// counts.
+static void stdio_sink_prints_summaries(void) {
+  char* text = NULL;
+  size_t length = 0;
+  FILE* stream = open_memstream(&text, &length);
+  CHECK(stream);
+  hrt_debug_sink_t sink;
+  CHECK_OK(hrt_stdio_sink_create(stream, 4, &sink));
+  int64_t shape[2] = {2, 3};
+  // f32 0.1 is 0.100000001490116...: printed as f32, it is 0.1.
+  const hrt_hal_tensor_summary_t summary = {.count = 6,
+                                            .nan_count = 1,
+                                            .pos_inf_count = 0,
+                                            .neg_inf_count = 2,
+                                            .zero_count = 1,
+                                            .min = (double)0.1f,
+                                            .max = 3,
+                                            .sum = 2.5,
+                                            .sum_squares = 16};
+  const hrt_hal_tensor_summary_t counts = {.count = 9,
+                                           .nan_count = 0,
+                                           .pos_inf_count = 4,
+                                           .neg_inf_count = 0,
+                                           .min = NAN,
+                                           .max = NAN,
+                                           .sum = NAN,
+                                           .sum_squares = NAN};
+  const int64_t ids_shape[1] = {9};
+  hrt_trace_tensor_t summarised[2] = {
+      {.name = "h",
+       .element_type = HRT_HAL_ELEMENT_TYPE_F32,
+       .rank = 2,
+       .shape = shape,
+       .byte_length = 24,
+       .summary = &summary},
+      {.name = "ids",
+       .element_type = HRT_HAL_ELEMENT_TYPE_I64,
+       .rank = 2,
+       .shape = shape,
+       .byte_length = 48,
+       .summary = &summary},
+  };
+  hrt_trace_tensor_t health = {.name = "g",
+                               .element_type = HRT_HAL_ELEMENT_TYPE_F16,
+                               .rank = 1,
+                               .shape = ids_shape,
+                               .byte_length = 18,
+                               .summary = &counts};
+  hrt_trace_info_t info = kInfo;
+  info.mode = HRT_HAL_TRACE_SUMMARY;
+  CHECK_OK(sink.buffer_view_trace.fn(sink.buffer_view_trace.user_data, "s",
+                                     &info, 2, summarised));
+  info.mode = HRT_HAL_TRACE_HEALTH;
+  CHECK_OK(sink.buffer_view_trace.fn(sink.buffer_view_trace.user_data, "c",
+                                     &info, 1, &health));
+  sink.release.fn(sink.release.user_data);
+  fclose(stream);
+  const char* expected =
+      "=== s (mlp.main op 3, invocation 7) ===\n"
+      "h: 2x3xf32 summary: count=6 nan=1 +inf=0 -inf=2 zero=1 min=0.1 max=3 "
+      "mean=0.8333333333333334 l2=4\n"
+      "ids: 2x3xi64 summary: count=6 nan=1 +inf=0 -inf=2 zero=1 "
+      "min=0.10000000149011612 max=3 mean=0.8333333333333334 l2=4\n"
+      "=== c (mlp.main op 3, invocation 7) ===\n"
+      "g: 9xf16 health: count=9 nan=0 +inf=4 -inf=0\n";
   int same = strcmp(text, expected) == 0;
   if (!same) fprintf(stderr, "got:\n%s", text);
   free(text);
@@ -93,13 +168,43 @@ static void remove_tree(const char* directory) {
   if (system(command) != 0) fprintf(stderr, "cannot remove %s\n", directory);
 }
 
+// A summary trace has no tensor to write: no file, no index line.
+static void npy_sink_skips_summary_traces(void) {
+  char directory[32];
+  hrt_debug_sink_t sink;
+  CHECK_OK(make_folder_with_sink(directory, &sink));
+  const hrt_hal_tensor_summary_t summary = {.count = 1, .min = 1, .max = 1};
+  static const int64_t shape[1] = {1};
+  hrt_trace_tensor_t tensor = {.name = "x",
+                               .element_type = HRT_HAL_ELEMENT_TYPE_F32,
+                               .rank = 1,
+                               .shape = shape,
+                               .byte_length = 4,
+                               .summary = &summary};
+  hrt_trace_info_t info = kInfo;
+  info.mode = HRT_HAL_TRACE_HEALTH;
+  hrt_status_t status = sink.buffer_view_trace.fn(
+      sink.buffer_view_trace.user_data, "k", &info, 1, &tensor);
+  sink.release.fn(sink.release.user_data);
+  char* index = read_index(directory);
+  char command[128];
+  snprintf(command, sizeof(command), "test \"$(ls -A '%s')\" = index.jsonl",
+           directory);
+  int only_index = system(command) == 0;
+  remove_tree(directory);
+  CHECK_OK(status);
+  CHECK(index != NULL && index[0] == 0);
+  free(index);
+  CHECK(only_index);
+}
+
 // Traces one f32 tensor [1] holding `value` under `key` with `sequence`.
 static hrt_status_t trace_one(hrt_debug_sink_t* sink, const char* key,
                               uint64_t sequence, float value) {
   static const int64_t shape[1] = {1};
-  hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence, false};
+  hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence, HRT_HAL_TRACE_FULL, false};
   hrt_trace_tensor_t tensor = {
-      "t", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, &value, sizeof(value)};
+      "t", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, &value, sizeof(value), NULL};
   return sink->buffer_view_trace.fn(sink->buffer_view_trace.user_data, key,
                                     &info, 1, &tensor);
 }
@@ -148,8 +253,9 @@ static void npy_sink_writes_valid_files(void) {
   uint8_t flags[3] = {1, 0, 1};
   int64_t flag_shape[1] = {3};
   hrt_trace_tensor_t tensors[2] = {
-      {"x", HRT_HAL_ELEMENT_TYPE_F64, 2, shape, values, sizeof(values)},
-      {"m", HRT_HAL_ELEMENT_TYPE_BOOL, 1, flag_shape, flags, sizeof(flags)},
+      {"x", HRT_HAL_ELEMENT_TYPE_F64, 2, shape, values, sizeof(values), NULL},
+      {"m", HRT_HAL_ELEMENT_TYPE_BOOL, 1, flag_shape, flags, sizeof(flags),
+       NULL},
   };
   CHECK_OK(sink.buffer_view_trace.fn(sink.buffer_view_trace.user_data,
                                      "after/matmul x", &kInfo, 2, tensors));
@@ -499,8 +605,8 @@ static void tee_forwards_to_every_sink(void) {
 static void stats_skip_and_count_nonfinite_values(void) {
   float values[6] = {1, NAN, -2, INFINITY, 4, -INFINITY};
   int64_t shape[1] = {6};
-  hrt_trace_tensor_t tensor = {"v", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, values,
-                               sizeof(values)};
+  hrt_trace_tensor_t tensor = {"v",    HRT_HAL_ELEMENT_TYPE_F32, 1,   shape,
+                               values, sizeof(values),           NULL};
   hrt_tensor_stats_t stats;
   hrt_tensor_stats_compute(&tensor, &stats);
   CHECK_EQ_INT(stats.count, 6);
@@ -512,23 +618,26 @@ static void stats_skip_and_count_nonfinite_values(void) {
   CHECK_EQ_INT(index, 1);
   uint16_t half[2] = {0x3C00, 0x7C00};  // 1, +inf
   int64_t half_shape[1] = {2};
-  hrt_trace_tensor_t f16 = {"h", HRT_HAL_ELEMENT_TYPE_F16, 1, half_shape, half,
-                            sizeof(half)};
+  hrt_trace_tensor_t f16 = {
+      "h", HRT_HAL_ELEMENT_TYPE_F16, 1, half_shape, half, sizeof(half), NULL};
   CHECK(hrt_tensor_find_nonfinite(&f16, &index) && index == 1);
   int32_t ints[3] = {-5, 7, 1};
   int64_t ints_shape[1] = {3};
   hrt_trace_tensor_t i32 = {
-      "i", HRT_HAL_ELEMENT_TYPE_I32, 1, ints_shape, ints, sizeof(ints)};
+      "i", HRT_HAL_ELEMENT_TYPE_I32, 1, ints_shape, ints, sizeof(ints), NULL};
   hrt_tensor_stats_compute(&i32, &stats);
   CHECK(stats.min == -5 && stats.max == 7 && stats.mean == 1);
   CHECK(!hrt_tensor_find_nonfinite(&i32, &index));
-  hrt_trace_tensor_t empty = {"e", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, values, 0};
+  hrt_trace_tensor_t empty = {
+      "e", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, values, 0, NULL};
   hrt_tensor_stats_compute(&empty, &stats);
   CHECK(stats.count == 0 && isnan(stats.mean));
 }
 
 TEST_MAIN(TEST_CASE(stdio_sink_prints_and_elides),
+          TEST_CASE(stdio_sink_prints_summaries),
           TEST_CASE(npy_sink_writes_valid_files),
+          TEST_CASE(npy_sink_skips_summary_traces),
           TEST_CASE(npy_sink_gives_every_trace_its_own_file),
           TEST_CASE(npy_sink_caps_names_and_escapes_keys),
           TEST_CASE(npy_sink_never_writes_through_planted_symlinks),

@@ -172,6 +172,7 @@ static void expect_trace(cursor_t* cursor, const char* key,
   EXPECT_SLOT(cursor, info->recorded ? 1 : 0);
   EXPECT_STRING_SLOT(cursor, key);
   EXPECT_SLOT(cursor, count);
+  EXPECT_SLOT(cursor, info->mode);
   for (uint32_t i = 0; i < count; ++i) {
     const hrt_trace_tensor_t* tensor = &tensors[i];
     EXPECT_STRING_SLOT(cursor, tensor->name);
@@ -179,6 +180,18 @@ static void expect_trace(cursor_t* cursor, const char* key,
     EXPECT_SLOT(cursor, tensor->rank);
     for (uint32_t d = 0; d < tensor->rank; ++d) {
       EXPECT_SLOT(cursor, tensor->shape[d]);
+    }
+    if (contents.summary) {
+      const hrt_hal_tensor_summary_t* summary = tensor->summary;
+      EXPECT_SLOT(cursor, summary->count);
+      EXPECT_SLOT(cursor, summary->nan_count);
+      EXPECT_SLOT(cursor, summary->pos_inf_count);
+      EXPECT_SLOT(cursor, summary->neg_inf_count);
+      EXPECT_SLOT(cursor, summary->zero_count);
+      EXPECT_SLOT(cursor, summary->min);
+      EXPECT_SLOT(cursor, summary->max);
+      EXPECT_SLOT(cursor, hrt_hal_tensor_summary_mean(summary));
+      EXPECT_SLOT(cursor, hrt_hal_tensor_summary_l2(summary));
     }
     if (contents.stats) {
       hrt_tensor_stats_t stats;
@@ -257,9 +270,9 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
                                  const float* logits, const int64_t* step,
                                  uint64_t credit) {
   cursor_t cursor = {batch, 0};
-  // 10 header slots; logits: 3 + 2 dims + 2 + 3 for 20 bytes; step: 3 + 2 +
+  // 11 header slots; logits: 3 + 2 dims + 2 + 3 for 20 bytes; step: 3 + 2 +
   // 1.
-  CHECK_EQ_INT(batch->size, 26 * 8);
+  CHECK_EQ_INT(batch->size, 27 * 8);
   EXPECT_SLOT(&cursor, 1);   // TRACE
   EXPECT_SLOT(&cursor, 70);  // invocation
   EXPECT_SLOT(&cursor, 7);   // sequence
@@ -270,6 +283,7 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 0);  // recorded
   EXPECT_STRING_SLOT(&cursor, "probe");
   EXPECT_SLOT(&cursor, 2);  // tensors
+  EXPECT_SLOT(&cursor, HRT_HAL_TRACE_FULL);
   EXPECT_STRING_SLOT(&cursor, "logits");
   EXPECT_SLOT(&cursor, HRT_HAL_ELEMENT_TYPE_F32);
   EXPECT_SLOT(&cursor, 2);  // rank
@@ -284,7 +298,7 @@ static void expect_inline_record(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 8);
   EXPECT_SLOT(&cursor, -1);
   EXPECT_INLINE_BYTES(&cursor, step, 8);
-  CHECK_EQ_INT(cursor.at, 26);
+  CHECK_EQ_INT(cursor.at, 27);
   // The four strings, each once, in the order first used.
   CHECK_EQ_INT(batch->string_count, 4);
   CHECK(strcmp(hrt_js_trace_batch_string(batch, 0), "probe") == 0);
@@ -312,10 +326,11 @@ static void inline_trace_encodes_every_slot(void) {
   const int64_t step = -42;
   hrt_trace_tensor_t tensors[2] = {
       {"logits", HRT_HAL_ELEMENT_TYPE_F32, 2, logits_shape, logits,
-       sizeof(logits)},
-      {"step", HRT_HAL_ELEMENT_TYPE_I64, 0, NULL, &step, sizeof(step)},
+       sizeof(logits), NULL},
+      {"step", HRT_HAL_ELEMENT_TYPE_I64, 0, NULL, &step, sizeof(step), NULL},
   };
-  const hrt_trace_info_t info = {7, "model.predict", 3, 123456789, 70, false};
+  const hrt_trace_info_t info = {7,  "model.predict",   3, 123456789,
+                                 70, HRT_HAL_TRACE_FULL, false};
   uint64_t credit = hrt_js_trace_bytes("probe", &info, 2, tensors, kData);
   hrt_js_trace_extras_t* extras = (hrt_js_trace_extras_t*)&extras;
   bool needs_extras = hrt_js_trace_needs_extras(2, tensors, kData);
@@ -348,7 +363,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   CHECK_EQ_INT(cursor.at, slot_count_of(both));
   // The stats slots of "activations" by value: NaN and +-Inf counted and
   // left out of min, max and mean.
-  cursor_t stats = {both, 10 + 3 + 2};
+  cursor_t stats = {both, 11 + 3 + 2};
   EXPECT_SLOT(&stats, 6);
   EXPECT_SLOT(&stats, -2.5);
   EXPECT_SLOT(&stats, 4.0);
@@ -357,7 +372,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   EXPECT_SLOT(&stats, 2);
   // "empty": no elements, so NaN min, max and mean.
   cursor_t empty = {both,
-                    10 + (3 + 2 + 6 + 2 + 3) + (3 + 1 + 6 + 2 + 2) + (3 + 2)};
+                    11 + (3 + 2 + 6 + 2 + 3) + (3 + 1 + 6 + 2 + 2) + (3 + 2)};
   EXPECT_SLOT(&empty, 0);
   EXPECT_SLOT(&empty, NAN);
   EXPECT_SLOT(&empty, NAN);
@@ -368,7 +383,7 @@ static void expect_stats_records(const hrt_js_trace_batch_t* both,
   // Name, dtype, rank, dims and six stats per tensor; no data slots.
   CHECK_EQ_INT(cursor.at, slot_count_of(stats_only));
   CHECK_EQ_INT(slot_count_of(stats_only),
-               10 + (3 + 2 + 6) + (3 + 1 + 6) + (3 + 2 + 6) + (3 + 1 + 6));
+               11 + (3 + 2 + 6) + (3 + 1 + 6) + (3 + 2 + 6) + (3 + 1 + 6));
 }
 
 static void stats_slots_match_tensor_stats(void) {
@@ -385,13 +400,15 @@ static void stats_slots_match_tensor_stats(void) {
   const int64_t ramp_shape[1] = {64 * 1024};
   hrt_trace_tensor_t tensors[4] = {
       {"activations", HRT_HAL_ELEMENT_TYPE_F32, 2, activations_shape,
-       activations, sizeof(activations)},
+       activations, sizeof(activations), NULL},
       {"counts", HRT_HAL_ELEMENT_TYPE_I32, 1, counts_shape, counts,
-       sizeof(counts)},
-      {"empty", HRT_HAL_ELEMENT_TYPE_F32, 2, empty_shape, NULL, 0},
-      {"ramp", HRT_HAL_ELEMENT_TYPE_F32, 1, ramp_shape, ramp, sizeof(ramp)},
+       sizeof(counts), NULL},
+      {"empty", HRT_HAL_ELEMENT_TYPE_F32, 2, empty_shape, NULL, 0, NULL},
+      {"ramp", HRT_HAL_ELEMENT_TYPE_F32, 1, ramp_shape, ramp, sizeof(ramp),
+       NULL},
   };
-  const hrt_trace_info_t info = {21, "model.stats", 9, 555, 210, false};
+  const hrt_trace_info_t info = {21,  "model.stats", 9,
+                                 555, 210,           HRT_HAL_TRACE_FULL, false};
   hrt_js_trace_batch_t both = {0};
   hrt_js_trace_batch_t stats_only = {0};
   // {stats, data}: the first three tensors (the fourth would go external).
@@ -422,6 +439,69 @@ static void stats_slots_match_tensor_stats(void) {
   CHECK_EQ_INT(pool_stats.allocated_count + pool_stats.reused_count, 0);
 }
 
+// A summary trace's record carries each tensor's summary (mean and l2
+// derived), no data and no stats, and needs no extras whatever its size.
+static void summary_slots_carry_the_summaries(void) {
+  hrt_block_pool_t* pool = NULL;
+  CHECK_OK(hrt_block_pool_create(1 * MIB, &pool));
+  const int64_t big_shape[1] = {1 << 20};
+  const hrt_hal_tensor_summary_t summaries[2] = {
+      {.count = 1 << 20,
+       .nan_count = 2,
+       .pos_inf_count = 3,
+       .neg_inf_count = 4,
+       .zero_count = 5,
+       .min = -2.5,
+       .max = 7,
+       .sum = 12,
+       .sum_squares = 81},
+      {.count = 6,
+       .nan_count = 6,
+       .min = NAN,
+       .max = NAN,
+       .sum = NAN,
+       .sum_squares = NAN},
+  };
+  const hrt_trace_tensor_t tensors[2] = {
+      {.name = "big",
+       .element_type = HRT_HAL_ELEMENT_TYPE_F32,
+       .rank = 1,
+       .shape = big_shape,
+       .byte_length = 4u << 20,
+       .summary = &summaries[0]},
+      {.name = "nans",
+       .element_type = HRT_HAL_ELEMENT_TYPE_F16,
+       .rank = 0,
+       .byte_length = 12,
+       .summary = &summaries[1]},
+  };
+  const hrt_trace_info_t info = {5,  "model.health",       2, 77,
+                                 50, HRT_HAL_TRACE_SUMMARY, false};
+  const hrt_js_trace_contents_t contents = {.summary = true};
+  bool needs_extras = hrt_js_trace_needs_extras(2, tensors, contents);
+  uint64_t credit = hrt_js_trace_bytes("h", &info, 2, tensors, contents);
+  hrt_js_trace_batch_t batch = {0};
+  bool added = add_trace(&batch, pool, "h", &info, 0, 2, tensors, contents);
+  cursor_t cursor = {&batch, 0};
+  size_t next_external = 0;
+  if (added) {
+    expect_trace(&cursor, "h", &info, 0, 2, tensors, contents, &next_external);
+  }
+  size_t slots = cursor.at, total = slot_count_of(&batch);
+  size_t externals = batch.external_count;
+  double mean = slot_at(&batch, 11 + 4 + 7);
+  hrt_js_trace_batch_deinit(&batch);
+  hrt_block_pool_release(pool);
+  CHECK(added);
+  CHECK(!needs_extras);
+  // 11 header slots, big: 3 + 1 dim + 9, nans: 3 + 9.
+  CHECK_EQ_INT(slots, 36);
+  CHECK_EQ_INT(total, 36);
+  CHECK_EQ_INT(externals, 0);
+  CHECK(mean == 12.0 / (double)((1 << 20) - 9));
+  CHECK(total * 8 <= credit);
+}
+
 // The two records large_data_travels_as_a_pool_block appends: "wide" with
 // all three tensors, then "again" with the first one.
 static void expect_large_records(const hrt_js_trace_batch_t* batch,
@@ -439,6 +519,7 @@ static void expect_large_records(const hrt_js_trace_batch_t* batch,
   EXPECT_SLOT(&cursor, 0);  // recorded
   EXPECT_STRING_SLOT(&cursor, "wide");
   EXPECT_SLOT(&cursor, 3);
+  EXPECT_SLOT(&cursor, HRT_HAL_TRACE_FULL);
   EXPECT_STRING_SLOT(&cursor, "at_limit");
   EXPECT_SLOT(&cursor, HRT_HAL_ELEMENT_TYPE_F32);
   EXPECT_SLOT(&cursor, 1);
@@ -505,13 +586,14 @@ static void large_data_travels_as_a_pool_block(void) {
   const int64_t larger_shape[2] = {250, 200};
   hrt_trace_tensor_t tensors[3] = {
       {"at_limit", HRT_HAL_ELEMENT_TYPE_F32, 1, at_limit_shape, at_limit,
-       sizeof(at_limit)},
+       sizeof(at_limit), NULL},
       {"under_limit", HRT_HAL_ELEMENT_TYPE_U8, 1, under_limit_shape,
-       under_limit, sizeof(under_limit)},
+       under_limit, sizeof(under_limit), NULL},
       {"larger", HRT_HAL_ELEMENT_TYPE_I16, 2, larger_shape, larger,
-       sizeof(larger)},
+       sizeof(larger), NULL},
   };
-  const hrt_trace_info_t info = {11, "model.load", 0, 5, 110, false};
+  const hrt_trace_info_t info = {11, "model.load", 0,
+                                 5,  110,          HRT_HAL_TRACE_FULL, false};
   hrt_js_trace_batch_t batch = {0};
   uint64_t credit = hrt_js_trace_bytes("wide", &info, 3, tensors, kData);
   hrt_js_trace_extras_t* extras = NULL;
@@ -601,11 +683,11 @@ static void timings_and_traces_share_strings(void) {
     uint64_t sequence = 100 + i / 3;  // three traces per invocation
     values[i][0] = (int32_t)i;
     values[i][1] = -(int32_t)i;
-    tensors[i] = (hrt_trace_tensor_t){
-        "x", HRT_HAL_ELEMENT_TYPE_I32, 1, shape, values[i], sizeof(values[i])};
-    infos[i] =
-        (hrt_trace_info_t){sequence, "model.step", i, 1000 + i, sequence * 10,
-                           false};
+    tensors[i] =
+        (hrt_trace_tensor_t){"x",       HRT_HAL_ELEMENT_TYPE_I32, 1,   shape,
+                             values[i], sizeof(values[i]),        NULL};
+    infos[i] = (hrt_trace_info_t){sequence, "model.step",  i,
+                                  1000 + i, sequence * 10, HRT_HAL_TRACE_FULL, false};
     events[i] = (hrt_dispatch_timing_t){sequence,     "model.step", i,
                                         "exe.matmul", "local-task", 5000 + i,
                                         10 + i,       sequence * 10};
@@ -654,13 +736,12 @@ static const char* many_trace(int i, hrt_trace_info_t* out_info,
   snprintf(keys[i], sizeof(keys[i]), "key-%d", i);
   snprintf(inputs[i], sizeof(inputs[i]), "in-%d", i);
   snprintf(outputs[i], sizeof(outputs[i]), "out-%d", i);
-  *out_info =
-      (hrt_trace_info_t){(uint64_t)i, functions[i % 4], 0, 0, (uint64_t)i,
-                         false};
+  *out_info = (hrt_trace_info_t){(uint64_t)i, functions[i % 4],  0, 0,
+                                 (uint64_t)i, HRT_HAL_TRACE_FULL, false};
   out_tensors[0] = (hrt_trace_tensor_t){
-      inputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1};
+      inputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1, NULL};
   out_tensors[1] = (hrt_trace_tensor_t){
-      outputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1};
+      outputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1, NULL};
   return keys[i];
 }
 
@@ -864,8 +945,9 @@ static void append_make(int i, append_t* append) {
     return;
   }
   snprintf(append->key, sizeof(append->key), "key-%d", i % 6);
-  append->info = (hrt_trace_info_t){sequence, append->function, (uint32_t)i,
-                                    (int64_t)i * 10, sequence + 1, false};
+  append->info =
+      (hrt_trace_info_t){sequence,        append->function, (uint32_t)i,
+                         (int64_t)i * 10, sequence + 1,     HRT_HAL_TRACE_FULL, false};
   append->dropped = (uint64_t)(i % 3);
   append->count = counts[i % 7];
   append->contents = contents[i % 3];
@@ -885,7 +967,8 @@ static void append_make(int i, append_t* append) {
                              1,
                              &append->shapes[j],
                              is_large ? (const void*)large : (const void*)small,
-                             length};
+                             length,
+                             NULL};
   }
 }
 
@@ -1064,11 +1147,13 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   const int64_t ones_shape[1] = {24};
   const int64_t large_shape[1] = {sizeof(large)};
   hrt_trace_tensor_t old_tensors[3] = {
-      {"old", HRT_HAL_ELEMENT_TYPE_U8, 1, ones_shape, ones, sizeof(ones)},
-      {"kept", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
-      {"taken", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large)},
+      {"old", HRT_HAL_ELEMENT_TYPE_U8, 1, ones_shape, ones, sizeof(ones), NULL},
+      {"kept", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large),
+       NULL},
+      {"taken", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large),
+       NULL},
   };
-  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50, false};
+  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50, HRT_HAL_TRACE_FULL, false};
   const hrt_dispatch_timing_t old_event = {6,        "old.fn", 0, "old.kernel",
                                            "device", 1,        2, 60};
   bool added_old =
@@ -1088,8 +1173,8 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   for (int i = 0; i < 17; ++i) seventeen[i] = (uint8_t)(i + 1);
   const int64_t seventeen_shape[1] = {17};
   hrt_trace_tensor_t new_tensor = {
-      "new", HRT_HAL_ELEMENT_TYPE_U8, 1, seventeen_shape, seventeen, 17};
-  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90, false};
+      "new", HRT_HAL_ELEMENT_TYPE_U8, 1, seventeen_shape, seventeen, 17, NULL};
+  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90, HRT_HAL_TRACE_FULL, false};
   bool added_new =
       add_trace(&batch, pool, "new-key", &new_info, 3, 1, &new_tensor, kData);
   if (added_new) expect_new_record(&batch, &new_info, &new_tensor);
@@ -1104,7 +1189,8 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   memset(chunk, 0x11, sizeof(chunk));
   const int64_t chunk_shape[1] = {sizeof(chunk)};
   hrt_trace_tensor_t chunk_tensor = {
-      "chunk", HRT_HAL_ELEMENT_TYPE_U8, 1, chunk_shape, chunk, sizeof(chunk)};
+      "chunk", HRT_HAL_ELEMENT_TYPE_U8, 1,   chunk_shape,
+      chunk,   sizeof(chunk),           NULL};
   bool added_chunks = true;
   for (int i = 0; added_chunks && i < 20; ++i) {
     added_chunks = add_trace(&batch, pool, "chunk-key", &new_info, 0, 1,
@@ -1160,6 +1246,7 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
 
 TEST_MAIN(TEST_CASE(inline_trace_encodes_every_slot),
           TEST_CASE(stats_slots_match_tensor_stats),
+          TEST_CASE(summary_slots_carry_the_summaries),
           TEST_CASE(large_data_travels_as_a_pool_block),
           TEST_CASE(timings_and_traces_share_strings),
           TEST_CASE(hundreds_of_strings_all_resolve),

@@ -227,8 +227,10 @@ static void decode_record(cursor_t* cursor, hrt_js_trace_contents_t contents,
   }
   out->time = next_slot(cursor);
   out->dropped = next_slot(cursor);
+  FUZZ_CHECK(next_slot(cursor) == 0);  // recorded: never, here
   out->key = next_string(cursor);
   out->count = next_index(cursor, FUZZ_MAX_TENSORS + 1);
+  FUZZ_CHECK(next_slot(cursor) == HRT_HAL_TRACE_FULL);  // only full traces
   for (size_t i = 0; i < out->count; ++i) {
     decoded_tensor_t* tensor = &out->tensors[i];
     tensor->name = next_string(cursor);
@@ -383,7 +385,7 @@ static void expect_timing(const hrt_js_trace_batch_t* batch, size_t first_slot,
                           const hrt_dispatch_timing_t* event) {
   cursor_t cursor = {batch, first_slot};
   decoded_record_t record;
-  decode_record(&cursor, (hrt_js_trace_contents_t){false, false}, &record);
+  decode_record(&cursor, (hrt_js_trace_contents_t){0}, &record);
   FUZZ_CHECK(cursor.at == batch->size / 8);
   FUZZ_CHECK(record.type == HRT_JS_TIMING_RECORD);
   expect_number(record.invocation, (double)event->invocation);
@@ -599,15 +601,16 @@ static void check_append(model_t* model, const snapshot_t* before,
 static void op_add_trace(state_t* state, input_t* input) {
   model_t* model = &state->batches[0];
   uint8_t flags = take_u8(input);
-  hrt_js_trace_contents_t contents = {(flags & 1) != 0, (flags & 2) != 0};
+  hrt_js_trace_contents_t contents = {(flags & 1) != 0, (flags & 2) != 0,
+                                      false};
   uint32_t count = take_u8(input) % (FUZZ_MAX_TENSORS + 1);
   const char* key = NULL;
   char* owned_key = take_string(input, &key);
   const char* function = NULL;
   char* owned_function = take_string(input, &function);
-  hrt_trace_info_t info = {take_u16(input), function, take_u16(input),
-                           (int64_t)take_u16(input) << 24, take_u8(input) % 4,
-                           take_u8(input) % 2 == 1};
+  hrt_trace_info_t info = {take_u16(input),    function,
+                           take_u16(input),    (int64_t)take_u16(input) << 24,
+                           take_u8(input) % 4, HRT_HAL_TRACE_FULL, false};
   uint64_t dropped = take_u8(input);
   tensor_t tensors[FUZZ_MAX_TENSORS];
   hrt_trace_tensor_t views[FUZZ_MAX_TENSORS];
@@ -669,7 +672,7 @@ static void op_add_timing(state_t* state, input_t* input) {
   if (added) {
     check_append(model, &before, event.invocation, credit);
     for (int i = 0; i < 3; ++i) model_note_string(model, strings[i]);
-    model_note_record(model, (hrt_js_trace_contents_t){false, false});
+    model_note_record(model, (hrt_js_trace_contents_t){0});
     expect_timing(&model->batch, before.fields.size / 8, &event);
   } else {
     expect_unchanged(&before, &model->batch);

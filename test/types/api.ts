@@ -40,6 +40,9 @@ import {
   TimingEvent,
   TraceInfo,
   TraceTensor,
+  TensorSummary,
+  HealthSummary,
+  TraceMode,
   TypedArrayOf,
   ValueDescription,
 } from 'halrt';
@@ -238,10 +241,30 @@ async function programs(): Promise<void> {
     const dropped: number = info.dropped;
     const timeNs: number = info.timeNs;
     void timeNs;
+    const mode: 'full' | 'summary' | 'health' = info.mode;
+    void mode;
     for (const tensor of tensors) {
       const name: string = tensor.name;
       const shape: number[] = tensor.shape;
       const dtype: DType = tensor.dtype;
+      // @ts-expect-error a summary trace's tensors have no data
+      const unchecked: Float32Array | BigInt64Array = tensor.data;
+      void unchecked;
+      if (tensor.summary !== undefined) {
+        const summary: TensorSummary = tensor.summary;
+        const counts: number[] = [summary.count, summary.nanCount, summary.posInfCount, summary.negInfCount];
+        // @ts-expect-error min is only in 'summary' mode
+        const notNarrowedMin: number = summary.min;
+        if (summary.mode === 'summary') {
+          const figures: number[] = [summary.zeroCount, summary.min, summary.max, summary.mean, summary.l2];
+          void figures;
+        } else {
+          const health: HealthSummary = summary;
+          void health;
+        }
+        void [counts, notNarrowedMin];
+        continue;
+      }
       if (tensor.dtype === 'f32') {
         const data: Float32Array = tensor.data;
         void data;
@@ -258,7 +281,11 @@ async function programs(): Promise<void> {
     }
     void [k, sequence, fn, op, dropped];
   };
-  const options: HalModuleOptions = { debugSink: sink, traceDispatches: true, maxTraceBytes: 1 << 20, tracePolicy: 'drop' };
+  const options: HalModuleOptions = {
+    debugSink: sink, traceDispatches: true, maxTraceBytes: 1 << 20, tracePolicy: 'drop', traceMode: 'health',
+  };
+  // @ts-expect-error traceMode is 'full', 'summary' or 'health'
+  new HalModule(instance, device, { traceMode: 'stats' });
   const hal = new HalModule(instance, device, options);
   const plain = new HalModule(instance, device);
   const withNull = new HalModule(instance, device, { debugSink: null, tracePolicy: 'wait', traceData: 'borrowed' });
@@ -267,7 +294,8 @@ async function programs(): Promise<void> {
   const halSink: Sink | null = hal.debugSink;
   const traced: boolean | halrt.TraceDispatchesFilter = hal.traceDispatches;
   const profiled: boolean = hal.profile;
-  void [halName, halDevice, halSink, traced, profiled];
+  const traceMode: TraceMode = hal.traceMode;
+  void [halName, halDevice, halSink, traced, profiled, traceMode];
   // @ts-expect-error debugSink is any Sink, not only a function
   const notOnlyFunction: DebugSink | null = hal.debugSink;
   void notOnlyFunction;
@@ -277,7 +305,7 @@ async function programs(): Promise<void> {
       const first: TraceTensor | undefined = tensors[0];
       const info2: TraceInfo = info;
       // A traced tensor formats with itself as options.
-      const firstText: string | undefined = first && halrt.format(first.data, first);
+      const firstText: string | undefined = first && first.data && halrt.format(first.data, first);
       void [key.length, first, info2, firstText];
     },
   });
@@ -303,7 +331,8 @@ async function programs(): Promise<void> {
         .fill('t', 0.25)
         .copy('t', 'y')
         .barrier()
-        .trace('after', ['y', 't']),
+        .trace('after', ['y', 't'])
+        .trace('health', ['y'], { mode: 'health' }),
     );
   const description: ModuleDescription = builder.toObject();
   const format: 'halrt.module/1' = description.format;
@@ -323,7 +352,11 @@ async function programs(): Promise<void> {
       main: {
         inputs: [],
         outputs: [{ name: 'y', dtype: 'i32', shape: [2] }],
-        body: [{ op: 'fill', target: 'y', value: 3 }, { op: 'trace', key: 'y', values: ['y'] }],
+        body: [
+          { op: 'fill', target: 'y', value: 3 },
+          { op: 'trace', key: 'y', values: ['y'] },
+          { op: 'trace', key: 'ys', values: ['y'], mode: 'summary' },
+        ],
       },
     },
   });
@@ -435,6 +468,8 @@ async function programs(): Promise<void> {
     f.input('x', 'f8', [1]);
     // @ts-expect-error trace values are a list of names
     f.trace('key', 'x');
+    // @ts-expect-error a trace's mode is 'full', 'summary' or 'health'
+    f.trace('key', ['x'], { mode: 'stats' });
   });
   // @ts-expect-error executables take 'local' and/or 'cuda'
   builder.executable('k2', { metal: { builtin: true } });

@@ -10,6 +10,11 @@
 // for built-ins, as docs/kernels.md says.
 #define HRT_CUDA_BUILTIN_BLOCK_SIZE 256
 
+// The PTX also holds the CUDA device's own kernels (the tensor summaries of
+// summary and health traces, cuda_device.c), which are no built-ins: their
+// names start with this prefix, and the built-in executable leaves them out.
+#define HRT_CUDA_INTERNAL_KERNEL_PREFIX "hrt_"
+
 // NUL-terminated PTX (ISA 7.0, target sm_75). Static, immutable.
 extern const char hrt_cuda_builtin_ptx[];
 

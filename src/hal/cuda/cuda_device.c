@@ -12,10 +12,17 @@
 #include "hal/cuda/cuda_executable.h"
 #include "hal/cuda/cuda_staging.h"
 #include "hal/pending_submission.h"
+#include "hal/tensor_summary.h"
 
 // Staged ranges start at multiples of this (DMA-friendly, and aligned for
 // any element type a trace callback reads).
 #define HRT_CUDA_STAGING_ALIGNMENT 64u
+
+// The most blocks hrt_summary_partial runs with (the partials one source
+// leaves in the summary scratch), and the elements per thread that make a
+// smaller source use fewer.
+#define HRT_CUDA_SUMMARY_MAX_BLOCKS 1024u
+#define HRT_CUDA_SUMMARY_ELEMENTS_PER_THREAD 16u
 
 // How long the device stays idle (nothing to complete, memory freed since
 // the last trim) before the completion thread trims the allocator.
@@ -91,6 +98,15 @@ typedef struct hrt_cuda_device_s {
   // only) is recorded on the stream before each trace and waited for here.
   hrt_cu_stream_t trace_stream;
   hrt_cu_event_t trace_fork;
+  // The summary kernels (a module of the built-in PTX) and their scratch:
+  // HRT_CUDA_SUMMARY_MAX_BLOCKS partials, then HRT_HAL_MAX_TRACE_SOURCES
+  // results. Made by the issue thread at the first summary or health trace
+  // (hrt_cuda_summary_prepare), used only on the trace stream, whose order
+  // makes one scratch enough; freed by hrt_cuda_close.
+  hrt_cu_module_t summary_module;
+  hrt_cu_function_t summary_partial;
+  hrt_cu_function_t summary_final;
+  hrt_cu_deviceptr_t summary_scratch;
   hrt_cuda_staging_pool_t staging;
   hrt_cuda_allocator_t allocator;
   hrt_thread_t issue_thread;
@@ -180,12 +196,20 @@ static void hrt_cuda_leave(hrt_cuda_device_t* device) {
   (void)device->cu->cuCtxPopCurrent_v2(&popped);
 }
 
-// Destroys the streams and the fork event and releases the primary context
-// (hrt_cuda_open made them). Nothing is queued on the streams any more.
+// Destroys the streams and the fork event, frees the summary kernels and
+// scratch, and releases the primary context (hrt_cuda_open and
+// hrt_cuda_summary_prepare made them). Nothing is queued on the streams any
+// more.
 static void hrt_cuda_close(hrt_cuda_device_t* device) {
   const hrt_cuda_symbols_t* cu = device->cu;
   hrt_status_t entered = hrt_cuda_enter(device);
   if (entered == HRT_OK) {
+    if (device->summary_scratch) {
+      (void)cu->cuMemFree_v2(device->summary_scratch);
+    }
+    if (device->summary_module) {
+      (void)cu->cuModuleUnload(device->summary_module);
+    }
     if (device->trace_fork) (void)cu->cuEventDestroy_v2(device->trace_fork);
     if (device->trace_stream) {
       (void)cu->cuStreamDestroy_v2(device->trace_stream);
@@ -400,7 +424,8 @@ static bool hrt_cuda_copy_overlaps(const hrt_hal_buffer_ref_t* source,
 }
 
 // The staged bytes command `command` needs: update sources, read targets,
-// overlapping copies (bounced through the host) and traced ranges.
+// overlapping copies (bounced through the host) and traced ranges (the
+// summaries, one after the other, of a summary or health trace).
 static uint64_t hrt_cuda_staged_bytes(const hrt_hal_command_t* command,
                                       const hrt_cuda_submission_t* sub) {
   switch (command->type) {
@@ -420,6 +445,9 @@ static uint64_t hrt_cuda_staged_bytes(const hrt_hal_command_t* command,
       return hrt_cuda_copy_overlaps(&source, &target) ? source.length : 0;
     }
     case HRT_HAL_COMMAND_TRACE: {
+      if (command->trace.mode != HRT_HAL_TRACE_FULL) {
+        return command->trace.source_count * sizeof(hrt_hal_tensor_summary_t);
+      }
       uint64_t total = 0;
       for (uint32_t i = 0; i < command->trace.source_count; ++i) {
         total += hrt_cuda_align(hrt_hal_pending_submission_resolve(
@@ -658,10 +686,110 @@ static hrt_status_t hrt_cuda_order_after_traces(
   return status;
 }
 
+// Issue thread: loads the summary kernels and allocates their scratch, the
+// first time a summary or health trace needs them.
+static hrt_status_t hrt_cuda_summary_prepare(hrt_cuda_device_t* device) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  if (!device->summary_module) {
+    HRT_RETURN_IF_ERROR(hrt_status_annotate(
+        HRT_CUDA_CALL(
+            cu, cuModuleLoadDataEx,
+            (&device->summary_module, hrt_cuda_builtin_ptx, 0, NULL, NULL)),
+        "loading the summary kernels"));
+  }
+  if (!device->summary_partial) {
+    HRT_RETURN_IF_ERROR(
+        HRT_CUDA_CALL(cu, cuModuleGetFunction,
+                      (&device->summary_partial, device->summary_module,
+                       "hrt_summary_partial")));
+  }
+  if (!device->summary_final) {
+    HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
+        cu, cuModuleGetFunction,
+        (&device->summary_final, device->summary_module, "hrt_summary_final")));
+  }
+  if (!device->summary_scratch) {
+    HRT_RETURN_IF_ERROR(hrt_status_annotate(
+        HRT_CUDA_CALL(
+            cu, cuMemAlloc_v2,
+            (&device->summary_scratch,
+             (HRT_CUDA_SUMMARY_MAX_BLOCKS + HRT_HAL_MAX_TRACE_SOURCES) *
+                 sizeof(hrt_hal_tensor_summary_t))),
+        "allocating the summary scratch"));
+  }
+  return HRT_OK;
+}
+
+// Enqueues on the trace stream the summary of `source` (resolved) into
+// result slot `slot` of the scratch: per-block partials over the elements,
+// then one block over the partials (kernels/builtin.cu).
+static hrt_status_t hrt_cuda_enqueue_summary(hrt_cuda_device_t* device,
+                                             const hrt_hal_buffer_ref_t* source,
+                                             hrt_hal_element_type_t type,
+                                             hrt_hal_trace_mode_t mode,
+                                             uint32_t slot) {
+  const hrt_cuda_symbols_t* cu = device->cu;
+  hrt_cu_deviceptr_t data = hrt_cuda_address(source);
+  uint64_t count = source->length / hrt_hal_element_type_size(type);
+  hrt_cu_deviceptr_t partials = device->summary_scratch;
+  hrt_cu_deviceptr_t result = partials + (HRT_CUDA_SUMMARY_MAX_BLOCKS + slot) *
+                                             sizeof(hrt_hal_tensor_summary_t);
+  const uint64_t per_block = (uint64_t)HRT_CUDA_BUILTIN_BLOCK_SIZE *
+                             HRT_CUDA_SUMMARY_ELEMENTS_PER_THREAD;
+  uint64_t wanted = (count + per_block - 1) / per_block;
+  uint32_t blocks = wanted < 1 ? 1
+                    : wanted > HRT_CUDA_SUMMARY_MAX_BLOCKS
+                        ? HRT_CUDA_SUMMARY_MAX_BLOCKS
+                        : (uint32_t)wanted;
+  uint32_t type_code = (uint32_t)type;
+  uint32_t mode_code = (uint32_t)mode;
+  void* partial_params[4] = {&data, &count, &partials, &type_code};
+  HRT_RETURN_IF_ERROR(hrt_status_annotate(
+      HRT_CUDA_CALL(
+          cu, cuLaunchKernel,
+          (device->summary_partial, blocks, 1, 1, HRT_CUDA_BUILTIN_BLOCK_SIZE,
+           1, 1, 0, device->trace_stream, partial_params, NULL)),
+      "kernel 'hrt_summary_partial' (grid %u)", blocks));
+  void* final_params[4] = {&partials, &blocks, &result, &mode_code};
+  return hrt_status_annotate(
+      HRT_CUDA_CALL(
+          cu, cuLaunchKernel,
+          (device->summary_final, 1, 1, 1, HRT_CUDA_BUILTIN_BLOCK_SIZE, 1, 1, 0,
+           device->trace_stream, final_params, NULL)),
+      "kernel 'hrt_summary_final'");
+}
+
+// A summary or health trace's device work on the trace stream: each
+// source's summary into the scratch, then one copy of them all into
+// `staged`.
+static hrt_status_t hrt_cuda_enqueue_summaries(hrt_cuda_device_t* device,
+                                               const hrt_cuda_submission_t* sub,
+                                               const hrt_hal_command_t* trace,
+                                               char* staged) {
+  HRT_RETURN_IF_ERROR(hrt_cuda_summary_prepare(device));
+  const uint32_t count = trace->trace.source_count;
+  for (uint32_t i = 0; i < count; ++i) {
+    hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+        &sub->pending, &trace->trace.sources[i]);
+    HRT_RETURN_IF_ERROR(hrt_status_annotate(
+        hrt_cuda_enqueue_summary(device, &source, trace->trace.element_types[i],
+                                 trace->trace.mode, i),
+        "summary of trace source %u", i));
+  }
+  return HRT_CUDA_CALL(
+      device->cu, cuMemcpyDtoHAsync_v2,
+      (staged,
+       device->summary_scratch +
+           HRT_CUDA_SUMMARY_MAX_BLOCKS * sizeof(hrt_hal_tensor_summary_t),
+       count * sizeof(hrt_hal_tensor_summary_t), device->trace_stream));
+}
+
 // A trace: the trace stream waits for the commands before it on the
-// stream, copies its ranges into staging and records its checkpoint, which
-// joins the pending traces. The commands after it do not wait for the
-// copies unless they overwrite a traced range (hrt_cuda_order_after_traces).
+// stream, copies its ranges (or, for a summary or health trace, computes
+// their summaries and copies those) into staging and records its
+// checkpoint, which joins the pending traces. The commands after it do not
+// wait for that work unless they overwrite a traced range
+// (hrt_cuda_order_after_traces).
 static hrt_status_t hrt_cuda_enqueue_trace(hrt_cuda_device_t* device,
                                            hrt_cuda_submission_t* sub,
                                            uint32_t index, char* staged) {
@@ -673,14 +801,19 @@ static hrt_status_t hrt_cuda_enqueue_trace(hrt_cuda_device_t* device,
   HRT_RETURN_IF_ERROR(HRT_CUDA_CALL(
       cu, cuStreamWaitEvent, (device->trace_stream, device->trace_fork, 0)));
   hrt_status_t status = HRT_OK;
-  for (uint32_t i = 0; i < trace->trace.source_count && status == HRT_OK; ++i) {
-    hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
-        &sub->pending, &trace->trace.sources[i]);
-    if (source.length) {
-      status = HRT_CUDA_CALL(cu, cuMemcpyDtoHAsync_v2,
-                             (staged, hrt_cuda_address(&source),
-                              (size_t)source.length, device->trace_stream));
-      staged += hrt_cuda_align(source.length);
+  if (trace->trace.mode != HRT_HAL_TRACE_FULL) {
+    status = hrt_cuda_enqueue_summaries(device, sub, trace, staged);
+  } else {
+    for (uint32_t i = 0; i < trace->trace.source_count && status == HRT_OK;
+         ++i) {
+      hrt_hal_buffer_ref_t source = hrt_hal_pending_submission_resolve(
+          &sub->pending, &trace->trace.sources[i]);
+      if (source.length) {
+        status = HRT_CUDA_CALL(cu, cuMemcpyDtoHAsync_v2,
+                               (staged, hrt_cuda_address(&source),
+                                (size_t)source.length, device->trace_stream));
+        staged += hrt_cuda_align(source.length);
+      }
     }
   }
   hrt_cuda_checkpoint_t* checkpoint = NULL;
@@ -970,7 +1103,7 @@ static void hrt_cuda_finishing_end(void) {
 
 // The host side of commands [begin, end), whose device work has completed:
 // reads are copied to their targets and a trace (always the last command
-// of its range) is handed its staged ranges.
+// of its range) is handed its staged ranges or summaries.
 static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
                                           uint32_t begin, uint32_t end) {
   for (uint32_t i = begin; i < end && i < sub->issued; ++i) {
@@ -990,6 +1123,11 @@ static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
       // An empty range still gets a valid address.
       static const char empty[1];
       for (uint32_t j = 0; j < count; ++j) {
+        if (command->trace.mode != HRT_HAL_TRACE_FULL) {
+          lengths[j] = sizeof(hrt_hal_tensor_summary_t);
+          data[j] = staged + j * sizeof(hrt_hal_tensor_summary_t);
+          continue;
+        }
         lengths[j] = hrt_hal_pending_submission_resolve(
                          &sub->pending, &command->trace.sources[j])
                          .length;

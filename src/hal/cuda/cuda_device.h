@@ -38,8 +38,9 @@
 //   for the GPU; and once the device is destroyed (no submission is pending
 //   then), cuStreamSynchronize (so that the last trim comes after the
 //   stream's queued frees), cuEventDestroy of the trace fork event,
-//   cuStreamDestroy of both streams, cuMemFreeHost of cached staging and
-//   the primary context release.
+//   cuStreamDestroy of both streams, cuMemFree of the summary scratch,
+//   cuModuleUnload of the summary kernels, cuMemFreeHost of cached staging
+//   and the primary context release.
 //
 // Threads and streams. Each device has two streams (the stream, and the
 // trace stream for the copies of traced ranges) and two threads of its own;
@@ -52,7 +53,15 @@
 //   trace goes to the trace stream: the trace stream waits (cuStreamWaitEvent)
 //   for a fork event recorded on the stream after the commands before it,
 //   copies the traced ranges into staging, and records the trace's event.
-//   Later commands do not wait for the copies, except those that may write
+//   A summary or health trace runs, instead of the copies, the summary
+//   kernels of the built-in PTX (kernels/builtin.cu) on the trace stream:
+//   per source hrt_summary_partial (up to 1024 blocks, one partial each,
+//   into a scratch buffer) then hrt_summary_final (one block, into the
+//   source's result slot), then one copy of the results (72 bytes a
+//   source) into staging. The module and the scratch are made at the
+//   device's first such trace and freed when the device is; the trace
+//   stream runs in order, so one scratch serves every trace.
+//   Later commands do not wait for that work, except those that may write
 //   a traced range (hrt_hal_pending_submission_written): the issue thread
 //   keeps the trace events not yet waited for by the completion thread,
 //   across submissions, and makes the stream wait for the last one whose
@@ -63,11 +72,11 @@
 // - The completion thread takes issued submissions in the same FIFO order
 //   and waits for each event in program order with cuEventSynchronize (a
 //   stream host function would not be allowed to call CUDA). After the
-//   event of a trace it calls the trace callback with the staged copies
-//   (every command before the trace has run then: the trace stream waited
-//   for them) and drops the trace from the pending ones; reads are copied
-//   from staging to their host targets after the next event. Then it signals
-//   or fails the submission's semaphores, drops what the submission
+//   event of a trace it calls the trace callback with the staged copies or
+//   summaries (every command before the trace has run then: the trace stream
+//   waited for them) and drops the trace from the pending ones; reads are
+//   copied from staging to their host targets after the next event. Then it
+//   signals or fails the submission's semaphores, drops what the submission
 //   retained, and runs its completion (device.h). Every completion, trace
 //   callback and semaphore signal runs on this thread, in submission order.
 // A trace callback that fails its submission cannot stop the commands after

@@ -397,6 +397,21 @@ static hrt_status_t hrt_cuda_executable_pack(
   return HRT_OK;
 }
 
+// Leaves out of the built-in PTX's entries the device's own kernels
+// (HRT_CUDA_INTERNAL_KERNEL_PREFIX), keeping the others in order; returns
+// how many are kept.
+static uint32_t hrt_cuda_drop_internal(hrt_cuda_ptx_entry_t* entries,
+                                       uint32_t count) {
+  const size_t prefix = strlen(HRT_CUDA_INTERNAL_KERNEL_PREFIX);
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (strncmp(entries[i].name, HRT_CUDA_INTERNAL_KERNEL_PREFIX, prefix)) {
+      entries[kept++] = entries[i];
+    }
+  }
+  return kept;
+}
+
 // PTX (built-in or given): load, parse the entries, choose and resolve
 // them.
 static hrt_status_t hrt_cuda_executable_create_ptx(
@@ -414,6 +429,9 @@ static hrt_status_t hrt_cuda_executable_create_ptx(
   hrt_cuda_ptx_entry_t* entries = NULL;
   hrt_cuda_found_t* found = NULL;
   hrt_status_t status = hrt_cuda_ptx_parse_entries(text, &count, &entries);
+  if (status == HRT_OK && builtin) {
+    count = hrt_cuda_drop_internal(entries, count);
+  }
   if (status == HRT_OK) {
     const uint32_t room =
         count > params->entry_decl_count ? count : params->entry_decl_count;

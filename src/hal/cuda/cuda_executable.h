@@ -2,7 +2,8 @@
 //
 // Formats and where each entry's layout (hal/executable.h) comes from:
 //   BUILTIN  the embedded built-in PTX (builtin_ptx.h); entries are its
-//            kernels, counts from the built-in signature table
+//            kernels but the device's own (HRT_CUDA_INTERNAL_KERNEL_PREFIX),
+//            counts from the built-in signature table
 //            (hal/builtin_signatures.h), which must agree with the PTX.
 //   PTX      PTX text (NUL-terminated or not); the `.entry` parameter
 //            lists (cuda_ptx.h).
@@ -21,14 +22,14 @@
 // a constant, bindings first (any other size or order is INVALID_ARGUMENT).
 // With declarations (distinct names, else INVALID_ARGUMENT) exactly the
 // declared entries are exposed, in declaration order, each looked up by
-// name (NOT_FOUND when the module lacks it; other kernels are ignored). A typed declaration is the entry's
-// layout, checked against the PTX types (hrt_cuda_ptx_check) or the
-// driver's parameter sizes (8 bytes for a buffer or a 64-bit scalar, 4 for
-// a 32-bit one, the same count); INVALID_ARGUMENT naming the kernel, the
-// parameter and both types otherwise, or when it takes more buffers or
-// constant words than a dispatch can hold. A driver without cuFuncGetParamInfo
-// cannot check a cubin/fatbin, so the declaration is trusted there; an
-// untyped declaration is inferred as above (UNIMPLEMENTED for a
+// name (NOT_FOUND when the module lacks it; other kernels are ignored). A typed
+// declaration is the entry's layout, checked against the PTX types
+// (hrt_cuda_ptx_check) or the driver's parameter sizes (8 bytes for a buffer or
+// a 64-bit scalar, 4 for a 32-bit one, the same count); INVALID_ARGUMENT naming
+// the kernel, the parameter and both types otherwise, or when it takes more
+// buffers or constant words than a dispatch can hold. A driver without
+// cuFuncGetParamInfo cannot check a cubin/fatbin, so the declaration is trusted
+// there; an untyped declaration is inferred as above (UNIMPLEMENTED for a
 // cubin/fatbin on such a driver).
 // The module is loaded with cuModuleLoadDataEx; a driver rejection (bad
 // PTX, wrong architecture) is INVALID_ARGUMENT carrying the JIT error log.

@@ -13,6 +13,7 @@
 #include "hal/local/local_executable.h"
 #include "hal/local/worker_pool.h"
 #include "hal/pending_submission.h"
+#include "hal/tensor_summary.h"
 
 typedef struct hrt_local_submission_s hrt_local_submission_t;
 
@@ -33,7 +34,11 @@ typedef struct hrt_trace_job_s {
     struct {
       const hrt_hal_command_t* command;
       uint32_t source_count;
-      hrt_hal_buffer_ref_t* sources;  // resolved; they follow the job
+      // A full trace's sources, resolved, or a summary trace's summaries,
+      // computed; either follows the job (the other is NULL). Only the
+      // sources are read by the callback, so only they order later writers.
+      hrt_hal_buffer_ref_t* sources;
+      hrt_hal_tensor_summary_t* summaries;
     } trace;
     struct {
       uint32_t command_index;
@@ -297,20 +302,27 @@ static hrt_status_t hrt_dispatch(hrt_local_device_t* device,
 // Trace thread
 //===----------------------------------------------------------------------===//
 
-// Runs `command` (a trace) over `sources`, resolved, of `sub`, unless an
-// earlier trace of `sub` failed; records a failure. The buffers are the host
-// copies the callback sees: every command before the trace has run, and no
-// later writer of a traced range runs until it has returned.
+// Runs `command` (a trace) over `sources`, resolved, or `summaries`, of
+// `sub`, unless an earlier trace of `sub` failed; records a failure. The
+// buffers are the host copies the callback sees: every command before the
+// trace has run, and no later writer of a traced range runs until it has
+// returned. Summaries were computed when the trace's turn came.
 static void hrt_trace_run(hrt_local_submission_t* sub,
                           const hrt_hal_command_t* command,
-                          const hrt_hal_buffer_ref_t* sources) {
+                          const hrt_hal_buffer_ref_t* sources,
+                          const hrt_hal_tensor_summary_t* summaries) {
   if (sub->trace_status != HRT_OK) return;
   const void* data[HRT_HAL_MAX_TRACE_SOURCES];
   uint64_t lengths[HRT_HAL_MAX_TRACE_SOURCES];
   uint32_t count = command->trace.source_count;
   for (uint32_t i = 0; i < count; ++i) {
-    data[i] = hrt_host_address(&sources[i]);
-    lengths[i] = sources[i].length;
+    if (summaries) {
+      data[i] = &summaries[i];
+      lengths[i] = sizeof(summaries[i]);
+    } else {
+      data[i] = hrt_host_address(&sources[i]);
+      lengths[i] = sources[i].length;
+    }
   }
   hrt_status_t status =
       command->trace.fn(command->trace.user_data, sub->pending.host_context,
@@ -367,7 +379,8 @@ static void* hrt_trace_main(void* arg) {
     uint64_t sequence = job->sequence;
     switch (job->kind) {
       case HRT_TRACE_JOB_TRACE:
-        hrt_trace_run(job->sub, job->trace.command, job->trace.sources);
+        hrt_trace_run(job->sub, job->trace.command, job->trace.sources,
+                      job->trace.summaries);
         break;
       case HRT_TRACE_JOB_TIMING:
         hrt_timing_run(job->sub, job->timing.command_index,
@@ -450,6 +463,7 @@ static void hrt_trace_enqueue(hrt_local_device_t* device,
 static bool hrt_trace_job_overlaps(const hrt_trace_job_t* job,
                                    const hrt_hal_buffer_ref_t* written,
                                    uint32_t count) {
+  if (!job->trace.sources) return false;  // summaries: nothing left to read
   for (uint32_t i = 0; i < job->trace.source_count; ++i) {
     for (uint32_t j = 0; j < count; ++j) {
       if (hrt_hal_buffer_ranges_overlap(&job->trace.sources[i], &written[j])) {
@@ -490,20 +504,82 @@ static void hrt_trace_order_writer(hrt_local_device_t* device,
   hrt_mutex_unlock(&device->mutex);
 }
 
-// Queue thread, at a trace command: resolves its sources and hands it to the
-// trace thread (started on first use), unless it is small and the thread
-// idle (HRT_TRACE_INLINE_BYTES). Where the thread or the job cannot be had,
-// runs it here once the jobs before it have run.
+// One source's summary computed by the worker pool: one item per chunk.
+typedef struct hrt_summary_job_s {
+  hrt_hal_trace_mode_t mode;
+  hrt_hal_element_type_t type;
+  const void* data;
+  uint64_t count;
+  hrt_hal_tensor_summary_t* partials;  // [chunk count]
+} hrt_summary_job_t;
+
+static void hrt_summarize_chunk(void* context, uint64_t item,
+                                uint32_t worker_id) {
+  (void)worker_id;
+  const hrt_summary_job_t* job = context;
+  hrt_hal_tensor_summary_chunk(job->mode, job->type, job->data, job->count,
+                               item, &job->partials[item]);
+}
+
+// Queue thread: the summary of `source` (resolved) in `mode`, over the live
+// buffer, which every command before the trace has written. On a local-task
+// device a source of several chunks is summarized by the worker pool, whose
+// partials are merged here in chunk order (the queue thread is the pool's
+// only caller); the result is the same as the serial computation's, which
+// runs where there is no pool or no memory for the partials.
+static void hrt_summarize(hrt_local_device_t* device,
+                          const hrt_hal_buffer_ref_t* source,
+                          hrt_hal_trace_mode_t mode,
+                          hrt_hal_element_type_t type,
+                          hrt_hal_tensor_summary_t* out) {
+  hrt_summary_job_t job = {
+      .mode = mode,
+      .type = type,
+      .data = hrt_host_address(source),
+      .count = source->length / hrt_hal_element_type_size(type),
+  };
+  const uint64_t chunks = hrt_hal_tensor_summary_chunk_count(job.count);
+  if (device->pool && chunks > 1 && chunks <= SIZE_MAX / sizeof(*out)) {
+    job.partials = malloc((size_t)chunks * sizeof(*out));
+  }
+  if (!job.partials) {
+    hrt_hal_tensor_summary_compute(mode, type, job.data, job.count, out);
+    return;
+  }
+  hrt_worker_pool_run(device->pool, chunks, hrt_summarize_chunk, &job);
+  hrt_hal_tensor_summary_init(out);
+  for (uint64_t i = 0; i < chunks; ++i) {
+    hrt_hal_tensor_summary_merge(out, &job.partials[i]);
+  }
+  hrt_hal_tensor_summary_finish(out, mode);
+  free(job.partials);
+}
+
+// Queue thread, at a trace command: resolves its sources (a summary trace
+// computes its summaries now, in program order) and hands it to the trace
+// thread (started on first use), unless what the callback gets is small
+// and the thread idle (HRT_TRACE_INLINE_BYTES). Where the thread or the job
+// cannot be had, runs it here once the jobs before it have run.
 static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
                       const hrt_hal_command_t* command) {
   uint32_t count = command->trace.source_count;
   hrt_hal_buffer_ref_t sources[HRT_HAL_MAX_TRACE_SOURCES];
+  hrt_hal_tensor_summary_t summaries[HRT_HAL_MAX_TRACE_SOURCES];
+  const bool summary = command->trace.mode != HRT_HAL_TRACE_FULL;
   uint64_t bytes = 0;
   for (uint32_t i = 0; i < count; ++i) {
     sources[i] = hrt_hal_pending_submission_resolve(&sub->pending,
                                                     &command->trace.sources[i]);
-    bytes += sources[i].length;
+    if (summary) {
+      hrt_summarize(device, &sources[i], command->trace.mode,
+                    command->trace.element_types[i], &summaries[i]);
+      bytes += sizeof(summaries[i]);
+    } else {
+      bytes += sources[i].length;
+    }
   }
+  const size_t item =
+      summary ? sizeof(hrt_hal_tensor_summary_t) : sizeof(hrt_hal_buffer_ref_t);
   hrt_trace_job_t* job = NULL;
   if (bytes >= HRT_TRACE_INLINE_BYTES || hrt_trace_busy(device)) {
     if (!device->trace_started) {
@@ -512,21 +588,22 @@ static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
       device->trace_started = status == HRT_OK;
       hrt_status_free(status);
     }
-    if (device->trace_started) {
-      job = malloc(sizeof(*job) + count * sizeof(hrt_hal_buffer_ref_t));
-    }
+    if (device->trace_started) job = malloc(sizeof(*job) + count * item);
   }
   if (!job) {
     hrt_trace_drain(device);
-    hrt_trace_run(sub, command, sources);
+    hrt_trace_run(sub, command, summary ? NULL : sources,
+                  summary ? summaries : NULL);
     return;
   }
   job->kind = HRT_TRACE_JOB_TRACE;
   job->sub = sub;
   job->trace.command = command;
   job->trace.source_count = count;
-  job->trace.sources = (hrt_hal_buffer_ref_t*)(job + 1);
-  memcpy(job->trace.sources, sources, count * sizeof(hrt_hal_buffer_ref_t));
+  job->trace.sources = summary ? NULL : (hrt_hal_buffer_ref_t*)(job + 1);
+  job->trace.summaries = summary ? (hrt_hal_tensor_summary_t*)(job + 1) : NULL;
+  memcpy(job + 1, summary ? (const void*)summaries : (const void*)sources,
+         count * item);
   hrt_trace_enqueue(device, job);
 }
 

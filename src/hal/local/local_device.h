@@ -29,6 +29,16 @@
 // taking turns: trace callbacks, timings and completions run in program
 // order and never at once.
 //
+// Summary and health traces: the queue thread computes the summaries when
+// it reaches the trace, in program order, over the live buffers
+// (hal/tensor_summary.h), and hands on only them, by the rules above with
+// their size as the bytes. Such a trace then reads no buffer, so no later
+// command waits for it. On a local-task device the worker pool computes
+// the chunks of a source of more than one chunk, and the queue thread
+// merges their partials in chunk order: the queue thread stays the pool's
+// only caller (the trace thread never uses it), and every local device
+// gives the serial computation's result, bit for bit.
+//
 // Lifetime: each pending submission retains the device. When the last
 // reference drops on another thread, destroy joins the idle queue and trace
 // threads; when it drops on one of them (a completion released it), that

@@ -15,6 +15,7 @@
 
 #include "hal/cuda/cuda_api.h"
 #include "hal/local/builtin_kernels.h"
+#include "hal/tensor_summary.h"
 #include "halrt/cpu_kernel.h"
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
@@ -591,6 +592,62 @@ static hrt_cu_result_t fake_builtin(const fake_launch_t* launch) {
   return HRT_CUDA_SUCCESS;
 }
 
+// hrt_summary_partial(data, u64 count, partials, u32 type) of
+// src/hal/cuda/kernels/builtin.cu, through the host computation of
+// hal/tensor_summary.h: partials[b] = the partial of the elements block b's
+// threads take in the kernel's grid-stride loop (runs of blockDim.x,
+// gridDim.x * blockDim.x apart), folded run after run.
+static hrt_cu_result_t fake_summary_partial(const fake_launch_t* launch) {
+  uint64_t count = 0;
+  uint32_t type = 0;
+  if (!fake_param(launch, 1, 8, &count) || !fake_param(launch, 3, 4, &type) ||
+      type >= HRT_HAL_ELEMENT_TYPE_COUNT_ || launch->grid[1] != 1 ||
+      launch->grid[2] != 1 || launch->block[1] != 1 || launch->block[2] != 1) {
+    return HRT_CUDA_ERROR_LAUNCH_FAILED;
+  }
+  const size_t size = hrt_hal_element_type_size((hrt_hal_element_type_t)type);
+  const char* data = fake_param_buffer(launch, 0, count, size);
+  hrt_hal_tensor_summary_t* partials = fake_param_buffer(
+      launch, 2, launch->grid[0], sizeof(hrt_hal_tensor_summary_t));
+  if (!data || !partials) return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
+  const uint64_t run = launch->block[0];
+  const uint64_t stride = run * launch->grid[0];
+  for (uint32_t b = 0; b < launch->grid[0]; ++b) {
+    hrt_hal_tensor_summary_init(&partials[b]);
+    for (uint64_t begin = b * run; begin < count; begin += stride) {
+      const uint64_t n = count - begin < run ? count - begin : run;
+      hrt_hal_tensor_summary_accumulate(&partials[b], HRT_HAL_TRACE_SUMMARY,
+                                        (hrt_hal_element_type_t)type,
+                                        data + begin * size, n);
+    }
+  }
+  return HRT_CUDA_SUCCESS;
+}
+
+// hrt_summary_final(partials, u32 partial_count, out, u32 mode): one block
+// merges the partials and finishes the summary in `mode`.
+static hrt_cu_result_t fake_summary_final(const fake_launch_t* launch) {
+  uint32_t partial_count = 0, mode = 0;
+  if (!fake_param(launch, 1, 4, &partial_count) ||
+      !fake_param(launch, 3, 4, &mode) || mode >= HRT_HAL_TRACE_MODE_COUNT_ ||
+      fake_thread_count(launch) != launch->block[0]) {
+    return HRT_CUDA_ERROR_LAUNCH_FAILED;
+  }
+  const hrt_hal_tensor_summary_t* partials = fake_param_buffer(
+      launch, 0, partial_count, sizeof(hrt_hal_tensor_summary_t));
+  hrt_hal_tensor_summary_t* out =
+      fake_param_buffer(launch, 2, 1, sizeof(hrt_hal_tensor_summary_t));
+  if (!partials || !out) return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
+  hrt_hal_tensor_summary_t result;
+  hrt_hal_tensor_summary_init(&result);
+  for (uint32_t i = 0; i < partial_count; ++i) {
+    hrt_hal_tensor_summary_merge(&result, &partials[i]);
+  }
+  hrt_hal_tensor_summary_finish(&result, (hrt_hal_trace_mode_t)mode);
+  *out = result;
+  return HRT_CUDA_SUCCESS;
+}
+
 static fake_kernel_fn_t fake_kernel_for(const char* name) {
   static const struct {
     const char* name;
@@ -604,6 +661,8 @@ static fake_kernel_fn_t fake_kernel_for(const char* name) {
       {"scale_offset_f64", fake_scale_offset_f64},
       {"fault_illegal_address", fake_fault_illegal_address},
       {"sleep_ms", fake_sleep_ms},
+      {"hrt_summary_partial", fake_summary_partial},
+      {"hrt_summary_final", fake_summary_final},
   };
   for (size_t i = 0; i < sizeof(kTestKernels) / sizeof(kTestKernels[0]); ++i) {
     if (strcmp(kTestKernels[i].name, name) == 0) return kTestKernels[i].run;

@@ -59,7 +59,10 @@
 //   int> (_Z15write_index_u32IjEvPT_j, compiled by NVRTC in
 //   test/nvrtc.test.js), and sleep_ms(buffer, u32 ms), which keeps its
 //   stream busy for `ms` milliseconds (the PTX in test/cuda-memory.test.js
-//   spins on %globaltimer for as long on a GPU). Any other name fails
+//   spins on %globaltimer for as long on a GPU), and the device's summary
+//   kernels hrt_summary_partial and hrt_summary_final (kernels/builtin.cu),
+//   through halrt's host computation of tensor summaries, each block's
+//   partial over the elements its threads take. Any other name fails
 //   cuModuleGetFunction with CUDA_ERROR_NOT_FOUND.
 // - A kernel that touches memory outside its bindings, or
 //   fault_illegal_address, fails with CUDA_ERROR_ILLEGAL_ADDRESS: the

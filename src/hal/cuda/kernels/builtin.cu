@@ -214,3 +214,210 @@ extern "C" __global__ void reduce_sum_f32(const float* x, float* out,
     if (threadIdx.x == 0) out[r] = sum;
   }
 }
+
+//===----------------------------------------------------------------------===//
+// Tensor summaries (hal/tensor_summary.h), for the device's summary and
+// health traces. These are the device's own kernels, not built-ins: their
+// names start with hrt_ (HRT_CUDA_INTERNAL_KERNEL_PREFIX), which the
+// built-in executable leaves out. cuda_device.c launches them on the trace
+// stream with HRT_BUILTIN_BLOCK threads per block (a power of two, which
+// the tree reductions need): hrt_summary_partial with up to
+// HRT_CUDA_SUMMARY_MAX_BLOCKS blocks, each writing one partial, then
+// hrt_summary_final with one block over those partials.
+//
+// Numerics: each element is converted to double (f16 and bf16 exactly,
+// 64-bit integers rounded to nearest) and folded into its thread's partial
+// (the thread's elements in grid-stride order); the block's partials are
+// merged in a tree, and the final block merges the blocks' partials, each
+// thread a strided share in order, then in a tree. Sums use __dadd_rn and
+// __dmul_rn, so nvcc cannot contract them into fused multiply-adds. min
+// and max hold finite values only (+inf/-inf while there is none; no NaN
+// ever reaches them), so plain comparisons are exact in any order.
+//===----------------------------------------------------------------------===//
+
+// The element type codes of hrt_hal_element_type_t (hal/element_type.h) and
+// the trace mode HRT_HAL_TRACE_HEALTH (hal/tensor_summary.h).
+enum {
+  HRT_DTYPE_F16 = 0,
+  HRT_DTYPE_BF16,
+  HRT_DTYPE_F32,
+  HRT_DTYPE_F64,
+  HRT_DTYPE_I8,
+  HRT_DTYPE_U8,
+  HRT_DTYPE_I16,
+  HRT_DTYPE_U16,
+  HRT_DTYPE_I32,
+  HRT_DTYPE_U32,
+  HRT_DTYPE_I64,
+  HRT_DTYPE_U64,
+  HRT_DTYPE_BOOL,
+};
+#define HRT_TRACE_HEALTH 2u
+
+// hrt_hal_tensor_summary_t: 72 bytes, no padding.
+struct hrt_summary_t {
+  unsigned long long count;
+  unsigned long long nan_count;
+  unsigned long long pos_inf_count;
+  unsigned long long neg_inf_count;
+  unsigned long long zero_count;
+  double min;
+  double max;
+  double sum;
+  double sum_squares;
+};
+
+__device__ static inline double hrt_inf() {
+  return __longlong_as_double(0x7ff0000000000000LL);
+}
+
+__device__ static inline void hrt_summary_empty(hrt_summary_t* s) {
+  s->count = s->nan_count = s->pos_inf_count = s->neg_inf_count =
+      s->zero_count = 0;
+  s->min = hrt_inf();
+  s->max = -hrt_inf();
+  s->sum = s->sum_squares = 0.0;
+}
+
+// An f16's value as a double, exactly.
+__device__ static inline double hrt_f16_to_f64(uint16_t bits) {
+  const uint32_t exponent = (bits >> 10) & 0x1f;
+  const uint32_t mantissa = bits & 0x3ff;
+  double magnitude;
+  if (exponent == 0x1f) {
+    magnitude =
+        mantissa ? __longlong_as_double(0x7ff8000000000000LL) : hrt_inf();
+  } else if (exponent == 0) {
+    magnitude = (double)mantissa * 5.9604644775390625e-08;  // 2^-24
+  } else {
+    // (1024 + mantissa) * 2^(exponent - 25), the power built from its bits.
+    magnitude = (double)(1024u + mantissa) *
+                __longlong_as_double((long long)(exponent - 25 + 1023) << 52);
+  }
+  return (bits & 0x8000) ? -magnitude : magnitude;
+}
+
+// Element `i` of `type` at `data` (aligned for its type) as a double.
+__device__ static inline double hrt_summary_load(const void* data, uint64_t i,
+                                                 uint32_t type) {
+  switch (type) {
+    case HRT_DTYPE_F16:
+      return hrt_f16_to_f64(((const uint16_t*)data)[i]);
+    case HRT_DTYPE_BF16:
+      return (double)__uint_as_float((uint32_t)((const uint16_t*)data)[i]
+                                     << 16);
+    case HRT_DTYPE_F32:
+      return (double)((const float*)data)[i];
+    case HRT_DTYPE_F64:
+      return ((const double*)data)[i];
+    case HRT_DTYPE_I8:
+      return (double)((const int8_t*)data)[i];
+    case HRT_DTYPE_U8:
+      return (double)((const uint8_t*)data)[i];
+    case HRT_DTYPE_I16:
+      return (double)((const int16_t*)data)[i];
+    case HRT_DTYPE_U16:
+      return (double)((const uint16_t*)data)[i];
+    case HRT_DTYPE_I32:
+      return (double)((const int32_t*)data)[i];
+    case HRT_DTYPE_U32:
+      return (double)((const uint32_t*)data)[i];
+    case HRT_DTYPE_I64:
+      return (double)((const long long*)data)[i];
+    case HRT_DTYPE_U64:
+      return (double)((const unsigned long long*)data)[i];
+    default:  // HRT_DTYPE_BOOL
+      return ((const uint8_t*)data)[i] != 0 ? 1.0 : 0.0;
+  }
+}
+
+// Folds one element into `s`: NaN and +/-inf are counted; a finite value is
+// counted as zero or not (-0 folded in as +0) and goes into min, max and
+// the sums.
+__device__ static inline void hrt_summary_fold(hrt_summary_t* s, double v) {
+  if (isnan(v)) {
+    ++s->nan_count;
+  } else if (v == hrt_inf()) {
+    ++s->pos_inf_count;
+  } else if (v == -hrt_inf()) {
+    ++s->neg_inf_count;
+  } else {
+    if (v == 0.0) {
+      ++s->zero_count;
+      v = 0.0;
+    }
+    s->min = v < s->min ? v : s->min;
+    s->max = v > s->max ? v : s->max;
+    s->sum = __dadd_rn(s->sum, v);
+    s->sum_squares = __dadd_rn(s->sum_squares, __dmul_rn(v, v));
+  }
+}
+
+// Folds partial `from` into `into`.
+__device__ static inline void hrt_summary_merge(hrt_summary_t* into,
+                                                const hrt_summary_t* from) {
+  into->count += from->count;
+  into->nan_count += from->nan_count;
+  into->pos_inf_count += from->pos_inf_count;
+  into->neg_inf_count += from->neg_inf_count;
+  into->zero_count += from->zero_count;
+  into->min = from->min < into->min ? from->min : into->min;
+  into->max = from->max > into->max ? from->max : into->max;
+  into->sum = __dadd_rn(into->sum, from->sum);
+  into->sum_squares = __dadd_rn(into->sum_squares, from->sum_squares);
+}
+
+// Merges the block's partials in `shared` (blockDim.x of them, a power of
+// two) in a tree; shared[0] then holds the block's, for every thread.
+__device__ static void hrt_summary_block_reduce(hrt_summary_t* shared,
+                                                const hrt_summary_t* mine) {
+  const uint32_t t = threadIdx.x;
+  shared[t] = *mine;
+  __syncthreads();
+  for (uint32_t width = blockDim.x / 2; width > 0; width /= 2) {
+    if (t < width) hrt_summary_merge(&shared[t], &shared[t + width]);
+    __syncthreads();
+  }
+}
+
+// partials[block] = the partial summary of the block's elements of the
+// `count` elements of `type` at `data`: those of its threads, grid-stride.
+extern "C" __global__ void hrt_summary_partial(const void* data, uint64_t count,
+                                               hrt_summary_t* partials,
+                                               uint32_t type) {
+  __shared__ hrt_summary_t shared[HRT_BUILTIN_BLOCK];
+  hrt_summary_t mine;
+  hrt_summary_empty(&mine);
+  HRT_GRID_STRIDE(i, count) {
+    ++mine.count;
+    hrt_summary_fold(&mine, hrt_summary_load(data, i, type));
+  }
+  hrt_summary_block_reduce(shared, &mine);
+  if (threadIdx.x == 0) partials[hrt_block_index()] = shared[0];
+}
+
+// *out = the summary in `mode` of the `partial_count` partials (launched as
+// one block): min and max NaN without a finite element; in HEALTH mode
+// zero_count 0 and min, max, sum and sum_squares NaN.
+extern "C" __global__ void hrt_summary_final(const hrt_summary_t* partials,
+                                             uint32_t partial_count,
+                                             hrt_summary_t* out,
+                                             uint32_t mode) {
+  __shared__ hrt_summary_t shared[HRT_BUILTIN_BLOCK];
+  hrt_summary_t mine;
+  hrt_summary_empty(&mine);
+  for (uint32_t i = threadIdx.x; i < partial_count; i += blockDim.x) {
+    hrt_summary_merge(&mine, &partials[i]);
+  }
+  hrt_summary_block_reduce(shared, &mine);
+  if (threadIdx.x != 0) return;
+  hrt_summary_t result = shared[0];
+  const double nan = __longlong_as_double(0x7ff8000000000000LL);
+  if (mode == HRT_TRACE_HEALTH) {
+    result.zero_count = 0;
+    result.min = result.max = result.sum = result.sum_squares = nan;
+  } else if (result.min > result.max) {
+    result.min = result.max = nan;
+  }
+  *out = result;
+}
