@@ -7,6 +7,7 @@
 const util = require('util');
 const { HalrtError } = require('./errors');
 const { prepare, shapeText } = require('./host_data');
+const { FlightRecorder } = require('./flight_recorder');
 
 // view -> the URI of the device holding it (views come from device.tensor,
 // device.empty and invocation outputs, all made through this file or invoke.js).
@@ -151,6 +152,8 @@ function installObjects(binding) {
     byteLength: tryGet(() => view.byteLength),
     closed: isClosed(view),
   });
+  // A flight recorder's setting, as it was given: { traces } or { bytes }.
+  const recorderSetting = (recorder) => (recorder.traces !== undefined ? { traces: recorder.traces } : { bytes: recorder.bytes });
   const inspections = [
     [Instance, (o) => ({ closed: isClosed(o) }), () => 'Instance'],
     [Device, (o) => ({ uri: deviceUri(o), name: tryGet(() => o.info.name), closed: isClosed(o) }),
@@ -164,8 +167,15 @@ function installObjects(binding) {
       traceDispatches: o.traceDispatches,
       traceMode: o.traceMode,
       profile: o.profile,
+      flightRecorder: tryGet(() => o.flightRecorder && recorderSetting(o.flightRecorder)),
       closed: isClosed(o),
     }), (o) => `HalModule(${deviceUri(o.device)})`],
+    [FlightRecorder, (o) => ({
+      ...recorderSetting(o),
+      heldTraces: tryGet(() => o.heldTraces),
+      heldBytes: tryGet(() => o.heldBytes),
+      skipped: tryGet(() => o.skipped),
+    }), (o) => `FlightRecorder(${util.inspect(recorderSetting(o), { breakLength: Infinity })})`],
     [Module, (o) => ({
       name: tryGet(() => o.name),
       functions: tryGet(() => o.functions.map((f) => functionText(f.name, f.inputs, f.outputs))),

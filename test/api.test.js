@@ -411,4 +411,22 @@ describe('readable objects', () => {
     assert.match(show(m.instance), /closed: true/);
     assert.match(show(m.module), /Module \{ name: undefined, functions: undefined, closed: true \}/);
   });
+
+  it('a flight recorder shows its setting and what it holds, before and after close()', () => {
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('local-sync');
+    const hal = new halrt.HalModule(instance, device, { debugSink: () => {}, flightRecorder: { bytes: 4096 } });
+    const recorder = hal.flightRecorder;
+    assert.strictEqual(show(recorder), 'FlightRecorder { bytes: 4096, heldTraces: 0, heldBytes: 0, skipped: 0 }');
+    assert.strictEqual(String(recorder), 'FlightRecorder({ bytes: 4096 })');
+    assert.match(show(hal), /flightRecorder: \{ bytes: 4096 \}, closed: false \}/);
+    hal.close();
+    assert.strictEqual(show(recorder), 'FlightRecorder { bytes: 4096, heldTraces: undefined, heldBytes: undefined, skipped: undefined }');
+    assert.match(show(hal), /flightRecorder: \{ bytes: 4096 \}, closed: true \}/);
+    const plain = new halrt.HalModule(instance, device, {});
+    assert.match(show(plain), /flightRecorder: null/);
+    plain.close();
+    device.close();
+    instance.close();
+  });
 });
