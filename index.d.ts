@@ -177,7 +177,7 @@ export interface LiveObjects {
   cachedBytes: number;
   /** Traces that flight recorders hold (HalModuleOptions.flightRecorder). */
   recordedTrace: number;
-  /** The bytes of those traces' copies (what flightRecorder.bytes bounds). */
+  /** The memory those traces' copies take (what flightRecorder.bytes bounds). */
   recordedBytes: number;
 }
 
@@ -630,7 +630,8 @@ export interface HalModuleOptions {
   /**
    * When the bound is reached: 'wait' (the default: the device waits for
    * JavaScript, nothing is lost) or 'drop' (the trace is dropped and counted
-   * in info.dropped).
+   * in info.dropped). A flight recorder's traces (info.recorded) are never
+   * dropped: they wait for room under either policy.
    */
   tracePolicy?: 'wait' | 'drop' | undefined;
   /**
@@ -674,8 +675,10 @@ export interface FlightRecorder {
   /** How many traces it holds now. Throws FAILED_PRECONDITION once the HalModule is closed. */
   readonly heldTraces: number;
   /**
-   * The bytes of the copies it holds: each trace's data, its key, function
-   * and tensor names, shapes and some bookkeeping.
+   * The bytes of memory the copies it holds take: each trace's data, its
+   * key, function and tensor names, shapes and some bookkeeping (up to a
+   * quarter more for a copy that reuses an older one's memory); never more
+   * than `bytes`.
    */
   readonly heldBytes: number;
   /** Traces whose copy alone was larger than `bytes`, so never kept. */

@@ -49,6 +49,19 @@ function serialize(object, what) {
   }
 }
 
+// A builder method's options: a plain object of known keys only (a typo
+// such as {Mode: 'health'} is an error, not a silent default).
+function checkOptions(method, options, known) {
+  if (!isPlainObject(options)) {
+    throw new HalrtError(`${method}: options must be an object`, 'INVALID_ARGUMENT');
+  }
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) {
+      throw new HalrtError(`${method}: unknown option '${key}' (known: ${known.join(', ')})`, 'INVALID_ARGUMENT');
+    }
+  }
+}
+
 // Builds the body of one function; every method returns `this`.
 class FunctionBuilder {
   constructor(description) {
@@ -72,9 +85,7 @@ class FunctionBuilder {
 
   // dispatch('k.matmul_f32', {workgroups, bindings, constants, workgroupSize})
   dispatch(kernel, options = {}) {
-    if (!isPlainObject(options)) {
-      throw new HalrtError('FunctionBuilder.dispatch: options must be an object', 'INVALID_ARGUMENT');
-    }
+    checkOptions('FunctionBuilder.dispatch', options, ['workgroups', 'bindings', 'constants', 'workgroupSize']);
     const { workgroups, bindings, constants, workgroupSize } = options;
     const op = { op: 'dispatch', kernel, workgroups, bindings };
     if (constants !== undefined) op.constants = constants;
@@ -96,9 +107,7 @@ class FunctionBuilder {
   // trace('probe', ['y'], {mode}): mode 'full', 'summary' or 'health'
   // (default: the HalModule's traceMode).
   trace(key, values, options = {}) {
-    if (!isPlainObject(options)) {
-      throw new HalrtError('FunctionBuilder.trace: options must be an object', 'INVALID_ARGUMENT');
-    }
+    checkOptions('FunctionBuilder.trace', options, ['mode']);
     const op = { op: 'trace', key, values };
     if (options.mode !== undefined) op.mode = options.mode;
     this._description.body.push(op);

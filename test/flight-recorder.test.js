@@ -102,6 +102,29 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
+    it("with tracePolicy 'drop' recorded traces are never dropped: dump()'s count is what the sink got", async () => {
+      const seen = [];
+      const n = 65536;
+      const p = makeProgram(uri, (b) => b.function('f', (f) => f.input('x', 'f32', [n]).output('y', 'f32', [n])
+        .copy('x', 'y').trace('t', ['y'])), {
+        hal: { debugSink: (key, tensors, info) => seen.push([info.sequence, info.dropped, tensors[0].data.length]), flightRecorder: { traces: 40 }, tracePolicy: 'drop', maxTraceBytes: 1 << 20 },
+      });
+      const fn = p.lookup('f');
+      try {
+        const x = p.device.tensor(new Float32Array(n), [n]);
+        for (let i = 0; i < 40; ++i) {
+          const [y] = await fn.invoke([x]);
+          y.close();
+        }
+        x.close();
+        assert.strictEqual(await p.hal.flightRecorder.dump(), 40);
+        assert.deepStrictEqual(seen, Array.from({ length: 40 }, (_, i) => [i + 1, 0, n]));
+      } finally {
+        closeAll(fn);
+        p.close();
+      }
+    });
+
     it('dump() delivers the held traces and resolves with their count once the sink has them', async () => {
       const { events, sink } = recorderLog();
       const p = squareProgram(uri, { debugSink: sink, flightRecorder: { traces: 8 } });
@@ -253,6 +276,39 @@ for (const uri of DEVICE_URIS) {
         const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60000 });
         assert.strictEqual(child.status, 0, child.stderr);
         assert.deepStrictEqual(JSON.parse(child.stdout), ['clean', ['in', 2, true], ['in', 3, true], 'DEVICE_LOST']);
+      });
+
+      it('dump() still delivers after another HalModule lost the shared device', function () {
+        if (!cudaDriver().available) this.skip();
+        const script = `
+          const halrt = require(${LIB});
+          const events = [];
+          (async () => {
+            const instance = new halrt.Instance();
+            const device = instance.createDevice(${JSON.stringify(uri)});
+            const recording = new halrt.HalModule(instance, device, {
+              debugSink: (key, tensors, info) => events.push([key, info.sequence, info.recorded]),
+              flightRecorder: { traces: 5 },
+            });
+            const other = new halrt.HalModule(instance, device, {});
+            const traced = new halrt.ModuleBuilder('a').executable('k', { cuda: { builtin: true } })
+              .function('ok', (f) => f.input('x', 'f32', [4]).trace('in', ['x'])).build(instance);
+            const faulty = new halrt.ModuleBuilder('b').executable('t', { cuda: ${JSON.stringify(GPU_KERNELS)} })
+              .function('fault', (f) => f.output('y', 'u32', [4])
+                .dispatch('t.fault_illegal_address', { workgroups: [1], workgroupSize: [4], bindings: ['y'], constants: [7] }))
+              .build(instance);
+            const a = new halrt.Context(instance, [recording, traced]);
+            const b = new halrt.Context(instance, [other, faulty]);
+            const x = device.tensor(Float32Array.of(1, 2, 3, 4), [4]);
+            for (let i = 0; i < 3; ++i) await a.lookupFunction('a.ok').invoke([x]);
+            await b.lookupFunction('b.fault').invoke([]).catch((error) => events.push(error.code));
+            events.push(await recording.flightRecorder.dump(), recording.flightRecorder.heldTraces);
+            process.stdout.write(JSON.stringify(events));
+          })().catch((error) => process.stdout.write(JSON.stringify({ crashed: String(error && error.stack) })));
+        `;
+        const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60000 });
+        assert.strictEqual(child.status, 0, child.stderr);
+        assert.deepStrictEqual(JSON.parse(child.stdout), ['DEVICE_LOST', ['in', 1, true], ['in', 2, true], ['in', 3, true], 3, 0]);
       });
     } else {
       it('a kernel error delivers the recorded traces before the invocation rejects', async () => {

@@ -8,11 +8,12 @@
 #include "base/threads.h"
 
 // One kept trace: this header, the tensors, their shapes, their data (each
-// 16-byte aligned) and the strings, in one allocation of `capacity` bytes.
+// 16-byte aligned) and the strings, in one allocation of `bytes` bytes: at
+// least hrt_recorder_trace_bytes of the trace, at most a quarter more (a
+// reused allocation). What the ring and liveObjects count is `bytes`.
 typedef struct hrt_recorded_trace_s {
   struct hrt_recorded_trace_s* next;
-  uint64_t capacity;  // allocated; at least `bytes` (a reused allocation)
-  uint64_t bytes;     // hrt_recorder_trace_bytes of the trace
+  uint64_t bytes;
   const char* key;
   hrt_trace_info_t info;
   uint32_t count;
@@ -91,7 +92,6 @@ static void hrt_recorded_copy(hrt_recorded_trace_t* entry,
   uint8_t* data = base + layout->data;
   char* text = (char*)(base + layout->strings);
   entry->next = NULL;
-  entry->bytes = layout->size;
   entry->key = hrt_recorded_string(&text, key);
   entry->info = *info;
   entry->info.function = hrt_recorded_string(&text, info->function);
@@ -147,7 +147,9 @@ hrt_status_t hrt_recorder_sink_record(hrt_recorder_sink_t* recorder,
                                       const hrt_trace_tensor_t* tensors) {
   hrt_recorded_layout_t layout = hrt_recorded_layout(key, info, count, tensors);
   // The oldest traces make room; the last one out is reused when it is
-  // large enough, so a steady stream of traces allocates nothing.
+  // large enough, at most a quarter larger and still fits, so a steady
+  // stream of traces allocates nothing and what is held never exceeds the
+  // bound.
   hrt_recorded_trace_t* spare = NULL;
   hrt_mutex_lock(&recorder->mutex);
   if (recorder->limits.bytes && layout.size > recorder->limits.bytes) {
@@ -159,22 +161,23 @@ hrt_status_t hrt_recorder_sink_record(hrt_recorder_sink_t* recorder,
     if (spare != NULL) hrt_recorded_free(spare);
     spare = hrt_recorder_pop_locked(recorder);
   }
+  bool reuse = spare != NULL && spare->bytes >= layout.size &&
+               spare->bytes - layout.size <= layout.size / 4 &&
+               hrt_recorder_fits_locked(recorder, spare->bytes);
   hrt_mutex_unlock(&recorder->mutex);
   hrt_recorded_trace_t* entry = spare;
-  if (entry != NULL && entry->capacity >= layout.size) {
-    hrt_live_add(HRT_LIVE_RECORDED_BYTES, -(int64_t)entry->bytes);
-  } else {
+  if (!reuse) {
     if (spare != NULL) hrt_recorded_free(spare);
     hrt_status_t status =
         hrt_allocate(layout.size, "a recorded trace", (void**)&entry);
     if (status != HRT_OK) {
       return hrt_status_annotate(status, "flight recorder: trace '%s'", key);
     }
-    entry->capacity = layout.size;
+    entry->bytes = layout.size;
     hrt_live_add(HRT_LIVE_RECORDED_TRACE, 1);
+    hrt_live_add(HRT_LIVE_RECORDED_BYTES, (int64_t)entry->bytes);
   }
   hrt_recorded_copy(entry, &layout, key, info, count, tensors);
-  hrt_live_add(HRT_LIVE_RECORDED_BYTES, (int64_t)entry->bytes);
   hrt_mutex_lock(&recorder->mutex);
   if (recorder->tail != NULL) {
     recorder->tail->next = entry;

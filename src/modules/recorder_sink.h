@@ -55,7 +55,8 @@ hrt_status_t hrt_recorder_sink_create(const hrt_debug_sink_t* sink,
                                       hrt_debug_sink_t* out_sink) HRT_MUST_USE;
 
 // Keeps a copy of a trace (the sink's buffer_view_trace). RESOURCE_EXHAUSTED
-// naming the trace when out of host memory (the ring is unchanged then).
+// naming the trace when out of host memory (the oldest traces popped to
+// make room for it are gone then).
 hrt_status_t hrt_recorder_sink_record(
     hrt_recorder_sink_t* recorder, const char* key,
     const hrt_trace_info_t* info, uint32_t count,

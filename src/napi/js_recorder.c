@@ -76,7 +76,8 @@ static void hrt_js_dump_deliver(napi_env env, hrt_js_channel_t* channel,
   hrt_js_dump_free(dump);
 }
 
-// Device completion thread. Never calls N-API. The held traces are host
+// Device completion thread (a libuv worker thread for a lost device, see
+// hrt_js_dump_off_queue). Never calls N-API. The held traces are host
 // copies: they are delivered whatever the device says.
 static void hrt_js_dump_complete(void* user_data, hrt_status_t status) {
   hrt_js_dump_t* dump = user_data;
@@ -90,6 +91,51 @@ static void hrt_js_dump_complete(void* user_data, hrt_status_t status) {
   if (!hrt_js_channel_post(dump->channel, &dump->message)) {
     hrt_js_dump_free(dump);
   }
+}
+
+// A dump the device's queue refuses because the device is lost: it runs on
+// a libuv worker thread instead, which may block on the sink as the
+// completion thread would (the held traces are host copies).
+typedef struct hrt_js_dump_work_s {
+  napi_async_work work;
+  hrt_js_dump_t* dump;  // handed to hrt_js_dump_complete
+} hrt_js_dump_work_t;
+
+static void hrt_js_dump_work_execute(napi_env env, void* data) {
+  (void)env;
+  hrt_js_dump_work_t* work = data;
+  hrt_js_dump_complete(work->dump, HRT_OK);
+}
+
+static void hrt_js_dump_work_done(napi_env env, napi_status status,
+                                  void* data) {
+  (void)status;
+  hrt_js_dump_work_t* work = data;
+  napi_delete_async_work(env, work->work);
+  free(work);
+}
+
+// JS thread: queues `dump` on a worker thread; false (nothing queued) when
+// that cannot be done.
+static bool hrt_js_dump_off_queue(napi_env env, hrt_js_dump_t* dump) {
+  hrt_js_dump_work_t* work = calloc(1, sizeof(*work));
+  napi_value name = NULL;
+  if (work == NULL ||
+      napi_create_string_utf8(env, "halrt.flightRecorder.dump",
+                              NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, hrt_js_dump_work_execute,
+                             hrt_js_dump_work_done, work,
+                             &work->work) != napi_ok) {
+    free(work);
+    return false;
+  }
+  work->dump = dump;
+  if (napi_queue_async_work(env, work->work) != napi_ok) {
+    napi_delete_async_work(env, work->work);
+    free(work);
+    return false;
+  }
+  return true;
 }
 
 // The HalModule `this` of a recorder method, pinned for the call.
@@ -179,6 +225,11 @@ napi_value hrt_js_recorder_dump(napi_env env, napi_callback_info info) {
   };
   status = hrt_hal_device_queue_submit(device, &submission);
   hrt_hal_command_buffer_release(command_buffer);
+  if (hrt_status_code(status) == HRT_STATUS_DEVICE_LOST &&
+      hrt_js_dump_off_queue(env, dump)) {
+    hrt_status_free(status);
+    status = HRT_OK;
+  }
   if (status != HRT_OK) {
     hrt_js_reject_status(env, dump->deferred,
                          hrt_status_annotate(status, "%s", method));

@@ -577,14 +577,15 @@ void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
 // Completion thread: the native sink
 //===----------------------------------------------------------------------===//
 
-// Under the mutex: waits for room for `bytes` (WAIT) or decides to drop
-// (DROP). Returns false to drop; on true the bytes are counted in flight.
+// Under the mutex: waits for room for `bytes` (WAIT, or `never_drop`) or
+// decides to drop (DROP). Returns false to drop; on true the bytes are
+// counted in flight.
 static bool hrt_js_sink_admit_locked(hrt_js_sink_t* sink, uint64_t bytes,
-                                     uint64_t* out_dropped) {
+                                     bool never_drop, uint64_t* out_dropped) {
   bool admitted = true;
   while (!sink->closed && sink->bytes_in_flight != 0 &&
          sink->bytes_in_flight + bytes > sink->max_bytes) {
-    if (sink->policy == HRT_JS_SINK_DROP) {
+    if (sink->policy == HRT_JS_SINK_DROP && !never_drop) {
       admitted = false;
       break;
     }
@@ -641,7 +642,9 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
   hrt_js_trace_extras_t* extras = NULL;
   bool ok = true;
   hrt_mutex_lock(&sink->mutex);
-  if (!hrt_js_sink_admit_locked(sink, bytes, &dropped)) {
+  // A flight recorder's delivery is what the user waited for: its traces
+  // wait for room whatever the policy.
+  if (!hrt_js_sink_admit_locked(sink, bytes, info->recorded, &dropped)) {
     hrt_mutex_unlock(&sink->mutex);
     return HRT_OK;
   }
@@ -677,7 +680,7 @@ static void hrt_js_sink_timing(void* user_data,
     uint64_t bytes = hrt_js_timing_bytes(&events[i]);
     uint64_t dropped = 0;
     hrt_mutex_lock(&sink->mutex);
-    if (!hrt_js_sink_admit_locked(sink, bytes, &dropped)) {
+    if (!hrt_js_sink_admit_locked(sink, bytes, false, &dropped)) {
       hrt_mutex_unlock(&sink->mutex);
       continue;
     }

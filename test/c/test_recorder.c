@@ -8,26 +8,55 @@
 #include "modules/tee_sink.h"
 #include "test.h"
 
-// The Makefile links this binary with malloc and calloc wrapped
+// The Makefile links this binary with malloc, calloc and free wrapped
 // (-Wl,--wrap=...). While armed, allocation number `fail_at` (counted from
-// 0 since arming) returns NULL; `count` says how many were made.
+// 0 since arming) returns NULL; `count` says how many were made. While
+// `tracking`, the sizes of the malloc blocks made and not yet freed are
+// summed in `live_bytes`.
 void* __real_malloc(size_t size);
 void* __real_calloc(size_t count, size_t size);
+void __real_free(void* ptr);
 
+#define MAX_TRACKED 64
 static struct {
   bool armed;
   long count;
   long fail_at;
+  bool tracking;
+  struct {
+    void* ptr;
+    size_t size;
+  } blocks[MAX_TRACKED];
+  uint64_t live_bytes;
 } faults;
 
 static bool fail_this_allocation(void) {
   return faults.armed && faults.count++ == faults.fail_at;
 }
 void* __wrap_malloc(size_t size) {
-  return fail_this_allocation() ? NULL : __real_malloc(size);
+  void* ptr = fail_this_allocation() ? NULL : __real_malloc(size);
+  for (int i = 0; ptr && faults.tracking && i < MAX_TRACKED; ++i) {
+    if (faults.blocks[i].ptr == NULL) {
+      faults.blocks[i].ptr = ptr;
+      faults.blocks[i].size = size;
+      faults.live_bytes += size;
+      break;
+    }
+  }
+  return ptr;
 }
 void* __wrap_calloc(size_t count, size_t size) {
   return fail_this_allocation() ? NULL : __real_calloc(count, size);
+}
+void __wrap_free(void* ptr) {
+  for (int i = 0; ptr && i < MAX_TRACKED; ++i) {
+    if (faults.blocks[i].ptr == ptr) {
+      faults.blocks[i].ptr = NULL;
+      faults.live_bytes -= faults.blocks[i].size;
+      break;
+    }
+  }
+  __real_free(ptr);
 }
 static void arm(long fail_at) {
   faults.armed = true;
@@ -200,6 +229,37 @@ static void bytes_bound_evicts_the_oldest_and_skips_oversized(void) {
   CHECK_EQ_INT(hrt_live_count(HRT_LIVE_RECORDED_TRACE), 0);
 }
 
+// Large and small traces in turn: the memory the ring holds (what malloc
+// gave it) never exceeds the bound, and liveObjects' bytes are that memory
+// (a small trace once reused a large one's block and counted only its own
+// size, so the ring grew far past the bound).
+static void bytes_bound_counts_the_memory_held(void) {
+  seen_t seen;
+  hrt_debug_sink_t inner = seen_sink(&seen), sink;
+  hrt_recorder_sink_t* recorder = NULL;
+  char big[400];
+  memset(big, 'b', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  const uint64_t large = one_trace_bytes(big), small = one_trace_bytes("k");
+  hrt_recorder_limits_t limits = {0, large + 2 * small};
+  CHECK_OK(hrt_recorder_sink_create(&inner, &limits, &recorder, &sink));
+  faults.tracking = true;
+  uint64_t sequence = 0, most = 0;
+  for (int cycle = 0; cycle < 8; ++cycle) {
+    CHECK_OK(record(&sink, big, ++sequence, 1));
+    for (int i = 0; i < 3; ++i) {
+      CHECK_OK(record(&sink, "k", ++sequence, 2));
+      if (faults.live_bytes > most) most = faults.live_bytes;
+      CHECK_EQ_INT(hrt_live_count(HRT_LIVE_RECORDED_BYTES), faults.live_bytes);
+      CHECK_EQ_INT(hrt_recorder_sink_held(recorder).bytes, faults.live_bytes);
+    }
+  }
+  faults.tracking = false;
+  CHECK(most <= limits.bytes);
+  sink.release.fn(sink.release.user_data);
+  CHECK_EQ_INT(hrt_live_count(HRT_LIVE_RECORDED_BYTES), 0);
+}
+
 static void a_failing_sink_still_gets_every_trace(void) {
   seen_t seen;
   hrt_debug_sink_t inner = seen_sink(&seen), sink;
@@ -305,6 +365,7 @@ static void native_sinks_see_recorded_traces_and_failures(void) {
 
 TEST_MAIN(TEST_CASE(keeps_the_last_traces_and_delivers_them_recorded),
           TEST_CASE(bytes_bound_evicts_the_oldest_and_skips_oversized),
+          TEST_CASE(bytes_bound_counts_the_memory_held),
           TEST_CASE(a_failing_sink_still_gets_every_trace),
           TEST_CASE(refuses_limits_out_of_range),
           TEST_CASE(every_allocation_failing_is_an_error_and_leaks_nothing),
