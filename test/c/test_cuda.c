@@ -2354,7 +2354,16 @@ static void summary_traces_make_later_writers_wait_not_readers(void) {
   fakecuda_stream_state_t held = {0};
   if (submitted == HRT_OK) {
     wait_for_stream_operations(trace_stream, 3);
+    // The stream reads as waiting once its next operation waits, which may
+    // be while the copy before it still runs: wait for the copy too.
+    int64_t deadline = hrt_time_now_ns() + 10000000000LL;
     held = wait_until_stream_stops(main_stream);
+    while (held.enqueued - enqueued - held.unfinished < 2 &&
+           hrt_time_now_ns() < deadline) {
+      struct timespec pause = {0, 1000000};
+      nanosleep(&pause, NULL);
+      held = wait_until_stream_stops(main_stream);
+    }
   }
   g_cuda.hold_stream(trace_stream, 0);
   CHECK_OK(submitted);
