@@ -11,7 +11,7 @@
 // alloc, cuda); --no-install (never npm-install onnxruntime-node; its rows are then
 // "unavailable"); --json FILE (also write the rows as JSON).
 // Exit status: 0 when every benchmark ran (missed targets included), 1 when
-// one failed to run.
+// one failed to run, 2 for bad options (--help prints the usage).
 
 const os = require('os');
 const fs = require('fs');
@@ -26,18 +26,38 @@ const cuda = require('./cuda');
 
 const GROUPS = ['trace', 'invoke', 'dispatch', 'alloc', 'cuda'];
 
+const USAGE = `usage: node bench/run.js [--quick] [--only ${GROUPS.join(',')}] [--no-install] [--json FILE]`;
+
+// The options, or null after printing the usage (--help) or why they are
+// wrong (exit status 2).
 function options() {
-  const { values } = parseArgs({
-    options: {
-      quick: { type: 'boolean', default: false },
-      only: { type: 'string' },
-      'no-install': { type: 'boolean', default: false },
-      json: { type: 'string' },
-    },
-  });
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        quick: { type: 'boolean', default: false },
+        only: { type: 'string' },
+        'no-install': { type: 'boolean', default: false },
+        json: { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }));
+  } catch (error) {
+    process.stderr.write(`bench/run.js: ${error.message}\n${USAGE}\n`);
+    process.exitCode = 2;
+    return null;
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return null;
+  }
   const only = values.only ? values.only.split(',').map((s) => s.trim()) : GROUPS;
   for (const group of only) {
-    if (!GROUPS.includes(group)) throw new Error(`--only: unknown group '${group}' (${GROUPS.join(', ')})`);
+    if (!GROUPS.includes(group)) {
+      process.stderr.write(`bench/run.js: --only: unknown group '${group}' (${GROUPS.join(', ')})\n${USAGE}\n`);
+      process.exitCode = 2;
+      return null;
+    }
   }
   return { quick: values.quick, only, allowInstall: !values['no-install'], json: values.json };
 }
@@ -164,6 +184,7 @@ async function guarded(name, run) {
 
 async function main() {
   const opts = options();
+  if (opts === null) return;
   const started = Date.now();
   const ref = loadReference();
   const instance = new halrt.Instance();
