@@ -49,13 +49,15 @@ function serialize(object, what) {
   }
 }
 
-// A builder method's options: a plain object of known keys only (a typo
-// such as {Mode: 'health'} is an error, not a silent default).
+// A builder method's options: a plain object, of `known` keys only when
+// given (a typo such as {Mode: 'health'} is an error, not a silent
+// default). dispatch() takes any keys: an op description object, `kernel`
+// and all, may be passed whole.
 function checkOptions(method, options, known) {
   if (!isPlainObject(options)) {
     throw new HalrtError(`${method}: options must be an object`, 'INVALID_ARGUMENT');
   }
-  for (const key of Object.keys(options)) {
+  for (const key of known ? Object.keys(options) : []) {
     if (!known.includes(key)) {
       throw new HalrtError(`${method}: unknown option '${key}' (known: ${known.join(', ')})`, 'INVALID_ARGUMENT');
     }
@@ -85,7 +87,7 @@ class FunctionBuilder {
 
   // dispatch('k.matmul_f32', {workgroups, bindings, constants, workgroupSize})
   dispatch(kernel, options = {}) {
-    checkOptions('FunctionBuilder.dispatch', options, ['workgroups', 'bindings', 'constants', 'workgroupSize']);
+    checkOptions('FunctionBuilder.dispatch', options);
     const { workgroups, bindings, constants, workgroupSize } = options;
     const op = { op: 'dispatch', kernel, workgroups, bindings };
     if (constants !== undefined) op.constants = constants;

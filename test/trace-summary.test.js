@@ -349,9 +349,6 @@ describe('trace modes: bad values', () => {
     assertThrowsHalrt(f, 'INVALID_ARGUMENT', 'FunctionBuilder.trace: options must be an object');
     const typo = () => new halrt.ModuleBuilder('m').function('f', (b) => b.output('y', 'f32', [1]).trace('k', ['y'], { Mode: 'health' }));
     assertThrowsHalrt(typo, 'INVALID_ARGUMENT', "FunctionBuilder.trace: unknown option 'Mode' (known: mode)");
-    const dispatchTypo = () => new halrt.ModuleBuilder('m').function('f', (b) => b.output('y', 'f32', [1])
-      .dispatch('k.relu_f32', { workgroup: [1], bindings: ['y', 'y'] }));
-    assertThrowsHalrt(dispatchTypo, 'INVALID_ARGUMENT', "FunctionBuilder.dispatch: unknown option 'workgroup' (known: workgroups, bindings, constants, workgroupSize)");
     const body = new halrt.ModuleBuilder('m').function('f', (b) => b.output('y', 'f32', [1])
       .trace('a', ['y']).trace('b', ['y'], {}).trace('c', ['y'], { mode: 'health' })).toObject().functions.f.body;
     assert.deepStrictEqual(body, [
