@@ -7,7 +7,8 @@
 #   test/sanitize/run.sh thread    npm run test:tsan: ThreadSanitizer; the C
 #       unit tests (test/c, SANITIZE=thread), then the mocha files where the
 #       addon's threads (queue, workers, completion, JS, worker_threads) meet:
-#       the debug sink's, the sinks', processes and stress
+#       the debug sink's, the sinks', the flight recorder's, trace
+#       summaries', processes and stress
 # Exits non-zero when a test fails or when any process wrote a sanitizer
 # report (under TSan: one that shows a frame of halrt's own; see the end);
 # the reports are printed at the end.
@@ -62,6 +63,7 @@ else
   # Everything runs about ten times slower: a longer timeout.
   node --expose-gc node_modules/mocha/bin/mocha.js --no-config --timeout 120000 \
     test/debug-sink.test.js test/sink-lifetime.test.js test/sinks.test.js \
+    test/flight-recorder.test.js test/trace-summary.test.js \
     test/processes.test.js test/stress.test.js || status=1
 fi
 echo "test:$name: tests took $((SECONDS - start)) s"
