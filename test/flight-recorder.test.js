@@ -244,6 +244,26 @@ for (const uri of DEVICE_URIS) {
       assertThrowsHalrt(() => recorder.heldTraces, 'FAILED_PRECONDITION', 'closed');
     });
 
+    it('a wrong receiver or a FlightRecorder made by hand is INVALID_ARGUMENT, never a TypeError', async () => {
+      const p = squareProgram(uri, { debugSink: () => {}, flightRecorder: { traces: 2 } });
+      try {
+        const FlightRecorder = p.hal.flightRecorder.constructor;
+        for (const member of ['traces', 'bytes', 'heldTraces', 'heldBytes', 'skipped']) {
+          const { get } = Object.getOwnPropertyDescriptor(FlightRecorder.prototype, member);
+          for (const receiver of [{}, null, 5, p.hal]) {
+            assertThrowsHalrt(() => get.call(receiver), 'INVALID_ARGUMENT', `flightRecorder.${member}: \`this\` is not a FlightRecorder`);
+          }
+        }
+        await assertRejectsHalrt(FlightRecorder.prototype.dump.call({}), 'INVALID_ARGUMENT', 'flightRecorder.dump: `this` is not a FlightRecorder');
+        assertThrowsHalrt(() => new FlightRecorder(), 'INVALID_ARGUMENT', 'new FlightRecorder: read hal.flightRecorder instead');
+        assertThrowsHalrt(() => Object.getOwnPropertyDescriptor(halrt.HalModule.prototype, 'flightRecorder').get.call({}),
+          'INVALID_ARGUMENT', 'halModule.flightRecorder: `this` is not a HalModule');
+        assert.strictEqual(await p.hal.flightRecorder.dump(), 0);
+      } finally {
+        p.close();
+      }
+    });
+
     if (uri.startsWith('cuda')) {
       // In a child process: the fault loses the primary context that every
       // CUDA device of the process shares.

@@ -42,30 +42,8 @@ void hrt_hal_tensor_summary_init(hrt_hal_tensor_summary_t* partial) {
   *partial = (hrt_hal_tensor_summary_t){.min = INFINITY, .max = -INFINITY};
 }
 
-// Folds one element (as a double) into `s`: non-finite ones are counted;
-// a finite one is counted as zero or not and folded into min, max and the
-// sums, -0 as +0.
-static inline void hrt_fold(hrt_hal_tensor_summary_t* s, double v) {
-  if (v != v) {
-    ++s->nan_count;
-  } else if (v == INFINITY) {
-    ++s->pos_inf_count;
-  } else if (v == -INFINITY) {
-    ++s->neg_inf_count;
-  } else {
-    if (v == 0) {
-      ++s->zero_count;
-      v = 0;
-    }
-    if (v < s->min) s->min = v;
-    if (v > s->max) s->max = v;
-    s->sum += v;
-    s->sum_squares += v * v;
-  }
-}
-
-// Folds one element of a chunk that holds no NaN or Inf: what hrt_fold
-// does, without classifying it (adding +0 turns -0 into +0).
+// Folds one element known to be finite into `s`: counted as zero or not,
+// folded into min, max and the sums (adding +0 turns -0 into +0).
 static inline void hrt_fold_finite(hrt_hal_tensor_summary_t* s, double v) {
   v += 0.0;
   s->zero_count += v == 0;
@@ -75,24 +53,34 @@ static inline void hrt_fold_finite(hrt_hal_tensor_summary_t* s, double v) {
   s->sum_squares += v * v;
 }
 
-// Counts one element's class only (HEALTH).
-static inline void hrt_fold_health(hrt_hal_tensor_summary_t* s, double v) {
+// Counts one element's class if it is NaN or an infinity (HEALTH); whether
+// it was.
+static inline bool hrt_fold_health(hrt_hal_tensor_summary_t* s, double v) {
   if (v != v) {
     ++s->nan_count;
   } else if (v == INFINITY) {
     ++s->pos_inf_count;
   } else if (v == -INFINITY) {
     ++s->neg_inf_count;
+  } else {
+    return false;
   }
+  return true;
 }
 
-// Loops `fold` over the elements, each read as `ctype` (unaligned-safe) and
-// converted by `convert` (an expression of `raw`).
+// Folds one element (as a double) into `s`: a non-finite one is counted,
+// a finite one folded.
+static inline void hrt_fold(hrt_hal_tensor_summary_t* s, double v) {
+  if (!hrt_fold_health(s, v)) hrt_fold_finite(s, v);
+}
+
+// Loops `fold` over the elements into `acc`, each read as `ctype`
+// (unaligned-safe) and converted by `convert` (an expression of `raw`).
 #define HRT_SUMMARY_LOOP(fold, ctype, convert)              \
   for (uint64_t i = 0; i < count; ++i) {                    \
     ctype raw;                                              \
     memcpy(&raw, bytes + i * sizeof(ctype), sizeof(ctype)); \
-    fold(partial, (convert));                               \
+    (void)fold(&acc, (convert));                            \
   }
 
 #define HRT_SUMMARY_TYPES(fold)                                       \
@@ -177,21 +165,21 @@ void hrt_hal_tensor_summary_accumulate(hrt_hal_tensor_summary_t* partial,
                                        const void* data, uint64_t count) {
   const char* bytes = data;
   partial->count += count;
+  // Elements are classified one by one only where a quick scan found a NaN
+  // or an infinity.
+  const bool nonfinite = hrt_any_nonfinite(type, bytes, count);
+  if (mode == HRT_HAL_TRACE_HEALTH && !nonfinite) return;
+  // Folded into a copy that nothing else can reach, so that the compiler
+  // keeps it in registers rather than storing it after every element.
+  hrt_hal_tensor_summary_t acc = *partial;
   if (mode == HRT_HAL_TRACE_HEALTH) {
-    // Counted one by one only where a quick scan found something to count.
-    if (!hrt_any_nonfinite(type, bytes, count)) return;
     HRT_SUMMARY_TYPES(hrt_fold_health);
-  } else if (!hrt_any_nonfinite(type, bytes, count)) {
-    // Folded into a copy that nothing else can reach, so that the compiler
-    // keeps it in registers rather than storing it after every element.
-    hrt_hal_tensor_summary_t copy = *partial;
-    hrt_hal_tensor_summary_t* const out = partial;
-    partial = &copy;
+  } else if (!nonfinite) {
     HRT_SUMMARY_TYPES(hrt_fold_finite);
-    *out = copy;
   } else {
     HRT_SUMMARY_TYPES(hrt_fold);
   }
+  *partial = acc;
 }
 
 void hrt_hal_tensor_summary_merge(hrt_hal_tensor_summary_t* into,

@@ -23,6 +23,10 @@ typedef struct hrt_recorded_trace_s {
 struct hrt_recorder_sink_s {
   hrt_debug_sink_t sink;  // the wrapped sink, owned
   hrt_recorder_limits_t limits;
+  // Held while the wrapped sink runs, so that it gets one call at a time
+  // whichever thread delivers (the completion thread, or the thread a dump
+  // of a lost device runs on) or passes timings through.
+  hrt_mutex_t sink_mutex;
   hrt_mutex_t mutex;
   // Guarded by mutex: the ring, oldest first.
   hrt_recorded_trace_t* head;
@@ -202,6 +206,7 @@ hrt_status_t hrt_recorder_sink_deliver(hrt_recorder_sink_t* recorder,
   hrt_status_t result = HRT_OK;
   uint32_t delivered = 0;
   const hrt_debug_sink_t* sink = &recorder->sink;
+  hrt_mutex_lock(&recorder->sink_mutex);
   while (entry != NULL) {
     hrt_recorded_trace_t* next = entry->next;
     entry->info.recorded = true;
@@ -218,6 +223,7 @@ hrt_status_t hrt_recorder_sink_deliver(hrt_recorder_sink_t* recorder,
     ++delivered;
     entry = next;
   }
+  hrt_mutex_unlock(&recorder->sink_mutex);
   *out_count = delivered;
   return result;
 }
@@ -240,9 +246,12 @@ static hrt_status_t hrt_recorder_sink_trace(void* user_data, const char* key,
 static void hrt_recorder_sink_timing(void* user_data,
                                      const hrt_dispatch_timing_t* events,
                                      uint32_t count) {
-  const hrt_debug_sink_t* sink = &((hrt_recorder_sink_t*)user_data)->sink;
+  hrt_recorder_sink_t* recorder = user_data;
+  const hrt_debug_sink_t* sink = &recorder->sink;
   if (sink->dispatch_timing.fn) {
+    hrt_mutex_lock(&recorder->sink_mutex);
     sink->dispatch_timing.fn(sink->dispatch_timing.user_data, events, count);
+    hrt_mutex_unlock(&recorder->sink_mutex);
   }
 }
 
@@ -256,7 +265,9 @@ static void hrt_recorder_sink_failed(void* user_data,
       hrt_recorder_sink_deliver(recorder, failure->invocation, &count));
   const hrt_debug_sink_t* sink = &recorder->sink;
   if (sink->invocation_failed.fn) {
+    hrt_mutex_lock(&recorder->sink_mutex);
     sink->invocation_failed.fn(sink->invocation_failed.user_data, failure);
+    hrt_mutex_unlock(&recorder->sink_mutex);
   }
 }
 
@@ -267,6 +278,7 @@ static void hrt_recorder_sink_release(void* user_data) {
   }
   recorder->sink.release.fn(recorder->sink.release.user_data);
   hrt_mutex_deinit(&recorder->mutex);
+  hrt_mutex_deinit(&recorder->sink_mutex);
   free(recorder);
 }
 
@@ -299,6 +311,7 @@ hrt_status_t hrt_recorder_sink_create(const hrt_debug_sink_t* sink,
   recorder->sink = *sink;
   recorder->limits = *limits;
   hrt_mutex_init(&recorder->mutex);
+  hrt_mutex_init(&recorder->sink_mutex);
   *out_recorder = recorder;
   *out_sink = (hrt_debug_sink_t){
       .buffer_view_trace = {hrt_recorder_sink_trace, recorder},

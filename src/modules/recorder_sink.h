@@ -2,14 +2,16 @@
 // delivering them, and hands them to the sink it wraps when an invocation
 // fails or on demand.
 //
-// The recorder keeps deep copies (key, info, tensor names, shapes and data)
+// The recorder keeps deep copies (key, info, tensor names, shapes and data,
+// or a summary trace's summaries)
 // of the last `traces` traces, or of the last traces whose copies take at
-// most `bytes` bytes (a copy's bytes: its data plus its key, function and
-// tensor names, shapes and bookkeeping; hrt_recorder_trace_bytes). A trace
-// whose copy alone is larger than `bytes` is not kept: the ring keeps what it
-// held, and the trace is counted as skipped. In normal operation nothing
-// reaches the wrapped sink but dispatch timings, which pass through as they
-// come.
+// most `bytes` bytes of memory (a copy's bytes: its data plus its key,
+// function and tensor names, shapes and bookkeeping,
+// hrt_recorder_trace_bytes, or up to a quarter more when it reuses an older
+// copy's allocation). A trace whose copy alone is larger than `bytes` is not
+// kept: the ring keeps what it held, and the trace is counted as skipped.
+// In normal operation nothing reaches the wrapped sink but dispatch
+// timings, which pass through as they come.
 //
 // Delivery hands every held trace to the wrapped sink, oldest first, with
 // info.recorded set and info.invocation the id of what caused the delivery,
@@ -20,10 +22,12 @@
 // it is the last one delivered for its failure.
 //
 // Threads: the sink's callbacks as every debug sink's (debug_sink.h): the
-// device's completion thread, one call at a time; deliver there too (it
-// calls the wrapped sink). The ring is guarded by a mutex that is never held
-// while the wrapped sink runs, so hrt_recorder_sink_held runs on any thread
-// without waiting for a delivery (a sink that blocks on backpressure).
+// device's completion thread, one call at a time. Deliver runs there, or on
+// any other thread that is not the JS thread (a dump of a lost device runs on
+// a libuv worker thread); the wrapped sink still gets one call at a time (a
+// second mutex is held while it runs). The ring's mutex is never held while
+// the wrapped sink runs, so hrt_recorder_sink_held runs on any thread without
+// waiting for a delivery (a sink that blocks on backpressure).
 // Ownership: the recorder owns the wrapped sink and releases it when the
 // recorder sink is released; if creation fails, the caller still owns it. Held
 // traces are counted in live.h (HRT_LIVE_RECORDED_TRACE and _BYTES).

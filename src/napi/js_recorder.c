@@ -144,10 +144,8 @@ static bool hrt_js_recorder_this(napi_env env, napi_callback_info info,
                                  hrt_js_module_handle_t** out_handle) {
   napi_value this_arg = NULL;
   hrt_js_wrap_t* wrap = NULL;
-  size_t argc = 0;
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_get_cb_info(env, info, &argc, NULL, &this_arg, NULL));
-  if (!hrt_js_arg_unwrap(env, this_arg, &hrt_js_hal_module_class, method, NULL,
+  if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
+      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_hal_module_class, method, NULL,
                          false, &wrap)) {
     return false;
   }
