@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/live.h"
 #include "base/status.h"
+#include "base/threads.h"
 
 extern int hrt_test_failed_;
 
@@ -69,6 +71,42 @@ extern int hrt_test_failed_;
       hrt_test_failed_ = 1;                                                 \
       return;                                                               \
     }                                                                       \
+  } while (0)
+
+// How long a case waits for another thread before the binary gives up:
+// far beyond any case's work, even under a sanitizer on a loaded machine.
+#define TEST_PATIENCE_NS 120000000000LL
+
+// Ends the test binary (exit 1, naming the place and what it waited for).
+// A case must not return while another thread may still write into its
+// stack (a completion, a release), or that write corrupts what runs next.
+static inline void test_gave_up_waiting(const char* file, int line,
+                                        const char* what) {
+  fprintf(stderr, "%s:%d: %s did not happen in %lld s; exiting\n", file, line,
+          what, TEST_PATIENCE_NS / 1000000000LL);
+  fflush(stdout);
+  _exit(1);
+}
+
+// Waits for `notification` (an hrt_notification_t*), or ends the binary.
+#define WAIT_OR_EXIT(notification, what)                             \
+  do {                                                               \
+    if (!hrt_notification_wait_until(                                \
+            (notification), hrt_time_now_ns() + TEST_PATIENCE_NS)) { \
+      test_gave_up_waiting(__FILE__, __LINE__, (what));              \
+    }                                                                \
+  } while (0)
+
+// Polls `cond` every millisecond until it holds, or ends the binary.
+#define POLL_OR_EXIT(cond, what)                                          \
+  do {                                                                    \
+    const int64_t deadline_ = hrt_time_now_ns() + TEST_PATIENCE_NS;       \
+    while (!(cond)) {                                                     \
+      if (hrt_time_now_ns() > deadline_) {                                \
+        test_gave_up_waiting(__FILE__, __LINE__, (what));                 \
+      }                                                                   \
+      nanosleep(&(struct timespec){0, 1000000}, NULL);                    \
+    }                                                                     \
   } while (0)
 
 // Checks that every runtime object made so far has been destroyed. A device

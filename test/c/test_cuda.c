@@ -2018,8 +2018,9 @@ static void illegal_address_loses_the_device(void) {
   if (g_cuda.fake) {
     // launch + event, then fill + event twice: all three are in flight.
     wait_for_queued(6);
-    CHECK_EQ_INT(g_cuda.queued_operations(), 6);
-    g_cuda.hold_streams(0);
+    const int queued = g_cuda.queued_operations();
+    g_cuda.hold_streams(0);  // before any check: a failed one must not leave them held
+    CHECK_EQ_INT(queued, 6);
   }
   int unexpected = 0;
   for (int i = 0; i < 3; ++i) {
@@ -3117,6 +3118,7 @@ static long long wait_for_allocations(long long count) {
 // nothing but those two calls cuMemFree.
 static void allocator_cache_reuses_blocks_within_its_bounds(void) {
   FAKE_ONLY();
+  wait_for_no_devices();  // a device of an earlier case trims the fake's pool as it ends
   raw_stream_t raw;
   CHECK_OK(raw_open(&raw));
   hrt_cuda_allocator_t allocator;
@@ -3190,6 +3192,7 @@ static void allocator_cache_reuses_blocks_within_its_bounds(void) {
 // pool across synchronisations (for reuse) until trim.
 static void allocator_pool_keeps_freed_memory_until_trimmed(void) {
   FAKE_ONLY();
+  wait_for_no_devices();  // a device of an earlier case trims the fake's pool as it ends
   raw_stream_t raw;
   CHECK_OK(raw_open(&raw));
   hrt_cuda_allocator_t allocator;
@@ -3257,9 +3260,9 @@ static void memory_is_freed_after_its_last_use(void) {
     hrt_hal_buffer_release(buffer);
     hrt_hal_command_buffer_release(cb);
     fakecuda_memory_t now = fake_memory();
+    g_cuda.hold_streams(0);
     CHECK_EQ_INT(now.mem_free_calls, before.mem_free_calls);
     CHECK_EQ_INT(now.allocations, before.allocations + 2);  // still valid
-    g_cuda.hold_streams(0);
     CHECK_OK(completion_wait(&completion));
     CHECK_EQ_INT(out[0], 0xabcd1234u);
     CHECK_EQ_INT(out[63], 0xabcd1234u);
@@ -3389,8 +3392,9 @@ static void idle_trim_waits_for_queued_frees(void) {
   hrt_hal_buffer_release(buffer);  // its free waits in the stream
   struct timespec held = {0, 800000000};
   nanosleep(&held, NULL);
-  CHECK_EQ_INT(fake_memory().trims, before.trims);
+  const long long trims_while_held = fake_memory().trims;
   g_cuda.hold_streams(0);
+  CHECK_EQ_INT(trims_while_held, before.trims);
   const int64_t deadline = hrt_time_now_ns() + 5000000000LL;
   fakecuda_memory_t now = fake_memory();
   while ((now.trims == before.trims ||

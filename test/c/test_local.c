@@ -904,8 +904,7 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     hrt_hal_buffer_release(fence_flag);
     hrt_hal_executable_release(executable);
     hrt_notification_set(&gate);
-    CHECK(
-        hrt_notification_wait_until(&done, hrt_time_now_ns() + 20000000000LL));
+    WAIT_OR_EXIT(&done, "the completion releasing the device");
     CHECK(reached);
     CHECK_EQ_INT(blocked.seen, 5);
     CHECK(pthread_equal(released_on, blocked.thread));
@@ -941,8 +940,7 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
         .completion = {record_and_release_everything, &refs},
     };
     CHECK_OK(hrt_hal_device_queue_submit(device, &last));
-    CHECK(
-        hrt_notification_wait_until(&done, hrt_time_now_ns() + 20000000000LL));
+    WAIT_OR_EXIT(&done, "the completion releasing the device");
     wait_for_live_devices(0);
     CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 0);
     hrt_notification_deinit(&done);

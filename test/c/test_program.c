@@ -97,14 +97,11 @@ static void recorder_init(recorder_t* recorder) {
   recorder->fail_on = -1;
 }
 
-// Waits (5 s at most) for the sink's release and returns the release count.
-// The last reference to a HAL module may drop on the completion thread just
-// after an invocation's `done`, so a recorder must outlive that.
+// Waits for the sink's release (or ends the binary) and returns the release
+// count. The last reference to a HAL module may drop on the completion
+// thread just after an invocation's `done`, so a recorder must outlive that.
 static int recorder_wait_released(recorder_t* recorder) {
-  for (int i = 0; i < 5000 && atomic_load(&recorder->releases) == 0; ++i) {
-    struct timespec pause = {0, 1000000};
-    nanosleep(&pause, NULL);
-  }
+  POLL_OR_EXIT(atomic_load(&recorder->releases) != 0, "the sink's release");
   hrt_mutex_deinit(&recorder->mutex);
   return atomic_load(&recorder->releases);
 }
@@ -156,10 +153,7 @@ static void on_done(void* user_data, hrt_status_t status,
 }
 
 static hrt_status_t wait_result(result_t* result) {
-  if (!hrt_notification_wait_until(&result->done,
-                                   hrt_time_now_ns() + 10000000000LL)) {
-    return hrt_status_make(HRT_STATUS_DEADLINE_EXCEEDED, "no completion");
-  }
+  WAIT_OR_EXIT(&result->done, "an invocation's completion");
   hrt_notification_deinit(&result->done);
   return result->status;
 }
@@ -550,8 +544,7 @@ static void sink_released_once_from_the_completion_thread(void) {
   hrt_vm_context_release(context);
   hrt_hal_buffer_view_release(inputs[0]);
   hrt_hal_buffer_view_release(inputs[1]);
-  CHECK(hrt_notification_wait_until(&drop.done,
-                                    hrt_time_now_ns() + 10000000000LL));
+  WAIT_OR_EXIT(&drop.done, "the invocation's completion");
   hrt_notification_deinit(&drop.done);
   // The invocation's own context reference is dropped after `done`.
   CHECK_EQ_INT(recorder_wait_released(&recorder), 1);

@@ -53,19 +53,11 @@ static inline void completion_init(completion_t* completion) {
   hrt_notification_init(&completion->done);
 }
 
-// Waits and returns the submission's status (owned). A submission that has
-// not completed in 120 s (far beyond any test's, even under a sanitizer on
-// a loaded machine) ends the test binary: its completion would still write
-// to `completion`, often the stack of a test that has returned, and corrupt
-// whatever runs next.
+// Waits and returns the submission's status (owned); ends the test binary
+// if it does not complete (its completion would write into `completion`,
+// often the stack of a case that has returned).
 static inline hrt_status_t completion_wait(completion_t* completion) {
-  if (!hrt_notification_wait_until(&completion->done,
-                                   hrt_time_now_ns() + 120000000000LL)) {
-    fprintf(stderr, "%s:%d: a submission did not complete in 120 s; exiting\n",
-            __FILE__, __LINE__);
-    fflush(stdout);
-    _exit(1);
-  }
+  WAIT_OR_EXIT(&completion->done, "a submission's completion");
   hrt_notification_deinit(&completion->done);
   return completion->status;
 }
@@ -316,7 +308,7 @@ static inline void check_device_released_by_its_completion_is_destroyed(
       .completion = {release_everything, &refs},
   };
   CHECK_OK(hrt_hal_device_queue_submit(refs.device, &submission));
-  CHECK(hrt_notification_wait_until(&done, hrt_time_now_ns() + 10000000000LL));
+  WAIT_OR_EXIT(&done, "the completion releasing the device");
   hrt_notification_deinit(&done);
   // The thread that ran the completion (detached by then) frees the device
   // as it exits.
