@@ -394,7 +394,7 @@ for (const uri of DEVICE_URIS) {
         if (round % 2 === 1) await new Promise((resolve) => setTimeout(resolve, 10));
         assert.strictEqual(await worker.terminate(), 1);
       }
-      assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
+      assert.deepStrictEqual(await settleLiveObjects(before), before);
       const child = spawnSync(process.execPath, ['-e', `${body}; setTimeout(() => process.exit(0), 5);`], {
         encoding: 'utf8', timeout: 20000, env: { ...process.env },
       });

@@ -131,28 +131,25 @@ const tick = () => new Promise((resolve) => setImmediate(resolve));
 
 /**
  * Runs GC and lets finalizers run until no count of liveObjects() is above
- * `baseline`, for `rounds` rounds; past them only while submissions are
- * still in flight (devices left by ended workers drain their queues on their
- * own, slowly under a sanitizer), for at most 30 s in all. Returns the
- * counts with any below the baseline raised to it: objects of earlier tests
- * that went meanwhile (a CUDA device its completion thread frees after a
- * while, garbage of a sink) are not the caller's, so comparing the result
- * with the baseline finds what the caller left alive.
+ * `baseline`, for at most 30 s (devices and buffers are freed by their own
+ * threads after their last work, slowly under a sanitizer on a loaded
+ * machine). Returns the counts with any below the baseline raised to it:
+ * objects of earlier tests that went meanwhile (a CUDA device its
+ * completion thread frees after a while, garbage of a sink) are not the
+ * caller's, so comparing the result with the baseline finds what the caller
+ * left alive.
  */
-async function settleLiveObjects(baseline, rounds = 20) {
+async function settleLiveObjects(baseline) {
   const atLeastBaseline = (counts) =>
     Object.fromEntries(Object.entries(counts).map(([k, n]) => [k, k in baseline ? Math.max(n, baseline[k]) : n]));
   let live = halrt.liveObjects();
   const deadline = Date.now() + 30000;
-  for (let i = 0; ; ++i) {
+  do {
     if (global.gc) global.gc();
     await tick();
     await new Promise((resolve) => setTimeout(resolve, 5));
     live = atLeastBaseline(halrt.liveObjects());
-    if (JSON.stringify(live) === JSON.stringify(baseline)) break;
-    const draining = live.submission > baseline.submission && Date.now() < deadline;
-    if (i + 1 >= rounds && !draining) break;
-  }
+  } while (JSON.stringify(live) !== JSON.stringify(baseline) && Date.now() < deadline);
   return live;
 }
 

@@ -64,8 +64,8 @@ describe('close and use after close', () => {
     }
   });
 
-  it('[Symbol.dispose] closes each class', () => {
-    const before = halrt.liveObjects();
+  it('[Symbol.dispose] closes each class', async () => {
+    const before = await liveBaseline(); // earlier tests' garbage gone
     const instance = new halrt.Instance();
     const device = instance.createDevice('local-sync');
     const view = device.empty([1], 'f32');
@@ -77,7 +77,7 @@ describe('close and use after close', () => {
     assertThrowsHalrt(() => view.dtype, 'FAILED_PRECONDITION', 'BufferView is closed');
     assertThrowsHalrt(() => device.empty([1], 'f32'), 'FAILED_PRECONDITION', 'Device is closed');
     assertThrowsHalrt(() => instance.createDevice(), 'FAILED_PRECONDITION', 'Instance is closed');
-    assert.deepStrictEqual(halrt.liveObjects(), before);
+    assert.deepStrictEqual(await settleLiveObjects(before), before);
   });
 
   it('views stay readable after their device is closed (buffers keep the runtime device alive)', async () => {
@@ -138,7 +138,9 @@ describe('asynchronous reads', () => {
 
   it('the event loop keeps turning while reads are pending', async () => {
     const views = [];
-    for (let i = 0; i < 8; ++i) views.push(device.empty([1 << 18], 'f64'));
+    // 64 MiB to read: longer than the JS thread takes to reach the loop's
+    // check phase, even when it is scheduled out for a while.
+    for (let i = 0; i < 32; ++i) views.push(device.empty([1 << 18], 'f64'));
     let turns = 0;
     let running = true;
     const spin = () => {
@@ -189,7 +191,7 @@ describe('garbage collection', function () {
       }
     })();
     assert.ok(halrt.liveObjects().bufferView > baseline.bufferView);
-    const live = await settleLiveObjects(baseline, 50);
+    const live = await settleLiveObjects(baseline);
     assert.deepStrictEqual(live, baseline);
   });
 
@@ -202,7 +204,7 @@ describe('garbage collection', function () {
       for (let i = 0; i < 50; ++i) reads.push(device.tensor(sampleData('i64', 4, i), [4]).read());
       await Promise.all(reads);
     })();
-    assert.deepStrictEqual(await settleLiveObjects(baseline, 50), baseline);
+    assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
     device.close();
     instance.close();
   });

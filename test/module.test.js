@@ -1,6 +1,7 @@
 'use strict';
 const assert = require('assert');
 const halrt = require('..');
+const { liveBaseline, settleLiveObjects } = require('./helpers');
 
 describe('halrt module', () => {
   it('drivers() lists local-sync and local-task as available, in auto order', () => {
@@ -51,8 +52,8 @@ describe('halrt module', () => {
     for (const value of Object.values(live)) assert.ok(Number.isInteger(value) && value >= 0);
   });
 
-  it('liveObjects() follows creation and close', () => {
-    const before = halrt.liveObjects();
+  it('liveObjects() follows creation and close', async () => {
+    const before = await liveBaseline(); // earlier tests' garbage gone
     const instance = new halrt.Instance();
     const device = instance.createDevice('local-sync');
     const view = device.tensor(new Float32Array(4), [4]);
@@ -64,7 +65,7 @@ describe('halrt module', () => {
     view.close();
     device.close();
     instance.close();
-    assert.deepStrictEqual(halrt.liveObjects(), before);
+    assert.deepStrictEqual(await settleLiveObjects(before), before);
   });
 
   describe('HalrtError', () => {

@@ -66,7 +66,7 @@ describe('debug sink and garbage collection', function () {
       const all = ['sink', 'hal', 'context', 'function', 'module'];
       assert.ok(await collectUntil(() => all.every((name) => collected.has(name))),
         `collected: ${[...collected].sort().join(', ')}`);
-      assert.deepStrictEqual(await settleLiveObjects(baseline, 100), baseline);
+      assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
       device.close();
       instance.close();
     });
@@ -92,7 +92,7 @@ describe('debug sink and garbage collection', function () {
         y.close();
       })();
       assert.ok(await collectUntil(() => collected.size === 2), `collected: ${[...collected].join(', ')}`);
-      assert.deepStrictEqual(await settleLiveObjects(baseline, 100), baseline);
+      assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
       p.close();
     });
 
@@ -173,7 +173,7 @@ describe('debug sink and garbage collection', function () {
       assert.ok(halCollectedInFlight, 'the HalModule object was collected while the invocation ran');
       assert.strictEqual(traces, 16, 'every trace reached the sink');
       assert.ok(await collectUntil(() => sinkCollected), 'and then the sink was collected');
-      assert.deepStrictEqual(await settleLiveObjects(baseline, 100), baseline);
+      assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
       device.close();
       instance.close();
     });
@@ -220,7 +220,7 @@ describe('debug sink in worker_threads', function () {
       assert.strictEqual(messages[0].error, undefined, messages[0].error);
       assert.deepStrictEqual(messages[0].traces, [['f:0:relu_f32', 0, [0, 2, 0]], ['out', 1, [0, 2, 0]]]);
       assert.deepStrictEqual(messages[0].y, Float32Array.from([0, 2, 0]));
-      assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
+      assert.deepStrictEqual(await settleLiveObjects(before), before);
     });
   }
 
@@ -250,7 +250,7 @@ describe('debug sink in worker_threads', function () {
       });
       assert.strictEqual(await worker.terminate(), 1);
     }
-    assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
+    assert.deepStrictEqual(await settleLiveObjects(before), before);
   });
 
   it('terminating workers with traced invocations in flight, 20 times, neither crashes nor leaks', async () => {
@@ -309,7 +309,7 @@ describe('debug sink in worker_threads', function () {
       closeAll(y, x, fn);
       p.close();
     }
-    assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
+    assert.deepStrictEqual(await settleLiveObjects(before), before);
   });
 });
 
@@ -478,6 +478,6 @@ describe('debug sink: teardown while a burst is delivered in slices', function (
       assert.ok(traces > 0 && traces < 512, `the timer ran after ${traces} of 512 traces`);
       assert.strictEqual(await worker.terminate(), 1);
     }
-    assert.deepStrictEqual(await settleLiveObjects(before, 100), before);
+    assert.deepStrictEqual(await settleLiveObjects(before), before);
   });
 });
