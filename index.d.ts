@@ -1118,7 +1118,7 @@ export interface KeySummary {
   elements: number;
   /** Elements beyond tolerance. */
   mismatches: number;
-  /** The largest distances (NaN when a NaN met a number; maxUlps null for integer dtypes). */
+  /** The largest distances (NaN when a NaN met a number; maxUlps over the float tensors, null for a key that has none). */
   maxAbs: number;
   maxRel: number;
   maxUlps: number | null;

@@ -190,7 +190,7 @@ function parseInputs(specs, signature) {
     if (equals <= 0) throw new UsageError(`--input '${spec}': expected NAME=@FILE.npy or NAME=JSON`);
     const name = spec.slice(0, equals);
     if (!signature.inputs.some((input) => input.name === name)) {
-      const names = signature.inputs.map((input) => input.name).join(', ');
+      const names = signature.inputs.map((input) => input.name).join(', ') || 'none';
       throw new UsageError(`--input '${name}': function '${signature.name}' has no input '${name}' (inputs: ${names})`);
     }
     if (given.has(name)) throw new UsageError(`--input '${name}' is given twice`);
@@ -328,7 +328,7 @@ function timingSummary(name, times) {
 function chooseFunction(module, requested) {
   const names = module.functions.map((f) => f.name);
   const name = requested ?? (names.length === 1 ? names[0] : undefined);
-  if (name === undefined) throw new UsageError(`--function is required: the module has ${names.join(', ')}`);
+  if (name === undefined) throw new UsageError(`--function is required: the module has ${names.join(', ') || 'no functions'}`);
   const signature = module.functions.find((f) => f.name === name);
   if (!signature) throw new UsageError(`--function '${name}': module '${module.name}' has ${names.join(', ') || 'no functions'}`);
   return signature;
@@ -460,7 +460,10 @@ function diffReport(result) {
     const where = [`key ${first.key}`, `op ${first.op ?? '-'}`, `kernel ${first.kernel ?? '-'}`];
     lines.push(`first divergence: ${first.devices[1]} vs ${first.devices[0]} at ${where.join(', ')}`);
     if (first.what === 'value') {
-      const value = (x) => (FLOAT_DTYPES.includes(first.dtype) ? formatNumber(x, first.dtype) : String(x));
+      // In the dtype's own words (a bool is true/false; a byte that is
+      // neither, which a kernel may write, as its number).
+      const value = (x) => (FLOAT_DTYPES.includes(first.dtype) || (first.dtype === 'bool' && (x === 0 || x === 1))
+        ? formatNumber(first.dtype === 'bool' ? x === 1 : x, first.dtype) : String(x));
       lines.push(`  ${first.tensor}[${first.index.join('][')}]: ${first.devices[0]} ${value(first.values[0])}, ` +
         `${first.devices[1]} ${value(first.values[1])}; abs ${distanceText(first.abs)}, rel ${distanceText(first.rel)}, ` +
         `ulps ${distanceText(first.ulps)}`);

@@ -42,7 +42,8 @@ function tolerances(options) {
 }
 
 function checkDevices(devices) {
-  if (!Array.isArray(devices) || devices.length < 2 || !devices.every((uri) => typeof uri === 'string')) {
+  // Spread, so that holes read as undefined (every() skips them).
+  if (!Array.isArray(devices) || devices.length < 2 || ![...devices].every((uri) => typeof uri === 'string')) {
     throw invalid(`options.devices must be an Array of at least 2 device URIs (got ${half.describe(devices)})`);
   }
   return [...devices];
@@ -58,20 +59,21 @@ function loadModule(Module, instance, target) {
 
 function chooseFunction(module, requested) {
   const names = module.functions.map((f) => f.name);
+  const has = `module '${module.name}' has ${names.join(', ') || 'no functions'}`;
   if (requested === undefined) {
     if (names.length === 1) return module.functions[0];
-    throw invalid(`options.function is required: module '${module.name}' has ${names.join(', ')}`);
+    throw invalid(`options.function is required: ${has}`);
   }
+  if (typeof requested !== 'string') throw invalid(`options.function must be a function name (got ${half.describe(requested)}): ${has}`);
   const signature = module.functions.find((f) => f.name === requested);
-  if (typeof requested !== 'string' || !signature) {
-    throw invalid(`options.function ${half.describe(requested)}: module '${module.name}' has ${names.join(', ') || 'no functions'}`, 'NOT_FOUND');
-  }
+  if (!signature) throw invalid(`options.function ${half.describe(requested)}: ${has}`, 'NOT_FOUND');
   return signature;
 }
 
 // Host data only: a BufferView lives on one device.
 function checkInputs(inputs) {
-  const values = Array.isArray(inputs) ? inputs : inputs !== null && typeof inputs === 'object' ? Object.values(inputs) : undefined;
+  const plain = inputs !== null && typeof inputs === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(inputs));
+  const values = Array.isArray(inputs) ? [...inputs] : plain ? Object.values(inputs) : undefined;
   if (!values) throw invalid(`inputs must be an Array or an object of host data (got ${half.describe(inputs)})`);
   values.forEach((value, i) => {
     if (!isHostData(value)) {
@@ -94,26 +96,27 @@ async function traceOn(halrt, instance, module, signature, uri, index, inputs) {
     }
     owned.push(device);
     const traces = [];
-    const hal = new halrt.HalModule(instance, device, {
-      // Trace ops in 'summary' or 'health' mode carry no elements to compare.
-      debugSink: (key, tensors, info) => {
-        if (info.mode === 'full') traces.push({ key, function: info.function, op: info.op, tensors });
-      },
-      traceDispatches: true,
-    });
-    owned.push(hal);
-    const context = new halrt.Context(instance, [hal, module]);
-    owned.push(context);
-    const fn = context.lookupFunction(`${module.name}.${signature.name}`);
-    owned.push(fn);
     let outputs;
     try {
+      const hal = new halrt.HalModule(instance, device, {
+        // Trace ops in 'summary' or 'health' mode carry no elements to compare.
+        debugSink: (key, tensors, info) => {
+          if (info.mode === 'full') traces.push({ key, function: info.function, op: info.op, tensors });
+        },
+        traceDispatches: true,
+      });
+      owned.push(hal);
+      const context = new halrt.Context(instance, [hal, module]);
+      owned.push(context);
+      const fn = context.lookupFunction(`${module.name}.${signature.name}`);
+      owned.push(fn);
       outputs = await fn.invoke(inputs, { read: true });
     } catch (error) {
+      // Linking (a module with no executable for this device) or invoking.
       throw new HalrtError(`halrt.compare: on ${uri}: ${error.message}`, error.code, { cause: error });
     }
     const tensors = signature.outputs.map(({ name, dtype, shape }, i) => ({ name, dtype, shape, data: outputs[i] }));
-    traces.push({ key: 'outputs', function: fn.name, op: null, tensors });
+    traces.push({ key: 'outputs', function: `${module.name}.${signature.name}`, op: null, tensors });
     return traces;
   } finally {
     for (const object of owned.reverse()) object.close();
@@ -151,11 +154,22 @@ function distance(a, ref, dtype, i, tol) {
   const x = valueAt(a, dtype, i);
   const y = valueAt(ref, dtype, i);
   if (!FLOATS.has(dtype)) {
-    const d = typeof x === 'bigint' ? Number(x > y ? x - y : y - x) : Math.abs(x - y);
     const magnitude = Math.abs(Number(y));
+    const bound = tol.atol + tol.rtol * magnitude;  // finite: so are atol, rtol and y
+    let d;
+    let within;
+    if (typeof x === 'bigint') {
+      // Exactly, as BigInts: an integer distance is within the bound when
+      // it is within its whole part.
+      const exact = x > y ? x - y : y - x;
+      d = Number(exact);
+      within = exact <= BigInt(Math.floor(bound));
+    } else {
+      d = Math.abs(x - y);
+      within = d <= bound;
+    }
     const rel = d === 0 ? 0 : d / magnitude;
-    const close = d === 0 || (tol.integers && d <= tol.atol + tol.rtol * magnitude);
-    return { a: x, b: y, abs: d, rel, ulps: null, close };
+    return { a: x, b: y, abs: d, rel, ulps: null, close: d === 0 || (tol.integers && within) };
   }
   if (Number.isNaN(x) || Number.isNaN(y)) {
     const both = Number.isNaN(x) && Number.isNaN(y);
@@ -227,20 +241,21 @@ function compareTraces(refTraces, traces, names, tol) {
     }
     let entry = summary.get(r.key);
     if (!entry) {
-      entry = { key: r.key, device: names[1], elements: 0, mismatches: 0, maxAbs: 0, maxRel: 0, maxUlps: 0 };
+      entry = { key: r.key, device: names[1], elements: 0, mismatches: 0, maxAbs: 0, maxRel: 0, maxUlps: null };
       summary.set(r.key, entry);
     }
     for (let k = 0; k < r.tensors.length; ++k) {
       const { name, dtype, shape, data } = r.tensors[k];
       const theirs = t.tensors[k].data;
       entry.elements += data.length;
+      // ULPs over the float tensors of the key; null while it has none.
+      if (FLOATS.has(dtype) && entry.maxUlps === null) entry.maxUlps = 0;
       for (let i = 0; i < data.length; ++i) {
         const d = distance(theirs, data, dtype, i, tol);
         // NaN distances (a NaN against a number) make the maximum NaN.
         entry.maxAbs = Number.isNaN(d.abs) || d.abs > entry.maxAbs ? d.abs : entry.maxAbs;
         entry.maxRel = Number.isNaN(d.rel) || d.rel > entry.maxRel ? d.rel : entry.maxRel;
-        if (d.ulps === null) entry.maxUlps = null;
-        else if (entry.maxUlps !== null && (Number.isNaN(d.ulps) || d.ulps > entry.maxUlps)) entry.maxUlps = d.ulps;
+        if (d.ulps !== null && (Number.isNaN(d.ulps) || d.ulps > entry.maxUlps)) entry.maxUlps = d.ulps;
         if (d.close) continue;
         entry.mismatches += 1;
         note(p, {

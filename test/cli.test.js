@@ -313,6 +313,14 @@ describe('halrt CLI', function () {
     });
   }
 
+  it('output that cannot be written (a full disk) fails the run with one line and exit code 1', function () {
+    if (!fs.existsSync('/dev/full')) this.skip();
+    const result = spawnSync('bash', ['-c', 'exec "$0" "$@" > /dev/full', process.execPath, BIN, 'devices'],
+      { encoding: 'utf8', timeout: 30000, cwd: ROOT });
+    assert.strictEqual(result.status, 1, result.stderr);
+    assert.match(result.stderr, /^halrt: cannot write the output: ENOSPC[^\n]*\n$/);
+  });
+
   describe('bad arguments and files exit 2 with one line on stderr', () => {
     // A module with integer inputs: i64 a, u8 b, copied to the outputs.
     const integers = () => {

@@ -203,6 +203,24 @@ describe('halrt.compare', function () {
       const i64 = firstOf('i64', BigInt64Array.of(2n ** 62n), BigInt64Array.of(2n ** 62n + 1n));
       assert.deepStrictEqual([i64.abs, i64.values], [1, [2n ** 62n, 2n ** 62n + 1n]]);
       assert.ok(firstOf('bool', Uint8Array.of(0), Uint8Array.of(1)));
+      // 64-bit distances are compared with the bound exactly: 2^53 + 1 is
+      // beyond atol 2^53, though it rounds to 2^53 as a Number.
+      const far = firstOf('i64', BigInt64Array.of(0n), BigInt64Array.of(2n ** 53n + 1n), { rtol: 0, atol: 2 ** 53, integers: true });
+      assert.deepStrictEqual(far && far.values, [0n, 2n ** 53n + 1n]);
+      assert.strictEqual(firstOf('i64', BigInt64Array.of(0n), BigInt64Array.of(2n ** 53n), { rtol: 0, atol: 2 ** 53, integers: true }), null);
+      assert.ok(firstOf('u64', BigUint64Array.of(2n ** 64n - 1n), BigUint64Array.of(2n ** 64n - 3n), { rtol: 0, atol: 1.5, integers: true }));
+    });
+
+    it('a key with float and integer tensors has the float tensors\' largest ULP distance; a key with none, null', () => {
+      const tol = { rtol: 0, atol: 0, ulps: 0, integers: false };
+      const mixed = (f, n) => ({ key: 'k', function: 'm.f', op: null, tensors: [
+        { name: 'n', dtype: 'i32', shape: [1], data: Int32Array.of(n) },
+        { name: 'f', dtype: 'f32', shape: [1], data: Float32Array.of(f) },
+      ] });
+      const { summary } = compareTraces([mixed(1, 3)], [mixed(1 + 2 ** -23 * 2, 4)], ['ref', 'dev'], tol);
+      assert.deepStrictEqual(summary.map((e) => [e.maxUlps, e.maxAbs, e.mismatches]), [[2, 1, 2]]);
+      const ints = compareTraces([trace('i', 'i32', [1], Int32Array.of(1), 0)], [trace('i', 'i32', [1], Int32Array.of(1), 0)], ['ref', 'dev'], tol);
+      assert.strictEqual(ints.summary[0].maxUlps, null);
     });
 
     it('reports the element index in every dimension, and the first divergence in program order', () => {
@@ -238,7 +256,8 @@ describe('halrt.compare', function () {
     const inputs = () => Object.values(mlpInputs());
 
     it('options.devices: not an Array of at least two URIs, or a device that cannot be made', async () => {
-      for (const bad of [['local-sync'], 'local-sync,local-task', [1, 2], []]) {
+      // eslint-disable-next-line no-sparse-arrays
+      for (const bad of [['local-sync'], 'local-sync,local-task', [1, 2], [], new Array(2), ['local-sync', , 'local-task']]) {
         await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), { devices: bad }), 'INVALID_ARGUMENT', 'options.devices must be an Array of at least 2');
       }
       await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), { devices: ['local-sync', 'nonesuch'] }),
@@ -256,6 +275,9 @@ describe('halrt.compare', function () {
     it('an unknown option or function, options not an object, a bad module', async () => {
       await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), { device: 'cuda' }), 'INVALID_ARGUMENT', "unknown option 'device'");
       await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), { function: 'nope' }), 'NOT_FOUND', "options.function 'nope': module 'mlp' has main");
+      await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), { function: 5 }), 'INVALID_ARGUMENT', "options.function must be a function name (got 5): module 'mlp' has main");
+      const none = { format: 'halrt.module/1', name: 'z', functions: {} };
+      await assertRejectsHalrt(halrt.compare(none, []), 'INVALID_ARGUMENT', "options.function is required: module 'z' has no functions");
       await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), null), 'INVALID_ARGUMENT', 'options must be an object');
       await assertRejectsHalrt(halrt.compare(42, inputs()), 'INVALID_ARGUMENT', 'module must be a module file path');
       await assertRejectsHalrt(halrt.compare(path.join(ROOT, 'nonesuch.json'), inputs()), 'NOT_FOUND', 'nonesuch.json');
@@ -274,6 +296,23 @@ describe('halrt.compare', function () {
       }
       await assertRejectsHalrt(halrt.compare(EXAMPLE, [new Float32Array(3), ...inputs().slice(1)]), 'INVALID_ARGUMENT',
         'halrt.compare: on local-sync: ');
+      // Only an Array or a plain object holds inputs; before any device is made.
+      for (const bad of [new Float32Array(4), new Map(), new (class Inputs {})(), 'x', null]) {
+        await assertRejectsHalrt(halrt.compare(EXAMPLE, bad), 'INVALID_ARGUMENT', 'halrt.compare: inputs must be an Array or an object of host data');
+      }
+    });
+
+    it('a device the module has no executable for fails naming the device, and nothing is left open', async () => {
+      const baseline = await liveBaseline();
+      const builder = new halrt.ModuleBuilder('m').executable('k', { local: { library: path.join(ROOT, 'nonesuch.so') } })
+        .function('f', (f) => f.input('x', 'f32', [2]).output('y', 'f32', [2])
+          .dispatch('k.add_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [2] }));
+      const error = await halrt.compare(builder, [Float32Array.of(1, 2)], { devices: ['local-sync', 'local-task'] }).then(
+        () => assert.fail('compare resolved'), (e) => e);
+      assert.ok(error instanceof halrt.HalrtError, String(error));
+      assert.match(error.message, /^halrt\.compare: on local-sync: /);
+      assert.ok(error.cause instanceof halrt.HalrtError);
+      assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
     });
   });
 });
