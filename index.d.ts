@@ -653,7 +653,9 @@ export interface HalModuleOptions {
    * (1 to 2^20) or {bytes: B} (1 to 2^53 - 1: the bytes of the copies,
    * see FlightRecorder.heldBytes), exactly one. The sink gets them, with
    * info.recorded true, when an invocation fails and on
-   * hal.flightRecorder.dump(). Needs debugSink. Default: none.
+   * hal.flightRecorder.dump(). Needs a debugSink that takes traces (a
+   * function, an object with a trace method, or a halrt.sinks sink);
+   * INVALID_ARGUMENT otherwise. Default: none.
    */
   flightRecorder?: { traces: number } | { bytes: number } | null | undefined;
 }

@@ -170,11 +170,10 @@ function installObjects(binding) {
       flightRecorder: tryGet(() => o.flightRecorder && recorderSetting(o.flightRecorder)),
       closed: isClosed(o),
     }), (o) => `HalModule(${deviceUri(o.device)})`],
+    // Its counts throw once its HalModule is closed: then it says so.
     [FlightRecorder, (o) => ({
       ...recorderSetting(o),
-      heldTraces: tryGet(() => o.heldTraces),
-      heldBytes: tryGet(() => o.heldBytes),
-      skipped: tryGet(() => o.skipped),
+      ...(tryGet(() => ({ heldTraces: o.heldTraces, heldBytes: o.heldBytes, skipped: o.skipped })) ?? { closed: true }),
     }), (o) => `FlightRecorder(${util.inspect(recorderSetting(o), { breakLength: Infinity })})`],
     [Module, (o) => ({
       name: tryGet(() => o.name),

@@ -421,7 +421,7 @@ describe('readable objects', () => {
     assert.strictEqual(String(recorder), 'FlightRecorder({ bytes: 4096 })');
     assert.match(show(hal), /flightRecorder: \{ bytes: 4096 \}, closed: false \}/);
     hal.close();
-    assert.strictEqual(show(recorder), 'FlightRecorder { bytes: 4096, heldTraces: undefined, heldBytes: undefined, skipped: undefined }');
+    assert.strictEqual(show(recorder), 'FlightRecorder { bytes: 4096, closed: true }');
     assert.match(show(hal), /flightRecorder: \{ bytes: 4096 \}, closed: true \}/);
     const plain = new halrt.HalModule(instance, device, {});
     assert.match(show(plain), /flightRecorder: null/);

@@ -525,4 +525,16 @@ describe('flight recorder: options', () => {
     assertThrowsHalrt(() => new halrt.HalModule(instance, device, { flightRecorder: { traces: 2 } }),
       'INVALID_ARGUMENT', 'options.flightRecorder needs options.debugSink');
   });
+
+  it('needs a sink that takes traces: one of only timing and invocation methods is refused, nothing kept', async () => {
+    const baseline = await liveBaseline();
+    for (const debugSink of [{ timing() {} }, halrt.sinks.tee({ timing() {} }, { invocation() {} })]) {
+      assertThrowsHalrt(() => new halrt.HalModule(instance, device, { debugSink, flightRecorder: { traces: 2 } }),
+        'INVALID_ARGUMENT', 'options.flightRecorder needs a debugSink that takes traces');
+    }
+    for (const debugSink of [() => {}, { trace() {} }, halrt.sinks.stats(() => {}), halrt.sinks.tee({ timing() {} }, halrt.sinks.stdio())]) {
+      new halrt.HalModule(instance, device, { debugSink, flightRecorder: { traces: 2 } }).close();
+    }
+    assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
+  });
 });

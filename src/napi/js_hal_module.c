@@ -237,12 +237,27 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
     return NULL;
   }
   hrt_debug_sink_t native_sink;
+  bool takes_traces = false;
   if (options.has_sink &&
       !hrt_js_sink_spec_build(env, options.debug_sink, method,
                               "options.debugSink", &options.sink, &native_sink,
-                              &handle->sink)) {
+                              &handle->sink, &takes_traces)) {
     hrt_js_hal_options_free(&options);
     free(handle);
+    return NULL;
+  }
+  if (!takes_traces &&
+      (options.flight_recorder.traces || options.flight_recorder.bytes)) {
+    // What it would record could reach no one, yet dump() would count it.
+    native_sink.release.fn(native_sink.release.user_data);
+    if (handle->sink != NULL) hrt_js_sink_release(handle->sink);
+    hrt_js_hal_options_free(&options);
+    free(handle);
+    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
+                 "%s: options.flightRecorder needs a debugSink that takes "
+                 "traces (a function, an object with a trace method, or a "
+                 "halrt.sinks sink); options.debugSink has none",
+                 method);
     return NULL;
   }
   // The handle owns the key filter the module asks while contexts link.

@@ -23,6 +23,7 @@ typedef struct hrt_js_spec_builder_s {
   uint32_t target_count;
   napi_value targets[HRT_JS_SINK_MAX_TARGETS];
   hrt_js_sink_mode_t modes[HRT_JS_SINK_MAX_TARGETS];
+  bool takes_traces;  // some sink met has a way to receive traces
 } hrt_js_spec_builder_t;
 
 static bool hrt_js_collect(hrt_js_spec_builder_t* builder, napi_value value,
@@ -59,6 +60,7 @@ static bool hrt_js_add_native(hrt_js_spec_builder_t* builder,
                         builder->method, name, HRT_TEE_MAX_SINKS - 1);
   }
   builder->natives[builder->native_count++] = sink;
+  builder->takes_traces = true;  // stdio and npy
   return true;
 }
 
@@ -124,6 +126,7 @@ static bool hrt_js_collect_kind(hrt_js_spec_builder_t* builder, napi_value spec,
                              &callback)) {
       return false;
     }
+    builder->takes_traces = true;
     return hrt_js_add_target(builder, callback, HRT_JS_SINK_STATS, name);
   } else if (strcmp(kind, "tee") == 0) {
     return hrt_js_collect_tee(builder, spec, name, depth);
@@ -172,6 +175,7 @@ static bool hrt_js_check_object_target(hrt_js_spec_builder_t* builder,
                                "a function");
     }
     ++found;
+    if (i == 0) builder->takes_traces = true;
   }
   if (found == 0) {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
@@ -193,6 +197,7 @@ static bool hrt_js_collect(hrt_js_spec_builder_t* builder, napi_value value,
   napi_valuetype type = napi_undefined;
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, value, &type));
   if (type == napi_function) {
+    builder->takes_traces = true;
     return hrt_js_add_target(builder, value, HRT_JS_SINK_TENSORS, name);
   }
   if (type != napi_object) {
@@ -222,7 +227,8 @@ bool hrt_js_sink_spec_build(napi_env env, napi_value value, const char* method,
                             const char* name,
                             const hrt_js_sink_options_t* options,
                             hrt_debug_sink_t* out_sink,
-                            hrt_js_sink_t** out_js_sink) {
+                            hrt_js_sink_t** out_js_sink,
+                            bool* out_takes_traces) {
   hrt_js_spec_builder_t builder = {.env = env, .method = method};
   hrt_js_sink_t* js_sink = NULL;
   bool ok = hrt_js_collect(&builder, value, name, 0);
@@ -248,5 +254,6 @@ bool hrt_js_sink_spec_build(napi_env env, napi_value value, const char* method,
     }
   }
   *out_js_sink = js_sink;
+  *out_takes_traces = builder.takes_traces;
   return true;
 }

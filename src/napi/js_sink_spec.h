@@ -26,12 +26,15 @@
 // for hrt_hal_module_create, whose failure the caller handles by calling
 // out_sink->release). `options` apply to the JavaScript sink, if any.
 // `out_js_sink` receives a reference to the JavaScript
-// sink inside, or NULL. Returns false with a pending exception (a HalrtError
-// naming `name`), having built nothing.
+// sink inside, or NULL; `out_takes_traces` whether any sink in it receives
+// traces (a function, an object with a trace method, or a halrt.sinks sink
+// other than a tee of none such). Returns false with a pending exception (a
+// HalrtError naming `name`), having built nothing.
 bool hrt_js_sink_spec_build(napi_env env, napi_value value, const char* method,
                             const char* name,
                             const hrt_js_sink_options_t* options,
                             hrt_debug_sink_t* out_sink,
-                            hrt_js_sink_t** out_js_sink);
+                            hrt_js_sink_t** out_js_sink,
+                            bool* out_takes_traces);
 
 #endif  // HRT_NAPI_JS_SINK_SPEC_H_
