@@ -714,6 +714,13 @@ export class HalModule implements Disposable {
    * FAILED_PRECONDITION.
    */
   readonly flightRecorder: FlightRecorder | null;
+  /**
+   * Traces its debug sink has dropped so far under tracePolicy 'drop' (the
+   * count info.dropped reports with each trace), those after the last trace
+   * delivered included; 0 under 'wait' and for sinks with no JavaScript
+   * part. Read after close(), it throws FAILED_PRECONDITION.
+   */
+  readonly droppedTraces: number;
   /** Whether close() was called. */
   readonly closed: boolean;
   /**

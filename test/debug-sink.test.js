@@ -7,7 +7,7 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
 const {
-  DEVICE_URIS, UNDER_SANITIZER, assertClose, busyWait, closeAll, liveBaseline, makeProgram, randomFloats, reference, settleLiveObjects,
+  DEVICE_URIS, UNDER_SANITIZER, assertClose, assertThrowsHalrt, busyWait, closeAll, liveBaseline, makeProgram, randomFloats, reference, settleLiveObjects,
 } = require('./helpers');
 
 /** A sink that records (key, tensors, info) and can be swapped out. */
@@ -638,6 +638,45 @@ describe('debug sink backpressure', function () {
         assert.strictEqual(before + reported, total, 'every trace was either delivered or counted as dropped');
       } finally {
         closeAll(inputs, fn);
+        p.close();
+      }
+    });
+
+    it(`'drop': hal.droppedTraces counts every drop so far, those after the last trace delivered too (${uri})`, async () => {
+      let traces = 0;
+      const seen = [];
+      const p = backpressureProgram(uri, 'drop', (key, tensors, info) => {
+        traces += 1;
+        seen.push(info.dropped);
+        busyWait(3);
+      });
+      const fn = p.lookup('f');
+      const inputs = Array.from({ length: INVOCATIONS }, (_, i) => p.device.tensor(new Float32Array(LENGTH).fill(i), [LENGTH]));
+      try {
+        assert.strictEqual(p.hal.droppedTraces, 0);
+        closeAll(await Promise.all(inputs.map((x) => fn.invoke([x]))));
+        // Every invocation has ended: what was not delivered is counted,
+        // with no later trace to report it.
+        const total = INVOCATIONS * TRACES;
+        const dropped = p.hal.droppedTraces;
+        assert.strictEqual(traces + dropped, total, `${traces} delivered, ${dropped} dropped of ${total}`);
+        assert.ok(dropped > 0 && dropped >= seen[seen.length - 1], `dropped ${dropped}, last reported ${seen[seen.length - 1]}`);
+      } finally {
+        closeAll(inputs, fn);
+        p.close();
+      }
+      assertThrowsHalrt(() => p.hal.droppedTraces, 'FAILED_PRECONDITION', 'closed');
+    });
+
+    it(`'wait' drops nothing: hal.droppedTraces stays 0 (${uri})`, async () => {
+      const p = backpressureProgram(uri, 'wait', () => busyWait(1));
+      const fn = p.lookup('f');
+      const x = p.device.tensor(new Float32Array(LENGTH), [LENGTH]);
+      try {
+        closeAll(await Promise.all(Array.from({ length: 4 }, () => fn.invoke([x]))));
+        assert.strictEqual(p.hal.droppedTraces, 0);
+      } finally {
+        closeAll(x, fn);
         p.close();
       }
     });

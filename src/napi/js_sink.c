@@ -531,6 +531,13 @@ static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
   hrt_js_sink_release(sink);  // the posted message's reference
 }
 
+uint64_t hrt_js_sink_dropped(hrt_js_sink_t* sink) {
+  hrt_mutex_lock(&sink->mutex);
+  uint64_t dropped = sink->dropped;
+  hrt_mutex_unlock(&sink->mutex);
+  return dropped;
+}
+
 // Calls target.invocation(event) on every object target that has that
 // method, in one handle scope; a throw is kept as the invocation's error.
 void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,

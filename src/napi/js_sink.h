@@ -112,6 +112,10 @@ void hrt_js_sink_release(hrt_js_sink_t* sink);
 // Borrowed.
 hrt_js_channel_t* hrt_js_sink_channel(const hrt_js_sink_t* sink);
 
+// Any thread. How many traces the sink has dropped so far (policy DROP;
+// always 0 under WAIT): the count info.dropped reports with each trace.
+uint64_t hrt_js_sink_dropped(hrt_js_sink_t* sink);
+
 // JS thread. An invocation that may trace into the sink started / ended.
 void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink);
 void hrt_js_sink_end_invocation(napi_env env, hrt_js_sink_t* sink);

@@ -579,6 +579,10 @@ async function debugging(): Promise<void> {
     },
     flightRecorder: { traces: 16 },
   });
+  const droppedSoFar: number = recording.droppedTraces;
+  void droppedSoFar;
+  // @ts-expect-error droppedTraces is read-only
+  recording.droppedTraces = 0;
   const recorder: FlightRecorder | null = recording.flightRecorder;
   if (recorder !== null) {
     const held: number = recorder.heldTraces + recorder.heldBytes + recorder.skipped;
