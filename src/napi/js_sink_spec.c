@@ -175,7 +175,7 @@ static bool hrt_js_check_object_target(hrt_js_spec_builder_t* builder,
                                "a function");
     }
     ++found;
-    if (i == 0) builder->takes_traces = true;
+    if (strcmp(methods[i], "trace") == 0) builder->takes_traces = true;
   }
   if (found == 0) {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
