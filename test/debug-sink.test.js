@@ -666,6 +666,10 @@ describe('debug sink backpressure', function () {
         p.close();
       }
       assertThrowsHalrt(() => p.hal.droppedTraces, 'FAILED_PRECONDITION', 'closed');
+      const getter = Object.getOwnPropertyDescriptor(halrt.HalModule.prototype, 'droppedTraces').get;
+      for (const receiver of [{}, p.device, null]) {
+        assertThrowsHalrt(() => getter.call(receiver), 'INVALID_ARGUMENT', 'halModule.droppedTraces: `this` is not a HalModule');
+      }
     });
 
     it(`'wait' drops nothing: hal.droppedTraces stays 0 (${uri})`, async () => {
