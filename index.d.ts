@@ -721,6 +721,13 @@ export class HalModule implements Disposable {
    * part. Read after close(), it throws FAILED_PRECONDITION.
    */
   readonly droppedTraces: number;
+  /**
+   * Dispatch timings (options.profile) its debug sink has dropped so far
+   * under tracePolicy 'drop': they share maxTraceBytes with traces but are
+   * counted here, never in droppedTraces or info.dropped. 0 under 'wait'.
+   * Read after close(), it throws FAILED_PRECONDITION.
+   */
+  readonly droppedTimings: number;
   /** Whether close() was called. */
   readonly closed: boolean;
   /**

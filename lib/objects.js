@@ -14,6 +14,8 @@ const { FlightRecorder } = require('./flight_recorder');
 const viewDevices = new WeakMap();
 // Objects whose close() has been called.
 const closedObjects = new WeakSet();
+// The names of closed Modules, for the Contexts that still link them.
+const closedModuleNames = new WeakMap();
 
 // Closing an object while a method reads its arguments (a getter, a Proxy
 // trap) takes effect when the method returns, as in the native binding:
@@ -86,6 +88,8 @@ function installObjects(binding) {
         deferredCloses.push(this);
         return;
       }
+      // A Context still links a closed Module and prints it by name.
+      if (this instanceof Module && !isClosed(this)) closedModuleNames.set(this, tryGet(() => this.name));
       nativeClose.call(this);
       closedObjects.add(this);
     });
@@ -153,6 +157,8 @@ function installObjects(binding) {
     closed: isClosed(view),
   });
   // A flight recorder's setting, as it was given: { traces } or { bytes }.
+  // How a Context names a module it links, closed or not.
+  const linkedName = (m) => (m instanceof HalModule ? 'hal' : tryGet(() => m.name) ?? closedModuleNames.get(m));
   const recorderSetting = (recorder) => (recorder.traces !== undefined ? { traces: recorder.traces } : { bytes: recorder.bytes });
   const inspections = [
     [Instance, (o) => ({ closed: isClosed(o) }), () => 'Instance'],
@@ -181,9 +187,9 @@ function installObjects(binding) {
       closed: isClosed(o),
     }), (o) => `Module(${tryGet(() => o.name) ?? 'closed'})`],
     [Context, (o) => ({
-      modules: o.modules.map((m) => (m instanceof HalModule ? 'hal' : tryGet(() => m.name))),
+      modules: o.modules.map(linkedName),
       closed: isClosed(o),
-    }), (o) => `Context(${o.modules.map((m) => (m instanceof HalModule ? 'hal' : tryGet(() => m.name))).join(', ')})`],
+    }), (o) => `Context(${o.modules.map(linkedName).join(', ')})`],
     [NativeFunction, (o) => ({
       name: o.name,
       inputs: signatureText(o.inputs),

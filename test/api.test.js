@@ -410,6 +410,9 @@ describe('readable objects', () => {
     m.close();
     assert.match(show(m.instance), /closed: true/);
     assert.match(show(m.module), /Module \{ name: undefined, functions: undefined, closed: true \}/);
+    // A closed Context still names the modules it linked, closed or not.
+    assert.strictEqual(String(m.context), 'Context(hal, mlp)');
+    assert.match(show(m.context), /Context \{ modules: \[ 'hal', 'mlp' \], closed: true \}/);
   });
 
   it('a flight recorder shows its setting and what it holds, before and after close()', () => {

@@ -672,6 +672,45 @@ describe('debug sink backpressure', function () {
       }
     });
 
+    it(`'drop' with profile on: timings are counted apart, delivered + dropped = made for traces and for timings (${uri})`, async () => {
+      const DISPATCHES = 20;
+      let traces = 0;
+      let timings = 0;
+      const reported = [];
+      const sink = {
+        trace(key, tensors, info) {
+          traces += 1;
+          reported.push(info.dropped);
+          busyWait(3);
+        },
+        timing() {
+          timings += 1;
+        },
+      };
+      const p = makeProgram(uri, (b) => b.function('f', (f) => {
+        f.input('x', 'f32', [LENGTH]).output('y', 'f32', [LENGTH]).trace('t', ['x']);
+        for (let i = 0; i < DISPATCHES; ++i) f.dispatch('k.mul_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [LENGTH] });
+      }), { hal: { debugSink: sink, profile: true, maxTraceBytes: LENGTH * 4, tracePolicy: 'drop' } });
+      const fn = p.lookup('f');
+      const x = p.device.tensor(new Float32Array(LENGTH).fill(1), [LENGTH]);
+      const invocations = 40;
+      try {
+        closeAll(await Promise.all(Array.from({ length: invocations }, () => fn.invoke([x]))));
+        const droppedTraces = p.hal.droppedTraces;
+        const droppedTimings = p.hal.droppedTimings;
+        assert.strictEqual(traces + droppedTraces, invocations, `traces: ${traces} delivered, ${droppedTraces} dropped of ${invocations}`);
+        assert.strictEqual(timings + droppedTimings, invocations * DISPATCHES,
+          `timings: ${timings} delivered, ${droppedTimings} dropped of ${invocations * DISPATCHES}`);
+        for (const dropped of reported) assert.ok(dropped <= droppedTraces && dropped < invocations, `info.dropped ${dropped} counts traces only`);
+      } finally {
+        closeAll(x, fn);
+        p.close();
+      }
+      assertThrowsHalrt(() => p.hal.droppedTimings, 'FAILED_PRECONDITION', 'closed');
+      const getter = Object.getOwnPropertyDescriptor(halrt.HalModule.prototype, 'droppedTimings').get;
+      assertThrowsHalrt(() => getter.call({}), 'INVALID_ARGUMENT', 'halModule.droppedTimings: `this` is not a HalModule');
+    });
+
     it(`'wait' drops nothing: hal.droppedTraces stays 0 (${uri})`, async () => {
       const p = backpressureProgram(uri, 'wait', () => busyWait(1));
       const fn = p.lookup('f');
@@ -679,6 +718,7 @@ describe('debug sink backpressure', function () {
       try {
         closeAll(await Promise.all(Array.from({ length: 4 }, () => fn.invoke([x]))));
         assert.strictEqual(p.hal.droppedTraces, 0);
+        assert.strictEqual(p.hal.droppedTimings, 0);
       } finally {
         closeAll(x, fn);
         p.close();

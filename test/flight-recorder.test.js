@@ -10,7 +10,7 @@ const { spawnSync } = require('child_process');
 const { Worker } = require('worker_threads');
 const halrt = require('..');
 const {
-  DEVICE_URIS, assertRejectsHalrt, assertThrowsHalrt, buildNativeFixtures, closeAll, cudaDriver, liveBaseline, makeProgram,
+  DEVICE_URIS, assertRejectsHalrt, assertThrowsHalrt, buildNativeFixtures, closeAll, cudaDriver, inChild, liveBaseline, makeProgram,
   settleLiveObjects,
 } = require('./helpers');
 
@@ -361,6 +361,42 @@ for (const uri of DEVICE_URIS) {
         }
       });
     }
+
+    it('dump() settles whatever is closed before it completes, in every order (the code after await runs)', () => {
+      // Closing the Function, Context, Module and HalModule at once drops the
+      // HAL module's last reference on the completion thread: the dump's
+      // result must be posted before that finishes the sink's channel.
+      const results = inChild(`
+        const orders = [];
+        const permute = (rest, order) => rest.length === 0 ? orders.push(order)
+          : rest.forEach((name, i) => permute([...rest.slice(0, i), ...rest.slice(i + 1)], [...order, name]));
+        permute(['fn', 'context', 'module', 'hal'], []);
+        (async () => {
+          const out = [];
+          for (const order of orders) {
+            const instance = new halrt.Instance();
+            const device = instance.createDevice(args.uri);
+            const seen = [];
+            const hal = new halrt.HalModule(instance, device, { debugSink: (key) => seen.push(key), flightRecorder: { traces: 4 } });
+            const module = new halrt.ModuleBuilder('m').executable('k', { local: { builtin: true }, cuda: { builtin: true } })
+              .function('f', (f) => f.input('x', 'f32', [4]).output('y', 'f32', [4]).trace('in', ['x'])
+                .dispatch('k.mul_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [4] }))
+              .build(instance);
+            const context = new halrt.Context(instance, [hal, module]);
+            const fn = context.lookupFunction('m.f');
+            const x = device.tensor(Float32Array.of(1, 2, 3, 4), [4]);
+            const [y] = await fn.invoke([x]);
+            const dump = hal.flightRecorder.dump();
+            const objects = { fn, context, module, hal };
+            for (const name of order) objects[name].close();
+            out.push([order.join(','), await dump, seen.length]);
+            x.close(); y.close(); device.close(); instance.close();
+          }
+          console.log(JSON.stringify(out));
+        })();`, { uri });
+      assert.strictEqual(results.length, 24);
+      for (const [order, count, seen] of results) assert.deepStrictEqual([order, count, seen], [order, 1, 1]);
+    });
 
     it('a worker ending with traces held and a dump in flight, and process.exit, neither crash nor leak', async () => {
       const before = await liveBaseline();

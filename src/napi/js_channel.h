@@ -139,7 +139,10 @@ void hrt_js_channel_release(hrt_js_channel_t* channel);
 
 // Any thread. Queues `message` for delivery on the JS thread. Returns false
 // when the channel is closed or closing; the caller keeps ownership then.
-// Never blocks on the JS thread.
+// Never blocks on the JS thread. Rule for every producer: post a result
+// before dropping any reference that keeps the channel open (a module whose
+// release finishes its sink's channel), or the post is refused and the
+// promise waiting for the result never settles.
 bool hrt_js_channel_post(hrt_js_channel_t* channel, hrt_js_message_t* message);
 
 // JS thread, inside `message`'s deliver function only: `message` is not

@@ -327,23 +327,39 @@ static napi_value hrt_js_hal_module_name(napi_env env,
   return name;
 }
 
-// hal.droppedTraces: what its debug sink has dropped so far under
-// tracePolicy 'drop', those after the last trace delivered included (0
-// without a JavaScript sink: native sinks never drop).
+// hal.droppedTraces / hal.droppedTimings: what its debug sink has dropped so
+// far under tracePolicy 'drop', those after the last trace delivered
+// included (0 without a JavaScript sink: native sinks never drop).
 static napi_value hrt_js_hal_module_dropped(napi_env env,
-                                            napi_callback_info info) {
+                                            napi_callback_info info,
+                                            bool timings) {
   napi_value this_arg = NULL;
   hrt_js_wrap_t* wrap = NULL;
   napi_value result = NULL;
   if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
       !hrt_js_arg_unwrap(env, this_arg, &hrt_js_hal_module_class,
-                         "halModule.droppedTraces", NULL, false, &wrap)) {
+                         timings ? "halModule.droppedTimings"
+                                 : "halModule.droppedTraces",
+                         NULL, false, &wrap)) {
     return NULL;
   }
   const hrt_js_module_handle_t* handle = wrap->handle;
-  uint64_t dropped = handle->sink ? hrt_js_sink_dropped(handle->sink) : 0;
-  HRT_NAPI_CALL(env, napi_create_double(env, (double)dropped, &result));
+  hrt_js_sink_dropped_t dropped = {0, 0};
+  if (handle->sink != NULL) dropped = hrt_js_sink_dropped(handle->sink);
+  HRT_NAPI_CALL(env, napi_create_double(
+                         env, (double)(timings ? dropped.timings : dropped.traces),
+                         &result));
   return result;
+}
+
+static napi_value hrt_js_hal_module_dropped_traces(napi_env env,
+                                                   napi_callback_info info) {
+  return hrt_js_hal_module_dropped(env, info, false);
+}
+
+static napi_value hrt_js_hal_module_dropped_timings(napi_env env,
+                                                    napi_callback_info info) {
+  return hrt_js_hal_module_dropped(env, info, true);
 }
 
 static napi_value hrt_js_hal_module_close(napi_env env,
@@ -357,8 +373,10 @@ napi_value hrt_js_hal_module_define(napi_env env, hrt_js_env_t* state) {
   const napi_property_descriptor properties[] = {
       {"name", NULL, NULL, hrt_js_hal_module_name, NULL, NULL, napi_default,
        NULL},
-      {"droppedTraces", NULL, NULL, hrt_js_hal_module_dropped, NULL, NULL,
-       napi_default, NULL},
+      {"droppedTraces", NULL, NULL, hrt_js_hal_module_dropped_traces, NULL,
+       NULL, napi_default, NULL},
+      {"droppedTimings", NULL, NULL, hrt_js_hal_module_dropped_timings, NULL,
+       NULL, napi_default, NULL},
       {"close", NULL, hrt_js_hal_module_close, NULL, NULL, NULL,
        napi_default_method, NULL},
       {"flightRecorderState", NULL, hrt_js_recorder_state, NULL, NULL, NULL,

@@ -84,13 +84,15 @@ static void hrt_js_dump_complete(void* user_data, hrt_status_t status) {
   hrt_status_free(status);
   dump->status = hrt_recorder_sink_deliver(
       hrt_hal_module_recorder(dump->module), dump->cause, &dump->count);
-  // The module may go here (close() meanwhile): its sink is released after
-  // the traces were appended, and they still drain.
-  hrt_vm_module_release(dump->module);
+  // Post before dropping the module: its last reference (close() meanwhile)
+  // releases the sink, which finishes the channel and refuses later posts.
+  // Once posted, `dump` belongs to the JS thread.
+  hrt_vm_module_t* module = dump->module;
   dump->module = NULL;
   if (!hrt_js_channel_post(dump->channel, &dump->message)) {
     hrt_js_dump_free(dump);
   }
+  hrt_vm_module_release(module);
 }
 
 // A dump the device's queue refuses because the device is lost: it runs on

@@ -87,7 +87,7 @@ struct hrt_js_sink_s {
   bool posted;
   uint64_t bytes_in_flight;
   uint64_t max_bytes;
-  uint64_t dropped;
+  hrt_js_sink_dropped_t dropped;
   hrt_js_sink_policy_t policy;
   bool closed;  // the channel finalized: nothing will drain any more
 };
@@ -531,9 +531,9 @@ static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
   hrt_js_sink_release(sink);  // the posted message's reference
 }
 
-uint64_t hrt_js_sink_dropped(hrt_js_sink_t* sink) {
+hrt_js_sink_dropped_t hrt_js_sink_dropped(hrt_js_sink_t* sink) {
   hrt_mutex_lock(&sink->mutex);
-  uint64_t dropped = sink->dropped;
+  hrt_js_sink_dropped_t dropped = sink->dropped;
   hrt_mutex_unlock(&sink->mutex);
   return dropped;
 }
@@ -585,10 +585,10 @@ void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
 //===----------------------------------------------------------------------===//
 
 // Under the mutex: waits for room for `bytes` (WAIT, or `never_drop`) or
-// decides to drop (DROP). Returns false to drop; on true the bytes are
-// counted in flight.
+// decides to drop (DROP). Returns false to drop, counted in `*dropped`; on
+// true the bytes are counted in flight.
 static bool hrt_js_sink_admit_locked(hrt_js_sink_t* sink, uint64_t bytes,
-                                     bool never_drop, uint64_t* out_dropped) {
+                                     bool never_drop, uint64_t* dropped) {
   bool admitted = true;
   while (!sink->closed && sink->bytes_in_flight != 0 &&
          sink->bytes_in_flight + bytes > sink->max_bytes) {
@@ -601,9 +601,8 @@ static bool hrt_js_sink_admit_locked(hrt_js_sink_t* sink, uint64_t bytes,
   if (admitted) {
     sink->bytes_in_flight += bytes;
   } else {
-    ++sink->dropped;
+    ++*dropped;
   }
-  *out_dropped = sink->dropped;
   return admitted;
 }
 
@@ -645,13 +644,13 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     }
   }
   uint64_t bytes = hrt_js_trace_bytes(key, info, count, tensors, contents);
-  uint64_t dropped = 0;
   hrt_js_trace_extras_t* extras = NULL;
   bool ok = true;
   hrt_mutex_lock(&sink->mutex);
   // A flight recorder's delivery is what the user waited for: its traces
   // wait for room whatever the policy.
-  if (!hrt_js_sink_admit_locked(sink, bytes, info->recorded, &dropped)) {
+  if (!hrt_js_sink_admit_locked(sink, bytes, info->recorded,
+                                &sink->dropped.traces)) {
     hrt_mutex_unlock(&sink->mutex);
     return HRT_OK;
   }
@@ -664,7 +663,8 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     hrt_mutex_lock(&sink->mutex);
   }
   ok = ok &&
-       hrt_js_trace_batch_add_trace(&sink->batch, key, info, dropped, count,
+       hrt_js_trace_batch_add_trace(&sink->batch, key, info,
+                                    sink->dropped.traces, count,
                                     tensors, contents, extras, bytes);
   if (ok) {
     hrt_js_sink_schedule_locked(sink);
@@ -685,9 +685,9 @@ static void hrt_js_sink_timing(void* user_data,
   hrt_js_sink_t* sink = user_data;
   for (uint32_t i = 0; i < count; ++i) {
     uint64_t bytes = hrt_js_timing_bytes(&events[i]);
-    uint64_t dropped = 0;
     hrt_mutex_lock(&sink->mutex);
-    if (!hrt_js_sink_admit_locked(sink, bytes, false, &dropped)) {
+    if (!hrt_js_sink_admit_locked(sink, bytes, false,
+                                  &sink->dropped.timings)) {
       hrt_mutex_unlock(&sink->mutex);
       continue;
     }

@@ -112,9 +112,14 @@ void hrt_js_sink_release(hrt_js_sink_t* sink);
 // Borrowed.
 hrt_js_channel_t* hrt_js_sink_channel(const hrt_js_sink_t* sink);
 
-// Any thread. How many traces the sink has dropped so far (policy DROP;
-// always 0 under WAIT): the count info.dropped reports with each trace.
-uint64_t hrt_js_sink_dropped(hrt_js_sink_t* sink);
+// Any thread. What the sink has dropped so far (policy DROP; always 0 under
+// WAIT): traces (the count info.dropped reports with each trace) and
+// dispatch timings, counted apart.
+typedef struct hrt_js_sink_dropped_s {
+  uint64_t traces;
+  uint64_t timings;
+} hrt_js_sink_dropped_t;
+hrt_js_sink_dropped_t hrt_js_sink_dropped(hrt_js_sink_t* sink);
 
 // JS thread. An invocation that may trace into the sink started / ended.
 void hrt_js_sink_begin_invocation(napi_env env, hrt_js_sink_t* sink);

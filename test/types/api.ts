@@ -580,7 +580,8 @@ async function debugging(): Promise<void> {
     flightRecorder: { traces: 16 },
   });
   const droppedSoFar: number = recording.droppedTraces;
-  void droppedSoFar;
+  const droppedTimingsSoFar: number = recording.droppedTimings;
+  void droppedSoFar, droppedTimingsSoFar;
   // @ts-expect-error droppedTraces is read-only
   recording.droppedTraces = 0;
   const recorder: FlightRecorder | null = recording.flightRecorder;
