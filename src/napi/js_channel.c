@@ -7,6 +7,21 @@
 #include "base/threads.h"
 #include "napi/js_common.h"
 
+// How time slices are kept. The turn's budget counts each drain's
+// deliveries, and the time from a drain that queued the channel's next
+// wake-up to that wake-up (the reactions of the promises it settled, so that
+// many invocations settling at once with slow reactions are sliced too). A
+// batch of settles_only messages stops once its deliveries plus the
+// reactions it would add (the last wake-up's reaction time per message)
+// would pass the budget left; the first wake-up after the FIFO was empty
+// delivers one message, since no reaction time is known yet. Turns in which
+// no channel waited do not reset the budget: at worst a channel waits once
+// more than needed. Channels on the turn list are dormant (their drain is
+// due, no wake-up queued) until the turn wakes them, one at a time from the
+// head, so a channel keeps its place until it is served; the head woken by
+// a new turn is granted one delivery even if channels not on the list spent
+// the budget first, which keeps every waiting channel moving.
+
 struct hrt_js_channel_s {
   atomic_int_fast32_t ref_count;
   hrt_mutex_t mutex;
@@ -22,8 +37,9 @@ struct hrt_js_channel_s {
   bool due;
   bool finishing;  // finish was called: no more posts
   // JS thread only.
-  bool deferred;                   // the message being delivered deferred
-  bool resumed;                    // woken for a new turn, not drained yet
+  bool deferred;  // the message being delivered deferred
+  bool waiting;   // on the env's turn list (which holds a reference)
+  bool granted;   // woken at a new turn: delivers whatever the budget says
   // When the last drain queued the next wake-up (0: it did not): the time
   // from then to the next drain, the reactions of the promises the messages
   // settled, counts against the turn's budget.
@@ -33,7 +49,7 @@ struct hrt_js_channel_s {
   // it; -1 (unknown) until then and once the FIFO has emptied: it bounds
   // how many settles_only messages a drain delivers together.
   int64_t reaction_ns;
-  hrt_js_channel_t* next_waiting;  // in the env's turn list
+  hrt_js_channel_t* next_waiting;  // on the env's turn list
   uint32_t pending_work;
   hrt_js_channel_finalize_fn on_finalize;
   void* finalize_data;
@@ -56,13 +72,44 @@ void hrt_js_channel_release(hrt_js_channel_t* channel) {
 // JS thread: draining in time slices
 //===----------------------------------------------------------------------===//
 
+// The head of the env's turn list, taken off it.
+static hrt_js_channel_t* hrt_js_channel_turn_pop(hrt_js_channel_turn_t* turn) {
+  hrt_js_channel_t* channel = turn->waiting_head;
+  turn->waiting_head = channel->next_waiting;
+  if (turn->waiting_head == NULL) turn->waiting_tail = NULL;
+  channel->next_waiting = NULL;
+  channel->waiting = false;
+  if (turn->woken == channel) turn->woken = NULL;
+  return channel;
+}
+
+// Wakes the head of the turn list through its threadsafe function, so that
+// it drains as on any wake-up: from the event loop, with no JavaScript on
+// the stack (a worker terminated during a delivery then unwinds as it would
+// without time slices). A channel that can no longer be woken (closed, or
+// the env going away) leaves the list, and the next is woken instead.
+static void hrt_js_channel_wake_head(hrt_js_channel_turn_t* turn,
+                                     bool granted) {
+  while (turn->waiting_head != NULL && turn->woken == NULL) {
+    hrt_js_channel_t* channel = turn->waiting_head;
+    hrt_mutex_lock(&channel->mutex);
+    bool woken = channel->tsfn != NULL &&
+                 napi_call_threadsafe_function(
+                     channel->tsfn, NULL, napi_tsfn_nonblocking) == napi_ok;
+    hrt_mutex_unlock(&channel->mutex);
+    if (woken) {
+      channel->granted = granted;
+      turn->woken = channel;
+    } else {
+      hrt_js_channel_release(hrt_js_channel_turn_pop(turn));
+    }
+  }
+}
+
 // setImmediate's callback: the event loop has turned. The budget starts
-// afresh, and each waiting channel, in order, is woken through its
-// threadsafe function, so that it drains as on any wake-up: from the event
-// loop, with no JavaScript on the stack (a worker terminated during a
-// delivery then unwinds as it would without time slices). Each woken
-// channel delivers one message even if others spent the budget first, so
-// that none is starved by a channel Node happens to wake before it.
+// afresh and the channel first on the turn list is woken, granted one
+// delivery even if channels not on the list spend the budget before it
+// drains, so that every waiting channel is served in its turn.
 static napi_value hrt_js_channel_resume(napi_env env, napi_callback_info info) {
   (void)info;
   hrt_js_env_t* state = hrt_js_env_get(env);
@@ -70,29 +117,14 @@ static napi_value hrt_js_channel_resume(napi_env env, napi_callback_info info) {
   hrt_js_channel_turn_t* turn = &state->turn;
   turn->scheduled = false;
   turn->spent_ns = 0;
-  hrt_js_channel_t* channel = turn->waiting_head;
-  turn->waiting_head = NULL;
-  turn->waiting_tail = NULL;
-  while (channel != NULL) {
-    hrt_js_channel_t* next = channel->next_waiting;
-    channel->next_waiting = NULL;
-    channel->resumed = true;
-    // The drain is still due, so the threadsafe function is not released.
-    // It fails only when the env is going away, which frees the queue.
-    hrt_mutex_lock(&channel->mutex);
-    if (channel->tsfn != NULL) {
-      napi_call_threadsafe_function(channel->tsfn, NULL, napi_tsfn_nonblocking);
-    }
-    hrt_mutex_unlock(&channel->mutex);
-    hrt_js_channel_release(channel);  // the waiting list's
-    channel = next;
-  }
+  hrt_js_channel_wake_head(turn, true);
   return NULL;
 }
 
-// Calls setImmediate(resume). False when it cannot (the call threw: a
-// terminating worker); the exception is dropped.
+// Calls setImmediate(resume) unless it is scheduled. False when it cannot
+// (the call threw: a terminating worker); the exception is dropped.
 static bool hrt_js_channel_schedule(napi_env env, hrt_js_channel_turn_t* turn) {
+  if (turn->scheduled) return true;
   napi_value set_immediate = NULL, resume = NULL, global = NULL, ignored = NULL;
   if (napi_get_reference_value(env, turn->set_immediate, &set_immediate) !=
           napi_ok ||
@@ -119,15 +151,20 @@ static bool hrt_js_channel_schedule(napi_env env, hrt_js_channel_turn_t* turn) {
   return true;
 }
 
-// Puts `channel` (its drain due) on the list of channels that wait for the
-// next turn. False when no turn can be waited for (no hook, or setImmediate
-// failed): the caller goes on draining.
+// `channel` (its drain due) waits for a later turn: on the turn list, at the
+// end unless it is on it already (then it keeps its place). False when no
+// turn can be waited for (no hook, or setImmediate failed): the caller goes
+// on draining.
 static bool hrt_js_channel_wait_for_turn(napi_env env,
                                          hrt_js_channel_turn_t* turn,
                                          hrt_js_channel_t* channel) {
-  if (turn->set_immediate == NULL) return false;
-  if (!turn->scheduled && !hrt_js_channel_schedule(env, turn)) return false;
+  if (turn->set_immediate == NULL || !hrt_js_channel_schedule(env, turn)) {
+    return false;
+  }
+  if (turn->woken == channel) turn->woken = NULL;
+  if (channel->waiting) return true;
   hrt_js_channel_retain(channel);
+  channel->waiting = true;
   if (turn->waiting_tail != NULL) {
     turn->waiting_tail->next_waiting = channel;
   } else {
@@ -135,6 +172,18 @@ static bool hrt_js_channel_wait_for_turn(napi_env env,
   }
   turn->waiting_tail = channel;
   return true;
+}
+
+// After a drain: while budget is left, the next channel on the turn list
+// may drain in this turn too; once it is spent, a later turn wakes it.
+static void hrt_js_channel_turn_next(napi_env env,
+                                     hrt_js_channel_turn_t* turn) {
+  if (turn->waiting_head == NULL || turn->woken != NULL) return;
+  if (turn->spent_ns < HRT_JS_CHANNEL_TURN_BUDGET_NS) {
+    hrt_js_channel_wake_head(turn, false);
+  } else if (!hrt_js_channel_schedule(env, turn)) {
+    hrt_js_channel_wake_head(turn, true);  // no turn to wait for
+  }
 }
 
 // The first queued message, taken off the FIFO; with `settles_only` only if
@@ -172,10 +221,15 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
   }
   channel->queued_ns = 0;
   if (turn != NULL && turn->spent_ns >= HRT_JS_CHANNEL_TURN_BUDGET_NS &&
-      !channel->resumed && hrt_js_channel_wait_for_turn(env, turn, channel)) {
+      !channel->granted && hrt_js_channel_wait_for_turn(env, turn, channel)) {
     return;
   }
-  channel->resumed = false;
+  channel->granted = false;
+  if (channel->waiting) {
+    // Its turn came: it is the head, woken. The list's reference goes; the
+    // drain's caller holds the threadsafe function's.
+    hrt_js_channel_release(hrt_js_channel_turn_pop(turn));
+  }
   uint32_t delivered = 0;
   hrt_js_message_t* message = hrt_js_channel_pop(channel, false);
   if (message != NULL) {
@@ -198,6 +252,7 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
       channel->deferred = false;
       // Unless no turn can be waited for: then it is delivered again now.
       if (turn != NULL && hrt_js_channel_wait_for_turn(env, turn, channel)) {
+        hrt_js_channel_turn_next(env, turn);
         return;
       }
     }
@@ -224,6 +279,7 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
   if (released != NULL) {
     napi_release_threadsafe_function(released, napi_tsfn_release);
   }
+  if (turn != NULL) hrt_js_channel_turn_next(env, turn);
 }
 
 void hrt_js_channel_defer(hrt_js_channel_t* channel,
@@ -244,12 +300,8 @@ int64_t hrt_js_channel_time_left_ns(napi_env env) {
 
 void hrt_js_channel_turn_deinit(napi_env env, hrt_js_channel_turn_t* turn) {
   while (turn->waiting_head != NULL) {
-    hrt_js_channel_t* channel = turn->waiting_head;
-    turn->waiting_head = channel->next_waiting;
-    channel->next_waiting = NULL;
-    hrt_js_channel_release(channel);
+    hrt_js_channel_release(hrt_js_channel_turn_pop(turn));
   }
-  turn->waiting_tail = NULL;
   if (turn->set_immediate != NULL) {
     napi_delete_reference(env, turn->set_immediate);
   }

@@ -41,31 +41,19 @@
 //   operations whose results are still to come (promises to settle); while
 //   the count is above zero the loop stays alive.
 //
-// Time slices: the channels of an env share a budget of
-// HRT_JS_CHANNEL_TURN_BUDGET_NS of JS-thread time (the time their deliver
-// functions take, user callbacks included, and the time from a drain that
-// queued the channel's next wake-up to that wake-up: the reactions of the
-// promises the message settled, so that many invocations settling at once
-// with slow reactions are sliced too). Once that much has been spent
-// since they last waited for a turn of the event loop, a channel stops
-// delivering and waits for the next turn: a setImmediate (lib/'s
-// setScheduler hook) wakes it again through its threadsafe function, so that
-// timers, I/O and immediates run between slices however long a burst is, and
-// the budget starts afresh. A batch stops once its deliveries so far plus
-// the reactions it would add (the time the last wake-up's reactions took
-// per message it settled, measured by the next drain) would pass the budget
-// left; the first wake-up after the FIFO was empty delivers one message,
-// since no reaction time is known for the burst yet. (A burst whose
-// reactions turn slow mid-way overshoots by at most one batch.) A channel
-// woken so delivers one message even if
-// other channels spent the budget before it in that turn, so that none
-// starves. (Turns in which no channel waited do not reset the budget: at
-// worst a channel waits once more than needed.) A delivery that would
-// take longer than the budget left (a large batch of traces) delivers part
-// of its work and defers itself: the channel delivers it again, before
-// anything posted after it, in the next turn. So the FIFO order holds across
-// slices. Without the hook (the addon loaded without lib/) channels never
-// wait.
+// Time slices: the channels of an env share one budget of
+// HRT_JS_CHANNEL_TURN_BUDGET_NS of JS-thread time per turn of the event loop
+// (their deliver functions, user callbacks included, and the reactions of
+// the promises they settled), however many channels (HalModules) there
+// are. Once it is spent, a channel about to drain joins the env's turn list
+// instead; a setImmediate (lib/'s setScheduler hook) starts the next turn
+// with a fresh budget and wakes the list's head, granted one delivery, then
+// the next while budget is left: round robin, so every channel is served
+// and timers and I/O run between slices. A delivery that would take longer
+// than the budget left delivers part of its work and defers itself; it is
+// delivered again, before anything posted after it, in a later turn. The
+// mechanism is described at the top of js_channel.c. Without the hook (the
+// addon loaded without lib/) channels never wait.
 #ifndef HRT_NAPI_JS_CHANNEL_H_
 #define HRT_NAPI_JS_CHANNEL_H_
 
@@ -107,9 +95,11 @@ struct hrt_js_message_s {
 // only.
 typedef struct hrt_js_channel_turn_s {
   int64_t spent_ns;  // delivering, since the channels last waited for a turn
-  // Channels waiting for the next turn, in order (each holds a reference).
+  // Channels waiting for a later turn, in order (each holds a reference),
+  // and the head when it has been woken to drain.
   hrt_js_channel_t* waiting_head;
   hrt_js_channel_t* waiting_tail;
+  hrt_js_channel_t* woken;
   bool scheduled;          // a resume is scheduled with set_immediate
   napi_ref set_immediate;  // lib/'s hook; NULL: never yield
   napi_ref resume;         // the function scheduled; made on first use
