@@ -218,7 +218,8 @@ export class Device implements Disposable {
   /**
    * A tensor of `dtype` from host data. A TypedArray of another dtype, and
    * numbers, are converted where exact: to f16/bf16 by rounding to nearest
-   * even, to f32 by rounding (a Float64Array too); to integer dtypes only
+   * even, to f32 by rounding (a Float64Array too), BigInts to any float
+   * dtype rounded once from the exact integer; to integer dtypes only
    * integers in range (and for i64/u64 only numbers up to 2^53 - 1: larger
    * ones need a BigInt); to bool only 0, 1, true and false. Anything else
    * throws INVALID_ARGUMENT naming the element (`data[1][2]`). A Uint16Array

@@ -20,6 +20,7 @@ const { LIMITS, kindOf, readRegularFile } = require('./files');
 const npy = require('./npy');
 const { toF16Bits: f16Bits, toBF16Bits: bf16Bits } = require('./half');
 const { format, formatNumber } = require('./format');
+const { roundDecimal } = require('./float_round');
 
 // A usage problem: one line on stderr, exit code 2.
 class UsageError extends Error {}
@@ -112,7 +113,11 @@ function jsonElement(value, literal, dtype, where) {
   }
   if (typeof value !== 'number') throw bad('numbers');
   const range = INTEGER_RANGES[dtype];
-  if (range === undefined) return HALF_BITS[dtype] ? HALF_BITS[dtype](value) : value;
+  if (range === undefined) {
+    // Rounded once, from the literal (JSON.parse's double rounds first).
+    const exact = roundDecimal(literal, dtype);
+    return HALF_BITS[dtype] ? HALF_BITS[dtype](exact) : exact;
+  }
   const rule = `integers from ${range[0]} to ${range[1]}`;
   let integer;
   if (/^-?\d+$/.test(literal)) integer = BigInt(literal);

@@ -8,6 +8,7 @@
 const { HalrtError } = require('./errors');
 const util = require('util');
 const half = require('./half');
+const { roundBigInt } = require('./float_round');
 
 // The TypedArray that carries each dtype (f16/bf16: bits; bool: 0/1).
 // No prototype: a dtype such as 'constructor' or '__proto__' is unknown.
@@ -136,11 +137,11 @@ function convert(method, name, values, dtype, shape) {
     switch (dtype) {
       case 'f16':
       case 'bf16':
-        out[i] = half.encode(dtype === 'f16' ? half.F16 : half.BF16, Number(value));
+        out[i] = half.encode(dtype === 'f16' ? half.F16 : half.BF16, typeof value === 'bigint' ? roundBigInt(value, dtype) : value);
         break;
       case 'f32':
       case 'f64':
-        out[i] = Number(value);
+        out[i] = typeof value === 'bigint' ? roundBigInt(value, dtype) : value;
         break;
       case 'i64':
       case 'u64': {

@@ -264,6 +264,19 @@ describe('halrt CLI', function () {
     assert.deepStrictEqual(read('g_out'), [0x3fc0, 0x3f80, 0x3f82, 0xff80]);
   });
 
+  it('JSON numbers for float inputs round once, from the literal: past a midpoint is past it', () => {
+    const file = path.join(dir, 'floats-run.halrt.json');
+    fs.writeFileSync(file, JSON.stringify(copyModule('floats', [['a', 'f32', [3]], ['h', 'f16', [1]]])));
+    const out = path.join(dir, 'out-floats');
+    // 1 + 2^-24 (the f32 midpoint above 1) plus 10^-29: JSON.parse's double is the midpoint itself.
+    const result = halrtCli(['run', file, '--device', 'local-sync', '--input', 'a=[1.00000005960464477539062500001,1.000000059604644775390625,16777217.0000000000000000001]',
+      '--input', 'h=[1.00048828125000000000001]', '--output', out]);
+    assert.strictEqual(result.status, 0, result.stderr);
+    const read = (name) => Array.from(npy.parse(fs.readFileSync(path.join(out, `${name}.npy`))).data);
+    assert.deepStrictEqual(read('a_out'), [1 + 2 ** -23, 1, 16777218]);
+    assert.deepStrictEqual(read('h_out'), [0x3c01]); // 1 + 2^-11 + a little: up, not to even
+  });
+
   it('JSON integers for i64 and u64 inputs are exact over their whole range', () => {
     const file = path.join(dir, 'wide-run.halrt.json');
     fs.writeFileSync(file, JSON.stringify(copyModule('wide', [['a', 'i64', [2]], ['b', 'u64', [2]]])));

@@ -195,6 +195,72 @@ for (const uri of DEVICE_URIS) {
   });
 }
 
+describe('BigInts and decimal literals round once to float dtypes', () => {
+  const { roundBigInt, roundDecimal } = require('../lib/float_round');
+  const big = 2n ** 60n + 2n ** 36n + 1n; // just past the f32 midpoint 2^60 + 2^36
+
+  it('tensor() of a BigInt (an Array element or a BigInt64Array) is the nearest float, not the nearest to a double', async () => {
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('local-sync');
+    try {
+      const cases = [
+        [[big], 'f32', Float32Array.of(2 ** 60 + 2 ** 37)],
+        [[-big], 'f32', Float32Array.of(-(2 ** 60 + 2 ** 37))],
+        [BigInt64Array.of(big), 'f32', Float32Array.of(2 ** 60 + 2 ** 37)],
+        [BigUint64Array.of(2n ** 64n - 1n), 'f32', Float32Array.of(2 ** 64)],
+        [[big], 'f64', Float64Array.of(2 ** 60 + 2 ** 36)],
+        // bf16 keeps 8 bits: 2^60 + 2^52 + 1 is past the midpoint of 2^60 and 2^60 + 2^53.
+        [[2n ** 60n + 2n ** 52n + 1n], 'bf16', Uint16Array.of(halrt.toBF16Bits(2 ** 60 + 2 ** 53))],
+        [[2n ** 54n + 2n ** 43n + 1n], 'f16', Uint16Array.of(0x7c00)], // far past 65504: Infinity
+        [[2n ** 60n + 2n ** 36n], 'f32', Float32Array.of(2 ** 60)], // an exact tie goes to even
+      ];
+      for (const [data, dtype, expected] of cases) {
+        const view = device.tensor(data, [1], dtype);
+        assert.deepStrictEqual(await view.read(), expected, `${data[0]} as ${dtype}`);
+        view.close();
+      }
+    } finally {
+      device.close();
+      instance.close();
+    }
+  });
+
+  it('a decimal literal on either side of an f32 midpoint rounds to that side', () => {
+    // For random f32 neighbours a < b, the exact midpoint m as a decimal:
+    // m itself goes to the even one, m plus or minus 10^-60 relative to the neighbour on that side.
+    let seed = 7;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const exact = (x) => { // x (a double) as an exact decimal string
+      let [mantissa, exponent] = [x, 0];
+      while (!Number.isInteger(mantissa)) { mantissa *= 2; exponent -= 1; }
+      const digits = (BigInt(mantissa) * 5n ** BigInt(-exponent)).toString().padStart(-exponent + 1, '0');
+      return exponent === 0 ? digits : `${digits.slice(0, exponent)}.${digits.slice(exponent)}`;
+    };
+    for (let i = 0; i < 300; ++i) {
+      const a = Math.fround((random() + 0.5) * 2 ** Math.floor(random() * 200 - 100));
+      const bits = new Uint32Array(Float32Array.of(a).buffer)[0];
+      const b = new Float32Array(Uint32Array.of(bits + 1).buffer)[0];
+      const m = exact((a + b) / 2); // exact: one more bit than f32 has
+      const even = bits % 2 === 0 ? a : b;
+      assert.strictEqual(roundDecimal(m, 'f32'), even, `${m} ties to even`);
+      // Just above: m with 10^-60 of its last place added; just below: m
+      // less that (m - 1 + 0.99...9 for an integer m, else its last digit 5 as 4999...).
+      const above = `${m}${m.includes('.') ? '' : '.'}${'0'.repeat(60)}1`;
+      const below = m.includes('.') ? `${m.slice(0, -1)}4${'9'.repeat(60)}` : `${BigInt(m) - 1n}.${'9'.repeat(60)}`;
+      assert.strictEqual(roundDecimal(above, 'f32'), b, `just above ${m}`);
+      assert.strictEqual(roundDecimal(below, 'f32'), a, `just below ${m}`);
+      assert.strictEqual(roundDecimal(`-${above}`, 'f32'), -b);
+    }
+    assert.strictEqual(roundDecimal('1.00000005960464477539062500001', 'f32'), 1 + 2 ** -23);
+    assert.strictEqual(roundDecimal('1.00000005960464477539062499999', 'f32'), 1);
+    assert.strictEqual(roundDecimal('1e300', 'f32'), Infinity);
+    assert.strictEqual(roundDecimal('-1e-300', 'f32'), -0);
+    assert.strictEqual(roundDecimal('1e-45', 'f32'), 2 ** -149);
+    assert.strictEqual(roundDecimal(`1.${'0'.repeat(5000)}1`, 'f32'), 1, 'digits past 800 fold into a sticky one');
+    assert.strictEqual(roundBigInt(2n ** 53n + 1n, 'f64'), 2 ** 53);
+  });
+});
+
 describe('tensor argument errors', () => {
   let instance;
   let device;
