@@ -42,8 +42,13 @@ function tolerances(options) {
 }
 
 function checkDevices(devices) {
-  // Spread, so that holes read as undefined (every() skips them).
-  if (!Array.isArray(devices) || devices.length < 2 || ![...devices].every((uri) => typeof uri === 'string')) {
+  // Indexed, so that a hole reads as undefined (every() skips holes) and a
+  // sparse Array fails at its first one, with nothing of its length built.
+  const uris = () => {
+    for (let i = 0; i < devices.length; ++i) if (typeof devices[i] !== 'string') return false;
+    return true;
+  };
+  if (!Array.isArray(devices) || devices.length < 2 || !uris()) {
     throw invalid(`options.devices must be an Array of at least 2 device URIs (got ${half.describe(devices)})`);
   }
   return [...devices];
@@ -73,14 +78,19 @@ function chooseFunction(module, requested) {
 // Host data only: a BufferView lives on one device.
 function checkInputs(inputs) {
   const plain = inputs !== null && typeof inputs === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(inputs));
-  const values = Array.isArray(inputs) ? [...inputs] : plain ? Object.values(inputs) : undefined;
-  if (!values) throw invalid(`inputs must be an Array or an object of host data (got ${half.describe(inputs)})`);
-  values.forEach((value, i) => {
+  if (!Array.isArray(inputs) && !plain) throw invalid(`inputs must be an Array or an object of host data (got ${half.describe(inputs)})`);
+  // Indexed, so that a sparse Array fails at its first hole, with nothing of
+  // its length built.
+  const keys = Array.isArray(inputs) ? null : Object.keys(inputs);
+  const count = keys ? keys.length : inputs.length;
+  for (let i = 0; i < count; ++i) {
+    const value = keys ? inputs[keys[i]] : inputs[i];
     if (!isHostData(value)) {
-      const where = Array.isArray(inputs) ? `inputs[${i}]` : `inputs.${Object.keys(inputs)[i]}`;
-      throw invalid(`${where} must be host data (a TypedArray, an Array, bytes or a number; got ${half.describe(value)})`);
+      const where = keys ? `inputs.${keys[i]}` : `inputs[${i}]`;
+      const got = keys || i in inputs ? half.describe(value) : 'a hole';
+      throw invalid(`${where} must be host data (a TypedArray, an Array, bytes or a number; got ${got})`);
     }
-  });
+  }
 }
 
 // Runs `signature` of `module` on device `uri`: its traces in delivery

@@ -80,11 +80,17 @@ function elementPath(name, shape, index) {
   return `${name}${parts.map((p) => `[${p}]`).join('')}`;
 }
 
-// The shape of a nested Array and its elements in row-major order; a
-// ragged row or a non-Array where an Array belongs is named by its path.
+const isElement = (value) => ['number', 'bigint', 'boolean'].includes(typeof value);
+
+// The shape of a nested Array and its first element, after checking that
+// every row has the shape's length and every element is a number, BigInt or
+// boolean; the first ragged row, stray element or hole (a sparse Array's
+// empty slot) is named by its path. Nothing of the data's length is built,
+// so a huge sparse Array fails at its first hole.
 function flatten(method, name, data) {
   const shape = [];
-  for (let level = data; Array.isArray(level); level = level[0]) {
+  let level = data;
+  for (; Array.isArray(level); level = level[0]) {
     // A tensor has at most MAX_RANK dimensions; this also ends an Array
     // that contains itself.
     if (shape.length === MAX_RANK) {
@@ -93,84 +99,111 @@ function flatten(method, name, data) {
     shape.push(level.length);
     if (level.length === 0) break;
   }
-  const values = [];
   const walk = (array, depth, path) => {
     if (array.length !== shape[depth]) {
       throw invalid(`${method}: ${path} has ${array.length} element${array.length === 1 ? '' : 's'} but ${path === name ? 'it' : 'its siblings have'} ${shape[depth]} (ragged ${name})`);
     }
     for (let i = 0; i < array.length; ++i) {
       const item = array[i];
-      const itemPath = `${path}[${i}]`;
       if (depth + 1 < shape.length) {
         if (!Array.isArray(item)) {
-          throw invalid(`${method}: ${itemPath} must be an Array of ${shape[depth + 1]} elements (got ${half.describe(item)}) (ragged ${name})`);
+          const got = i in array ? half.describe(item) : 'a hole';
+          throw invalid(`${method}: ${path}[${i}] must be an Array of ${shape[depth + 1]} elements (got ${got}) (ragged ${name})`);
         }
-        walk(item, depth + 1, itemPath);
-      } else {
-        if (Array.isArray(item)) throw invalid(`${method}: ${itemPath} is an Array where its siblings are elements (ragged ${name})`);
-        values.push(item);
+        walk(item, depth + 1, `${path}[${i}]`);
+      } else if (!isElement(item)) {
+        if (Array.isArray(item)) throw invalid(`${method}: ${path}[${i}] is an Array where its siblings are elements (ragged ${name})`);
+        const got = i in array ? half.describe(item) : 'a hole (an empty slot of a sparse Array)';
+        throw invalid(`${method}: ${path}[${i}] must be a number, BigInt or boolean (got ${got})`);
       }
     }
   };
   walk(data, 0, name);
-  return { shape, values };
+  return { shape, first: shape.includes(0) ? undefined : level };
 }
 
-// The dtype of plain elements when none is given.
-function defaultDtype(values) {
-  if (values.length > 0 && typeof values[0] === 'boolean') return 'bool';
-  if (values.length > 0 && typeof values[0] === 'bigint') return 'i64';
+// The dtype of plain elements when none is given, from the first.
+function defaultDtype(first) {
+  if (typeof first === 'boolean') return 'bool';
+  if (typeof first === 'bigint') return 'i64';
   return 'f32';
 }
 
-// values (numbers, bigints, booleans) converted into `dtype`'s array.
-function convert(method, name, values, dtype, shape) {
+// A new `dtype` array of `count` elements; RESOURCE_EXHAUSTED naming `name`
+// when the host cannot hold it.
+function allocate(method, name, dtype, count) {
   const Type = ARRAY_OF[dtype];
-  const out = new Type(values.length);
-  const at = (i) => elementPath(name, shape, i);
-  for (let i = 0; i < values.length; ++i) {
-    let value = values[i];
-    if (typeof value === 'boolean') value = value ? 1 : 0;
-    if (typeof value !== 'number' && typeof value !== 'bigint') {
-      throw invalid(`${method}: ${at(i)} must be a number, BigInt or boolean (got ${half.describe(value)})`);
+  try {
+    return new Type(count);
+  } catch (error) {
+    throw new HalrtError(`${method}: ${name} as ${dtype} needs ${count * Type.BYTES_PER_ELEMENT} bytes of host memory, more than can be had`,
+      'RESOURCE_EXHAUSTED', { cause: error });
+  }
+}
+
+// Element `value` (a number, BigInt or boolean) converted to `dtype`'s
+// array; `at()` names it in errors.
+function element(method, at, value, dtype) {
+  if (typeof value === 'boolean') value = value ? 1 : 0;
+  switch (dtype) {
+    case 'f16':
+    case 'bf16':
+      return half.encode(dtype === 'f16' ? half.F16 : half.BF16, typeof value === 'bigint' ? roundBigInt(value, dtype) : value);
+    case 'f32':
+    case 'f64':
+      return typeof value === 'bigint' ? roundBigInt(value, dtype) : value;
+    case 'i64':
+    case 'u64': {
+      if (typeof value === 'number' && !Number.isSafeInteger(value)) {
+        throw invalid(`${method}: ${at()} is ${value}, not ${Number.isInteger(value) ? 'exact as a number (beyond 2^53; use a BigInt)' : 'an integer'} for ${dtype}`);
+      }
+      const big = BigInt(value);
+      const [lo, hi] = BIGINT_RANGE[dtype];
+      if (big < lo || big > hi) throw invalid(`${method}: ${at()} is ${big}, outside the range of ${dtype}`);
+      return big;
     }
-    switch (dtype) {
-      case 'f16':
-      case 'bf16':
-        out[i] = half.encode(dtype === 'f16' ? half.F16 : half.BF16, typeof value === 'bigint' ? roundBigInt(value, dtype) : value);
-        break;
-      case 'f32':
-      case 'f64':
-        out[i] = typeof value === 'bigint' ? roundBigInt(value, dtype) : value;
-        break;
-      case 'i64':
-      case 'u64': {
-        if (typeof value === 'number' && !Number.isSafeInteger(value)) {
-          throw invalid(`${method}: ${at(i)} is ${value}, not ${Number.isInteger(value) ? 'exact as a number (beyond 2^53; use a BigInt)' : 'an integer'} for ${dtype}`);
-        }
-        const big = BigInt(value);
-        const [lo, hi] = BIGINT_RANGE[dtype];
-        if (big < lo || big > hi) throw invalid(`${method}: ${at(i)} is ${big}, outside the range of ${dtype}`);
-        out[i] = big;
-        break;
+    case 'bool':
+      if (value !== 0 && value !== 1 && value !== 0n && value !== 1n) {
+        throw invalid(`${method}: ${at()} is ${value}; bool data must be true, false, 0 or 1`);
       }
-      case 'bool':
-        if (value !== 0 && value !== 1 && value !== 0n && value !== 1n) {
-          throw invalid(`${method}: ${at(i)} is ${value}; bool data must be true, false, 0 or 1`);
-        }
-        out[i] = Number(value);
-        break;
-      default: {
-        const [lo, hi] = INTEGER_RANGE[dtype];
-        const number = Number(value);
-        if (typeof value === 'number' && !Number.isInteger(value)) {
-          throw invalid(`${method}: ${at(i)} is ${value}, not an integer for ${dtype}`);
-        }
-        if (number < lo || number > hi) throw invalid(`${method}: ${at(i)} is ${value}, outside the range of ${dtype}`);
-        out[i] = number;
+      return Number(value);
+    default: {
+      const [lo, hi] = INTEGER_RANGE[dtype];
+      if (typeof value === 'number' && !Number.isInteger(value)) {
+        throw invalid(`${method}: ${at()} is ${value}, not an integer for ${dtype}`);
       }
+      const number = Number(value);
+      if (number < lo || number > hi) throw invalid(`${method}: ${at()} is ${value}, outside the range of ${dtype}`);
+      return number;
     }
   }
+}
+
+// A TypedArray's or a scalar's `values` converted into `dtype`'s array.
+function convert(method, name, values, dtype, shape) {
+  const out = allocate(method, name, dtype, values.length);
+  for (let i = 0; i < values.length; ++i) {
+    out[i] = element(method, () => elementPath(name, shape, i), values[i], dtype);
+  }
+  return out;
+}
+
+// The elements of nested Array `data` (checked by flatten) converted into
+// `dtype`'s array, in row-major order.
+function convertNested(method, name, data, dtype, shape) {
+  const out = allocate(method, name, dtype, shape.reduce((count, dim) => count * dim, 1));
+  let next = 0;
+  const walk = (array, depth) => {
+    for (let i = 0; i < array.length; ++i) {
+      if (depth + 1 < shape.length) {
+        walk(array[i], depth + 1);
+      } else {
+        const index = next++;
+        out[index] = element(method, () => elementPath(name, shape, index), array[i], dtype);
+      }
+    }
+  };
+  walk(data, 0);
   return out;
 }
 
@@ -209,8 +242,8 @@ function prepare(method, name, data, shape, dtype) {
     return { data: convert(method, name, data, dtype, [data.length]), shape, dtype };
   }
   if (isHostData(data)) {
-    const { shape: inferred, values } = Array.isArray(data) ? flatten(method, name, data) : { shape: [], values: [data] };
-    const target = dtype === undefined ? defaultDtype(values) : dtype;
+    const { shape: inferred, first } = Array.isArray(data) ? flatten(method, name, data) : { shape: [], first: data };
+    const target = dtype === undefined ? defaultDtype(first) : dtype;
     const outShape = shape === undefined || shape === null ? inferred : shape;
     // A shape of more than MAX_RANK dimensions is left to the native call
     // (which names it without walking a long or sparse Array).
@@ -220,7 +253,10 @@ function prepare(method, name, data, shape, dtype) {
     }
     // An unknown dtype is left to the native call, which names the valid ones.
     if (typeof target !== 'string' || ARRAY_OF[target] === undefined) return { data: new Uint8Array(0), shape: outShape, dtype: target };
-    return { data: convert(method, name, values, target, inferred), shape: outShape, dtype: target };
+    const converted = Array.isArray(data)
+      ? convertNested(method, name, data, target, inferred)
+      : convert(method, name, [data], target, inferred);
+    return { data: converted, shape: outShape, dtype: target };
   }
   return refuse(method, name, half.describe(data));
 }

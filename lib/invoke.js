@@ -17,6 +17,8 @@ const { deferCloses, recordView, deviceUri, isClosed } = require('./objects');
 const { describe } = require('./half');
 
 const NO_OPTIONS = Object.freeze({});
+// The most inputs the native invoke takes (HRT_JS_MAX_INPUTS).
+const MAX_INPUTS = 256;
 
 function cancelled(name, signal) {
   return new HalrtError(`${name}: the invocation was aborted`, 'CANCELLED', { cause: signal.reason });
@@ -126,7 +128,10 @@ function installInvoke(NativeFunction, { BufferView, HalModule }) {
       });
       return { values, labels: names.map((name) => `inputs.${name}`) };
     }
-    if (!Array.isArray(inputs) || util.types.isProxy(inputs)) return { values: inputs };
+    // More inputs than any function takes go to the native call, which
+    // refuses them by their count with nothing of their length built (a
+    // huge sparse Array included).
+    if (!Array.isArray(inputs) || util.types.isProxy(inputs) || inputs.length > MAX_INPUTS) return { values: inputs };
     return { values: Array.from(inputs), labels: null };
   }
 

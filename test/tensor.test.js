@@ -2,7 +2,7 @@
 const assert = require('assert');
 const halrt = require('..');
 const {
-  ARRAY_TYPES, DEVICE_URIS, sampleData, elementCount, assertThrowsHalrt, assertRejectsHalrt,
+  ARRAY_TYPES, DEVICE_URIS, sampleData, elementCount, assertThrowsHalrt, assertRejectsHalrt, inChild,
 } = require('./helpers');
 
 const SHAPES = [[], [5], [2, 3], [2, 1, 3]];
@@ -324,6 +324,44 @@ describe('tensor argument errors', () => {
       'device.empty: ', 'overflow');
     assertThrowsHalrt(() => device.tensor(new Uint8Array(4), [2 ** 53 - 1]), 'INVALID_ARGUMENT',
       'device.tensor: data has 4 elements but shape [9007199254740991] needs 9007199254740991');
+  });
+
+  it('a huge sparse Array is INVALID_ARGUMENT at its first hole, before anything of its length is built (no V8 fatal error)', function () {
+    this.timeout(60000);
+    // In a child: the old walk ended Node with "invalid size error" (SIGTRAP), uncatchable.
+    const results = inChild(`
+      const instance = new halrt.Instance();
+      const device = instance.createDevice('local-sync');
+      const module = new halrt.ModuleBuilder('m').executable('k', { local: { builtin: true } })
+        .function('f', (f) => f.input('x', 'f32', [4]).output('y', 'f32', [4]).fill('y', 1));
+      const fn = new halrt.Context(instance, [new halrt.HalModule(instance, device), module.build(instance)]).lookupFunction('m.f');
+      const huge = () => new Array(2 ** 32 - 1);
+      const nested = () => { const outer = huge(); outer[0] = [1, 2]; return outer; };
+      const outcome = (promise) => promise.then(() => 'ok', (error) => ({ code: error.code, message: error.message }));
+      (async () => {
+        console.log(JSON.stringify([
+          settle(() => device.tensor(huge())),
+          settle(() => device.tensor([huge()])),
+          settle(() => device.tensor(nested())),
+          settle(() => device.tensor(huge(), [2 ** 32 - 1], 'u8')),
+          await outcome(fn.invoke(huge())),
+          await outcome(fn.invoke([huge()])),
+          await outcome(halrt.compare(module, huge())),
+          await outcome(halrt.compare(module, [], { devices: Object.assign(huge(), ['local-sync', 'local-task']) })),
+        ]));
+      })();`, {});
+    const hole = 'must be a number, BigInt or boolean (got a hole (an empty slot of a sparse Array))';
+    const expected = [
+      `device.tensor: data[0] ${hole}`,
+      `device.tensor: data[0][0] ${hole}`,
+      'device.tensor: data[1] must be an Array of 2 elements (got a hole) (ragged data)',
+      `device.tensor: data[0] ${hole}`,
+      'function.invoke: inputs has 4294967295 entries (at most 256)',
+      `function.invoke: m.f: inputs[0][0] ${hole}`,
+      'halrt.compare: inputs[0] must be host data (a TypedArray, an Array, bytes or a number; got a hole)',
+      'halrt.compare: options.devices must be an Array of at least 2 device URIs (got an Array)',
+    ];
+    assert.deepStrictEqual(results, expected.map((message) => ({ code: 'INVALID_ARGUMENT', message })));
   });
 
   it('reports an allocation too large for host memory as RESOURCE_EXHAUSTED', () => {
