@@ -6,7 +6,7 @@
 
 const util = require('util');
 const { HalrtError } = require('./errors');
-const { functionText, inspector } = require('./objects');
+const { functionText, inspector, setOwn } = require('./objects');
 
 // Names a function cannot take as a method: LoadedModule's own, and `then`
 // (with it, `await halrt.load()` would call the function, not give the object).
@@ -97,7 +97,7 @@ async function load(file, options = {}) {
     const context = step('new Context: ', '', () => new Context(instance, [halModule, module]));
     const functions = {};
     for (const { name } of module.functions) {
-      functions[name] = step('context.lookupFunction: ', '', () => context.lookupFunction(`${module.name}.${name}`));
+      setOwn(functions, name, step('context.lookupFunction: ', '', () => context.lookupFunction(`${module.name}.${name}`)));
     }
     return new LoadedModule({ name: module.name, instance, device, halModule, module, context }, functions);
   } catch (error) {

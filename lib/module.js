@@ -8,6 +8,7 @@ const path = require('path');
 const util = require('util');
 const { HalrtError } = require('./errors');
 const { LIMITS, readRegularFile } = require('./files');
+const { setOwn } = require('./objects');
 
 const FORMAT = 'halrt.module/1';
 
@@ -131,7 +132,7 @@ class ModuleBuilder {
   }
 
   executable(name, kinds) {
-    this._object.executables[name] = kinds;
+    setOwn(this._object.executables, name, kinds);
     return this;
   }
 
@@ -141,7 +142,7 @@ class ModuleBuilder {
       throw new HalrtError(`ModuleBuilder.function: define must be a function (got ${typeof define})`, 'INVALID_ARGUMENT');
     }
     const description = { inputs: [], outputs: [], locals: [], body: [] };
-    this._object.functions[name] = description;
+    setOwn(this._object.functions, name, description);
     define(new FunctionBuilder(description));
     return this;
   }

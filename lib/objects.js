@@ -69,6 +69,12 @@ function define(prototype, key, value) {
   Object.defineProperty(prototype, key, { value, writable: true, enumerable: false, configurable: true });
 }
 
+// object[key] = value as an own enumerable property, whatever `key` is: a
+// plain assignment to '__proto__' would set the prototype instead.
+function setOwn(object, key, value) {
+  Object.defineProperty(object, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
 // `Name {fields}` with util.inspect's options (colours, depth).
 function inspector(className, fields) {
   return function inspect(depth, options, inspectValue = util.inspect) {
@@ -210,4 +216,4 @@ function installObjects(binding) {
   }
 }
 
-module.exports = { installObjects, deferCloses, recordView, deviceUri, functionText, inspector, isClosed };
+module.exports = { installObjects, deferCloses, recordView, deviceUri, functionText, inspector, isClosed, setOwn };

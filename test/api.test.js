@@ -341,6 +341,28 @@ describe('halrt.load', () => {
     }
   });
 
+  it("a function named '__proto__' is an own key of functions like any other, from load() and ModuleBuilder", async () => {
+    const file = path.join(require('os').tmpdir(), `halrt-proto-${process.pid}.halrt.json`);
+    const copy = (f) => f.input('x', 'f32', [1]).output('y', 'f32', [1]).copy('x', 'y');
+    const builder = new halrt.ModuleBuilder('m').function('__proto__', copy).function('main', copy);
+    assert.deepStrictEqual(Object.keys(builder.toObject().functions), ['__proto__', 'main']);
+    require('fs').writeFileSync(file, JSON.stringify(builder.toObject()));
+    const baseline = halrt.liveObjects();
+    try {
+      const m = await halrt.load(file, { device: 'local-sync' });
+      assert.deepStrictEqual(Object.keys(m.functions), ['__proto__', 'main']);
+      assert.strictEqual(Object.getPrototypeOf(m.functions), Object.prototype);
+      const proto = m.functions.__proto__;
+      assert.ok(proto instanceof halrt.Function);
+      assert.deepStrictEqual(await proto.invoke([Float32Array.of(3)], { read: true }), [Float32Array.of(3)]);
+      m.close();
+      assert.strictEqual(proto.closed, true, 'close() closes it too');
+      assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
+    } finally {
+      require('fs').rmSync(file);
+    }
+  });
+
   it('closes with Symbol.dispose', async () => {
     const m = await halrt.load(MLP, { device: 'local-sync' });
     m[Symbol.dispose]();

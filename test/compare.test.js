@@ -209,6 +209,9 @@ describe('halrt.compare', function () {
       assert.deepStrictEqual(far && far.values, [0n, 2n ** 53n + 1n]);
       assert.strictEqual(firstOf('i64', BigInt64Array.of(0n), BigInt64Array.of(2n ** 53n), { rtol: 0, atol: 2 ** 53, integers: true }), null);
       assert.ok(firstOf('u64', BigUint64Array.of(2n ** 64n - 1n), BigUint64Array.of(2n ** 64n - 3n), { rtol: 0, atol: 1.5, integers: true }));
+      // A bound past every double (rtol 1e300 times 2^64) takes every distance (it threw a RangeError).
+      assert.strictEqual(firstOf('u64', BigUint64Array.of(2n ** 64n - 1n), BigUint64Array.of(0n), { rtol: 1e300, atol: 0, integers: true }), null);
+      assert.strictEqual(firstOf('i64', BigInt64Array.of(-(2n ** 63n)), BigInt64Array.of(2n ** 63n - 1n), { rtol: 1e300, atol: 1e300, integers: true }), null);
     });
 
     it('a key with float and integer tensors has the float tensors\' largest ULP distance; a key with none, null', () => {
