@@ -54,11 +54,19 @@ static hrt_status_t hrt_status_from_text(hrt_status_code_t code,
 
 hrt_status_t hrt_status_makev(hrt_status_code_t code, const char* format,
                               va_list args) {
-  char buffer[1024];
-  int length = vsnprintf(buffer, sizeof(buffer), format, args);
-  if (length < 0) length = 0;
-  if ((size_t)length >= sizeof(buffer)) length = sizeof(buffer) - 1;
-  return hrt_status_from_text(code, buffer, (size_t)length);
+  if (code == HRT_STATUS_OK) code = HRT_STATUS_INTERNAL;
+  va_list measure;
+  va_copy(measure, args);
+  int needed = vsnprintf(NULL, 0, format, measure);
+  va_end(measure);
+  size_t length = needed < 0 ? 0 : (size_t)needed;
+  if (length > HRT_STATUS_MAX_MESSAGE) length = HRT_STATUS_MAX_MESSAGE;
+  struct hrt_status_s* status = malloc(sizeof(*status) + length + 1);
+  if (!status) return hrt_status_oom();
+  status->code = code;
+  status->message[0] = 0;
+  if (needed > 0) vsnprintf(status->message, length + 1, format, args);
+  return status;
 }
 
 hrt_status_t hrt_status_make(hrt_status_code_t code, const char* format, ...) {
@@ -71,13 +79,13 @@ hrt_status_t hrt_status_make(hrt_status_code_t code, const char* format, ...) {
 
 hrt_status_t hrt_status_annotate(hrt_status_t status, const char* format, ...) {
   if (status == HRT_OK) return HRT_OK;
-  char prefix[512];
   va_list args;
   va_start(args, format);
-  vsnprintf(prefix, sizeof(prefix), format, args);
+  hrt_status_t prefix = hrt_status_makev(status->code, format, args);
   va_end(args);
   hrt_status_t result =
-      hrt_status_make(status->code, "%s: %s", prefix, status->message);
+      hrt_status_make(status->code, "%s: %s", prefix->message, status->message);
+  hrt_status_free(prefix);
   hrt_status_free(status);
   return result;
 }

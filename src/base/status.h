@@ -41,6 +41,9 @@ typedef struct hrt_status_s* hrt_status_t;
 #define HRT_MUST_USE
 #endif
 
+// The longest message a status holds; the rest of a longer one is cut.
+#define HRT_STATUS_MAX_MESSAGE (64 * 1024)
+
 // Creates a status with `code` (not OK) and a printf-style message.
 hrt_status_t hrt_status_make(hrt_status_code_t code, const char* format, ...)
     HRT_PRINTF(2, 3) HRT_MUST_USE;

@@ -17,12 +17,11 @@ hrt_status_t hrt_program_field_error(hrt_status_code_t code, const char* path,
                                      const char* format, ...) HRT_PRINTF(3, 4);
 hrt_status_t hrt_program_field_error(hrt_status_code_t code, const char* path,
                                      const char* format, ...) {
-  char message[512];
   va_list args;
   va_start(args, format);
-  vsnprintf(message, sizeof(message), format, args);
+  hrt_status_t status = hrt_status_makev(code, format, args);
   va_end(args);
-  return hrt_status_make(code, "%s: %s", path, message);
+  return hrt_status_annotate(status, "%s", path);
 }
 
 hrt_status_t hrt_program_expect(const hrt_json_t* value, hrt_json_type_t type,

@@ -669,8 +669,8 @@ static void nvrtc_options_cannot_displace_the_target(void) {
   }
 }
 
-// A log longer than a status message holds is cut at a line end, with a
-// note saying so; its first error is kept.
+// A long log is cut at a line end, with a note saying so; its first error
+// is kept. A long source name never cuts the log or the note.
 static void nvrtc_long_compile_log_is_cut_visibly(void) {
   const hrt_nvrtc_t* nvrtc = nvrtc_or_skip();
   if (!nvrtc) return;
@@ -695,6 +695,18 @@ static void nvrtc_long_compile_log_is_cut_visibly(void) {
   CHECK(first);
   CHECK(marked);
   CHECK(length < 900);
+  char name[1500];
+  memset(name, 'n', sizeof(name) - 4);
+  strcpy(name + sizeof(name) - 4, ".cu");
+  status = hrt_nvrtc_compile(nvrtc, source, name, 0, NULL, 0, NULL, &target,
+                             &output);
+  message = hrt_status_message(status);
+  const bool named = strstr(message, name) != NULL;
+  const bool still_marked = strstr(message, " bytes]") != NULL &&
+                            strstr(message, "\n[log cut: the first ") != NULL;
+  hrt_status_free(status);
+  CHECK(named);
+  CHECK(still_marked);
 }
 
 // The CUDA device test double (HRT_TEST_FAKECUDA, or libfakecuda.so beside

@@ -11,8 +11,8 @@
 
 #include "base/alloc.h"
 
-// The most bytes of a compile log that an error message shows: status
-// messages hold about 1 KiB, and the annotations callers add must fit too.
+// The most bytes of a compile log that an error message shows: enough for
+// the first errors, short enough to read in a terminal.
 #define HRT_NVRTC_LOG_SHOWN 640
 
 // Written once under hrt_nvrtc_once, read-only afterwards.

@@ -136,7 +136,7 @@ hrt_status_t hrt_nvrtc_output_allocate(
 // expression and lowering it afterwards. A compile failure is
 // INVALID_ARGUMENT "compiling <name> with NVRTC <version>:
 // nvrtcCompileProgram failed: <NVRTC error>; log:\n<the log>"; a log over
-// 640 bytes (status messages hold about 1 KiB) is cut after the last line
+// 640 bytes is cut after the last line
 // end in its first 640 bytes (in a single line: at a character boundary)
 // and followed by "\n[log cut: the first N of M bytes]". An invalid name
 // expression is INVALID_ARGUMENT naming it; an empty PTX or cubin (options
