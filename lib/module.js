@@ -31,7 +31,7 @@ function installModuleStatics(Module) {
     if (!isPlainObject(options)) {
       throw new HalrtError('Module.fromObject: options must be an object', 'INVALID_ARGUMENT');
     }
-    const baseDir = options.baseDir === undefined ? process.cwd() : options.baseDir;
+    const baseDir = options.baseDir === undefined ? process.cwd() : typeof options.baseDir === 'string' ? path.resolve(options.baseDir) : options.baseDir;
     return Module.fromJson(instance, serialize(object, 'Module.fromObject: object'), baseDir);
   };
 }

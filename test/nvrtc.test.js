@@ -51,14 +51,14 @@ function entries(folder) {
 }
 
 /** Runs `script` (with `halrt` and `run` in scope) in a child process with `env` added (killed after `timeout` ms); returns its JSON output. */
-function child(script, env, timeout = 60000) {
+function child(script, env, timeout = 60000, cwd = undefined) {
   const source = `const halrt = require(${LIB});
     const run = ${runIota.toString()};
     const closeAll = ${closeEach.toString()};
     (async () => { ${script} })().then((value) => process.stdout.write(JSON.stringify(value)),
       (error) => process.stdout.write(JSON.stringify({ code: error.code, message: error.message })));`;
   const result = spawnSync(process.execPath, ['-e', source], {
-    encoding: 'utf8', timeout, env: { ...process.env, ...env },
+    encoding: 'utf8', timeout, env: { ...process.env, ...env }, cwd,
   });
   assert.strictEqual(result.status, 0, result.stderr);
   return JSON.parse(result.stdout);
@@ -231,7 +231,7 @@ describe(`CUDA source executables${skipReason ? ` (skipped: ${skipReason})` : ''
       fs.writeFileSync(file, `${KERNELS}\0#error unseen\n`);
       await assert.rejects(runIota({ source: file, options: ['-DWITH_INDEX=1'] }),
         (error) => error.code === 'INVALID_ARGUMENT' &&
-          error.message.includes(`CUDA source nul.cu has a NUL byte at offset ${Buffer.byteLength(KERNELS)}`));
+          error.message.includes(`CUDA source ${file} has a NUL byte at offset ${Buffer.byteLength(KERNELS)}`));
     } finally {
       fs.rmSync(folder, { recursive: true, force: true });
     }
@@ -352,6 +352,82 @@ describe(`CUDA source executables${skipReason ? ` (skipped: ${skipReason})` : ''
       assert.ok(fs.readFileSync(file).equals(bytes), 'the rewritten entry is the original one');
     } finally {
       fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  // write_index_u32 including "helper.cuh", which must define HELPER_OK; a
+  // helper.cuh that says #error is the wrong one (or a stale one).
+  const INCLUDING = '#include "helper.cuh"\n#ifndef HELPER_OK\n#error helper.cuh is not the one next to the source\n#endif\n' +
+    'extern "C" __global__ void write_index_u32(unsigned* out, unsigned n) {\n' +
+    '  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = i;\n}\n';
+  const WRONG = '#error the current folder was searched\n';
+
+  it('#include "x" resolves next to the source file, never in the current folder', () => {
+    const folder = tempFolder('inc');
+    const elsewhere = tempFolder('cwd');
+    try {
+      fs.mkdirSync(path.join(folder, 'sub'));
+      fs.writeFileSync(path.join(folder, 'k.cu'), INCLUDING.replace('"helper.cuh"', '"sub/helper.cuh"'));
+      // A header's own quoted includes resolve next to it, as with nvcc.
+      fs.writeFileSync(path.join(folder, 'sub', 'helper.cuh'), '#include "inner.cuh"\n');
+      fs.writeFileSync(path.join(folder, 'sub', 'inner.cuh'), '#define HELPER_OK 1\n');
+      fs.mkdirSync(path.join(elsewhere, 'sub'));
+      fs.writeFileSync(path.join(elsewhere, 'sub', 'helper.cuh'), WRONG);
+      fs.writeFileSync(path.join(elsewhere, 'inner.cuh'), WRONG);
+      const script = `return run({ source: ${JSON.stringify(path.join(folder, 'k.cu'))} });`;
+      assert.deepStrictEqual(child(script, { HALRT_CACHE_DIR: path.join(folder, 'cache') }, 60000, elsewhere), IOTA);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+      fs.rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+
+  it('an inline source finds no header in the current folder unless options say -I.', () => {
+    const elsewhere = tempFolder('cwd');
+    try {
+      fs.writeFileSync(path.join(elsewhere, 'helper.cuh'), '#define HELPER_OK 1\n');
+      const env = { HALRT_CACHE_DIR: path.join(elsewhere, 'cache') };
+      const refused = child(`return run({ source: { text: ${JSON.stringify(INCLUDING)} } });`, env, 60000, elsewhere);
+      assert.strictEqual(refused.code, 'INVALID_ARGUMENT');
+      assert.match(refused.message, /t\.cu\(1\): catastrophic error: could not open source file "helper\.cuh"/);
+      assert.deepStrictEqual(child(`return run({ source: { text: ${JSON.stringify(INCLUDING)} }, options: ['-I.'] });`, env, 60000, elsewhere), IOTA);
+    } finally {
+      fs.rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+
+  it('the kernel cache key covers every header read: an edited header is compiled again, never served stale', () => {
+    const folder = tempFolder('stale');
+    const include = tempFolder('incdir');
+    try {
+      fs.writeFileSync(path.join(folder, 'k.cu'), INCLUDING.replace('"helper.cuh"', '<lib.cuh>\n#include "helper.cuh"'));
+      fs.writeFileSync(path.join(folder, 'helper.cuh'), '#define HELPER_OK 1\n');
+      fs.writeFileSync(path.join(include, 'lib.cuh'), '// a library header\n');
+      const env = { HALRT_CACHE_DIR: path.join(folder, 'cache') };
+      const script = `return run({ source: ${JSON.stringify(path.join(folder, 'k.cu'))}, options: ['-I', ${JSON.stringify(include)}] });`;
+      assert.deepStrictEqual(child(script, env), IOTA);
+      assert.strictEqual(entries(env.HALRT_CACHE_DIR).length, 1);
+      assert.deepStrictEqual(child(script, env), IOTA, 'a hit');
+      assert.strictEqual(entries(env.HALRT_CACHE_DIR).length, 1);
+      // Edited headers (next to the source, and in a -I folder) are new keys.
+      for (const header of [path.join(folder, 'helper.cuh'), path.join(include, 'lib.cuh')]) {
+        const text = fs.readFileSync(header, 'utf8');
+        fs.writeFileSync(header, '#error edited\n');
+        const edited = child(script, env);
+        assert.strictEqual(edited.code, 'INVALID_ARGUMENT', `${header} edited: compiled again`);
+        assert.match(edited.message, /#error directive: edited|error: edited|edited/);
+        fs.writeFileSync(header, text);
+        assert.deepStrictEqual(child(script, env), IOTA);
+      }
+      assert.strictEqual(entries(env.HALRT_CACHE_DIR).length, 1, 'restored headers hit the first entry');
+      // An include the scan cannot follow (a macro) is never cached.
+      const macro = '#define HEADER "helper.cuh"\n#include HEADER\n' + INCLUDING.replace('#include "helper.cuh"\n', '');
+      fs.writeFileSync(path.join(folder, 'm.cu'), macro);
+      assert.deepStrictEqual(child(`return run({ source: ${JSON.stringify(path.join(folder, 'm.cu'))} });`, env), IOTA);
+      assert.strictEqual(entries(env.HALRT_CACHE_DIR).length, 1, 'no entry for a source whose includes cannot be followed');
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+      fs.rmSync(include, { recursive: true, force: true });
     }
   });
 

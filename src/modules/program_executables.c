@@ -161,12 +161,6 @@ static hrt_status_t hrt_parse_options(hrt_program_parser_t* parser,
   return HRT_OK;
 }
 
-// The file name at the end of `path`.
-static const char* hrt_base_name(const char* path) {
-  const char* slash = strrchr(path, '/');
-  return slash ? slash + 1 : path;
-}
-
 // {"builtin": true} or {"<field>": "path"} (or, for PTX and CUDA source,
 // {"<field>": {"text": "..."}}). With `cuda`, "entries" may accompany any
 // field but builtin, and "options" may accompany "source".
@@ -261,7 +255,8 @@ static hrt_status_t hrt_parse_kind(hrt_program_parser_t* parser,
   }
   HRT_RETURN_IF_ERROR(
       hrt_resolve_path(parser, value->string, field_path, &out->path));
-  if (source) out->source_name = hrt_base_name(out->path);
+  // Its path names it to NVRTC: includes then resolve next to it.
+  if (source) out->source_name = out->path;
   return HRT_OK;
 }
 

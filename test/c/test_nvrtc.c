@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hal/cuda/cuda_driver.h"
+#include "hal/cuda/cuda_includes.h"
 #include "hal/cuda/cuda_kernel_cache.h"
 #include "hal/cuda/cuda_nvrtc.h"
 #include "hal/device.h"
@@ -58,11 +59,14 @@ static const char* const kExpressions[] = {"f<int>"};
 static const char kCompiler[] =
     "NVRTC 13.0 /lib/libnvrtc.so.13 100 bytes, modified 1.000000000";
 
+// A source that includes nothing.
+static const hrt_cuda_includes_t kNoIncludes = {.cacheable = true};
+
 static hrt_status_t make_key(const char* source, const char* target,
                              hrt_cuda_kernel_cache_key_t* key) {
-  return hrt_cuda_kernel_cache_key_initialize("k.cu", source, strlen(source), 2,
-                                              kOptions, 1, kExpressions,
-                                              kCompiler, target, key);
+  return hrt_cuda_kernel_cache_key_initialize(
+      "k.cu", source, strlen(source), 2, kOptions, 1, kExpressions, kCompiler,
+      target, &kNoIncludes, key);
 }
 
 // An output as NVRTC would give it: "PTX" text and one lowered name.
@@ -104,12 +108,12 @@ static void cache_hit_returns_what_was_stored(void) {
   CHECK_OK(hrt_cuda_kernel_cache_key_initialize(
       "k.cu", "source A", 8, 2, kOptions, 1, kExpressions,
       "NVRTC 13.0 /lib/libnvrtc.so.13 101 bytes, modified 2.000000000",
-      "--gpu-architecture=sm_90", &other));
+      "--gpu-architecture=sm_90", &kNoIncludes, &other));
   CHECK(other.hash != key.hash);
   hrt_cuda_kernel_cache_key_deinitialize(&other);
   CHECK_OK(hrt_cuda_kernel_cache_key_initialize(
       "k.cu", "source A", 8, 1, kOptions, 1, kExpressions, kCompiler,
-      "--gpu-architecture=sm_90", &other));
+      "--gpu-architecture=sm_90", &kNoIncludes, &other));
   CHECK(other.hash != key.hash);
   hrt_cuda_kernel_cache_key_deinitialize(&other);
   free(stored);
@@ -485,7 +489,7 @@ static void* nvrtc_thread_main(void* argument) {
   if (status == HRT_OK) {
     status = hrt_cuda_kernel_cache_key_initialize(
         "k.cu", source, strlen(source), 0, NULL, 0, NULL,
-        thread->nvrtc->identity, target.option, &key);
+        thread->nvrtc->identity, target.option, &kNoIncludes, &key);
   }
   if (status == HRT_OK) {
     status = hrt_cuda_kernel_cache_store(thread->dir, &key, output);
@@ -842,6 +846,71 @@ static void source_with_a_nul_byte_is_refused(void) {
   every_object_is_destroyed();
 }
 
+static void write_text(const char* folder, const char* name,
+                       const char* text) {
+  char path[1200];
+  snprintf(path, sizeof(path), "%s/%s", folder, name);
+  FILE* file = fopen(path, "w");
+  if (file) {
+    fputs(text, file);
+    fclose(file);
+  }
+}
+
+// The include scan finds what NVRTC would read: next to the including file
+// (for a file source), then the -I folders; each file once, cycles too.
+static void includes_are_found_as_nvrtc_finds_them(void) {
+  char folder[64], other[64];
+  make_folder(folder, sizeof(folder));
+  make_folder(other, sizeof(other));
+  write_text(folder, "a.h", "#pragma once\n  #  include \"b.h\"\n");
+  write_text(folder, "b.h", "#include \"a.h\" // a cycle\n");
+  write_text(other, "c.h", "// from -I\n");
+  write_text(other, "b.h", "#error the includer's folder comes first\n");
+  char source_path[128];
+  snprintf(source_path, sizeof(source_path), "%s/k.cu", folder);
+  const char* source =
+      "#include \"a.h\"\n#include <c.h>\n#include <cuda_fp16.h>\n"
+      "// #include \"commented.h\"\n";
+  char option[80];
+  snprintf(option, sizeof(option), "-I%s", other);
+  const char* options[] = {"-DX=1", option};
+  hrt_cuda_includes_t* includes = NULL;
+  CHECK_OK(hrt_cuda_includes_find(source, source_path, 2, options, &includes));
+  if (includes) {
+    CHECK(includes->cacheable);
+    CHECK_EQ_INT(includes->count, 3);
+    const char* ends[] = {"/a.h", "/b.h", "/c.h"};
+    for (uint32_t i = 0; i < includes->count && i < 3; ++i) {
+      const char* path = includes->files[i].path;
+      CHECK(strcmp(path + strlen(path) - 4, ends[i]) == 0);
+      CHECK(strncmp(path, i < 2 ? folder : other, strlen(folder)) == 0);
+    }
+    hrt_cuda_includes_free(includes);
+  }
+  // Inline text: no includer folder, so "a.h" is looked up in -I only.
+  CHECK_OK(hrt_cuda_includes_find(source, NULL, 2, options, &includes));
+  if (includes) {
+    CHECK(includes->cacheable);
+    CHECK_EQ_INT(includes->count, 1);
+    hrt_cuda_includes_free(includes);
+  }
+  // What the scan cannot follow makes the source uncacheable.
+  const char* unfollowable[] = {"#include HEADER\n", "#include_next <c.h>\n"};
+  for (int i = 0; i < 2; ++i) {
+    CHECK_OK(hrt_cuda_includes_find(unfollowable[i], source_path, 2, options,
+                                    &includes));
+    if (includes) CHECK(!includes->cacheable);
+    hrt_cuda_includes_free(includes);
+  }
+  const char* pre_include[] = {"-include", "a.h"};
+  CHECK_OK(hrt_cuda_includes_find("", source_path, 2, pre_include, &includes));
+  if (includes) CHECK(!includes->cacheable);
+  hrt_cuda_includes_free(includes);
+  remove_folder(folder);
+  remove_folder(other);
+}
+
 TEST_MAIN(TEST_CASE(cache_hit_returns_what_was_stored),
           TEST_CASE(cache_key_material_mismatch_is_a_miss),
           TEST_CASE(cache_truncated_or_corrupt_entry_is_a_miss),
@@ -858,4 +927,5 @@ TEST_MAIN(TEST_CASE(cache_hit_returns_what_was_stored),
           TEST_CASE(nvrtc_options_cannot_displace_the_target),
           TEST_CASE(nvrtc_long_compile_log_is_cut_visibly),
           TEST_CASE(source_executables_compile_once),
-          TEST_CASE(source_with_a_nul_byte_is_refused))
+          TEST_CASE(source_with_a_nul_byte_is_refused),
+          TEST_CASE(includes_are_found_as_nvrtc_finds_them))

@@ -482,7 +482,8 @@ static hrt_status_t hrt_cuda_executable_create_image(
 
 // What NVRTC makes of `source` for `device`: the kernel cache's entry when
 // it has one, else a compile, which is then stored (a cache that cannot be
-// written is ignored).
+// written is ignored; a source whose includes cannot all be followed is
+// never cached).
 static hrt_status_t hrt_cuda_compile_source(
     hrt_hal_device_t* device, const hrt_hal_executable_params_t* params,
     const char* source, const char* source_name, uint32_t expression_count,
@@ -496,13 +497,20 @@ static hrt_status_t hrt_cuda_compile_source(
   HRT_RETURN_IF_ERROR(hrt_nvrtc_pick_target(nvrtc, info->compute_capability[0],
                                             info->compute_capability[1],
                                             &target));
+  hrt_cuda_includes_t* includes = NULL;
+  HRT_RETURN_IF_ERROR(hrt_cuda_includes_find(
+      source, source_name[0] == '/' ? source_name : NULL, params->option_count,
+      params->options, &includes));
   hrt_cuda_kernel_cache_key_t key;
-  HRT_RETURN_IF_ERROR(hrt_cuda_kernel_cache_key_initialize(
+  hrt_status_t status = hrt_cuda_kernel_cache_key_initialize(
       source_name, source, strlen(source), params->option_count,
       params->options, expression_count, expressions, nvrtc->identity,
-      target.option, &key));
+      target.option, includes, &key);
+  const bool cacheable = includes->cacheable;
+  hrt_cuda_includes_free(includes);
+  HRT_RETURN_IF_ERROR(status);
   char* directory = NULL;
-  hrt_status_t status = hrt_cuda_kernel_cache_directory(&directory);
+  status = cacheable ? hrt_cuda_kernel_cache_directory(&directory) : HRT_OK;
   hrt_status_free(status);  // no folder: compile without the cache
   hrt_nvrtc_output_t* cached = NULL;
   if (directory && hrt_cuda_kernel_cache_load(directory, &key, &cached) &&

@@ -75,9 +75,10 @@ hrt_status_t hrt_cuda_kernel_cache_key_initialize(
     uint32_t option_count, const char* const* options,
     uint32_t expression_count, const char* const* expressions,
     const char* compiler, const char* target_option,
+    const hrt_cuda_includes_t* includes,
     hrt_cuda_kernel_cache_key_t* out_key) {
   hrt_bytes_t bytes = {NULL, 0, 0};
-  static const char header[] = "halrt kernel cache key 2\n";
+  static const char header[] = "halrt kernel cache key 3\n";
   hrt_status_t status = hrt_bytes_append(&bytes, header, sizeof(header) - 1);
   if (status == HRT_OK) {
     status =
@@ -101,6 +102,15 @@ hrt_status_t hrt_cuda_kernel_cache_key_initialize(
   }
   if (status == HRT_OK) {
     status = hrt_bytes_append_field(&bytes, "source", source, source_length);
+  }
+  for (uint32_t i = 0; i < includes->count && status == HRT_OK; ++i) {
+    const hrt_cuda_include_t* file = &includes->files[i];
+    status = hrt_bytes_append_field(&bytes, "header", file->path,
+                                    strlen(file->path));
+    if (status == HRT_OK) {
+      status = hrt_bytes_append_field(&bytes, "header text", file->text,
+                                      file->length);
+    }
   }
   if (status != HRT_OK) {
     free(bytes.data);

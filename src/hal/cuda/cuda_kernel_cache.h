@@ -6,9 +6,11 @@
 // material": the source name and text, the user's options in order, the
 // name expressions in order, the compiler (hrt_nvrtc_t.identity: NVRTC's
 // version and the loaded file's path, size and modification time) and the
-// target option (--gpu-architecture=sm_90 or compute_90). Headers the source
-// includes from disk (with -I options) are not part of it. The entry's file
-// name is a 64-bit FNV-1a hash of the material in hex (<hash>.kernel).
+// target option (--gpu-architecture=sm_90 or compute_90), and the path and
+// text of every header the source includes from disk (cuda_includes.h; a
+// source whose includes cannot all be followed is never cached). The
+// entry's file name is a 64-bit FNV-1a hash of the material in hex
+// (<hash>.kernel).
 //
 // Folder: $HALRT_CACHE_DIR, else $XDG_CACHE_HOME/halrt/kernels, else
 // $HOME/.cache/halrt/kernels (an empty variable counts as unset); missing
@@ -37,6 +39,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "hal/cuda/cuda_includes.h"
 #include "hal/cuda/cuda_nvrtc.h"
 
 typedef struct hrt_cuda_kernel_cache_key_s {
@@ -52,6 +55,7 @@ hrt_status_t hrt_cuda_kernel_cache_key_initialize(
     uint32_t option_count, const char* const* options,
     uint32_t expression_count, const char* const* expressions,
     const char* compiler, const char* target_option,
+    const hrt_cuda_includes_t* includes,
     hrt_cuda_kernel_cache_key_t* out_key) HRT_MUST_USE;
 void hrt_cuda_kernel_cache_key_deinitialize(hrt_cuda_kernel_cache_key_t* key);
 

@@ -370,12 +370,17 @@ hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
                                hrt_nvrtc_output_t** out_output) {
   atomic_fetch_add(&hrt_nvrtc_compiles, 1);
   const char** all_options = NULL;
-  HRT_RETURN_IF_ERROR(hrt_allocate((option_count + 1) * sizeof(char*),
+  HRT_RETURN_IF_ERROR(hrt_allocate((option_count + 2) * sizeof(char*),
                                    "compiler options", (void**)&all_options));
   // The target first: a user option that takes the next argument as its
-  // value ("-I", "--include-path") cannot swallow it.
-  all_options[0] = target->option;
-  for (uint32_t i = 0; i < option_count; ++i) all_options[i + 1] = options[i];
+  // value ("-I", "--include-path") cannot swallow it. NVRTC looks for a
+  // quoted include in the folder of the program's name: for a name that is
+  // no absolute path that folder is the current directory, which must never
+  // be searched unless the user asks (-I.).
+  uint32_t count = 0;
+  all_options[count++] = target->option;
+  if (source_name[0] != '/') all_options[count++] = "--no-source-include";
+  for (uint32_t i = 0; i < option_count; ++i) all_options[count++] = options[i];
   hrt_nvrtc_program_t program = NULL;
   hrt_status_t status =
       HRT_NVRTC_CALL(nvrtc, nvrtcCreateProgram,
@@ -387,7 +392,7 @@ hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
   }
   if (status == HRT_OK) {
     status = HRT_NVRTC_CALL(nvrtc, nvrtcCompileProgram,
-                            (program, (int)option_count + 1, all_options));
+                            (program, (int)count, all_options));
     if (status != HRT_OK) {
       status = hrt_nvrtc_compile_error(nvrtc, program, status, source_name);
     }

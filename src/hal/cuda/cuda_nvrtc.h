@@ -129,7 +129,10 @@ hrt_status_t hrt_nvrtc_output_allocate(
     const char* const* lowered_names,
     hrt_nvrtc_output_t** out_output) HRT_MUST_USE;
 
-// Compiles the NUL-terminated `source` named `source_name` for `target`
+// Compiles the NUL-terminated `source` named `source_name` for `target`.
+// Quoted includes resolve next to the including file when `source_name` is
+// the source file's absolute path (as nvcc does), and never against the
+// current directory (give "-I." for that). Compiles
 // with the target option then the user's `options` (so that an option
 // expecting a value, such as a trailing "-I", cannot take the target's
 // place), adding each of `expressions[0..expression_count)` as a name
