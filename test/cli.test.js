@@ -116,7 +116,11 @@ describe('halrt CLI', function () {
       const index = lines.findIndex((line) => line.startsWith(`${name}: `));
       assert.ok(index >= 0, `${name} is listed: ${result.stdout}`);
       assert.strictEqual(lines[index].startsWith(`${name}: ${available ? 'available' : 'unavailable ('}`), true, lines[index]);
-      if (available) assert.match(lines[index + 1], new RegExp(`^  driver=${name} kind=\\w+ name=.+ uri=${name}`));
+      // A driver's lines: its own, then indented ones (cuda's "  nvrtc: ..." first).
+      const end = lines.findIndex((line, i) => i > index && !line.startsWith('  '));
+      const own = lines.slice(index + 1, end < 0 ? lines.length : end);
+      if (name === 'cuda') assert.match(own[0], /^ {2}nvrtc: (available \(\d+\.\d+\)|unavailable \(.+\))$/);
+      if (available) assert.ok(own.some((line) => new RegExp(`^  driver=${name} kind=\\w+ name=.+ uri=${name}`).test(line)), own.join('\n'));
     }
     assert.match(result.stdout, /^local-sync: available\n  driver=local-sync kind=local name=.* uri=local-sync workerCount=1 totalMemory=[1-9]\d*$/m);
     assert.match(result.stdout, /^local-task: available\n  driver=local-task kind=local name=.* uri=local-task\?workers=\d+ workerCount=\d+ totalMemory=[1-9]\d*$/m);
