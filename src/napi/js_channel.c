@@ -72,15 +72,22 @@ void hrt_js_channel_release(hrt_js_channel_t* channel) {
 // JS thread: draining in time slices
 //===----------------------------------------------------------------------===//
 
-// The head of the env's turn list, taken off it.
-static hrt_js_channel_t* hrt_js_channel_turn_pop(hrt_js_channel_turn_t* turn) {
-  hrt_js_channel_t* channel = turn->waiting_head;
-  turn->waiting_head = channel->next_waiting;
-  if (turn->waiting_head == NULL) turn->waiting_tail = NULL;
+// Takes `channel` off the env's turn list (normally its head) and drops the
+// list's reference.
+static void hrt_js_channel_turn_remove(hrt_js_channel_turn_t* turn,
+                                       hrt_js_channel_t* channel) {
+  hrt_js_channel_t** link = &turn->waiting_head;
+  hrt_js_channel_t* previous = NULL;
+  while (*link != channel) {
+    previous = *link;
+    link = &previous->next_waiting;
+  }
+  *link = channel->next_waiting;
+  if (turn->waiting_tail == channel) turn->waiting_tail = previous;
   channel->next_waiting = NULL;
   channel->waiting = false;
   if (turn->woken == channel) turn->woken = NULL;
-  return channel;
+  hrt_js_channel_release(channel);
 }
 
 // Wakes the head of the turn list through its threadsafe function, so that
@@ -101,7 +108,7 @@ static void hrt_js_channel_wake_head(hrt_js_channel_turn_t* turn,
       channel->granted = granted;
       turn->woken = channel;
     } else {
-      hrt_js_channel_release(hrt_js_channel_turn_pop(turn));
+      hrt_js_channel_turn_remove(turn, channel);
     }
   }
 }
@@ -117,6 +124,9 @@ static napi_value hrt_js_channel_resume(napi_env env, napi_callback_info info) {
   hrt_js_channel_turn_t* turn = &state->turn;
   turn->scheduled = false;
   turn->spent_ns = 0;
+  // A channel woken in the last turn that never drained (closed meanwhile)
+  // must not hold the list: the head is woken again.
+  turn->woken = NULL;
   hrt_js_channel_wake_head(turn, true);
   return NULL;
 }
@@ -225,10 +235,10 @@ static void hrt_js_channel_drain(napi_env env, hrt_js_channel_t* channel) {
     return;
   }
   channel->granted = false;
-  if (channel->waiting) {
-    // Its turn came: it is the head, woken. The list's reference goes; the
-    // drain's caller holds the threadsafe function's.
-    hrt_js_channel_release(hrt_js_channel_turn_pop(turn));
+  // Its turn came (it was woken as the list's head). The drain's caller
+  // holds the threadsafe function's reference.
+  if (channel->waiting && turn != NULL) {
+    hrt_js_channel_turn_remove(turn, channel);
   }
   uint32_t delivered = 0;
   hrt_js_message_t* message = hrt_js_channel_pop(channel, false);
@@ -300,7 +310,7 @@ int64_t hrt_js_channel_time_left_ns(napi_env env) {
 
 void hrt_js_channel_turn_deinit(napi_env env, hrt_js_channel_turn_t* turn) {
   while (turn->waiting_head != NULL) {
-    hrt_js_channel_release(hrt_js_channel_turn_pop(turn));
+    hrt_js_channel_turn_remove(turn, turn->waiting_head);
   }
   if (turn->set_immediate != NULL) {
     napi_delete_reference(env, turn->set_immediate);
