@@ -56,8 +56,7 @@ static bool hrt_include_known(const hrt_cuda_includes_t* includes,
 }
 
 static hrt_status_t hrt_include_scan_text(hrt_include_scan_t* scan,
-                                          const char* text,
-                                          const char* folder);
+                                          const char* text, const char* folder);
 
 // The folder of file `path`, as a new heap string ("/" for a file in the
 // root, "." for a bare name).
@@ -185,8 +184,7 @@ static hrt_status_t hrt_include_scan_text(hrt_include_scan_t* scan,
   return HRT_OK;
 }
 
-hrt_status_t hrt_cuda_includes_find(const char* source,
-                                    const char* source_path,
+hrt_status_t hrt_cuda_includes_find(const char* source, const char* source_path,
                                     uint32_t option_count,
                                     const char* const* options,
                                     hrt_cuda_includes_t** out_includes) {

@@ -38,12 +38,10 @@ typedef struct hrt_cuda_includes_s {
 // source file's absolute path, or NULL for an inline source. Fails only when
 // memory runs out; unreadable headers are left to the compile to report.
 // Release with hrt_cuda_includes_free.
-hrt_status_t hrt_cuda_includes_find(const char* source,
-                                    const char* source_path,
-                                    uint32_t option_count,
-                                    const char* const* options,
-                                    hrt_cuda_includes_t** out_includes)
-    HRT_MUST_USE;
+hrt_status_t hrt_cuda_includes_find(
+    const char* source, const char* source_path, uint32_t option_count,
+    const char* const* options,
+    hrt_cuda_includes_t** out_includes) HRT_MUST_USE;
 void hrt_cuda_includes_free(hrt_cuda_includes_t* includes);
 
 #endif  // HRT_HAL_CUDA_CUDA_INCLUDES_H_
