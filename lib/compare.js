@@ -8,10 +8,12 @@
 // and Function, all closed before the promise settles, as are the Instance
 // and Module it makes. The devices run one after the other, never at once.
 
-const { HalrtError } = require('./errors');
+const { Instance, HalModule, Module, Context } = require('./binding');
+const { HalrtError, invalid: invalidArgument } = require('./errors');
 const half = require('./half');
 const { isHostData, sameShape } = require('./host_data');
 const { ModuleBuilder } = require('./module');
+require('./invoke'); // fn.invoke of host data, {read}
 
 const DEFAULT_DEVICES = Object.freeze(['local-sync', 'local-task']);
 const DEFAULTS = { rtol: 1e-5, atol: 1e-8, ulps: 0 };
@@ -20,9 +22,8 @@ const FLOATS = new Set(['f16', 'bf16', 'f32', 'f64']);
 // The sign bit of each float dtype's bits (f16 and bf16 data are bits).
 const SIGN = { f16: 0x8000, bf16: 0x8000, f32: 0x80000000 };
 
-function invalid(message, code = 'INVALID_ARGUMENT') {
-  return new HalrtError(`halrt.compare: ${message}`, code);
-}
+// halrt.compare's errors name it first.
+const invalid = (message, code) => invalidArgument(`halrt.compare: ${message}`, code);
 
 // The tolerances of `options`, each checked; `integers` says whether atol
 // or rtol was given (integer dtypes are exact otherwise).
@@ -55,7 +56,7 @@ function checkDevices(devices) {
 }
 
 // The Module `target` names: a file path, a ModuleBuilder or a description object.
-function loadModule(Module, instance, target) {
+function loadModule(instance, target) {
   if (typeof target === 'string') return Module.load(instance, target);
   if (target instanceof ModuleBuilder) return target.build(instance);
   if (target !== null && typeof target === 'object' && !Array.isArray(target)) return Module.fromObject(instance, target);
@@ -95,7 +96,7 @@ function checkInputs(inputs) {
 
 // Runs `signature` of `module` on device `uri`: its traces in delivery
 // (program) order, the outputs last under the key 'outputs'.
-async function traceOn(halrt, instance, module, signature, uri, index, inputs) {
+async function traceOn(instance, module, signature, uri, index, inputs) {
   const owned = [];
   try {
     let device;
@@ -108,7 +109,7 @@ async function traceOn(halrt, instance, module, signature, uri, index, inputs) {
     const traces = [];
     let outputs;
     try {
-      const hal = new halrt.HalModule(instance, device, {
+      const hal = new HalModule(instance, device, {
         // Trace ops in 'summary' or 'health' mode carry no elements to compare.
         debugSink: (key, tensors, info) => {
           if (info.mode === 'full') traces.push({ key, function: info.function, op: info.op, tensors });
@@ -116,7 +117,7 @@ async function traceOn(halrt, instance, module, signature, uri, index, inputs) {
         traceDispatches: true,
       });
       owned.push(hal);
-      const context = new halrt.Context(instance, [hal, module]);
+      const context = new Context(instance, [hal, module]);
       owned.push(context);
       const fn = context.lookupFunction(`${module.name}.${signature.name}`);
       owned.push(fn);
@@ -295,7 +296,6 @@ function compareTraces(refTraces, traces, names, tol) {
 }
 
 async function compare(target, inputs, options = {}) {
-  const halrt = require('./index');
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw invalid(`options must be an object (got ${half.describe(options)})`);
   }
@@ -304,14 +304,14 @@ async function compare(target, inputs, options = {}) {
   const devices = checkDevices(options.devices ?? DEFAULT_DEVICES);
   const tol = tolerances(options);
   checkInputs(inputs);
-  const instance = new halrt.Instance();
+  const instance = new Instance();
   let module;
   try {
-    module = loadModule(halrt.Module, instance, target);
+    module = loadModule(instance, target);
     const signature = chooseFunction(module, options.function);
     const runs = [];
     for (let d = 0; d < devices.length; ++d) {
-      runs.push(await traceOn(halrt, instance, module, signature, devices[d], d, inputs));
+      runs.push(await traceOn(instance, module, signature, devices[d], d, inputs));
     }
     let first = null;
     const summary = [];

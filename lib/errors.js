@@ -24,4 +24,9 @@ Object.defineProperty(HalrtError.prototype, 'name', {
   configurable: true,
 });
 
-module.exports = { HalrtError };
+/** A HalrtError for a bad argument: INVALID_ARGUMENT unless `code` says otherwise. */
+function invalid(message, code = 'INVALID_ARGUMENT') {
+  return new HalrtError(message, code);
+}
+
+module.exports = { HalrtError, invalid };

@@ -3,9 +3,10 @@
 // a FlightRecorder over the native methods that src/napi/js_recorder.h
 // defines (taken off the HalModule prototype here).
 
+const binding = require('./binding');
 const { HalrtError } = require('./errors');
 
-// Only installFlightRecorder makes FlightRecorders.
+// Only the hal.flightRecorder getter below makes FlightRecorders.
 const MAKE = Symbol('FlightRecorder');
 
 class FlightRecorder {
@@ -71,25 +72,26 @@ class FlightRecorder {
   }
 }
 
-function installFlightRecorder(HalModule) {
-  const state = HalModule.prototype.flightRecorderState;
-  const dump = HalModule.prototype.flightRecorderDump;
-  delete HalModule.prototype.flightRecorderState;
-  delete HalModule.prototype.flightRecorderDump;
-  const recorders = new WeakMap();
-  Object.defineProperty(HalModule.prototype, 'flightRecorder', {
-    get() {
-      if (recorders.has(this)) return recorders.get(this);
-      const now = state.call(this);
-      const recorder = now === null
-        ? null
-        : new FlightRecorder(MAKE, this, state, dump, now.traces !== undefined ? { traces: now.traces } : { bytes: now.bytes });
-      recorders.set(this, recorder);
-      return recorder;
-    },
-    enumerable: false,
-    configurable: true,
-  });
-}
+// hal.flightRecorder: made on first read from the binding's two methods,
+// which leave the prototype.
+const { HalModule } = binding;
+const state = HalModule.prototype.flightRecorderState;
+const dump = HalModule.prototype.flightRecorderDump;
+delete HalModule.prototype.flightRecorderState;
+delete HalModule.prototype.flightRecorderDump;
+const recorders = new WeakMap();
+Object.defineProperty(HalModule.prototype, 'flightRecorder', {
+  get() {
+    if (recorders.has(this)) return recorders.get(this);
+    const now = state.call(this);
+    const recorder = now === null
+      ? null
+      : new FlightRecorder(MAKE, this, state, dump, now.traces !== undefined ? { traces: now.traces } : { bytes: now.bytes });
+    recorders.set(this, recorder);
+    return recorder;
+  },
+  enumerable: false,
+  configurable: true,
+});
 
-module.exports = { installFlightRecorder, FlightRecorder };
+module.exports = { FlightRecorder };

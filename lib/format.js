@@ -4,7 +4,7 @@
 // (src/hal/element_format.h has the rules; test/fixtures/number-format.json
 // pins both sides).
 
-const { HalrtError } = require('./errors');
+const { invalid } = require('./errors');
 const half = require('./half');
 const { ARRAY_OF, MAX_RANK, carries, prepare, shapeText } = require('./host_data');
 
@@ -23,10 +23,6 @@ const ROUND = {
   f16: (x) => half.decode(half.F16, half.encode(half.F16, x)),
   bf16: (x) => half.decode(half.BF16, half.encode(half.BF16, x)),
 };
-
-function invalid(message) {
-  return new HalrtError(message, 'INVALID_ARGUMENT');
-}
 
 // `digits` (significant, a string) with the first at 10^exponent, laid out
 // as Number#toString does: positional from 1e-6 to below 1e21.

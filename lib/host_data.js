@@ -5,7 +5,7 @@
 // to nearest, ties to even); anything else is INVALID_ARGUMENT naming the
 // element. The native tensor() then validates shape and dtype as always.
 
-const { HalrtError } = require('./errors');
+const { HalrtError, invalid } = require('./errors');
 const util = require('util');
 const half = require('./half');
 const { roundBigInt } = require('./float_round');
@@ -26,10 +26,6 @@ const INTEGER_RANGE = {
 // The most dimensions a tensor has (HRT_HAL_MAX_RANK).
 const MAX_RANK = 8;
 const BIGINT_RANGE = { __proto__: null, i64: [-(2n ** 63n), 2n ** 63n - 1n], u64: [0n, 2n ** 64n - 1n] };
-
-function invalid(message) {
-  return new HalrtError(message, 'INVALID_ARGUMENT');
-}
 
 function isTypedArray(value) {
   return ArrayBuffer.isView(value) && !(value instanceof DataView);

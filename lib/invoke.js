@@ -10,7 +10,8 @@
 //   settles the promise at once with CANCELLED and the outputs, when they
 //   arrive, are closed unseen.
 
-const { HalrtError } = require('./errors');
+const binding = require('./binding');
+const { HalrtError, invalid } = require('./errors');
 const util = require('util');
 const { ARRAY_OF, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData } = require('./host_data');
 const { deferCloses, recordView, deviceUri, isClosed } = require('./objects');
@@ -22,10 +23,6 @@ const MAX_INPUTS = 256;
 
 function cancelled(name, signal) {
   return new HalrtError(`${name}: the invocation was aborted`, 'CANCELLED', { cause: signal.reason });
-}
-
-function invalid(message) {
-  return new HalrtError(message, 'INVALID_ARGUMENT');
 }
 
 // The promise invoke() returns for the native `result`: outputs marked with
@@ -81,150 +78,149 @@ function deliver(result, made, delivery, signal) {
   });
 }
 
-function installInvoke(NativeFunction, { BufferView, HalModule }) {
-  const nativeInvoke = NativeFunction.prototype.invoke;
+const { BufferView, HalModule } = binding;
+const NativeFunction = binding.Function;
+const nativeInvoke = NativeFunction.prototype.invoke;
 
-  function deviceOf(fn) {
-    return fn.context.modules.find((module) => module instanceof HalModule).device;
+function deviceOf(fn) {
+  return fn.context.modules.find((module) => module instanceof HalModule).device;
+}
+
+// What every call of a function needs that never changes (its name, its
+// device's URI, its output names), read once: these getters make new
+// objects on each read. Only strings are kept.
+const facts = new WeakMap();
+function factsOf(fn) {
+  let known = facts.get(fn);
+  if (known === undefined) {
+    const name = fn.name;
+    known = { name, uri: deviceUri(deviceOf(fn)), outputNames: fn.outputs.map((s) => s.name) };
+    facts.set(fn, known);
   }
+  return known;
+}
 
-  // What every call of a function needs that never changes (its name, its
-  // device's URI, its output names), read once: these getters make new
-  // objects on each read. Only strings are kept.
-  const facts = new WeakMap();
-  function factsOf(fn) {
-    let known = facts.get(fn);
-    if (known === undefined) {
-      const name = fn.name;
-      known = { name, uri: deviceUri(deviceOf(fn)), outputNames: fn.outputs.map((s) => s.name) };
-      facts.set(fn, known);
-    }
-    return known;
-  }
+function isNamedInputs(inputs) {
+  if (inputs === null || typeof inputs !== 'object' || util.types.isProxy(inputs)) return false;
+  const prototype = Object.getPrototypeOf(inputs);
+  return prototype === Object.prototype || prototype === null;
+}
 
-  function isNamedInputs(inputs) {
-    if (inputs === null || typeof inputs !== 'object' || util.types.isProxy(inputs)) return false;
-    const prototype = Object.getPrototypeOf(inputs);
-    return prototype === Object.prototype || prototype === null;
-  }
-
-  // {values, labels}: the inputs as an Array in signature order (each element
-  // read once) and how messages name each (null: inputs[i]); anything but
-  // an Array or an object of names goes to the native call as it is, which
-  // names it.
-  function ordered(fn, inputs) {
-    if (isNamedInputs(inputs)) {
-      const method = `function.invoke: ${fn.name}`;
-      const names = fn.inputs.map((s) => s.name);
-      for (const key of Object.keys(inputs)) {
-        if (!names.includes(key)) {
-          throw invalid(`${method}: inputs has no input named '${key}' (the inputs are ${names.join(', ') || 'none'})`);
-        }
-      }
-      const values = names.map((name) => {
-        const value = inputs[name];
-        if (value === undefined) throw invalid(`${method}: input '${name}' is missing (inputs.${name})`);
-        return value;
-      });
-      return { values, labels: names.map((name) => `inputs.${name}`) };
-    }
-    // More inputs than any function takes go to the native call, which
-    // refuses them by their count with nothing of their length built (a
-    // huge sparse Array included).
-    if (!Array.isArray(inputs) || util.types.isProxy(inputs) || inputs.length > MAX_INPUTS) return { values: inputs };
-    return { values: Array.from(inputs), labels: null };
-  }
-
-  // A view of host data `value` for input `index` on `device`: a TypedArray
-  // of the input's dtype, Buffer/ArrayBuffer bytes of it, or (nested) Arrays
-  // and scalars converted to it.
-  function upload(fn, device, index, value, label, method) {
-    const signature = fn.inputs[index];
-    const { dtype, shape } = signature;
-    const input = `input ${index} ('${signature.name}')`;
-    const count = shape.reduce((n, d) => n * d, 1);
-    let data = value;
-    if (isBytes(value)) {
-      data = prepare(method, label, value, shape, dtype).data;
-    } else if (isTypedArray(value) && !carries(dtype, value)) {
-      throw invalid(`${method}: ${input} must be ${dtype} in a ${ARRAY_OF[dtype].name} (${label} is ${describe(value)})`);
-    }
-    if (isTypedArray(data)) {
-      if (data.length !== count) {
-        throw invalid(`${method}: ${input} must have ${count} elements for shape ${shapeText(shape)} (${label} has ${data.length})`);
-      }
-      return device.tensor(data, shape, dtype);
-    }
-    const prepared = prepare(method, label, value, undefined, dtype);
-    if (!sameShape(prepared.shape, shape)) {
-      throw invalid(`${method}: ${input} must have shape ${shapeText(shape)} (${label} has ${shapeText(prepared.shape)})`);
-    }
-    return device.tensor(prepared.data, shape, dtype);
-  }
-
-  // Views for every input; the ones made here are pushed to `made`. Without
-  // host data the inputs go to the native call, which checks them in order.
-  function toViews(fn, inputs, made) {
-    // A closed function or context: the native call rejects, before the inputs.
-    if (isClosed(fn) || isClosed(fn.context)) return inputs;
-    const ordering = ordered(fn, inputs);
-    const { values } = ordering;
-    if (ordering.labels === undefined || !values.some(isHostData)) return values;
+// {values, labels}: the inputs as an Array in signature order (each element
+// read once) and how messages name each (null: inputs[i]); anything but
+// an Array or an object of names goes to the native call as it is, which
+// names it.
+function ordered(fn, inputs) {
+  if (isNamedInputs(inputs)) {
     const method = `function.invoke: ${fn.name}`;
-    const labels = ordering.labels ?? values.map((_, i) => `inputs[${i}]`);
-    if (values.length !== fn.inputs.length) {
-      throw invalid(`${method} takes ${fn.inputs.length} inputs (got ${values.length})`);
+    const names = fn.inputs.map((s) => s.name);
+    for (const key of Object.keys(inputs)) {
+      if (!names.includes(key)) {
+        throw invalid(`${method}: inputs has no input named '${key}' (the inputs are ${names.join(', ') || 'none'})`);
+      }
     }
-    const device = deviceOf(fn);
-    return values.map((value, i) => {
-      const proxy = util.types.isProxy(value); // its traps never run
-      if (!proxy && value instanceof BufferView) return value;
-      if (!isHostData(value)) {
-        throw invalid(`${method}: ${labels[i]} is neither a BufferView nor host data (got ${proxy ? 'a Proxy' : describe(value)})`);
-      }
-      const view = upload(fn, device, i, value, labels[i], method);
-      made.push(view);
-      return view;
+    const values = names.map((name) => {
+      const value = inputs[name];
+      if (value === undefined) throw invalid(`${method}: input '${name}' is missing (inputs.${name})`);
+      return value;
     });
+    return { values, labels: names.map((name) => `inputs.${name}`) };
   }
+  // More inputs than any function takes go to the native call, which
+  // refuses them by their count with nothing of their length built (a
+  // huge sparse Array included).
+  if (!Array.isArray(inputs) || util.types.isProxy(inputs) || inputs.length > MAX_INPUTS) return { values: inputs };
+  return { values: Array.from(inputs), labels: null };
+}
 
-  Object.defineProperty(NativeFunction.prototype, 'invoke', {
-    value: function invoke(inputs, options = NO_OPTIONS) {
-      if (options === null || typeof options !== 'object') {
-        return Promise.reject(new HalrtError('function.invoke: options must be an object', 'INVALID_ARGUMENT'));
-      }
-      const { signal, named = false, read = false } = options;
-      if (signal !== undefined && !(signal instanceof AbortSignal)) {
-        return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
-      }
-      if (typeof named !== 'boolean' || typeof read !== 'boolean') {
-        const [key, value] = typeof named !== 'boolean' ? ['named', named] : ['read', read];
-        return Promise.reject(new HalrtError(`function.invoke: options.${key} must be a boolean (got ${describe(value)})`, 'INVALID_ARGUMENT'));
-      }
-      if (signal?.aborted) return Promise.reject(cancelled(this.name, signal));
-      // The native invoke reports its failures (a wrong receiver included) as
-      // rejections; only failing to make the promise itself throws, and that
-      // too must be a rejection. So do the checks of host inputs here.
-      const made = [];
-      let result;
-      let delivery = null;
-      try {
-        const isFunction = this instanceof NativeFunction;
-        result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made) : inputs));
-        if (isFunction) {
-          const { name, uri, outputNames } = factsOf(this);
-          delivery = { name, uri, names: named ? outputNames : null, read };
-        }
-      } catch (error) {
-        for (const view of made) view.close();
-        return Promise.reject(error);
-      }
-      return deliver(result, made, delivery, signal);
-    },
-    writable: true,
-    enumerable: false,
-    configurable: true,
+// A view of host data `value` for input `index` on `device`: a TypedArray
+// of the input's dtype, Buffer/ArrayBuffer bytes of it, or (nested) Arrays
+// and scalars converted to it.
+function upload(fn, device, index, value, label, method) {
+  const signature = fn.inputs[index];
+  const { dtype, shape } = signature;
+  const input = `input ${index} ('${signature.name}')`;
+  const count = shape.reduce((n, d) => n * d, 1);
+  let data = value;
+  if (isBytes(value)) {
+    data = prepare(method, label, value, shape, dtype).data;
+  } else if (isTypedArray(value) && !carries(dtype, value)) {
+    throw invalid(`${method}: ${input} must be ${dtype} in a ${ARRAY_OF[dtype].name} (${label} is ${describe(value)})`);
+  }
+  if (isTypedArray(data)) {
+    if (data.length !== count) {
+      throw invalid(`${method}: ${input} must have ${count} elements for shape ${shapeText(shape)} (${label} has ${data.length})`);
+    }
+    return device.tensor(data, shape, dtype);
+  }
+  const prepared = prepare(method, label, value, undefined, dtype);
+  if (!sameShape(prepared.shape, shape)) {
+    throw invalid(`${method}: ${input} must have shape ${shapeText(shape)} (${label} has ${shapeText(prepared.shape)})`);
+  }
+  return device.tensor(prepared.data, shape, dtype);
+}
+
+// Views for every input; the ones made here are pushed to `made`. Without
+// host data the inputs go to the native call, which checks them in order.
+function toViews(fn, inputs, made) {
+  // A closed function or context: the native call rejects, before the inputs.
+  if (isClosed(fn) || isClosed(fn.context)) return inputs;
+  const ordering = ordered(fn, inputs);
+  const { values } = ordering;
+  if (ordering.labels === undefined || !values.some(isHostData)) return values;
+  const method = `function.invoke: ${fn.name}`;
+  const labels = ordering.labels ?? values.map((_, i) => `inputs[${i}]`);
+  if (values.length !== fn.inputs.length) {
+    throw invalid(`${method} takes ${fn.inputs.length} inputs (got ${values.length})`);
+  }
+  const device = deviceOf(fn);
+  return values.map((value, i) => {
+    const proxy = util.types.isProxy(value); // its traps never run
+    if (!proxy && value instanceof BufferView) return value;
+    if (!isHostData(value)) {
+      throw invalid(`${method}: ${labels[i]} is neither a BufferView nor host data (got ${proxy ? 'a Proxy' : describe(value)})`);
+    }
+    const view = upload(fn, device, i, value, labels[i], method);
+    made.push(view);
+    return view;
   });
 }
 
-module.exports = { installInvoke };
+Object.defineProperty(NativeFunction.prototype, 'invoke', {
+  value: function invoke(inputs, options = NO_OPTIONS) {
+    if (options === null || typeof options !== 'object') {
+      return Promise.reject(new HalrtError('function.invoke: options must be an object', 'INVALID_ARGUMENT'));
+    }
+    const { signal, named = false, read = false } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
+    }
+    if (typeof named !== 'boolean' || typeof read !== 'boolean') {
+      const [key, value] = typeof named !== 'boolean' ? ['named', named] : ['read', read];
+      return Promise.reject(new HalrtError(`function.invoke: options.${key} must be a boolean (got ${describe(value)})`, 'INVALID_ARGUMENT'));
+    }
+    if (signal?.aborted) return Promise.reject(cancelled(this.name, signal));
+    // The native invoke reports its failures (a wrong receiver included) as
+    // rejections; only failing to make the promise itself throws, and that
+    // too must be a rejection. So do the checks of host inputs here.
+    const made = [];
+    let result;
+    let delivery = null;
+    try {
+      const isFunction = this instanceof NativeFunction;
+      result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made) : inputs));
+      if (isFunction) {
+        const { name, uri, outputNames } = factsOf(this);
+        delivery = { name, uri, names: named ? outputNames : null, read };
+      }
+    } catch (error) {
+      for (const view of made) view.close();
+      return Promise.reject(error);
+    }
+    return deliver(result, made, delivery, signal);
+  },
+  writable: true,
+  enumerable: false,
+  configurable: true,
+});
+

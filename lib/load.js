@@ -5,7 +5,9 @@
 // method: `await m.main(x, w)` or `await m.main({x, w})`.
 
 const util = require('util');
+const { Instance, HalModule, Module, Context } = require('./binding');
 const { HalrtError } = require('./errors');
+require('./module'); // Module.load
 const { functionText, inspector, setOwn } = require('./objects');
 
 // Names a function cannot take as a method: LoadedModule's own, and `then`
@@ -72,7 +74,6 @@ function isNamed(value) {
 }
 
 async function load(file, options = {}) {
-  const { Instance, HalModule, Module, Context } = require('./index');
   if (!isNamed(options)) {
     throw new HalrtError(`halrt.load: options must be an object (got ${typeof options})`, 'INVALID_ARGUMENT');
   }

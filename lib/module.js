@@ -6,35 +6,36 @@
 
 const path = require('path');
 const util = require('util');
+const binding = require('./binding');
 const { HalrtError } = require('./errors');
 const { LIMITS, readRegularFile } = require('./files');
 const { setOwn } = require('./objects');
 
 const FORMAT = 'halrt.module/1';
 
-function installModuleStatics(Module) {
-  // Module.load(instance, file): paths inside resolve against the file's folder.
-  Module.load = function load(instance, file) {
-    if (typeof file !== 'string') {
-      throw new HalrtError(`Module.load: path must be a string (got ${typeof file})`, 'INVALID_ARGUMENT');
-    }
-    const bytes = readRegularFile(file, { caller: 'Module.load', maxBytes: LIMITS.moduleFile, what: 'a module file' });
-    return Module.fromJson(instance, bytes.toString('utf8'), path.dirname(path.resolve(file)));
-  };
+// Module.load and Module.fromObject, on the native class.
+const { Module } = binding;
+// Module.load(instance, file): paths inside resolve against the file's folder.
+Module.load = function load(instance, file) {
+  if (typeof file !== 'string') {
+    throw new HalrtError(`Module.load: path must be a string (got ${typeof file})`, 'INVALID_ARGUMENT');
+  }
+  const bytes = readRegularFile(file, { caller: 'Module.load', maxBytes: LIMITS.moduleFile, what: 'a module file' });
+  return Module.fromJson(instance, bytes.toString('utf8'), path.dirname(path.resolve(file)));
+};
 
-  // Module.fromObject(instance, object, {baseDir}): relative paths resolve
-  // against baseDir (default: the current directory).
-  Module.fromObject = function fromObject(instance, object, options = {}) {
-    if (!isPlainObject(object)) {
-      throw new HalrtError('Module.fromObject: object must be a module description object', 'INVALID_ARGUMENT');
-    }
-    if (!isPlainObject(options)) {
-      throw new HalrtError('Module.fromObject: options must be an object', 'INVALID_ARGUMENT');
-    }
-    const baseDir = options.baseDir === undefined ? process.cwd() : typeof options.baseDir === 'string' ? path.resolve(options.baseDir) : options.baseDir;
-    return Module.fromJson(instance, serialize(object, 'Module.fromObject: object'), baseDir);
-  };
-}
+// Module.fromObject(instance, object, {baseDir}): relative paths resolve
+// against baseDir (default: the current directory).
+Module.fromObject = function fromObject(instance, object, options = {}) {
+  if (!isPlainObject(object)) {
+    throw new HalrtError('Module.fromObject: object must be a module description object', 'INVALID_ARGUMENT');
+  }
+  if (!isPlainObject(options)) {
+    throw new HalrtError('Module.fromObject: options must be an object', 'INVALID_ARGUMENT');
+  }
+  const baseDir = options.baseDir === undefined ? process.cwd() : typeof options.baseDir === 'string' ? path.resolve(options.baseDir) : options.baseDir;
+  return Module.fromJson(instance, serialize(object, 'Module.fromObject: object'), baseDir);
+};
 
 function isPlainObject(value) {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -153,7 +154,6 @@ class ModuleBuilder {
   }
 
   build(instance, options) {
-    const { Module } = require('./index');
     return Module.fromObject(instance, this._object, options);
   }
 
@@ -168,4 +168,4 @@ class ModuleBuilder {
   }
 }
 
-module.exports = { installModuleStatics, ModuleBuilder, FunctionBuilder };
+module.exports = { ModuleBuilder, FunctionBuilder };

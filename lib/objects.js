@@ -5,6 +5,7 @@
 // context.lookupFunction() by a bare function name.
 
 const util = require('util');
+const binding = require('./binding');
 const { HalrtError } = require('./errors');
 const { prepare, shapeText } = require('./host_data');
 const { FlightRecorder } = require('./flight_recorder');
@@ -83,137 +84,141 @@ function inspector(className, fields) {
   };
 }
 
-function installObjects(binding) {
-  const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
-  const NativeFunction = binding.Function;
+const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
+const NativeFunction = binding.Function;
+const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
 
-  for (const cls of [Instance, Device, BufferView, HalModule, Module, Context, NativeFunction]) {
-    const nativeClose = cls.prototype.close;
-    define(cls.prototype, 'close', function close() {
-      if (deferring > 0 && this instanceof cls) {
-        deferredCloses.push(this);
-        return;
-      }
-      // A Context still links a closed Module and prints it by name.
-      if (this instanceof Module && !isClosed(this)) closedModuleNames.set(this, tryGet(() => this.name));
-      nativeClose.call(this);
-      closedObjects.add(this);
-    });
-    Object.defineProperty(cls.prototype, 'closed', {
-      get() {
-        return closedObjects.has(this);
-      },
-      enumerable: false,
-      configurable: true,
-    });
-  }
-
-  const nativeTensor = Device.prototype.tensor;
-  define(Device.prototype, 'tensor', function tensor(data, shape, dtype) {
-    return deferCloses(() => {
-      const prepared = prepare('device.tensor', 'data', data, shape, dtype);
-      const view = prepared.dtype === undefined
-        ? nativeTensor.call(this, prepared.data, prepared.shape)
-        : nativeTensor.call(this, prepared.data, prepared.shape, prepared.dtype);
-      return recordView(view, deviceUri(this));
-    });
+// What every native class gets: close() that a method reading its arguments
+// defers, `closed` and [Symbol.dispose]; util.inspect and toString below.
+for (const cls of [Instance, Device, BufferView, HalModule, Module, Context, NativeFunction]) {
+  const nativeClose = cls.prototype.close;
+  define(cls.prototype, 'close', function close() {
+    if (deferring > 0 && this instanceof cls) {
+      deferredCloses.push(this);
+      return;
+    }
+    // A Context still links a closed Module and prints it by name.
+    if (this instanceof Module && !isClosed(this)) closedModuleNames.set(this, tryGet(() => this.name));
+    nativeClose.call(this);
+    closedObjects.add(this);
   });
-  const nativeEmpty = Device.prototype.empty;
-  define(Device.prototype, 'empty', function empty(shape, dtype) {
-    return recordView(nativeEmpty.call(this, shape, dtype), deviceUri(this));
+  define(cls.prototype, disposeSymbol, function dispose() {
+    this.close();
   });
-
-  Object.defineProperty(BufferView.prototype, 'numel', {
+  Object.defineProperty(cls.prototype, 'closed', {
     get() {
-      return this.shape.reduce((count, dim) => count * dim, 1);
+      return closedObjects.has(this);
     },
     enumerable: false,
     configurable: true,
   });
-  Object.defineProperty(BufferView.prototype, 'size', Object.getOwnPropertyDescriptor(BufferView.prototype, 'numel'));
-
-  // Context.lookupFunction: 'module.function', or a bare function name that
-  // exactly one linked (open) program module exports.
-  const nativeLookup = Context.prototype.lookupFunction;
-  define(Context.prototype, 'lookupFunction', function lookupFunction(name) {
-    if (typeof name !== 'string' || name.includes('.') || !(this instanceof Context)) {
-      return nativeLookup.call(this, name);
-    }
-    const owners = [];
-    const all = [];
-    for (const module of tryGet(() => this.modules) ?? []) {
-      if (!(module instanceof Module) || isClosed(module)) continue;
-      for (const f of module.functions) all.push(`${module.name}.${f.name}`);
-      if (module.functions.some((f) => f.name === name)) owners.push(module.name);
-    }
-    if (owners.length === 0) {
-      throw new HalrtError(`context.lookupFunction: no linked module exports a function '${name}' (functions: ${all.join(', ') || 'none'})`, 'NOT_FOUND');
-    }
-    if (owners.length > 1) {
-      throw new HalrtError(`context.lookupFunction: '${name}' is ambiguous: ${owners.map((m) => `'${m}.${name}'`).join(', ')}; qualify it`, 'INVALID_ARGUMENT');
-    }
-    return nativeLookup.call(this, `${owners[0]}.${name}`);
-  });
-
-  const views = (view) => ({
-    dtype: tryGet(() => view.dtype),
-    shape: tryGet(() => view.shape),
-    device: viewDevices.get(view),
-    byteLength: tryGet(() => view.byteLength),
-    closed: isClosed(view),
-  });
-  // A flight recorder's setting, as it was given: { traces } or { bytes }.
-  // How a Context names a module it links, closed or not.
-  const linkedName = (m) => (m instanceof HalModule ? 'hal' : tryGet(() => m.name) ?? closedModuleNames.get(m));
-  const recorderSetting = (recorder) => (recorder.traces !== undefined ? { traces: recorder.traces } : { bytes: recorder.bytes });
-  const inspections = [
-    [Instance, (o) => ({ closed: isClosed(o) }), () => 'Instance'],
-    [Device, (o) => ({ uri: deviceUri(o), name: tryGet(() => o.info.name), closed: isClosed(o) }),
-      (o) => `Device(${deviceUri(o)})`],
-    [BufferView, views, (o) => (isClosed(o)
-      ? 'BufferView(closed)'
-      : `BufferView(${o.dtype}${shapeText(o.shape)}${viewDevices.has(o) ? ` on ${viewDevices.get(o)}` : ''})`)],
-    [HalModule, (o) => ({
-      device: deviceUri(o.device),
-      debugSink: o.debugSink !== null,
-      traceDispatches: o.traceDispatches,
-      traceMode: o.traceMode,
-      profile: o.profile,
-      flightRecorder: tryGet(() => o.flightRecorder && recorderSetting(o.flightRecorder)),
-      closed: isClosed(o),
-    }), (o) => `HalModule(${deviceUri(o.device)})`],
-    // Its counts throw once its HalModule is closed: then it says so.
-    [FlightRecorder, (o) => ({
-      ...recorderSetting(o),
-      ...(tryGet(() => ({ heldTraces: o.heldTraces, heldBytes: o.heldBytes, skipped: o.skipped })) ?? { closed: true }),
-    }), (o) => `FlightRecorder(${util.inspect(recorderSetting(o), { breakLength: Infinity })})`],
-    [Module, (o) => ({
-      name: tryGet(() => o.name),
-      functions: tryGet(() => o.functions.map((f) => functionText(f.name, f.inputs, f.outputs))),
-      closed: isClosed(o),
-    }), (o) => `Module(${tryGet(() => o.name) ?? 'closed'})`],
-    [Context, (o) => ({
-      modules: o.modules.map(linkedName),
-      closed: isClosed(o),
-    }), (o) => `Context(${o.modules.map(linkedName).join(', ')})`],
-    [NativeFunction, (o) => ({
-      name: o.name,
-      inputs: signatureText(o.inputs),
-      outputs: signatureText(o.outputs),
-      closed: isClosed(o),
-    }), (o) => `Function(${functionText(o.name, o.inputs, o.outputs)})`],
-  ];
-  for (const [cls, fields, text] of inspections) {
-    // On something that is not a live wrapper (a prototype, say) the fields
-    // cannot be read: it prints as `[object Name]`.
-    const inspect = inspector(cls.name, fields);
-    define(cls.prototype, util.inspect.custom, function custom(...args) {
-      return tryGet(() => inspect.apply(this, args)) ?? `[object ${cls.name}]`;
-    });
-    define(cls.prototype, 'toString', function toString() {
-      return tryGet(() => text(this)) ?? `[object ${cls.name}]`;
-    });
-  }
 }
 
-module.exports = { installObjects, deferCloses, recordView, deviceUri, functionText, inspector, isClosed, setOwn };
+const nativeTensor = Device.prototype.tensor;
+define(Device.prototype, 'tensor', function tensor(data, shape, dtype) {
+  return deferCloses(() => {
+    const prepared = prepare('device.tensor', 'data', data, shape, dtype);
+    const view = prepared.dtype === undefined
+      ? nativeTensor.call(this, prepared.data, prepared.shape)
+      : nativeTensor.call(this, prepared.data, prepared.shape, prepared.dtype);
+    return recordView(view, deviceUri(this));
+  });
+});
+const nativeEmpty = Device.prototype.empty;
+define(Device.prototype, 'empty', function empty(shape, dtype) {
+  return recordView(nativeEmpty.call(this, shape, dtype), deviceUri(this));
+});
+
+Object.defineProperty(BufferView.prototype, 'numel', {
+  get() {
+    return this.shape.reduce((count, dim) => count * dim, 1);
+  },
+  enumerable: false,
+  configurable: true,
+});
+Object.defineProperty(BufferView.prototype, 'size', Object.getOwnPropertyDescriptor(BufferView.prototype, 'numel'));
+
+// Context.lookupFunction: 'module.function', or a bare function name that
+// exactly one linked (open) program module exports.
+const nativeLookup = Context.prototype.lookupFunction;
+define(Context.prototype, 'lookupFunction', function lookupFunction(name) {
+  if (typeof name !== 'string' || name.includes('.') || !(this instanceof Context)) {
+    return nativeLookup.call(this, name);
+  }
+  const owners = [];
+  const all = [];
+  for (const module of tryGet(() => this.modules) ?? []) {
+    if (!(module instanceof Module) || isClosed(module)) continue;
+    for (const f of module.functions) all.push(`${module.name}.${f.name}`);
+    if (module.functions.some((f) => f.name === name)) owners.push(module.name);
+  }
+  if (owners.length === 0) {
+    throw new HalrtError(`context.lookupFunction: no linked module exports a function '${name}' (functions: ${all.join(', ') || 'none'})`, 'NOT_FOUND');
+  }
+  if (owners.length > 1) {
+    throw new HalrtError(`context.lookupFunction: '${name}' is ambiguous: ${owners.map((m) => `'${m}.${name}'`).join(', ')}; qualify it`, 'INVALID_ARGUMENT');
+  }
+  return nativeLookup.call(this, `${owners[0]}.${name}`);
+});
+
+const views = (view) => ({
+  dtype: tryGet(() => view.dtype),
+  shape: tryGet(() => view.shape),
+  device: viewDevices.get(view),
+  byteLength: tryGet(() => view.byteLength),
+  closed: isClosed(view),
+});
+// A flight recorder's setting, as it was given: { traces } or { bytes }.
+// How a Context names a module it links, closed or not.
+const linkedName = (m) => (m instanceof HalModule ? 'hal' : tryGet(() => m.name) ?? closedModuleNames.get(m));
+const recorderSetting = (recorder) => (recorder.traces !== undefined ? { traces: recorder.traces } : { bytes: recorder.bytes });
+const inspections = [
+  [Instance, (o) => ({ closed: isClosed(o) }), () => 'Instance'],
+  [Device, (o) => ({ uri: deviceUri(o), name: tryGet(() => o.info.name), closed: isClosed(o) }),
+    (o) => `Device(${deviceUri(o)})`],
+  [BufferView, views, (o) => (isClosed(o)
+    ? 'BufferView(closed)'
+    : `BufferView(${o.dtype}${shapeText(o.shape)}${viewDevices.has(o) ? ` on ${viewDevices.get(o)}` : ''})`)],
+  [HalModule, (o) => ({
+    device: deviceUri(o.device),
+    debugSink: o.debugSink !== null,
+    traceDispatches: o.traceDispatches,
+    traceMode: o.traceMode,
+    profile: o.profile,
+    flightRecorder: tryGet(() => o.flightRecorder && recorderSetting(o.flightRecorder)),
+    closed: isClosed(o),
+  }), (o) => `HalModule(${deviceUri(o.device)})`],
+  // Its counts throw once its HalModule is closed: then it says so.
+  [FlightRecorder, (o) => ({
+    ...recorderSetting(o),
+    ...(tryGet(() => ({ heldTraces: o.heldTraces, heldBytes: o.heldBytes, skipped: o.skipped })) ?? { closed: true }),
+  }), (o) => `FlightRecorder(${util.inspect(recorderSetting(o), { breakLength: Infinity })})`],
+  [Module, (o) => ({
+    name: tryGet(() => o.name),
+    functions: tryGet(() => o.functions.map((f) => functionText(f.name, f.inputs, f.outputs))),
+    closed: isClosed(o),
+  }), (o) => `Module(${tryGet(() => o.name) ?? 'closed'})`],
+  [Context, (o) => ({
+    modules: o.modules.map(linkedName),
+    closed: isClosed(o),
+  }), (o) => `Context(${o.modules.map(linkedName).join(', ')})`],
+  [NativeFunction, (o) => ({
+    name: o.name,
+    inputs: signatureText(o.inputs),
+    outputs: signatureText(o.outputs),
+    closed: isClosed(o),
+  }), (o) => `Function(${functionText(o.name, o.inputs, o.outputs)})`],
+];
+for (const [cls, fields, text] of inspections) {
+  // On something that is not a live wrapper (a prototype, say) the fields
+  // cannot be read: it prints as `[object Name]`.
+  const inspect = inspector(cls.name, fields);
+  define(cls.prototype, util.inspect.custom, function custom(...args) {
+    return tryGet(() => inspect.apply(this, args)) ?? `[object ${cls.name}]`;
+  });
+  define(cls.prototype, 'toString', function toString() {
+    return tryGet(() => text(this)) ?? `[object ${cls.name}]`;
+  });
+}
+
+module.exports = { deferCloses, recordView, deviceUri, functionText, inspector, isClosed, setOwn };

@@ -8,12 +8,8 @@
 
 const fs = require('fs');
 const util = require('util');
-const { HalrtError } = require('./errors');
+const { HalrtError, invalid } = require('./errors');
 const { DEFAULT_MAX_ELEMENTS } = require('./format');
-
-function invalid(message) {
-  return new HalrtError(message, 'INVALID_ARGUMENT');
-}
 
 // Native sinks are plain frozen descriptions, recognised by the binding.
 function describe(kind, fields) {
