@@ -1,7 +1,7 @@
 'use strict';
 // NumPy .npy files (format 1.0, 2.0 and 3.0 on read; 1.0 on write) to and
 // from {dtype, shape, data} tensors. The descrs match the native npy sink
-// (src/modules/npy_sink.c): bf16 has no NumPy type and is written as '<u2'
+// (src/modules/sinks/npy_sink.c): bf16 has no NumPy type and is written as '<u2'
 // raw bits, so it reads back as u16.
 
 const { HalrtError } = require('./errors');

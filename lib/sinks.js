@@ -26,7 +26,7 @@ function stdio({ maxElements = DEFAULT_MAX_ELEMENTS } = {}) {
 // One NumPy .npy file per traced tensor in `directory`, named
 // <sequence>_<key prefix>-<key hash>_<index>.npy, never overwritten, and a
 // line per file in <directory>/index.jsonl mapping it back to its key
-// (src/modules/npy_sink.h has the rules). bf16 is written as '<u2' raw bits.
+// (src/modules/sinks/npy_sink.h has the rules). bf16 is written as '<u2' raw bits.
 function npy(directory) {
   if (typeof directory !== 'string' || directory.length === 0) {
     throw invalid('halrt.sinks.npy: directory must be a non-empty string');

@@ -61,6 +61,24 @@ describe('docs', function () {
     }
   }
 
+  it("README's Layout names every folder of src/, and only folders that exist", () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const layout = readme.slice(readme.indexOf('## Layout'));
+    const block = layout.slice(layout.indexOf('```text') + 7, layout.indexOf('```', layout.indexOf('```text') + 7));
+    const named = [...block.matchAll(/^(src\/\S*\/)/gm)].map((m) => m[1].replace(/\/$/, '')).sort();
+    const folders = [];
+    const walk = (dir) => {
+      folders.push(dir);
+      for (const entry of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+        if (entry.isDirectory()) walk(`${dir}/${entry.name}`);
+      }
+    };
+    for (const entry of fs.readdirSync(path.join(ROOT, 'src'), { withFileTypes: true })) {
+      if (entry.isDirectory()) walk(`src/${entry.name}`);
+    }
+    assert.deepStrictEqual(named, folders.sort());
+  });
+
   it('the README tour opens with a three-line traced run', () => {
     const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
     const tourLine = readme.split('\n').indexOf('## A tour') + 1;

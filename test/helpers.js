@@ -357,7 +357,7 @@ function unreadableFiles(name, bigBytes) {
 /**
  * The name the native npy sink gives tensor `index` of a trace of `key` in
  * invocation `sequence`, computed here from its documented rule
- * (src/modules/npy_sink.h): "<sequence>_<prefix>-<FNV-1a of the key>_<index>.npy".
+ * (src/modules/sinks/npy_sink.h): "<sequence>_<prefix>-<FNV-1a of the key>_<index>.npy".
  */
 function npyFileName(sequence, key, index) {
   const bytes = Buffer.from(key, 'utf8');

@@ -6,7 +6,7 @@
 // Two kinds count memory held for reuse rather than objects: the blocks that
 // local devices keep cached (hal/local/local_allocator.h) and their bytes.
 // Flight recorders count the traces they hold and the bytes of their copies
-// (modules/recorder_sink.h).
+// (modules/sinks/recorder_sink.h).
 #ifndef HRT_BASE_LIVE_H_
 #define HRT_BASE_LIVE_H_
 

@@ -5,7 +5,7 @@
 
 #include "base/alloc.h"
 #include "base/arena.h"
-#include "modules/tensor_stats.h"
+#include "modules/sinks/tensor_stats.h"
 
 typedef struct hrt_hal_module_s {
   hrt_vm_module_t base;

@@ -12,7 +12,7 @@
 
 #include "hal/device.h"
 #include "modules/debug_sink.h"
-#include "modules/recorder_sink.h"
+#include "modules/sinks/recorder_sink.h"
 #include "vm/module.h"
 
 // Whether trace_dispatches covers the dispatch keyed `key`

@@ -4,7 +4,7 @@
 // reference to its JS debug sink (js_sink.h). The callback is also stored on
 // the object as `debugSink`, so the JS-visible edge HalModule -> callback
 // keeps it alive while the sink's own napi_ref is weak. options.flightRecorder
-// wraps the sink in a flight recorder (modules/recorder_sink.h), reached
+// wraps the sink in a flight recorder (modules/sinks/recorder_sink.h), reached
 // through the methods of js_recorder.h.
 //
 // Threads: JS thread of the owning env only.

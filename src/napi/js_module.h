@@ -1,4 +1,4 @@
-// JavaScript class Module: a program module (modules/program_module.h).
+// JavaScript class Module: a program module (modules/program/program_module.h).
 // Made by the static Module.fromJson(instance, text, baseDir?); lib/ adds
 // Module.load(instance, path) and Module.fromObject(instance, object).
 //

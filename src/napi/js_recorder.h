@@ -4,7 +4,7 @@
 //
 // halModule.flightRecorderState() -> null when the module has no recorder,
 // else {traces} or {bytes} (the setting) with heldTraces, heldBytes and
-// skipped (modules/recorder_sink.h).
+// skipped (modules/sinks/recorder_sink.h).
 // halModule.flightRecorderDump() -> Promise<number>: delivers the held
 // traces to the module's sink and resolves with how many, once the sink has
 // them.

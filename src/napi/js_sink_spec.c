@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modules/npy_sink.h"
-#include "modules/stdio_sink.h"
-#include "modules/tee_sink.h"
+#include "modules/sinks/npy_sink.h"
+#include "modules/sinks/stdio_sink.h"
+#include "modules/sinks/tee_sink.h"
 #include "napi/js_args.h"
 #include "napi/js_common.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modules/tensor_stats.h"
+#include "modules/sinks/tensor_stats.h"
 
 // Slots of a trace record's header and of a tensor's fixed part (name,
 // dtype, rank, then per contents), and of a timing record.

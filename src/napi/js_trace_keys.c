@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modules/program_module.h"
+#include "modules/program/program_module.h"
 #include "napi/js_args.h"
 #include "napi/js_common.h"
 

@@ -1,11 +1,11 @@
-// The flight recorder sink (modules/recorder_sink.h): the ring of trace
+// The flight recorder sink (modules/sinks/recorder_sink.h): the ring of trace
 // copies, its bounds, delivery, and every allocation failing.
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "modules/recorder_sink.h"
-#include "modules/stdio_sink.h"
-#include "modules/tee_sink.h"
+#include "modules/sinks/recorder_sink.h"
+#include "modules/sinks/stdio_sink.h"
+#include "modules/sinks/tee_sink.h"
 #include "test.h"
 
 // The Makefile links this binary with malloc, calloc and free wrapped

@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "modules/npy_sink.h"
-#include "modules/stdio_sink.h"
-#include "modules/tee_sink.h"
-#include "modules/tensor_stats.h"
+#include "modules/sinks/npy_sink.h"
+#include "modules/sinks/stdio_sink.h"
+#include "modules/sinks/tee_sink.h"
+#include "modules/sinks/tensor_stats.h"
 #include "test.h"
 
 static const hrt_trace_info_t kInfo = {7, "mlp.main", 3,

@@ -10,7 +10,7 @@
 #include "base/threads.h"
 #include "hal/buffer_view.h"
 #include "modules/hal_module.h"
-#include "modules/program_module.h"
+#include "modules/program/program_module.h"
 #include "test.h"
 #include "vm/context.h"
 #include "vm/instance.h"

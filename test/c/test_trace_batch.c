@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "base/block_pool.h"
-#include "modules/tensor_stats.h"
+#include "modules/sinks/tensor_stats.h"
 #include "napi/js_trace_batch.h"
 #include "test.h"
 

@@ -1,4 +1,4 @@
-// Fuzz target: program modules (src/modules/program_module.h) created from
+// Fuzz target: program modules (src/modules/program/program_module.h) created from
 // the input as module JSON text, linked on the local-sync device and
 // invoked.
 //
@@ -30,8 +30,8 @@
 #include "fuzz.h"
 #include "hal/driver.h"
 #include "modules/hal_module.h"
-#include "modules/program_module.h"
-#include "modules/tensor_stats.h"
+#include "modules/program/program_module.h"
+#include "modules/sinks/tensor_stats.h"
 #include "vm/context.h"
 
 #define FUZZ_MAX_BYTES ((uint64_t)16 << 20)

@@ -30,7 +30,7 @@
 #include "base/live.h"
 #include "fuzz.h"
 #include "hal/buffer_view.h"
-#include "modules/tensor_stats.h"
+#include "modules/sinks/tensor_stats.h"
 #include "napi/js_trace_batch.h"
 
 //===----------------------------------------------------------------------===//

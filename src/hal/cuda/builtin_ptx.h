@@ -11,7 +11,7 @@
 #define HRT_CUDA_BUILTIN_BLOCK_SIZE 256
 
 // The PTX also holds the CUDA device's own kernels (the tensor summaries of
-// summary and health traces, cuda_device.c), which are no built-ins: their
+// summary and health traces, cuda_issue.c), which are no built-ins: their
 // names start with this prefix, and the built-in executable leaves them out.
 #define HRT_CUDA_INTERNAL_KERNEL_PREFIX "hrt_"
 

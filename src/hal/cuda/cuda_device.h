@@ -48,7 +48,7 @@
 // - The issue thread takes accepted submissions in FIFO order, waits for
 //   their wait semaphores, and enqueues their commands into the stream:
 //   fills as memsets (8/16/32-bit, or 2-D 32-bit/8-bit memsets for patterns
-//   the plain ones cannot express, see cuda_device.c), copies, updates from
+//   the plain ones cannot express, see cuda_issue.c), copies, updates from
 //   staging, reads into staging, and dispatches with cuLaunchKernel. A
 //   trace goes to the trace stream: the trace stream waits (cuStreamWaitEvent)
 //   for a fork event recorded on the stream after the commands before it,

@@ -6,7 +6,7 @@
 // the PTX in src/hal/cuda/builtin_ptx.c; halrt itself needs no CUDA toolkit.
 // Edit this file, then run `node scripts/build-cuda-ptx.js` and commit both.
 //
-// Launch contract (src/hal/cuda/cuda_device.c): grid = the dispatch's
+// Launch contract (src/hal/cuda/cuda_issue.c): grid = the dispatch's
 // workgroup count, block = HRT_BUILTIN_BLOCK threads in x (the dispatch's
 // workgroup size is ignored, as docs/kernels.md says for built-ins), and the
 // host has already checked the bindings against the constants. Every kernel
@@ -219,7 +219,7 @@ extern "C" __global__ void reduce_sum_f32(const float* x, float* out,
 // Tensor summaries (hal/tensor_summary.h), for the device's summary and
 // health traces. These are the device's own kernels, not built-ins: their
 // names start with hrt_ (HRT_CUDA_INTERNAL_KERNEL_PREFIX), which the
-// built-in executable leaves out. cuda_device.c launches them on the trace
+// built-in executable leaves out. cuda_issue.c launches them on the trace
 // stream with HRT_BUILTIN_BLOCK threads per block (a power of two, which
 // the tree reductions need): hrt_summary_partial with up to
 // HRT_CUDA_SUMMARY_MAX_BLOCKS blocks, each writing one partial, then

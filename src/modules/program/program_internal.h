@@ -5,8 +5,8 @@
 // after that it is immutable and read on any thread while the module lives.
 // Names point into the module's JSON document, everything else parsed into
 // its arena; both are freed with the module.
-#ifndef HRT_MODULES_PROGRAM_INTERNAL_H_
-#define HRT_MODULES_PROGRAM_INTERNAL_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_INTERNAL_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_INTERNAL_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -110,4 +110,4 @@ static inline hrt_status_t hrt_program_alloc(hrt_program_parser_t* parser,
   return hrt_arena_allocate(&parser->module->arena, size, "module", out);
 }
 
-#endif  // HRT_MODULES_PROGRAM_INTERNAL_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_INTERNAL_H_

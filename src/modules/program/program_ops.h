@@ -3,11 +3,11 @@
 // executables, built-in kernel signatures and declared entries. Runs on the
 // creating thread; errors name the field (program_fields.h). What is parsed
 // goes into the module's arena (program_internal.h).
-#ifndef HRT_MODULES_PROGRAM_OPS_H_
-#define HRT_MODULES_PROGRAM_OPS_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_OPS_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_OPS_H_
 
 #include "base/json.h"
-#include "modules/program_internal.h"
+#include "modules/program/program_internal.h"
 
 // The op `json` of `function` (whose values are parsed) at `path`. Leaves
 // op->key of a dispatch to the caller.
@@ -16,4 +16,4 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
                                   const hrt_json_t* json, const char* path,
                                   hrt_op_t* op) HRT_MUST_USE;
 
-#endif  // HRT_MODULES_PROGRAM_OPS_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_OPS_H_

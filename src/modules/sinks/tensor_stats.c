@@ -1,4 +1,4 @@
-#include "modules/tensor_stats.h"
+#include "modules/sinks/tensor_stats.h"
 
 #include <math.h>
 

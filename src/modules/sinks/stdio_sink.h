@@ -22,8 +22,8 @@
 // Ownership and threads as every debug sink (modules/debug_sink.h): the
 // returned sink owns its state until its release runs; `stream` is borrowed
 // and must outlive the sink.
-#ifndef HRT_MODULES_STDIO_SINK_H_
-#define HRT_MODULES_STDIO_SINK_H_
+#ifndef HRT_MODULES_SINKS_STDIO_SINK_H_
+#define HRT_MODULES_SINKS_STDIO_SINK_H_
 
 #include <stdint.h>
 #include <stdio.h>
@@ -33,4 +33,4 @@
 hrt_status_t hrt_stdio_sink_create(FILE* stream, uint32_t max_elements,
                                    hrt_debug_sink_t* out_sink) HRT_MUST_USE;
 
-#endif  // HRT_MODULES_STDIO_SINK_H_
+#endif  // HRT_MODULES_SINKS_STDIO_SINK_H_

@@ -31,8 +31,8 @@
 // Ownership: the recorder owns the wrapped sink and releases it when the
 // recorder sink is released; if creation fails, the caller still owns it. Held
 // traces are counted in live.h (HRT_LIVE_RECORDED_TRACE and _BYTES).
-#ifndef HRT_MODULES_RECORDER_SINK_H_
-#define HRT_MODULES_RECORDER_SINK_H_
+#ifndef HRT_MODULES_SINKS_RECORDER_SINK_H_
+#define HRT_MODULES_SINKS_RECORDER_SINK_H_
 
 #include <stdint.h>
 
@@ -87,4 +87,4 @@ uint64_t hrt_recorder_trace_bytes(const char* key, const hrt_trace_info_t* info,
                                   uint32_t count,
                                   const hrt_trace_tensor_t* tensors);
 
-#endif  // HRT_MODULES_RECORDER_SINK_H_
+#endif  // HRT_MODULES_SINKS_RECORDER_SINK_H_

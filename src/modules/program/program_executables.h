@@ -7,13 +7,13 @@
 // links the module into a context (it reads kernel files and opens
 // libraries). The specs belong to the module (program_internal.h); a loaded
 // executable belongs to the caller.
-#ifndef HRT_MODULES_PROGRAM_EXECUTABLES_H_
-#define HRT_MODULES_PROGRAM_EXECUTABLES_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_EXECUTABLES_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_EXECUTABLES_H_
 
 #include "base/json.h"
 #include "hal/device.h"
 #include "hal/executable.h"
-#include "modules/program_internal.h"
+#include "modules/program/program_internal.h"
 
 // Fills the parser's module->executables from the "executables" object.
 hrt_status_t hrt_program_parse_executables(
@@ -31,4 +31,4 @@ hrt_status_t hrt_program_load_executable(
     hrt_hal_device_t* device, const hrt_executable_spec_t* spec,
     hrt_hal_executable_t** out) HRT_MUST_USE;
 
-#endif  // HRT_MODULES_PROGRAM_EXECUTABLES_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_EXECUTABLES_H_

@@ -1,4 +1,4 @@
-#include "modules/npy_sink.h"
+#include "modules/sinks/npy_sink.h"
 
 #include <errno.h>
 #include <fcntl.h>

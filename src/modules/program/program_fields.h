@@ -2,8 +2,8 @@
 // each check that fails returns a status whose message starts with the
 // field's path, e.g. `functions.main.body[2].bindings[1]: unknown value 'z'`.
 // Pure functions of their arguments, callable on any thread.
-#ifndef HRT_MODULES_PROGRAM_FIELDS_H_
-#define HRT_MODULES_PROGRAM_FIELDS_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_FIELDS_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_FIELDS_H_
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -43,4 +43,4 @@ hrt_status_t hrt_program_expect_integer(const hrt_json_t* value, int64_t min,
                                         int64_t max, const char* path,
                                         int64_t* out) HRT_MUST_USE;
 
-#endif  // HRT_MODULES_PROGRAM_FIELDS_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_FIELDS_H_

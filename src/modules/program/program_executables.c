@@ -1,11 +1,11 @@
-#include "modules/program_executables.h"
+#include "modules/program/program_executables.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/file.h"
-#include "modules/program_fields.h"
+#include "modules/program/program_fields.h"
 
 // The largest kernel file (PTX, cubin, fatbin, CPU library) an executable may
 // name, 1 GiB: far above any real kernel image, far below what reading a

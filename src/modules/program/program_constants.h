@@ -1,8 +1,8 @@
 // Numbers of a module description as the bits a command takes: fill
 // patterns and dispatch constants (32-bit words). Pure functions of their
 // arguments (any thread); errors name the field (program_fields.h).
-#ifndef HRT_MODULES_PROGRAM_CONSTANTS_H_
-#define HRT_MODULES_PROGRAM_CONSTANTS_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_CONSTANTS_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_CONSTANTS_H_
 
 #include <stdint.h>
 
@@ -40,4 +40,4 @@ hrt_status_t hrt_program_parse_typed_constant(const hrt_json_t* value,
                                               const char* path,
                                               uint32_t* out) HRT_MUST_USE;
 
-#endif  // HRT_MODULES_PROGRAM_CONSTANTS_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_CONSTANTS_H_

@@ -1,13 +1,13 @@
-#include "modules/program_state.h"
+#include "modules/program/program_state.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "modules/hal_module.h"
-#include "modules/program_call.h"
-#include "modules/program_executables.h"
-#include "modules/program_internal.h"
+#include "modules/program/program_call.h"
+#include "modules/program/program_executables.h"
+#include "modules/program/program_internal.h"
 
 static hrt_hal_buffer_ref_t hrt_slot(uint32_t value) {
   return (hrt_hal_buffer_ref_t){NULL, value, 0, HRT_HAL_WHOLE_BUFFER};

@@ -1,12 +1,12 @@
-#include "modules/program_parse.h"
+#include "modules/program/program_parse.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "modules/program_executables.h"
-#include "modules/program_fields.h"
-#include "modules/program_ops.h"
-#include "modules/program_values.h"
+#include "modules/program/program_executables.h"
+#include "modules/program/program_fields.h"
+#include "modules/program/program_ops.h"
+#include "modules/program/program_values.h"
 
 #define HRT_PROGRAM_FORMAT "halrt.module/1"
 #define HRT_PROGRAM_MAX_OPS 65536

@@ -1,4 +1,4 @@
-#include "modules/recorder_sink.h"
+#include "modules/sinks/recorder_sink.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,8 +4,8 @@
 // min, max and mean are NaN when no finite element remains (or the tensor is
 // empty). Integer and bool tensors never hold NaN or Inf. Pure functions:
 // any thread.
-#ifndef HRT_MODULES_TENSOR_STATS_H_
-#define HRT_MODULES_TENSOR_STATS_H_
+#ifndef HRT_MODULES_SINKS_TENSOR_STATS_H_
+#define HRT_MODULES_SINKS_TENSOR_STATS_H_
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,4 +29,4 @@ void hrt_tensor_stats_compute(const hrt_trace_tensor_t* tensor,
 bool hrt_tensor_find_nonfinite(const hrt_trace_tensor_t* tensor,
                                uint64_t* out_index);
 
-#endif  // HRT_MODULES_TENSOR_STATS_H_
+#endif  // HRT_MODULES_SINKS_TENSOR_STATS_H_

@@ -1,11 +1,11 @@
-#include "modules/program_ops.h"
+#include "modules/program/program_ops.h"
 
 #include <string.h>
 
-#include "modules/program_constants.h"
-#include "modules/program_executables.h"
-#include "modules/program_fields.h"
-#include "modules/program_values.h"
+#include "modules/program/program_constants.h"
+#include "modules/program/program_executables.h"
+#include "modules/program/program_fields.h"
+#include "modules/program/program_values.h"
 
 // The constants of a dispatch of a declared entry: one per scalar parameter,
 // in order, typed by it.

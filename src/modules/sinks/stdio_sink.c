@@ -1,4 +1,4 @@
-#include "modules/stdio_sink.h"
+#include "modules/sinks/stdio_sink.h"
 
 #include <stdlib.h>
 

@@ -5,8 +5,8 @@
 // releases each sink once. The tee takes ownership of the sinks, also when
 // creation fails (it then releases them). Threads as every debug sink
 // (modules/debug_sink.h).
-#ifndef HRT_MODULES_TEE_SINK_H_
-#define HRT_MODULES_TEE_SINK_H_
+#ifndef HRT_MODULES_SINKS_TEE_SINK_H_
+#define HRT_MODULES_SINKS_TEE_SINK_H_
 
 #include <stdint.h>
 
@@ -17,4 +17,4 @@
 hrt_status_t hrt_tee_sink_create(const hrt_debug_sink_t* sinks, uint32_t count,
                                  hrt_debug_sink_t* out_sink) HRT_MUST_USE;
 
-#endif  // HRT_MODULES_TEE_SINK_H_
+#endif  // HRT_MODULES_SINKS_TEE_SINK_H_

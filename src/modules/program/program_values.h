@@ -2,11 +2,11 @@
 // description declares them, and op operands that name them. Runs on the
 // creating thread; errors name the field (program_fields.h). What is parsed
 // goes into the module's arena (program_internal.h).
-#ifndef HRT_MODULES_PROGRAM_VALUES_H_
-#define HRT_MODULES_PROGRAM_VALUES_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_VALUES_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_VALUES_H_
 
 #include "base/json.h"
-#include "modules/program_internal.h"
+#include "modules/program/program_internal.h"
 
 // Parses inputs, outputs and locals into one array, names unique.
 hrt_status_t hrt_program_parse_values(hrt_program_parser_t* parser,
@@ -27,4 +27,4 @@ hrt_status_t hrt_program_parse_value_list(hrt_program_parser_t* parser,
                                           const char* path,
                                           hrt_op_t* op) HRT_MUST_USE;
 
-#endif  // HRT_MODULES_PROGRAM_VALUES_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_VALUES_H_

@@ -50,8 +50,8 @@
 // by the filesystem (O_EXCL, linkat) and each index line is appended with
 // one write(), so calls from several threads at once, and several sinks or
 // processes sharing a folder, never overwrite each other's files.
-#ifndef HRT_MODULES_NPY_SINK_H_
-#define HRT_MODULES_NPY_SINK_H_
+#ifndef HRT_MODULES_SINKS_NPY_SINK_H_
+#define HRT_MODULES_SINKS_NPY_SINK_H_
 
 #include "modules/debug_sink.h"
 
@@ -66,4 +66,4 @@ hrt_status_t hrt_npy_sink_create(const char* directory,
 // "<f4", "|b1", ... for `type`.
 const char* hrt_npy_descr(hrt_hal_element_type_t type);
 
-#endif  // HRT_MODULES_NPY_SINK_H_
+#endif  // HRT_MODULES_SINKS_NPY_SINK_H_

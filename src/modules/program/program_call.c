@@ -1,4 +1,4 @@
-#include "modules/program_call.h"
+#include "modules/program/program_call.h"
 
 #include <stdlib.h>
 

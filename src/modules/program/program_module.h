@@ -18,8 +18,8 @@
 // program_fields.h, program_executables.h, program_values.h,
 // program_constants.h and program_ops.h; program_state.h (per-context state:
 // executables loaded, command buffers recorded); program_call.h (one call).
-#ifndef HRT_MODULES_PROGRAM_MODULE_H_
-#define HRT_MODULES_PROGRAM_MODULE_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_MODULE_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_MODULE_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,4 +41,4 @@ bool hrt_program_module_isa(const hrt_vm_module_t* module);
 const char* const* hrt_program_module_dispatch_keys(
     const hrt_vm_module_t* module, uint32_t* out_count);
 
-#endif  // HRT_MODULES_PROGRAM_MODULE_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_MODULE_H_

@@ -1,4 +1,4 @@
-#include "modules/tee_sink.h"
+#include "modules/sinks/tee_sink.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "modules/program_fields.h"
+#include "modules/program/program_fields.h"
 
 #include <stdarg.h>
 #include <stdio.h>

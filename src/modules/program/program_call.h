@@ -6,13 +6,13 @@
 // Threads: hrt_program_call_begin() runs on the invoking thread; the call
 // then belongs to its submission until it completes, when it hands its
 // outputs to the invocation's `done` and frees itself (completion thread).
-#ifndef HRT_MODULES_PROGRAM_CALL_H_
-#define HRT_MODULES_PROGRAM_CALL_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_CALL_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_CALL_H_
 
 #include <stdint.h>
 
-#include "modules/program_internal.h"
-#include "modules/program_state.h"
+#include "modules/program/program_internal.h"
+#include "modules/program/program_state.h"
 
 // What one trace command reports; its address is the trace's user_data.
 // Made when program_state.c records the command, in the state's arena: lives
@@ -39,4 +39,4 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
 hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
                                     const hrt_vm_call_t* vm_call) HRT_MUST_USE;
 
-#endif  // HRT_MODULES_PROGRAM_CALL_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_CALL_H_

@@ -10,8 +10,8 @@
 // invoking and completion threads. The state owns its executables, command
 // buffers and arena; it borrows the HAL module, which the context frees
 // after it.
-#ifndef HRT_MODULES_PROGRAM_STATE_H_
-#define HRT_MODULES_PROGRAM_STATE_H_
+#ifndef HRT_MODULES_PROGRAM_PROGRAM_STATE_H_
+#define HRT_MODULES_PROGRAM_PROGRAM_STATE_H_
 
 #include <stdint.h>
 
@@ -39,4 +39,4 @@ hrt_status_t hrt_program_state_create(hrt_vm_module_t* base,
                                       void** out_state) HRT_MUST_USE;
 void hrt_program_state_free(hrt_vm_module_t* base, void* opaque);
 
-#endif  // HRT_MODULES_PROGRAM_STATE_H_
+#endif  // HRT_MODULES_PROGRAM_PROGRAM_STATE_H_

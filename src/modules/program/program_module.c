@@ -1,12 +1,12 @@
-#include "modules/program_module.h"
+#include "modules/program/program_module.h"
 
 #include <stdlib.h>
 
 #include "base/alloc.h"
-#include "modules/program_call.h"
-#include "modules/program_internal.h"
-#include "modules/program_parse.h"
-#include "modules/program_state.h"
+#include "modules/program/program_call.h"
+#include "modules/program/program_internal.h"
+#include "modules/program/program_parse.h"
+#include "modules/program/program_state.h"
 
 static void hrt_program_module_destroy(hrt_vm_module_t* base) {
   hrt_program_module_t* module = (hrt_program_module_t*)base;

@@ -1,9 +1,9 @@
-#include "modules/program_values.h"
+#include "modules/program/program_values.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "modules/program_fields.h"
+#include "modules/program/program_fields.h"
 
 #define HRT_PROGRAM_MAX_VALUES 1024
 

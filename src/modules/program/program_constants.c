@@ -1,11 +1,11 @@
-#include "modules/program_constants.h"
+#include "modules/program/program_constants.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/half.h"
-#include "modules/program_fields.h"
+#include "modules/program/program_fields.h"
 
 static uint32_t hrt_f32_bits(float value) {
   uint32_t bits;
