@@ -236,61 +236,61 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
                  method);
     return NULL;
   }
+  // From here on every failure releases the handle through the class's one
+  // release function; once attached, the wrap owns it.
+  handle->instance = (hrt_vm_instance_t*)instance->handle;
+  hrt_vm_instance_retain(handle->instance);
+  // The handle owns the key filter the module asks while contexts link.
+  handle->trace_keys = options.trace_keys;
+  options.trace_keys = NULL;
   hrt_debug_sink_t native_sink;
   bool takes_traces = false;
+  hrt_status_t status = HRT_OK;
   if (options.has_sink &&
       !hrt_js_sink_spec_build(env, options.debug_sink, method,
                               "options.debugSink", &options.sink, &native_sink,
                               &handle->sink, &takes_traces)) {
     hrt_js_hal_options_free(&options);
-    free(handle);
+    hrt_js_module_handle_release(handle);
     return NULL;
   }
   if (!takes_traces &&
       (options.flight_recorder.traces || options.flight_recorder.bytes)) {
     // What it would record could reach no one, yet dump() would count it.
-    native_sink.release.fn(native_sink.release.user_data);
-    if (handle->sink != NULL) hrt_js_sink_release(handle->sink);
-    hrt_js_hal_options_free(&options);
-    free(handle);
-    hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                 "%s: options.flightRecorder needs a debugSink that takes "
-                 "traces (a function, an object with a trace method, or a "
-                 "halrt.sinks sink); options.debugSink has none",
-                 method);
-    return NULL;
+    status = hrt_status_make(
+        HRT_STATUS_INVALID_ARGUMENT,
+        "options.flightRecorder needs a debugSink that takes traces (a "
+        "function, an object with a trace method, or a halrt.sinks sink); "
+        "options.debugSink has none");
+  } else {
+    hrt_hal_module_options_t module_options = {
+        .trace_dispatches = options.trace_dispatches,
+        .trace_keys = handle->trace_keys
+                          ? hrt_js_trace_keys_filter(handle->trace_keys)
+                          : (hrt_trace_key_filter_t){NULL, NULL},
+        .trace_functions = (const char* const*)options.trace_functions,
+        .trace_function_count = options.trace_function_count,
+        .trace_every = options.trace_every,
+        .trace_mode = options.trace_mode,
+        .reject_nonfinite = options.reject_nonfinite,
+        .profile = options.profile,
+        .flight_recorder = options.flight_recorder,
+    };
+    status = hrt_hal_module_create((hrt_hal_device_t*)device->handle,
+                                   options.has_sink ? &native_sink : NULL,
+                                   &module_options, &handle->module);
   }
-  // The handle owns the key filter the module asks while contexts link.
-  handle->trace_keys = options.trace_keys;
-  options.trace_keys = NULL;
-  hrt_hal_module_options_t module_options = {
-      .trace_dispatches = options.trace_dispatches,
-      .trace_keys = handle->trace_keys
-                        ? hrt_js_trace_keys_filter(handle->trace_keys)
-                        : (hrt_trace_key_filter_t){NULL, NULL},
-      .trace_functions = (const char* const*)options.trace_functions,
-      .trace_function_count = options.trace_function_count,
-      .trace_every = options.trace_every,
-      .trace_mode = options.trace_mode,
-      .reject_nonfinite = options.reject_nonfinite,
-      .profile = options.profile,
-      .flight_recorder = options.flight_recorder,
-  };
-  hrt_status_t status = hrt_hal_module_create(
-      (hrt_hal_device_t*)device->handle, options.has_sink ? &native_sink : NULL,
-      &module_options, &handle->module);
   hrt_js_hal_options_free(&options);  // the module copied the filters
   if (status != HRT_OK) {
     // No module took the sink: release it as the module would have.
     if (options.has_sink) native_sink.release.fn(native_sink.release.user_data);
-    if (handle->sink != NULL) hrt_js_sink_release(handle->sink);
-    hrt_js_trace_keys_free(handle->trace_keys);
-    free(handle);
+    hrt_js_module_handle_release(handle);
     hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));
     return NULL;
   }
-  handle->instance = (hrt_vm_instance_t*)instance->handle;
-  hrt_vm_instance_retain(handle->instance);
+  if (!hrt_js_wrap_attach(env, this_arg, &hrt_js_hal_module_class, handle)) {
+    return NULL;
+  }
   // The JS-visible edges: HalModule -> device object and -> the sink as
   // given (which reaches every callback in it).
   napi_value trace_dispatches = options.trace_dispatches_value;
@@ -312,9 +312,6 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
       {"profile", NULL, NULL, NULL, NULL, profile, napi_enumerable, NULL},
       {"traceMode", NULL, NULL, NULL, NULL, trace_mode, napi_enumerable, NULL},
   };
-  if (!hrt_js_wrap_attach(env, this_arg, &hrt_js_hal_module_class, handle)) {
-    return NULL;
-  }
   HRT_NAPI_CALL(env, napi_define_properties(env, this_arg, 5, properties));
   return this_arg;
 }
