@@ -7,7 +7,35 @@
 #include "base/threads.h"
 #include "napi/js_common.h"
 
-// How time slices are kept. The turn's budget counts each drain's
+// How it works. Posted messages wait in the channel's own FIFO (guarded by
+// its mutex). The threadsafe function only carries wake-ups: one is queued
+// when the FIFO gets a message while no drain is due; each wake-up delivers
+// one message and queues the next while messages remain. Node runs such
+// wake-ups back to back within a turn of the event loop, running the
+// microtasks (reactions of the promises a message settled) after each.
+// create keeps a second reference for the threadsafe function, dropped by
+// its finalizer.
+//
+// Completion batching: a wake-up that delivered a `settles_only` message
+// goes on with the settles_only messages right behind it in the FIFO, up to
+// HRT_JS_CHANNEL_MAX_BATCH, so that many invocations completing together
+// settle in one JS-thread call. Their promises settle in FIFO order and
+// their reactions then run in that order, after the last of them. A message
+// that runs a user callback (a trace batch, an invocation event) is never
+// batched. How many are batched is bounded by time as well (below).
+//
+// `tsfn` is guarded by the mutex and becomes NULL when the threadsafe
+// function is released or finalized. post, begin_work and end_work use it
+// under the mutex only while it is set, so no thread touches the threadsafe
+// function after it was released or its finalizer has begun (Node forbids
+// any use past that point).
+//
+// Time slices. Once the turn's budget is spent, a channel about to drain
+// joins the env's turn list instead; a setImmediate (lib/'s setScheduler
+// hook) starts the next turn with a fresh budget and wakes the list's head.
+// A delivery that would take longer than the budget left delivers part of
+// its work and defers itself; it is delivered again, before anything posted
+// after it, in a later turn. The turn's budget counts each drain's
 // deliveries, and the time from a drain that queued the channel's next
 // wake-up to that wake-up (the reactions of the promises it settled, so that
 // many invocations settling at once with slow reactions are sliced too). A

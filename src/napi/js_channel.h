@@ -1,59 +1,31 @@
-// A channel carries messages from any thread (device completion threads, and
-// later debug-sink producers) to the JavaScript thread of one env, through
-// one napi_threadsafe_function.
+// A channel carries messages from any thread (device completion threads,
+// debug-sink producers) to the JavaScript thread of one env, through one
+// napi_threadsafe_function.
 //
 // Threads and ownership:
 // - create, begin_work, end_work, close, defer and time_left run on the env's
 //   JS thread only.
 // - post, retain and release may run on any thread. post is the only thing a
 //   producer does with the channel; producers never call N-API themselves.
-// - The channel struct is reference counted natively, independently of N-API,
-//   so a producer can hold it after the env is gone. create returns one
-//   reference (the caller's, normally the per-env state, dropped by close) and
-//   keeps a second one for the threadsafe function, dropped by its finalizer.
-// - Posted messages wait in the channel's own FIFO (guarded by its mutex).
-//   The threadsafe function only carries wake-ups: one is queued when the
-//   FIFO gets a message while no drain is due; each wake-up delivers one
-//   message and queues the next while messages remain. Node runs such
-//   wake-ups back to back within a turn of the event loop, running the
-//   microtasks (reactions of the promises a message settled) after each.
-// - Completion batching: a wake-up that delivered a `settles_only` message
-//   goes on with the settles_only messages right behind it in the FIFO, up
-//   to HRT_JS_CHANNEL_MAX_BATCH, so that many invocations completing
-//   together settle in one JS-thread call. Their promises settle in FIFO
-//   order and their reactions then run in that order, after the last of
-//   them (not each before the next settles). A message that runs a user
-//   callback (a trace batch, an invocation event) is never batched: it is
-//   delivered by a wake-up of its own, after the reactions to everything
-//   before it, as without batching. How many are batched is bounded by
-//   time as well (see "Time slices" below).
-// - `tsfn` is guarded by the mutex and becomes NULL when the threadsafe
-//   function is released or finalized. post, begin_work and end_work use it
-//   under the mutex only while it is set, so no thread touches the threadsafe
-//   function after it was released or its finalizer has begun (Node forbids
-//   any use past that point).
+// - The struct is reference counted natively, independently of N-API, so a
+//   producer can hold it after the env is gone. create returns the caller's
+//   reference (normally the per-env state's, dropped by close).
 // - A posted message is owned by the channel until it is delivered: its
 //   deliver function runs on the JS thread with a live env, or with
 //   env == NULL at teardown, when it must only free native memory. When post
 //   returns false the message was not taken and the caller frees it.
-// - An idle channel never keeps the event loop alive: the threadsafe function
-//   is unreferenced while no work is pending. begin_work/end_work count the
-//   operations whose results are still to come (promises to settle); while
-//   the count is above zero the loop stays alive.
-//
-// Time slices: the channels of an env share one budget of
-// HRT_JS_CHANNEL_TURN_BUDGET_NS of JS-thread time per turn of the event loop
-// (their deliver functions, user callbacks included, and the reactions of
-// the promises they settled), however many channels (HalModules) there
-// are. Once it is spent, a channel about to drain joins the env's turn list
-// instead; a setImmediate (lib/'s setScheduler hook) starts the next turn
-// with a fresh budget and wakes the list's head, granted one delivery, then
-// the next while budget is left: round robin, so every channel is served
-// and timers and I/O run between slices. A delivery that would take longer
-// than the budget left delivers part of its work and defers itself; it is
-// delivered again, before anything posted after it, in a later turn. The
-// mechanism is described at the top of js_channel.c. Without the hook (the
-// addon loaded without lib/) channels never wait.
+// - Messages are delivered in the order posted. Completions that only
+//   settle promises (`settles_only`) may settle several in one JS-thread
+//   call, in order; a message that runs user code is delivered on its own,
+//   after the reactions to everything before it.
+// - An idle channel never keeps the event loop alive; begin_work/end_work
+//   count the results still to come (promises to settle), which do.
+// - Time slices: all channels of an env share one budget of
+//   HRT_JS_CHANNEL_TURN_BUDGET_NS of JS-thread time per turn of the event
+//   loop, however many there are; channels that find it spent are served
+//   round robin in later turns, so timers and I/O run between slices.
+//   Without lib/'s setScheduler hook channels never wait.
+// How wake-ups, batching and slices work: the top of js_channel.c.
 #ifndef HRT_NAPI_JS_CHANNEL_H_
 #define HRT_NAPI_JS_CHANNEL_H_
 

@@ -13,6 +13,38 @@
 #include "napi/js_submit.h"
 #include "napi/js_trace_batch.h"
 
+// How it works. A native event is appended to the sink's batch
+// (js_trace_batch.h) under the sink's mutex; when the batch goes from empty
+// to non-empty one message is posted to the channel. On the JS thread that
+// message takes the whole batch (the producer goes on with a spare) and
+// hands it to lib/trace_batch.js, which makes the objects and calls the
+// targets: one wake-up per batch, not per event.
+//
+// Time slices: a batch is delivered within the channel's budget per turn of
+// the event loop (js_channel.h); when records are left, its message defers
+// itself and the rest is delivered in later turns, the message staying
+// first in the channel, so that nothing posted after it (the completions of
+// the invocations it traces, the next batch's message) is delivered before
+// it. Two messages alternate: the next batch's may be posted while the last
+// one's is still delivering. The records buffer and the arrays made for the
+// batch are kept (napi_refs) between slices, and its bytes count against
+// the bound until its last slice.
+//
+// Backpressure: the bytes of events appended but not yet delivered (their
+// batch's callbacks have not all returned) are bounded by `max_bytes`. When
+// a trace would exceed it, WAIT blocks the completion thread until
+// JavaScript catches up (nothing is lost; a trace larger than the bound
+// waits for an empty queue), and DROP drops the trace and counts it
+// (info.dropped; timings are counted apart). A closed sink (env gone) never
+// blocks. The bound is at most what one JavaScript ArrayBuffer holds
+// (hrt_js_max_array_bytes): a batch's records reach JavaScript in one.
+//
+// The napi_ref to the targets: the JS-visible edges (Context -> modules ->
+// HalModule.debugSink) keep the callbacks alive while the ref is weak. The
+// channel's finalizer (JS thread, after the queue has drained, or at env
+// teardown) deletes it, so the napi_ref is released because the native
+// sink was released, without N-API ever being called off the JS thread.
+
 // What the callback threw, kept until its invocation settles. The value sits
 // in a holder object under "value": a callback may throw any value (a string,
 // undefined), and napi_create_reference takes only objects before Node-API

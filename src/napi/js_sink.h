@@ -1,60 +1,29 @@
 // The JavaScript debug sink: JS targets behind the native debug sink of a
 // HAL module (modules/debug_sink.h), all served by one channel. A target is
-// either a function `(key, tensors, info)` that receives traces, or an
-// object with any of the methods trace(key, tensors, info), timing(event)
-// and invocation(event) (called with the object as `this`). For a target in
-// STATS mode the statistics of each traced tensor are computed natively and
-// its trace callback receives `(key, stats, info)` instead of tensor data.
-// A summary or health trace (hrt_trace_info_t.mode) carries the tensors'
-// summaries alone, to every target: TENSORS targets get them as
-// `tensors[i].summary`, STATS targets as statistics made from them.
-// Every target sees every event, in order; a throw from one does not stop
-// the others.
+// a function `(key, tensors, info)` taking traces, or an object with any of
+// trace(key, tensors, info), timing(event) and invocation(event); in STATS
+// mode a target gets natively computed statistics instead of tensor data,
+// and a summary or health trace carries summaries alone. Every target sees
+// every event, in order; a throw from one does not stop the others.
 //
 // Threads and ownership:
 // - create, begin_invocation, end_invocation, report_invocation and
-//   take_error run on the JS thread of the env that made the sink.
-// - The native callbacks run where the HAL module calls them:
-//   buffer_view_trace and dispatch_timing on the device's completion thread,
-//   release on whatever thread drops the HAL module's last reference. None
-//   calls N-API: an event is appended to the sink's batch
-//   (js_trace_batch.h) under the sink's mutex, and when the batch goes from
-//   empty to non-empty one message is posted to the channel. On the JS
-//   thread that message takes the whole batch (the producer goes on with a
-//   spare) and hands it to lib/trace_batch.js, which makes the objects and
-//   calls the targets: one wake-up per batch, not per event. Release
-//   finishes the channel (a batch still queued drains).
-// - Time slices: a batch is delivered within the channel's budget per turn
-//   of the event loop (js_channel.h); when records are left, its message
-//   defers itself and the rest is delivered in later turns, the message
-//   staying first in the channel, so that nothing posted after it (the
-//   completions of the invocations it traces, the next batch's message) is
-//   delivered before it. Two messages alternate: the next batch's may be
-//   posted while the last one's is still delivering. The records buffer and
-//   the arrays made for the batch are kept (napi_refs) between slices, and
-//   its bytes count against the bound until its last slice.
-// - The channel's finalizer (JS thread, after the queue has drained, or at
-//   env teardown) deletes the napi_ref to the callback. So the napi_ref is
-//   released because the native sink was released, without N-API ever being
-//   called off the JS thread.
-// - The struct is reference counted natively: by the HAL module (until
-//   release), by the channel (until its finalizer) and by each invocation in
-//   flight (js_function.c), so any of them may outlive the others.
-// - The napi_ref is weak (count 0) while no invocation is in flight, so a
-//   callback that closes over its own HalModule or Context can be collected:
-//   the JS-visible edges (Context -> modules -> HalModule.debugSink) keep it
-//   alive. begin_invocation/end_invocation make it strong while work that can
-//   trace is in flight.
-// - Backpressure: the bytes of events appended but not yet delivered (their
-//   batch's callbacks have not all returned) are bounded by `max_bytes`. When a
-//   trace would exceed it, policy WAIT blocks the completion thread until
-//   JavaScript catches up (nothing is lost; a trace larger than the bound waits
-//   for an empty queue), and policy DROP drops the trace and counts it
-//   (reported as info.dropped). A closed sink (env gone) never blocks. The
-//   bound is at most what one JavaScript ArrayBuffer holds
-//   (hrt_js_max_array_bytes): a batch's records reach JavaScript in one.
+//   take_error: the JS thread of the env that made the sink.
+// - The native callbacks never call N-API: buffer_view_trace and
+//   dispatch_timing run on the device's completion thread and may block it
+//   (policy WAIT) until JavaScript has taken enough of the bytes bounded by
+//   `max_bytes`; under DROP they drop and count instead. release runs on
+//   whatever thread drops the HAL module's last reference and finishes the
+//   channel (what is queued still drains).
+// - The struct is reference counted natively (the HAL module until release,
+//   the channel until its finalizer, each invocation in flight); the
+//   callbacks are held through a napi_ref, weak while no invocation is in
+//   flight (a callback that closes over its own HalModule or Context is
+//   collected), strong between begin_invocation and end_invocation, and
+//   deleted by the channel's finalizer on the JS thread.
 // - A traced tensor too large for one ArrayBuffer fails its invocation
 //   (RESOURCE_EXHAUSTED from buffer_view_trace) when a target wants data.
+// How batches, time slices and backpressure work: the top of js_sink.c.
 #ifndef HRT_NAPI_JS_SINK_H_
 #define HRT_NAPI_JS_SINK_H_
 
