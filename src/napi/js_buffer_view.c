@@ -115,8 +115,8 @@ static napi_value hrt_js_buffer_view_read(napi_env env,
     }
     if (expected_dtype != dtype) {
       hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                   "%s: dtype '%s' was asked for but the view is '%s'",
-                   method, hrt_hal_element_type_name(expected_dtype),
+                   "%s: dtype '%s' was asked for but the view is '%s'", method,
+                   hrt_hal_element_type_name(expected_dtype),
                    hrt_hal_element_type_name(dtype));
       return hrt_js_rejected_with_pending(env);
     }
@@ -197,18 +197,12 @@ napi_value hrt_js_buffer_view_new(napi_env env, hrt_hal_buffer_view_t* view) {
 
 napi_value hrt_js_buffer_view_define(napi_env env, hrt_js_env_t* state) {
   const napi_property_descriptor properties[] = {
-      {"shape", NULL, NULL, hrt_js_buffer_view_shape, NULL, NULL,
-       napi_configurable, NULL},
-      {"dtype", NULL, NULL, hrt_js_buffer_view_dtype, NULL, NULL,
-       napi_configurable, NULL},
-      {"byteLength", NULL, NULL, hrt_js_buffer_view_byte_length, NULL, NULL,
-       napi_configurable, NULL},
-      {"rank", NULL, NULL, hrt_js_buffer_view_rank, NULL, NULL,
-       napi_configurable, NULL},
-      {"read", NULL, hrt_js_buffer_view_read, NULL, NULL, NULL,
-       napi_default_method, NULL},
-      {"close", NULL, hrt_js_buffer_view_close, NULL, NULL, NULL,
-       napi_default_method, NULL},
+      HRT_JS_GETTER("shape", hrt_js_buffer_view_shape),
+      HRT_JS_GETTER("dtype", hrt_js_buffer_view_dtype),
+      HRT_JS_GETTER("byteLength", hrt_js_buffer_view_byte_length),
+      HRT_JS_GETTER("rank", hrt_js_buffer_view_rank),
+      HRT_JS_METHOD("read", hrt_js_buffer_view_read),
+      HRT_JS_METHOD("close", hrt_js_buffer_view_close),
   };
   return hrt_js_define_class(
       env, "BufferView", hrt_js_buffer_view_construct, properties,

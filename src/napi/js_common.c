@@ -228,14 +228,14 @@ napi_value hrt_js_define_class(napi_env env, const char* name,
     }
   }
   napi_value result = NULL, prototype = NULL;
-  HRT_NAPI_CALL(env, napi_define_class(env, name, NAPI_AUTO_LENGTH,
-                                       hrt_js_wrap_call,
-                                       hrt_js_call_data(constructor),
-                                       static_count, statics, &result));
+  HRT_NAPI_CALL(env,
+                napi_define_class(env, name, NAPI_AUTO_LENGTH, hrt_js_wrap_call,
+                                  hrt_js_call_data(constructor), static_count,
+                                  statics, &result));
   HRT_NAPI_CALL(env,
                 napi_get_named_property(env, result, "prototype", &prototype));
-  HRT_NAPI_CALL(env, napi_define_properties(env, prototype, member_count,
-                                            members));
+  HRT_NAPI_CALL(env,
+                napi_define_properties(env, prototype, member_count, members));
   if (out_ref != NULL) {
     HRT_NAPI_CALL(env, napi_create_reference(env, result, 1, out_ref));
   }

@@ -81,6 +81,19 @@ void hrt_js_throw_napi_failure(napi_env env, napi_status status,
 
 // For napi_callback bodies (return NULL: the exception propagates).
 #define HRT_NAPI_CALL(env, call) HRT_NAPI_CALL_BASE(env, call, NULL)
+
+// Property descriptors, one kind each, so that every class agrees: a
+// prototype method (writable, configurable, not enumerable, as in a JS
+// class), a prototype getter (configurable, not enumerable), a read-only
+// enumerable value of an instance, and a static method.
+#define HRT_JS_METHOD(name, fn) \
+  { (name), NULL, (fn), NULL, NULL, NULL, napi_default_method, NULL }
+#define HRT_JS_GETTER(name, fn) \
+  { (name), NULL, NULL, (fn), NULL, NULL, napi_configurable, NULL }
+#define HRT_JS_VALUE(name, value) \
+  { (name), NULL, NULL, NULL, NULL, (value), napi_enumerable, NULL }
+#define HRT_JS_STATIC(name, fn) \
+  { (name), NULL, (fn), NULL, NULL, NULL, napi_static, NULL }
 // For helpers that report failure as `false`.
 #define HRT_NAPI_CALL_BOOL(env, call) HRT_NAPI_CALL_BASE(env, call, false)
 // For helpers that return napi_status: returns the failed status itself.

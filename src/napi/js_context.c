@@ -122,7 +122,7 @@ static napi_value hrt_js_context_construct(napi_env env,
   }
   HRT_NAPI_CALL(env, napi_object_freeze(env, copy));
   const napi_property_descriptor properties[] = {
-      {"modules", NULL, NULL, NULL, NULL, copy, napi_enumerable, NULL},
+      HRT_JS_VALUE("modules", copy),
   };
   HRT_NAPI_CALL(env, napi_define_properties(env, this_arg, 1, properties));
   return this_arg;
@@ -157,10 +157,8 @@ static napi_value hrt_js_context_close(napi_env env, napi_callback_info info) {
 napi_value hrt_js_context_define(napi_env env, hrt_js_env_t* state) {
   (void)state;
   const napi_property_descriptor properties[] = {
-      {"lookupFunction", NULL, hrt_js_context_lookup_function, NULL, NULL, NULL,
-       napi_default_method, NULL},
-      {"close", NULL, hrt_js_context_close, NULL, NULL, NULL,
-       napi_default_method, NULL},
+      HRT_JS_METHOD("lookupFunction", hrt_js_context_lookup_function),
+      HRT_JS_METHOD("close", hrt_js_context_close),
   };
   return hrt_js_define_class(env, "Context", hrt_js_context_construct,
                              properties,

@@ -269,14 +269,10 @@ napi_value hrt_js_device_new(napi_env env, hrt_hal_device_t* device) {
 
 napi_value hrt_js_device_define(napi_env env, hrt_js_env_t* state) {
   const napi_property_descriptor properties[] = {
-      {"tensor", NULL, hrt_js_device_tensor, NULL, NULL, NULL,
-       napi_default_method, NULL},
-      {"empty", NULL, hrt_js_device_empty, NULL, NULL, NULL,
-       napi_default_method, NULL},
-      {"copy", NULL, hrt_js_device_copy, NULL, NULL, NULL, napi_default_method,
-       NULL},
-      {"close", NULL, hrt_js_device_close, NULL, NULL, NULL,
-       napi_default_method, NULL},
+      HRT_JS_METHOD("tensor", hrt_js_device_tensor),
+      HRT_JS_METHOD("empty", hrt_js_device_empty),
+      HRT_JS_METHOD("copy", hrt_js_device_copy),
+      HRT_JS_METHOD("close", hrt_js_device_close),
   };
   return hrt_js_define_class(env, "Device", hrt_js_device_construct, properties,
                              sizeof(properties) / sizeof(properties[0]),

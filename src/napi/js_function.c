@@ -354,11 +354,10 @@ napi_value hrt_js_function_new(napi_env env, napi_value context_object,
   HRT_NAPI_CALL(env,
                 napi_get_named_property(env, signature, "outputs", &outputs));
   const napi_property_descriptor properties[] = {
-      {"name", NULL, NULL, NULL, NULL, name, napi_enumerable, NULL},
-      {"context", NULL, NULL, NULL, NULL, context_object, napi_enumerable,
-       NULL},
-      {"inputs", NULL, NULL, NULL, NULL, inputs, napi_enumerable, NULL},
-      {"outputs", NULL, NULL, NULL, NULL, outputs, napi_enumerable, NULL},
+      HRT_JS_VALUE("name", name),
+      HRT_JS_VALUE("context", context_object),
+      HRT_JS_VALUE("inputs", inputs),
+      HRT_JS_VALUE("outputs", outputs),
   };
   HRT_NAPI_CALL(env, napi_define_properties(env, object, 4, properties));
   return object;
@@ -377,10 +376,8 @@ static napi_value hrt_js_function_close(napi_env env, napi_callback_info info) {
 
 napi_value hrt_js_function_define(napi_env env, hrt_js_env_t* state) {
   const napi_property_descriptor properties[] = {
-      {"invoke", NULL, hrt_js_function_invoke, NULL, NULL, NULL,
-       napi_default_method, NULL},
-      {"close", NULL, hrt_js_function_close, NULL, NULL, NULL,
-       napi_default_method, NULL},
+      HRT_JS_METHOD("invoke", hrt_js_function_invoke),
+      HRT_JS_METHOD("close", hrt_js_function_close),
   };
   return hrt_js_define_class(
       env, "Function", hrt_js_function_construct, properties,

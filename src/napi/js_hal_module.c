@@ -150,9 +150,9 @@ static bool hrt_js_flight_recorder(napi_env env, napi_value value,
 static bool hrt_js_hal_options(napi_env env, napi_value options,
                                const char* method, hrt_js_hal_options_t* out) {
   static const char* const known[] = {
-      "debugSink", "traceDispatches", "maxTraceBytes", "tracePolicy",
-      "traceData", "profile",         "nonFinite",     "flightRecorder",
-      "traceMode"};
+      "debugSink",   "traceDispatches", "maxTraceBytes",
+      "tracePolicy", "traceData",       "profile",
+      "nonFinite",   "flightRecorder",  "traceMode"};
   // In hrt_hal_trace_mode_t order.
   static const char* const trace_modes[] = {"full", "summary", "health"};
   static const char* const policies[] = {"wait", "drop"};
@@ -305,12 +305,11 @@ static napi_value hrt_js_hal_module_construct(napi_env env,
   sink_value = options.debug_sink;
   if (!options.has_sink) HRT_NAPI_CALL(env, napi_get_null(env, &sink_value));
   const napi_property_descriptor properties[] = {
-      {"device", NULL, NULL, NULL, NULL, argv[1], napi_enumerable, NULL},
-      {"debugSink", NULL, NULL, NULL, NULL, sink_value, napi_enumerable, NULL},
-      {"traceDispatches", NULL, NULL, NULL, NULL, trace_dispatches,
-       napi_enumerable, NULL},
-      {"profile", NULL, NULL, NULL, NULL, profile, napi_enumerable, NULL},
-      {"traceMode", NULL, NULL, NULL, NULL, trace_mode, napi_enumerable, NULL},
+      HRT_JS_VALUE("device", argv[1]),
+      HRT_JS_VALUE("debugSink", sink_value),
+      HRT_JS_VALUE("traceDispatches", trace_dispatches),
+      HRT_JS_VALUE("profile", profile),
+      HRT_JS_VALUE("traceMode", trace_mode),
   };
   HRT_NAPI_CALL(env, napi_define_properties(env, this_arg, 5, properties));
   return this_arg;
@@ -334,18 +333,19 @@ static napi_value hrt_js_hal_module_dropped(napi_env env,
   hrt_js_wrap_t* wrap = NULL;
   napi_value result = NULL;
   if (!hrt_js_args_get(env, info, 0, NULL, &this_arg, NULL) ||
-      !hrt_js_arg_unwrap(env, this_arg, &hrt_js_hal_module_class,
-                         timings ? "halModule.droppedTimings"
-                                 : "halModule.droppedTraces",
-                         NULL, false, &wrap)) {
+      !hrt_js_arg_unwrap(
+          env, this_arg, &hrt_js_hal_module_class,
+          timings ? "halModule.droppedTimings" : "halModule.droppedTraces",
+          NULL, false, &wrap)) {
     return NULL;
   }
   const hrt_js_module_handle_t* handle = wrap->handle;
   hrt_js_sink_dropped_t dropped = {0, 0};
   if (handle->sink != NULL) dropped = hrt_js_sink_dropped(handle->sink);
-  HRT_NAPI_CALL(env, napi_create_double(
-                         env, (double)(timings ? dropped.timings : dropped.traces),
-                         &result));
+  HRT_NAPI_CALL(
+      env,
+      napi_create_double(
+          env, (double)(timings ? dropped.timings : dropped.traces), &result));
   return result;
 }
 
@@ -368,18 +368,12 @@ static napi_value hrt_js_hal_module_close(napi_env env,
 napi_value hrt_js_hal_module_define(napi_env env, hrt_js_env_t* state) {
   (void)state;
   const napi_property_descriptor properties[] = {
-      {"name", NULL, NULL, hrt_js_hal_module_name, NULL, NULL, napi_default,
-       NULL},
-      {"droppedTraces", NULL, NULL, hrt_js_hal_module_dropped_traces, NULL,
-       NULL, napi_default, NULL},
-      {"droppedTimings", NULL, NULL, hrt_js_hal_module_dropped_timings, NULL,
-       NULL, napi_default, NULL},
-      {"close", NULL, hrt_js_hal_module_close, NULL, NULL, NULL,
-       napi_default_method, NULL},
-      {"flightRecorderState", NULL, hrt_js_recorder_state, NULL, NULL, NULL,
-       napi_default_method, NULL},
-      {"flightRecorderDump", NULL, hrt_js_recorder_dump, NULL, NULL, NULL,
-       napi_default_method, NULL},
+      HRT_JS_GETTER("name", hrt_js_hal_module_name),
+      HRT_JS_GETTER("droppedTraces", hrt_js_hal_module_dropped_traces),
+      HRT_JS_GETTER("droppedTimings", hrt_js_hal_module_dropped_timings),
+      HRT_JS_METHOD("close", hrt_js_hal_module_close),
+      HRT_JS_METHOD("flightRecorderState", hrt_js_recorder_state),
+      HRT_JS_METHOD("flightRecorderDump", hrt_js_recorder_dump),
   };
   return hrt_js_define_class(env, "HalModule", hrt_js_hal_module_construct,
                              properties,

@@ -69,10 +69,8 @@ static napi_value hrt_js_instance_close(napi_env env, napi_callback_info info) {
 napi_value hrt_js_instance_define(napi_env env, hrt_js_env_t* state) {
   (void)state;
   const napi_property_descriptor properties[] = {
-      {"createDevice", NULL, hrt_js_instance_create_device, NULL, NULL, NULL,
-       napi_default_method, NULL},
-      {"close", NULL, hrt_js_instance_close, NULL, NULL, NULL,
-       napi_default_method, NULL},
+      HRT_JS_METHOD("createDevice", hrt_js_instance_create_device),
+      HRT_JS_METHOD("close", hrt_js_instance_close),
   };
   return hrt_js_define_class(env, "Instance", hrt_js_instance_construct,
                              properties,

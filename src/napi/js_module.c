@@ -135,13 +135,10 @@ static napi_value hrt_js_module_close(napi_env env, napi_callback_info info) {
 
 napi_value hrt_js_module_define(napi_env env, hrt_js_env_t* state) {
   const napi_property_descriptor properties[] = {
-      {"fromJson", NULL, hrt_js_module_from_json, NULL, NULL, NULL, napi_static,
-       NULL},
-      {"name", NULL, NULL, hrt_js_module_name, NULL, NULL, napi_default, NULL},
-      {"functions", NULL, NULL, hrt_js_module_functions, NULL, NULL,
-       napi_default, NULL},
-      {"close", NULL, hrt_js_module_close, NULL, NULL, NULL,
-       napi_default_method, NULL},
+      HRT_JS_STATIC("fromJson", hrt_js_module_from_json),
+      HRT_JS_GETTER("name", hrt_js_module_name),
+      HRT_JS_GETTER("functions", hrt_js_module_functions),
+      HRT_JS_METHOD("close", hrt_js_module_close),
   };
   return hrt_js_define_class(env, "Module", hrt_js_module_construct, properties,
                              sizeof(properties) / sizeof(properties[0]),

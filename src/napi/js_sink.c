@@ -214,10 +214,10 @@ static bool hrt_js_sink_records_buffer(napi_env env, hrt_js_sink_t* sink,
   }
   if (size > sink->max_array_bytes) {
     // Not reached while the bound is at most that (see create).
-    hrt_js_throw_status(env,
-                        hrt_status_annotate(hrt_js_array_too_large(
-                                                size, sink->max_array_bytes),
-                                            "a batch of trace records"));
+    hrt_js_throw_status(
+        env,
+        hrt_status_annotate(hrt_js_array_too_large(size, sink->max_array_bytes),
+                            "a batch of trace records"));
     return false;
   }
   size_t capacity = 64 * 1024;
@@ -318,15 +318,15 @@ static napi_value hrt_js_sink_take_back_js(napi_env env,
 static bool hrt_js_sink_take_back_function(napi_env env, hrt_js_sink_t* sink,
                                            napi_value* out_function) {
   if (sink->take_back_ref != NULL) {
-    HRT_NAPI_CALL_BOOL(env, napi_get_reference_value(env, sink->take_back_ref,
-                                                     out_function));
+    HRT_NAPI_CALL_BOOL(
+        env, napi_get_reference_value(env, sink->take_back_ref, out_function));
     return true;
   }
   HRT_NAPI_CALL_BOOL(
       env, napi_create_function(env, "takeBack", NAPI_AUTO_LENGTH,
                                 hrt_js_sink_take_back_js, sink, out_function));
-  HRT_NAPI_CALL_BOOL(env, napi_create_reference(env, *out_function, 1,
-                                                &sink->take_back_ref));
+  HRT_NAPI_CALL_BOOL(
+      env, napi_create_reference(env, *out_function, 1, &sink->take_back_ref));
   return true;
 }
 
@@ -670,8 +670,7 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
   for (uint32_t i = 0; contents.data && i < count; ++i) {
     if (tensors[i].byte_length > sink->max_array_bytes) {
       return hrt_status_annotate(
-          hrt_js_array_too_large(tensors[i].byte_length,
-                                 sink->max_array_bytes),
+          hrt_js_array_too_large(tensors[i].byte_length, sink->max_array_bytes),
           "trace '%s': tensor '%s'", key, tensors[i].name);
     }
   }
@@ -694,10 +693,9 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
         hrt_js_trace_extras_make(sink->pool, count, tensors, contents, &extras);
     hrt_mutex_lock(&sink->mutex);
   }
-  ok = ok &&
-       hrt_js_trace_batch_add_trace(&sink->batch, key, info,
-                                    sink->dropped.traces, count,
-                                    tensors, contents, extras, bytes);
+  ok = ok && hrt_js_trace_batch_add_trace(&sink->batch, key, info,
+                                          sink->dropped.traces, count, tensors,
+                                          contents, extras, bytes);
   if (ok) {
     hrt_js_sink_schedule_locked(sink);
   } else {
@@ -718,8 +716,7 @@ static void hrt_js_sink_timing(void* user_data,
   for (uint32_t i = 0; i < count; ++i) {
     uint64_t bytes = hrt_js_timing_bytes(&events[i]);
     hrt_mutex_lock(&sink->mutex);
-    if (!hrt_js_sink_admit_locked(sink, bytes, false,
-                                  &sink->dropped.timings)) {
+    if (!hrt_js_sink_admit_locked(sink, bytes, false, &sink->dropped.timings)) {
       hrt_mutex_unlock(&sink->mutex);
       continue;
     }

@@ -106,7 +106,8 @@ napi_value hrt_js_wrap_call(napi_env env, napi_callback_info info) {
   napi_value result = ((napi_callback)(intptr_t)data)(env, info);
   // Inner calls have already dropped theirs, so exactly this call's pins lie
   // above the mark.
-  while (state->pin_count > mark) hrt_js_wrap_unpin(state->pins[--state->pin_count]);
+  while (state->pin_count > mark)
+    hrt_js_wrap_unpin(state->pins[--state->pin_count]);
   return result;
 }
 
