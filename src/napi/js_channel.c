@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/list.h"
 #include "base/threads.h"
 #include "napi/js_common.h"
 
@@ -203,12 +204,8 @@ static bool hrt_js_channel_wait_for_turn(napi_env env,
   if (channel->waiting) return true;
   hrt_js_channel_retain(channel);
   channel->waiting = true;
-  if (turn->waiting_tail != NULL) {
-    turn->waiting_tail->next_waiting = channel;
-  } else {
-    turn->waiting_head = channel;
-  }
-  turn->waiting_tail = channel;
+  HRT_LIST_APPEND(turn->waiting_head, turn->waiting_tail, channel,
+                  next_waiting);
   return true;
 }
 
@@ -443,12 +440,7 @@ bool hrt_js_channel_post(hrt_js_channel_t* channel, hrt_js_message_t* message) {
   }
   if (posted) {
     channel->due = true;
-    if (channel->tail != NULL) {
-      channel->tail->next = message;
-    } else {
-      channel->head = message;
-    }
-    channel->tail = message;
+    HRT_LIST_APPEND(channel->head, channel->tail, message, next);
   }
   hrt_mutex_unlock(&channel->mutex);
   return posted;

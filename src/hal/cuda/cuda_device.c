@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/list.h"
 #include "base/threads.h"
 #include "hal/cuda/builtin_ptx.h"
 #include "hal/cuda/cuda_allocator.h"
@@ -116,12 +117,7 @@ static const hrt_hal_buffer_vtable_t hrt_cuda_buffer_vtable = {
 static void hrt_cuda_queue_upload(hrt_cuda_device_t* device,
                                   hrt_cuda_upload_t* upload) {
   hrt_mutex_lock(&device->mutex);
-  if (device->upload_tail) {
-    device->upload_tail->next = upload;
-  } else {
-    device->upload_head = upload;
-  }
-  device->upload_tail = upload;
+  HRT_LIST_APPEND(device->upload_head, device->upload_tail, upload, next);
   hrt_cond_signal(&device->completion_cond);
   hrt_mutex_unlock(&device->mutex);
 }
@@ -337,12 +333,7 @@ static hrt_status_t hrt_cuda_queue_submit(
   hrt_hal_device_retain(base);
 
   hrt_mutex_lock(&device->mutex);
-  if (device->issue_tail) {
-    device->issue_tail->next = sub;
-  } else {
-    device->issue_head = sub;
-  }
-  device->issue_tail = sub;
+  HRT_LIST_APPEND(device->issue_head, device->issue_tail, sub, next);
   hrt_cond_signal(&device->issue_cond);
   hrt_mutex_unlock(&device->mutex);
   return HRT_OK;

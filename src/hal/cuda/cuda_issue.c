@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/list.h"
 #include "base/threads.h"
 #include "hal/cuda/builtin_ptx.h"
 #include "hal/cuda/cuda_allocator.h"
@@ -627,13 +628,8 @@ void* hrt_cuda_issue_main(void* arg) {
     hrt_cuda_issue(device, sub);
     hrt_mutex_lock(&device->mutex);
     // The device outlives this: destroy joins this thread first.
-    sub->next = NULL;
-    if (device->completion_tail) {
-      device->completion_tail->next = sub;
-    } else {
-      device->completion_head = sub;
-    }
-    device->completion_tail = sub;
+    HRT_LIST_APPEND(device->completion_head, device->completion_tail, sub,
+                    next);
     hrt_cond_signal(&device->completion_cond);
   }
   hrt_mutex_unlock(&device->mutex);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/list.h"
 #include "base/threads.h"
 #include "hal/local/local_allocator.h"
 #include "hal/local/local_executable.h"
@@ -447,14 +448,8 @@ static void hrt_trace_enqueue(hrt_local_device_t* device,
     hrt_trace_wait_locked(device,
                           device->trace_enqueued - HRT_TRACE_JOB_LIMIT + 1);
   }
-  job->next = NULL;
   job->sequence = ++device->trace_enqueued;
-  if (device->trace_tail) {
-    device->trace_tail->next = job;
-  } else {
-    device->trace_head = job;
-  }
-  device->trace_tail = job;
+  HRT_LIST_APPEND(device->trace_head, device->trace_tail, job, next);
   if (device->trace_sleeping) hrt_cond_signal(&device->trace_cond);
   hrt_mutex_unlock(&device->mutex);
 }
@@ -866,12 +861,7 @@ static hrt_status_t hrt_local_queue_submit(
   hrt_hal_device_retain(base);
 
   hrt_mutex_lock(&device->mutex);
-  if (device->tail) {
-    device->tail->next = sub;
-  } else {
-    device->head = sub;
-  }
-  device->tail = sub;
+  HRT_LIST_APPEND(device->head, device->tail, sub, next);
   atomic_store_explicit(&device->queued, true, memory_order_relaxed);
   // Only a sleeping queue thread is signalled: a spinning or busy one finds
   // the submission itself, and neither side then makes a system call. The

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/list.h"
 #include "base/live.h"
 #include "base/threads.h"
 
@@ -183,12 +184,7 @@ hrt_status_t hrt_recorder_sink_record(hrt_recorder_sink_t* recorder,
   }
   hrt_recorded_copy(entry, &layout, key, info, count, tensors);
   hrt_mutex_lock(&recorder->mutex);
-  if (recorder->tail != NULL) {
-    recorder->tail->next = entry;
-  } else {
-    recorder->head = entry;
-  }
-  recorder->tail = entry;
+  HRT_LIST_APPEND(recorder->head, recorder->tail, entry, next);
   ++recorder->count;
   recorder->bytes += entry->bytes;
   hrt_mutex_unlock(&recorder->mutex);
