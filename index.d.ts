@@ -1068,9 +1068,24 @@ export class LoadedModule implements Disposable {
   [Symbol.dispose](): void;
 }
 
+/**
+ * A LoadedModule's method for one function: `m.main(x, w, options?)` or
+ * `m.main({x, w}, options?)`, which is fn.invoke with those inputs and
+ * options. Anything else after the inputs rejects with INVALID_ARGUMENT.
+ */
+export interface LoadedFunction {
+  (inputs: NamedInputs, options: InvokeOptions & { named: true; read: true }): Promise<{ [name: string]: HostArray }>;
+  (inputs: NamedInputs, options: InvokeOptions & { named: true; read?: false | undefined }): Promise<{ [name: string]: BufferView }>;
+  (inputs: NamedInputs, options: InvokeOptions & { named?: false | undefined; read: true }): Promise<HostArray[]>;
+  (inputs: NamedInputs, options?: InvokeOptions & { named?: false | undefined; read?: false | undefined }): Promise<BufferView[]>;
+  (...inputs: InvokeInput[]): Promise<BufferView[]>;
+  /** Positional inputs then options: the result as fn.invoke gives it for them. */
+  (...args: [...InvokeInput[], InvokeOptions & InvokeOutputOptions]): Promise<BufferView[] | HostArray[] | { [name: string]: BufferView | HostArray }>;
+}
+
 /** The methods a LoadedModule has, one per function. */
 export interface LoadedFunctions {
-  readonly [name: string]: (...inputs: InvokeInput[] | [NamedInputs]) => Promise<BufferView[]>;
+  readonly [name: string]: LoadedFunction;
 }
 
 /**

@@ -7,6 +7,7 @@
 const util = require('util');
 const { Instance, HalModule, Module, Context } = require('./binding');
 const { HalrtError } = require('./errors');
+const { describe } = require('./half');
 require('./module'); // Module.load
 const { functionText, inspector, setOwn } = require('./objects');
 
@@ -24,11 +25,7 @@ class LoadedModule {
     this.functions = Object.freeze(functions);
     for (const [name, fn] of Object.entries(functions)) {
       if (RESERVED.has(name)) continue;
-      Object.defineProperty(this, name, {
-        // m.main(x, w) or m.main({x, w}): fn.invoke with the inputs.
-        value: (...inputs) => fn.invoke(inputs.length === 1 && isNamed(inputs[0]) ? inputs[0] : inputs),
-        enumerable: false,
-      });
+      Object.defineProperty(this, name, { value: shortCall(fn, name), enumerable: false });
     }
     Object.freeze(this);
   }
@@ -48,6 +45,32 @@ class LoadedModule {
     const self = receiver(this, 'toString');
     return `LoadedModule(${self.name}: ${Object.keys(self.functions).join(', ')} on ${self.device.info.uri})`;
   }
+}
+
+// m.main(x, w, options?) or m.main({x, w}, options?): fn.invoke with those
+// inputs and options ({named, read, signal}). What else is given rejects,
+// saying what it got and what is expected.
+function shortCall(fn, name) {
+  const names = fn.inputs.map((s) => s.name);
+  const inputCount = names.length;
+  const inputs = names.join(', ');
+  const usage = `m.${name}(${inputs}${inputCount ? ', ' : ''}options?)${inputCount ? ` or m.${name}({${inputs}}, options?)` : ''}`;
+  return (...args) => {
+    const refuse = (what) => Promise.reject(new HalrtError(`loadedModule.${name}: ${what}; call it as ${usage}`, 'INVALID_ARGUMENT'));
+    const byName = inputCount > 0 && isNamed(args[0]);
+    const count = byName ? 1 : inputCount;
+    for (let i = 0; !byName && i < Math.min(count, args.length); ++i) {
+      if (isNamed(args[i])) return refuse(`argument ${i + 1} is an object where input '${names[i]}' belongs (options come after every input)`);
+    }
+    if (args.length > count + 1) {
+      return refuse(`it takes ${byName ? 'an object of inputs' : `${inputCount} input${inputCount === 1 ? '' : 's'}`} and options, but got ${args.length} arguments (argument ${count + 2} is ${describe(args[count + 1])})`);
+    }
+    const options = args.length === count + 1 ? args[count] : undefined;
+    if (options !== undefined && !isNamed(options)) {
+      return refuse(`argument ${count + 1} must be the options object {named, read, signal} (got ${describe(options)})`);
+    }
+    return fn.invoke(byName ? args[0] : args.slice(0, count), options);
+  };
 }
 
 // `self`, when it is a LoadedModule; else the HalrtError the native classes

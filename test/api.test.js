@@ -321,6 +321,37 @@ describe('halrt.load', () => {
     assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
   });
 
+  it('m.main(inputs..., options) and m.main({inputs}, options) take invoke\'s options; a stray argument says what it got and how to call', async () => {
+    const m = await halrt.load(MLP, { device: 'local-sync' });
+    const x = new Float32Array(32).fill(0.5);
+    const w1 = new Float32Array(128).fill(0.25);
+    const w2 = Float32Array.from({ length: 48 }, (_, i) => i % 3);
+    try {
+      const [expected] = await m.functions.main.invoke([x, w1, w2], { read: true });
+      const [read] = await m.main(x, w1, w2, { read: true });
+      assert.deepStrictEqual(read, expected);
+      assert.deepStrictEqual(await m.main({ x, w1, w2 }, { named: true, read: true }), { probs: expected });
+      const [view] = await m.main({ x, w1, w2 });
+      assert.ok(view instanceof halrt.BufferView);
+      view.close();
+      const aborted = new AbortController();
+      aborted.abort();
+      await assertRejectsHalrt(m.main(x, w1, w2, { signal: aborted.signal }), 'CANCELLED');
+      const usage = 'call it as m.main(x, w1, w2, options?) or m.main({x, w1, w2}, options?)';
+      await assertRejectsHalrt(m.main(x, w1, w2, { read: true }, 5), 'INVALID_ARGUMENT',
+        'loadedModule.main: it takes 3 inputs and options, but got 5 arguments (argument 5 is 5)', usage);
+      await assertRejectsHalrt(m.main(x, w1, w2, 'read'), 'INVALID_ARGUMENT',
+        "loadedModule.main: argument 4 must be the options object {named, read, signal} (got 'read')", usage);
+      await assertRejectsHalrt(m.main(x, w1, { read: true }), 'INVALID_ARGUMENT',
+        "loadedModule.main: argument 3 is an object where input 'w2' belongs (options come after every input)", usage);
+      await assertRejectsHalrt(m.main({ x, w1, w2 }, { read: true }, null), 'INVALID_ARGUMENT',
+        'loadedModule.main: it takes an object of inputs and options, but got 3 arguments (argument 3 is null)');
+      await assertRejectsHalrt(m.main(x, w1, w2, { read: 'yes' }), 'INVALID_ARGUMENT', "options.read must be a boolean (got 'yes')");
+    } finally {
+      m.close();
+    }
+  });
+
   it("a function named 'then' or like a member is only in functions: await gives the LoadedModule", async () => {
     const file = path.join(require('os').tmpdir(), `halrt-then-${process.pid}.halrt.json`);
     const copy = (f) => f.input('x', 'f32', [1]).output('y', 'f32', [1]).copy('x', 'y');

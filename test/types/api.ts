@@ -407,7 +407,10 @@ async function programs(): Promise<void> {
   const loadedNamed: BufferView[] = await oneLiner.main({ x, w });
   const loadedName: string = oneLiner.name;
   const loadedFn: halrt.Function | undefined = oneLiner.functions['main'];
-  void [loadedOut, loadedNamed, loadedName, loadedFn];
+  const loadedRead: { [name: string]: halrt.HostArray } = await oneLiner.main({ x, w }, { named: true, read: true });
+  const loadedArrays: halrt.HostArray[] = await oneLiner.main({ x, w }, { read: true });
+  const loadedWithOptions = await oneLiner.main(new Float32Array(32), [[1]], { read: true });
+  void [loadedOut, loadedNamed, loadedName, loadedFn, loadedRead, loadedArrays, loadedWithOptions];
   oneLiner.close();
   // @ts-expect-error load's device is a URI string
   await halrt.load('mlp.halrt.json', { device: 1 });
