@@ -41,6 +41,8 @@ export interface DTypeArrayMap {
 
 /** The TypedArray type of dtype `D`. */
 export type TypedArrayOf<D extends DType> = DTypeArrayMap[D];
+/** One element of dtype D as view.toArray() gives it. */
+export type ElementOf<D extends DType> = D extends 'i64' | 'u64' ? bigint : D extends 'bool' ? boolean : number;
 
 /** Every TypedArray that device.tensor() accepts as data. */
 export type TensorData = DTypeArrayMap[DType] | Uint8ClampedArray;
@@ -271,6 +273,13 @@ export class BufferView<D extends DType = DType> implements Disposable {
    * `(await y.read('f32'))[0]` is a number.
    */
   read<E extends D>(dtype: E): Promise<TypedArrayOf<E>>;
+  /**
+   * The contents as nested Arrays in the view's shape (the value alone for
+   * a scalar): numbers for float and narrower integer dtypes (f16/bf16 as
+   * their values, not bits), BigInts for i64/u64, booleans for bool. Rejects
+   * as read() does; FAILED_PRECONDITION once closed.
+   */
+  toArray(): Promise<NestedArray<ElementOf<D>>>;
   /** Releases the view. Idempotent. */
   close(): void;
   [Symbol.dispose](): void;

@@ -7,6 +7,7 @@
 const util = require('util');
 const binding = require('./binding');
 const { HalrtError } = require('./errors');
+const half = require('./half');
 const { prepare, shapeText } = require('./host_data');
 const { FlightRecorder } = require('./flight_recorder');
 
@@ -127,6 +128,26 @@ define(Device.prototype, 'tensor', function tensor(data, shape, dtype) {
 const nativeEmpty = Device.prototype.empty;
 define(Device.prototype, 'empty', function empty(shape, dtype) {
   return recordView(nativeEmpty.call(this, shape, dtype), deviceUri(this));
+});
+
+// view.toArray(): the contents as nested Arrays in the view's shape (a
+// scalar alone for rank 0): numbers for float and 32-bit-or-narrower integer
+// dtypes (f16/bf16 decoded), BigInts for 64-bit integers, booleans for bool.
+define(BufferView.prototype, 'toArray', async function toArray() {
+  if (!(this instanceof BufferView)) {
+    throw new HalrtError('bufferView.toArray: `this` is not a BufferView', 'INVALID_ARGUMENT');
+  }
+  if (isClosed(this)) throw new HalrtError('bufferView.toArray: BufferView is closed', 'FAILED_PRECONDITION');
+  const { shape, dtype } = this;
+  const data = await this.read();
+  const decode = dtype === 'f16' || dtype === 'bf16' ? (bits) => half.decode(dtype === 'f16' ? half.F16 : half.BF16, bits)
+    : dtype === 'bool' ? (value) => value !== 0
+      : (value) => value;
+  let next = 0;
+  const nest = (depth) => (depth === shape.length
+    ? decode(data[next++])
+    : Array.from({ length: shape[depth] }, () => nest(depth + 1)));
+  return nest(0);
 });
 
 Object.defineProperty(BufferView.prototype, 'numel', {

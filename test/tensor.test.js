@@ -261,6 +261,39 @@ describe('BigInts and decimal literals round once to float dtypes', () => {
   });
 });
 
+describe('view.toArray()', () => {
+  it('gives nested Arrays in the view\'s shape: numbers, decoded halves, BigInts, booleans; a scalar alone', async () => {
+    const instance = new halrt.Instance();
+    const device = instance.createDevice('local-sync');
+    try {
+      const cases = [
+        [[[1, 2, 3], [4, 5, 6]], 'f32', [[1, 2, 3], [4, 5, 6]]],
+        [[[[-1]], [[2]]], 'i8', [[[-1]], [[2]]]],
+        [[[1n, -(2n ** 63n)]], 'i64', [[1n, -(2n ** 63n)]]],
+        [[2n ** 64n - 1n], 'u64', [2n ** 64n - 1n]],
+        [[true, false, true], 'bool', [true, false, true]],
+        [[0.5, 65504, -Infinity], 'f16', [0.5, 65504, -Infinity]],
+        [[1.5, -2], 'bf16', [1.5, -2]],
+        [7, 'i32', 7],
+        [[[], []], 'f32', [[], []]],
+      ];
+      for (const [data, dtype, expected] of cases) {
+        const view = device.tensor(data, null, dtype);
+        assert.deepStrictEqual(await view.toArray(), expected, dtype);
+        view.close();
+      }
+      const nan = device.tensor([NaN], [1], 'f16');
+      assert.ok(Number.isNaN((await nan.toArray())[0]));
+      nan.close();
+      await assertRejectsHalrt(nan.toArray(), 'FAILED_PRECONDITION', 'bufferView.toArray: BufferView is closed');
+      await assertRejectsHalrt(halrt.BufferView.prototype.toArray.call({}), 'INVALID_ARGUMENT', 'bufferView.toArray: `this` is not a BufferView');
+    } finally {
+      device.close();
+      instance.close();
+    }
+  });
+});
+
 describe('tensor argument errors', () => {
   let instance;
   let device;

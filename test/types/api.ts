@@ -407,6 +407,12 @@ async function programs(): Promise<void> {
   const loadedNamed: BufferView[] = await oneLiner.main({ x, w });
   const loadedName: string = oneLiner.name;
   const loadedFn: halrt.Function | undefined = oneLiner.functions['main'];
+  const nested: halrt.NestedArray<number> = await x.toArray();
+  const wideView = device.tensor([[1n, 2n]]);
+  const wideNested: halrt.NestedArray<bigint> = await wideView.toArray();
+  // @ts-expect-error an i64 view's elements are BigInts
+  const wrongNested: halrt.NestedArray<number> = await wideView.toArray();
+  void [nested, wideNested, wrongNested];
   const loadedRead: { [name: string]: halrt.HostArray } = await oneLiner.main({ x, w }, { named: true, read: true });
   const loadedArrays: halrt.HostArray[] = await oneLiner.main({ x, w }, { read: true });
   const loadedWithOptions = await oneLiner.main(new Float32Array(32), [[1]], { read: true });
