@@ -116,7 +116,13 @@ function jsonElement(value, literal, dtype, where) {
   if (range === undefined) {
     // Rounded once, from the literal (JSON.parse's double rounds first).
     const exact = roundDecimal(literal, dtype);
-    return HALF_BITS[dtype] ? HALF_BITS[dtype](exact) : exact;
+    const stored = HALF_BITS[dtype] ? HALF_BITS[dtype](exact) : exact;
+    // JSON has no Infinity: one here is an overflow, said once per element.
+    const infinite = HALF_BITS[dtype] ? (stored & 0x7fff) === (dtype === 'f16' ? 0x7c00 : 0x7f80) : !Number.isFinite(stored);
+    if (infinite) {
+      process.stderr.write(`halrt: warning: ${where} = ${literal} is beyond the range of ${dtype} and becomes ${exact < 0 ? '-' : ''}Infinity\n`);
+    }
+    return stored;
   }
   const rule = `integers from ${range[0]} to ${range[1]}`;
   let integer;
@@ -335,7 +341,7 @@ function chooseFunction(module, requested) {
   const name = requested ?? (names.length === 1 ? names[0] : undefined);
   if (name === undefined) throw new UsageError(`--function is required: the module has ${names.join(', ') || 'no functions'}`);
   const signature = module.functions.find((f) => f.name === name);
-  if (!signature) throw new UsageError(`--function '${name}': module '${module.name}' has ${names.join(', ') || 'no functions'}`);
+  if (!signature) throw new UsageError(`--function '${name}': module '${module.name}' has no function '${name}'; it has ${names.join(', ') || 'none'}`);
   return signature;
 }
 

@@ -16,12 +16,22 @@ const FORMAT = 'halrt.module/1';
 // Module.load and Module.fromObject, on the native class.
 const { Module } = binding;
 // Module.load(instance, file): paths inside resolve against the file's folder.
+// Errors in the module name the file.
 Module.load = function load(instance, file) {
+  if (typeof instance === 'string' && file === undefined) {
+    throw new HalrtError(`Module.load: the instance is missing: call Module.load(instance, ${JSON.stringify(instance)})`, 'INVALID_ARGUMENT');
+  }
   if (typeof file !== 'string') {
     throw new HalrtError(`Module.load: path must be a string (got ${typeof file})`, 'INVALID_ARGUMENT');
   }
   const bytes = readRegularFile(file, { caller: 'Module.load', maxBytes: LIMITS.moduleFile, what: 'a module file' });
-  return Module.fromJson(instance, bytes.toString('utf8'), path.dirname(path.resolve(file)));
+  try {
+    return Module.fromJson(instance, bytes.toString('utf8'), path.dirname(path.resolve(file)));
+  } catch (error) {
+    const inner = 'Module.fromJson: ';
+    if (!(error instanceof HalrtError) || !error.message.startsWith(inner)) throw error;
+    throw new HalrtError(`Module.load: ${file}: ${error.message.slice(inner.length)}`, error.code, { cause: error });
+  }
 };
 
 // Module.fromObject(instance, object, {baseDir}): relative paths resolve

@@ -405,6 +405,9 @@ describe('halrt.load', () => {
     // Errors name halrt.load and its argument, not the step that failed.
     await assertRejectsHalrt(halrt.load(path.join(__dirname, 'no-such.halrt.json'), { device: 'local-sync' }), 'NOT_FOUND', 'halrt.load: cannot read', 'no-such.halrt.json');
     await assertRejectsHalrt(halrt.load(MLP, { device: 'nope' }), 'NOT_FOUND', "halrt.load: options.device: unknown driver 'nope'");
+    // A colon for "://" gets the URI it meant.
+    await assertRejectsHalrt(halrt.load(MLP, { device: 'local-task:2' }), 'INVALID_ARGUMENT',
+      "halrt.load: options.device: malformed device URI 'local-task:2': did you mean 'local-task://2'?");
     await assertRejectsHalrt(halrt.load(MLP, { device: 'local-sync', traceDispatches: 3 }), 'INVALID_ARGUMENT', 'halrt.load: options.traceDispatches');
     await assertRejectsHalrt(halrt.load(MLP, 'local-sync'), 'INVALID_ARGUMENT', 'halrt.load: options must be an object');
     assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);

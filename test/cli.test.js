@@ -279,6 +279,14 @@ describe('halrt CLI', function () {
     const read = (name) => Array.from(npy.parse(fs.readFileSync(path.join(out, `${name}.npy`))).data);
     assert.deepStrictEqual(read('a_out'), [1 + 2 ** -23, 1, 16777218]);
     assert.deepStrictEqual(read('h_out'), [0x3c01]); // 1 + 2^-11 + a little: up, not to even
+    assert.strictEqual(result.stderr, '');
+    // Beyond the dtype's range: Infinity, with a warning naming the element.
+    const over = halrtCli(['run', file, '--device', 'local-sync', '--input', 'a=[1e300,-3.5e38,3.4e38]', '--input', 'h=[70000]', '--output', out]);
+    assert.strictEqual(over.status, 0, over.stderr);
+    assert.strictEqual(over.stderr, 'halrt: warning: a[0] = 1e300 is beyond the range of f32 and becomes Infinity\n' +
+      'halrt: warning: a[1] = -3.5e38 is beyond the range of f32 and becomes -Infinity\n' +
+      'halrt: warning: h[0] = 70000 is beyond the range of f16 and becomes Infinity\n');
+    assert.deepStrictEqual(read('a_out'), [Infinity, -Infinity, Math.fround(3.4e38)]);
   });
 
   it('JSON integers for i64 and u64 inputs are exact over their whole range', () => {
@@ -466,7 +474,7 @@ describe('halrt CLI', function () {
       ['an unknown --trace', () => ['run', EXAMPLE, ...inputs(), '--device', 'local-sync', '--trace', 'bogus'],
         ["--trace 'bogus': expected stdio, stats or npy:DIR"]],
       ['a bad --device', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope'], ["--device 'nope'", "unknown driver 'nope'"]],
-      ['an unknown --function', () => ['run', EXAMPLE, '--function', 'nope'], ["--function 'nope': module 'mlp' has main"]],
+      ['an unknown --function', () => ['run', EXAMPLE, '--function', 'nope'], ["--function 'nope': module 'mlp' has no function 'nope'; it has main"]],
       ['a --repeat that is not a positive integer', () => ['run', EXAMPLE, '--repeat', '0'], ['--repeat', "argument '0' is invalid"]],
       ['a --repeat that is negative', () => ['run', EXAMPLE, '--repeat', '-1'],
         ["option '-r, --repeat <n>' argument '-1' is invalid: must be a positive integer"]],
@@ -576,7 +584,7 @@ describe('halrt CLI', function () {
       ['a negative --rtol', () => ['--rtol', '-1'], ["option '--rtol <r>' argument '-1' is invalid: must be a non-negative finite number"]],
       ['an --atol that is not a number', () => ['--atol', 'x'], ["argument 'x' is invalid"]],
       ['an --ulps that is not an integer', () => ['--ulps', '1.5'], ["option '--ulps <n>' argument '1.5' is invalid: must be a non-negative integer"]],
-      ['an unknown --function', () => ['--function', 'nope'], ["--function 'nope': module 'mlp' has main"]],
+      ['an unknown --function', () => ['--function', 'nope'], ["--function 'nope': module 'mlp' has no function 'nope'; it has main"]],
       ['a missing input', () => ['--input', 'x=@/nonesuch.npy'], ["--input 'x'"]],
     ];
     for (const [what, args, parts] of usage) {

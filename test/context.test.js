@@ -689,6 +689,27 @@ describe('bad input', () => {
       const file = path.join(os.tmpdir(), 'halrt-no-such-dir', 'missing.halrt.json');
       assertThrowsHalrt(() => halrt.Module.load(instance, file), 'NOT_FOUND', `Module.load: cannot read '${file}'`);
       assertThrowsHalrt(() => halrt.Module.load(instance, 5), 'INVALID_ARGUMENT', 'Module.load: path must be a string');
+      // The instance forgotten: the path came first.
+      assertThrowsHalrt(() => halrt.Module.load('m.halrt.json'), 'INVALID_ARGUMENT',
+        'Module.load: the instance is missing: call Module.load(instance, "m.halrt.json")');
+    });
+
+    it('Module.load and halrt.load name the file of a module with a JSON typo or a bad field', async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-typo-'));
+      try {
+        const typo = path.join(dir, 'typo.halrt.json');
+        fs.writeFileSync(typo, '{"format": "halrt.module/1", "name": "m", "functions": {,}}');
+        assertThrowsHalrt(() => halrt.Module.load(instance, typo), 'INVALID_ARGUMENT',
+          `Module.load: ${typo}: invalid JSON at line 1 column 57`);
+        await assertRejectsHalrt(halrt.load(typo, { device: 'local-sync' }), 'INVALID_ARGUMENT',
+          `halrt.load: ${typo}: invalid JSON at line 1 column 57`);
+        const field = path.join(dir, 'field.halrt.json');
+        fs.writeFileSync(field, JSON.stringify(description([{ op: 'nop' }])));
+        assertThrowsHalrt(() => halrt.Module.load(instance, field), 'INVALID_ARGUMENT',
+          `Module.load: ${field}: functions.main.body[0].op: unknown op 'nop'`);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it('Module.load reads only a regular file of at most 64 MiB, naming the path (and size and cap)', () => {

@@ -115,6 +115,7 @@ describe(title, function () {
       try {
         assertThrowsHalrt(() => instance.createDevice('cuda://1024'), 'INVALID_ARGUMENT', "device URI 'cuda://1024'");
         assertThrowsHalrt(() => instance.createDevice('cuda://x'), 'INVALID_ARGUMENT', "malformed device URI 'cuda://x'");
+        assertThrowsHalrt(() => instance.createDevice('cuda:0'), 'INVALID_ARGUMENT', "malformed device URI 'cuda:0': did you mean 'cuda://0'?");
         assertThrowsHalrt(() => instance.createDevice('cuda?workers=2'), 'INVALID_ARGUMENT', "driver 'cuda' has no parameter 'workers'");
       } finally {
         instance.close();

@@ -73,6 +73,14 @@ hrt_status_t hrt_hal_device_uri_parse(const char* uri,
   if (name_end == uri) return hrt_uri_error(uri, "no driver name");
   for (const char* c = uri; c < name_end; ++c) {
     if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-')) {
+      // "cuda:0" is a common slip for "cuda://0".
+      if (*c == ':' && c > uri && c[1] >= '0' && c[1] <= '9' &&
+          strspn(c + 1, "0123456789") == strlen(c + 1)) {
+        return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                               "malformed device URI '%s': did you mean "
+                               "'%.*s://%s'?",
+                               uri, (int)(c - uri), uri, c + 1);
+      }
       return hrt_uri_error(
           uri, "driver names use lowercase letters, digits and '-'");
     }
