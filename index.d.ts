@@ -1104,6 +1104,34 @@ export interface LoadedFunctions {
  */
 export function load(file: string, options?: LoadOptions): Promise<LoadedModule & LoadedFunctions>;
 
+/** A tensor read from a .npy file: data is the dtype's array (f16 as bits). */
+export interface NpyArray {
+  dtype: DType;
+  shape: number[];
+  data: HostArray;
+}
+
+/**
+ * NumPy .npy files, as the CLI's `--input x=@x.npy` and the npy sink use
+ * them. bf16 has no NumPy type: it is written as '<u2' raw bits and reads
+ * back as u16.
+ */
+export const npy: {
+  /**
+   * A .npy file (a path: a regular file of at most 4 GiB) or its bytes,
+   * format 1.0, 2.0 or 3.0. Errors name the file and what is wrong
+   * (INVALID_ARGUMENT; NOT_FOUND for a file that cannot be read).
+   */
+  read(source: string | Uint8Array | ArrayBuffer | SharedArrayBuffer): NpyArray;
+  /**
+   * Writes `data` (what device.tensor() takes) as a version 1.0 .npy file:
+   * dtype defaults to the data's (f32 for numbers), shape to the nesting (a
+   * TypedArray's: its length). INVALID_ARGUMENT for bad data, dtype or
+   * shape; UNAVAILABLE when the file cannot be written.
+   */
+  write(file: string, data: HostData, options?: { dtype?: DType; shape?: readonly number[] }): void;
+};
+
 /** halrt.compare options (docs/compare.md has the rules). */
 export interface CompareOptions {
   /** The function's bare name ('main'). Default: the module's only function. */

@@ -2,7 +2,7 @@
 // A tour of the foundation API: drivers, a device, tensors, copy and read.
 // Run with `npm start`.
 
-const halrt = require('..');
+const halrt = require('halrt');
 
 async function main() {
   console.log('drivers:');

@@ -8,7 +8,7 @@
 
 const path = require('path');
 const { parseArgs } = require('util');
-const halrt = require('..');
+const halrt = require('halrt');
 
 const { values: args } = parseArgs({
   options: {

@@ -7,8 +7,7 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const halrt = require('..');
-const npy = require('../lib/npy');
+const halrt = require('halrt');
 
 async function main() {
   const dir = process.argv[2] ?? fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-npy-'));
@@ -31,7 +30,7 @@ async function main() {
   // index.jsonl maps each file back to its trace key (one JSON line per file).
   const index = fs.readFileSync(path.join(dir, 'index.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
   for (const { file, key } of index) {
-    const { dtype, shape } = npy.parse(fs.readFileSync(path.join(dir, file)), file);
+    const { dtype, shape } = halrt.npy.read(path.join(dir, file));
     console.log(`${path.join(dir, file)}: ${key} ${dtype} [${shape}]`);
   }
   for (const object of [probs, ...inputs, main, context, mlp, hal, device, instance]) object.close();

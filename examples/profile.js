@@ -6,7 +6,7 @@
 //   node examples/profile.js [TRACE.json]
 
 const path = require('path');
-const halrt = require('..');
+const halrt = require('halrt');
 
 async function main() {
   const file = process.argv[2] ?? 'profile-trace.json';

@@ -48,11 +48,12 @@ function isHostData(value) {
 // The name of a TypedArray's own type ('Float32Array'; a Buffer's is
 // 'Uint8Array'), undefined for anything else: read from the array itself,
 // which no `constructor` property or subclass changes.
-const typedArrayName = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array).prototype, Symbol.toStringTag).get;
+const toStringTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array).prototype, Symbol.toStringTag).get;
+const typedArrayName = (array) => toStringTag.call(array);
 
 // Does the native tensor() take `array` for `dtype` as it is?
 function carries(dtype, array) {
-  const name = typedArrayName.call(array);
+  const name = typedArrayName(array);
   return name !== undefined && (name === ARRAY_OF[dtype]?.name || dtype === 'u8' && name === 'Uint8ClampedArray');
 }
 
@@ -261,4 +262,4 @@ function refuse(method, name, got) {
   throw invalid(`${method}: ${name} must be a TypedArray, an Array, a number, BigInt or boolean, or bytes (a Buffer, ArrayBuffer or SharedArrayBuffer) (got ${got})`);
 }
 
-module.exports = { ARRAY_OF, MAX_RANK, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData };
+module.exports = { ARRAY_OF, MAX_RANK, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData, typedArrayName };

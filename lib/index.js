@@ -16,6 +16,7 @@ const { compare } = require('./compare');
 const half = require('./half');
 const { format, formatNumber } = require('./format');
 const sinks = require('./sinks');
+const npy = require('./npy');
 
 module.exports = {
   Instance: binding.Instance,
@@ -36,6 +37,7 @@ module.exports = {
   fromBF16Bits: half.fromBF16Bits,
   format,
   formatNumber,
+  npy: Object.freeze({ read: npy.read, write: npy.write }),
   sinks: Object.freeze({
     stdio: sinks.stdio,
     npy: sinks.npy,

@@ -24,6 +24,7 @@ export const {
   fromBF16Bits,
   format,
   formatNumber,
+  npy,
   sinks,
   dtypes,
   drivers,

@@ -4,7 +4,12 @@
 // (src/modules/sinks/npy_sink.c): bf16 has no NumPy type and is written as '<u2'
 // raw bits, so it reads back as u16.
 
+const fs = require('fs');
+const util = require('util');
 const { HalrtError } = require('./errors');
+const { LIMITS, readRegularFile } = require('./files');
+const { describe } = require('./half');
+const { MAX_RANK, isTypedArray, prepare, typedArrayName } = require('./host_data');
 
 const DESCRS = {
   f16: '<f2', bf16: '<u2', f32: '<f4', f64: '<f8', i8: '|i1', u8: '|u1', i16: '<i2',
@@ -246,4 +251,60 @@ function serialize({ dtype, shape, data }) {
   return Buffer.concat([preamble, Buffer.from(header, 'latin1'), body]);
 }
 
-module.exports = { parse, serialize, DESCRS, ARRAYS };
+// halrt.npy.read(source): a .npy file (a path) or its bytes as
+// {dtype, shape, data}; data is the dtype's array (bf16 and f16 as bits).
+function read(source) {
+  const caller = 'halrt.npy.read';
+  if (typeof source === 'string') {
+    const bytes = readRegularFile(source, { caller, maxBytes: LIMITS.npyInput, what: 'an .npy file' });
+    return parse(bytes, `${caller}: ${source}`);
+  }
+  if (Buffer.isBuffer(source) || source instanceof Uint8Array || util.types.isAnyArrayBuffer(source)) {
+    return parse(Buffer.from(source.buffer ?? source, source.byteOffset ?? 0, source.byteLength), caller);
+  }
+  throw new HalrtError(`${caller}: source must be a file path, a Buffer, a Uint8Array or an ArrayBuffer (got ${describe(source)})`, 'INVALID_ARGUMENT');
+}
+
+// halrt.npy.write(file, data, {dtype, shape}): `data` as device.tensor()
+// takes it (a TypedArray, nested Arrays, a number) written as a version 1.0
+// .npy file; dtype defaults to the data's (f32 for numbers), shape to the
+// nesting (a TypedArray's: its length).
+function write(file, data, options = {}) {
+  const caller = 'halrt.npy.write';
+  if (typeof file !== 'string' || file === '') {
+    throw new HalrtError(`${caller}: file must be a path (got ${describe(file)})`, 'INVALID_ARGUMENT');
+  }
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new HalrtError(`${caller}: options must be an object {dtype, shape} (got ${describe(options)})`, 'INVALID_ARGUMENT');
+  }
+  const { dtype, shape } = options;
+  if (dtype !== undefined && DESCRS[dtype] === undefined) {
+    throw new HalrtError(`${caller}: options.dtype: unknown dtype ${describe(dtype)} (expected one of ${Object.keys(DESCRS).join(', ')})`, 'INVALID_ARGUMENT');
+  }
+  const prepared = prepare(caller, 'data', data, shape ?? undefined, dtype ?? dtypeOfArray(data));
+  const outShape = prepared.shape ?? [prepared.data.length];
+  if (!Array.isArray(outShape) || outShape.length > MAX_RANK || !outShape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+    throw new HalrtError(`${caller}: options.shape must be an Array of at most ${MAX_RANK} non-negative integers (got ${describe(outShape)})`, 'INVALID_ARGUMENT');
+  }
+  const count = outShape.reduce((n, d) => n * d, 1);
+  if (count !== prepared.data.length) {
+    throw new HalrtError(`${caller}: data has ${prepared.data.length} elements but shape [${outShape}] needs ${count}`, 'INVALID_ARGUMENT');
+  }
+  try {
+    fs.writeFileSync(file, serialize({ dtype: prepared.dtype, shape: outShape, data: prepared.data }));
+  } catch (error) {
+    throw new HalrtError(`${caller}: cannot write '${file}': ${error.message}`, 'UNAVAILABLE', { cause: error });
+  }
+}
+
+// The dtype a TypedArray carries (a Uint16Array is u16, not f16 bits);
+// undefined for anything else, which prepare() infers (f32 for numbers).
+const DTYPE_OF_ARRAY = {
+  Float32Array: 'f32', Float64Array: 'f64', Int8Array: 'i8', Uint8Array: 'u8', Uint8ClampedArray: 'u8',
+  Int16Array: 'i16', Uint16Array: 'u16', Int32Array: 'i32', Uint32Array: 'u32', BigInt64Array: 'i64', BigUint64Array: 'u64',
+};
+function dtypeOfArray(data) {
+  return isTypedArray(data) ? DTYPE_OF_ARRAY[typedArrayName(data)] : undefined;
+}
+
+module.exports = { parse, serialize, read, write, DESCRS, ARRAYS };

@@ -226,6 +226,43 @@ for (const uri of DEVICE_URIS) {
   });
 }
 
+describe('halrt.npy', () => {
+  it('write() then read() round-trips every dtype; dtype and shape come from the data unless given', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-npy-api-'));
+    try {
+      const file = path.join(dir, 'x.npy');
+      halrt.npy.write(file, [[1, 2, 3], [4, 5, 6]]);
+      assert.deepStrictEqual(halrt.npy.read(file), { dtype: 'f32', shape: [2, 3], data: Float32Array.of(1, 2, 3, 4, 5, 6) });
+      halrt.npy.write(file, Uint16Array.of(7, 8));
+      assert.deepStrictEqual(halrt.npy.read(file), { dtype: 'u16', shape: [2], data: Uint16Array.of(7, 8) });
+      halrt.npy.write(file, [1, 2, 3, 4], { dtype: 'i64', shape: [2, 2] });
+      assert.deepStrictEqual(halrt.npy.read(fs.readFileSync(file)), { dtype: 'i64', shape: [2, 2], data: BigInt64Array.of(1n, 2n, 3n, 4n) });
+      halrt.npy.write(file, [true, false], { dtype: 'bool' });
+      assert.deepStrictEqual(halrt.npy.read(new Uint8Array(fs.readFileSync(file))).data, Uint8Array.of(1, 0));
+      halrt.npy.write(file, 2.5, { dtype: 'f64' });
+      assert.deepStrictEqual(halrt.npy.read(file), { dtype: 'f64', shape: [], data: Float64Array.of(2.5) });
+      // What the CLI reads as an input: a file halrt.npy.write made.
+      halrt.npy.write(file, [0.5, 1.5], { dtype: 'f16' });
+      assert.deepStrictEqual(halrt.npy.read(file), { dtype: 'f16', shape: [2], data: halrt.toF16Bits([0.5, 1.5]) });
+      const bad = [
+        [() => halrt.npy.write(file, [1, 2, 3], { shape: [2, 2] }), 'INVALID_ARGUMENT', 'halrt.npy.write: data has 3 elements but shape [2,2] needs 4'],
+        [() => halrt.npy.write(file, [1], { dtype: 'f33' }), 'INVALID_ARGUMENT', "halrt.npy.write: options.dtype: unknown dtype 'f33'"],
+        [() => halrt.npy.write('', [1]), 'INVALID_ARGUMENT', "halrt.npy.write: file must be a path (got '')"],
+        [() => halrt.npy.write(file, [1], 5), 'INVALID_ARGUMENT', 'halrt.npy.write: options must be an object'],
+        [() => halrt.npy.write(file, [1, 'a']), 'INVALID_ARGUMENT', "halrt.npy.write: data[1] must be a number, BigInt or boolean (got 'a')"],
+        [() => halrt.npy.write(path.join(dir, 'no', 'x.npy'), [1]), 'UNAVAILABLE', 'halrt.npy.write: cannot write'],
+        [() => halrt.npy.read(5), 'INVALID_ARGUMENT', 'halrt.npy.read: source must be a file path'],
+        [() => halrt.npy.read(path.join(dir, 'missing.npy')), 'NOT_FOUND', 'halrt.npy.read: cannot read'],
+        [() => halrt.npy.read(Buffer.from('abc')), 'INVALID_ARGUMENT', 'halrt.npy.read: not a .npy file'],
+        [() => halrt.npy.read(dir), 'INVALID_ARGUMENT', 'halrt.npy.read', 'directory'],
+      ];
+      for (const [call, code, ...parts] of bad) assertThrowsHalrt(call, code, ...parts);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('lib/npy.js', () => {
   const SHAPES = [[], [0], [5], [2, 3, 4], [1, 0, 2]];
 

@@ -109,6 +109,16 @@ install prebuilt "$tarball" PATH="$tools" CC="$work/no-compiler" CXX="$work/no-c
 [ ! -e "$work/compiler-ran" ] || fail "prebuilt: a compiler ran: $(cat "$work/compiler-ran")"
 [ ! -e "$work/prebuilt/node_modules/halrt/build" ] || fail 'prebuilt: the install made node_modules/halrt/build'
 check prebuilt "$prebuild"
+# The examples, copied into a CommonJS folder of the project, run as they
+# are: they require('halrt') and nothing private.
+mkdir "$work/prebuilt/examples"
+cp "$work/prebuilt/node_modules/halrt/examples/"* "$work/prebuilt/examples/"
+echo '{"type": "commonjs"}' > "$work/prebuilt/examples/package.json"
+for example in "$work/prebuilt/examples/"*.js; do
+  (cd "$work/prebuilt" && node "examples/$(basename "$example")" > "$work/example.log" 2>&1) ||
+    { cat "$work/example.log" >&2; fail "prebuilt: examples/$(basename "$example") copied into the project"; }
+done
+echo "test/consumer/run.sh: prebuilt: the examples run copied into the project"
 
 install source "$tarball" -- --build-from-source
 [ -f "$work/source/node_modules/halrt/build/Release/halrt.node" ] || fail 'source: no build/Release/halrt.node'

@@ -413,6 +413,12 @@ async function programs(): Promise<void> {
   // @ts-expect-error an i64 view's elements are BigInts
   const wrongNested: halrt.NestedArray<number> = await wideView.toArray();
   void [nested, wideNested, wrongNested];
+  halrt.npy.write('x.npy', [[1, 2], [3, 4]], { dtype: 'f32' });
+  const fromNpy: halrt.NpyArray = halrt.npy.read('x.npy');
+  const npyShape: number[] = halrt.npy.read(new Uint8Array(0)).shape;
+  // @ts-expect-error npy.write's dtype is a dtype name
+  halrt.npy.write('x.npy', [1], { dtype: 'float' });
+  void [fromNpy, npyShape];
   const loadedRead: { [name: string]: halrt.HostArray } = await oneLiner.main({ x, w }, { named: true, read: true });
   const loadedArrays: halrt.HostArray[] = await oneLiner.main({ x, w }, { read: true });
   const loadedWithOptions = await oneLiner.main(new Float32Array(32), [[1]], { read: true });
