@@ -1,7 +1,28 @@
 // Type definitions for halrt. Written by hand; keep in step with lib/ and
 // src/napi/.
 
-/// <reference types="node" />
+/// <reference lib="es2020" />
+
+// What halrt's types need of newer libraries, declared here so that a
+// project with only TypeScript installed (no @types/node, any target)
+// compiles against them; these merge with the same declarations of
+// lib.esnext.disposable and @types/node.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+  }
+  interface Disposable {
+    [Symbol.dispose](): void;
+  }
+}
+
+/** What options.signal needs of an AbortSignal: any AbortSignal is one. */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
 
 /** Element types of tensors (buffer views). */
 export type DType =
@@ -976,7 +997,7 @@ export interface InvokeOptions {
    * Aborting settles the promise at once with CANCELLED; the device work
    * still runs and its outputs are closed unseen.
    */
-  signal?: AbortSignal | undefined;
+  signal?: AbortSignalLike | undefined;
 }
 
 /** What function.invoke() resolves with, besides InvokeOptions. */

@@ -119,6 +119,12 @@ for example in "$work/prebuilt/examples/"*.js; do
     { cat "$work/example.log" >&2; fail "prebuilt: examples/$(basename "$example") copied into the project"; }
 done
 echo "test/consumer/run.sh: prebuilt: the examples run copied into the project"
+# index.d.ts needs nothing but TypeScript: no @types/node, default options.
+cp test/consumer/fresh.ts "$work/prebuilt/"
+[ ! -e "$work/prebuilt/node_modules/@types" ] || fail 'prebuilt: the install brought @types'
+(cd "$work/prebuilt" && node "$root/node_modules/typescript/bin/tsc" --strict --noEmit fresh.ts) ||
+  fail 'prebuilt: tsc --strict --noEmit fresh.ts with only TypeScript (no @types/node)'
+echo "test/consumer/run.sh: prebuilt: index.d.ts compiles with only TypeScript"
 
 install source "$tarball" -- --build-from-source
 [ -f "$work/source/node_modules/halrt/build/Release/halrt.node" ] || fail 'source: no build/Release/halrt.node'
