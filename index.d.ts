@@ -16,7 +16,11 @@ declare global {
   }
 }
 
-/** What options.signal needs of an AbortSignal: any AbortSignal is one. */
+/**
+ * The type of options.signal, structural so that no DOM or Node typings are
+ * needed: any AbortSignal has it. At run time the value must be an
+ * AbortSignal (anything else rejects with INVALID_ARGUMENT).
+ */
 export interface AbortSignalLike {
   readonly aborted: boolean;
   readonly reason: unknown;

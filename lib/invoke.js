@@ -191,7 +191,14 @@ Object.defineProperty(NativeFunction.prototype, 'invoke', {
     if (options === null || typeof options !== 'object') {
       return Promise.reject(new HalrtError('function.invoke: options must be an object', 'INVALID_ARGUMENT'));
     }
-    const { signal, named = false, read = false } = options;
+    let signal;
+    let named;
+    let read;
+    try {
+      ({ signal, named = false, read = false } = options);
+    } catch (error) {
+      return Promise.reject(new HalrtError(`function.invoke: reading options threw (${error?.message ?? error})`, 'INVALID_ARGUMENT', { cause: error }));
+    }
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));
     }

@@ -347,6 +347,10 @@ describe('halrt.load', () => {
       await assertRejectsHalrt(m.main({ x, w1, w2 }, { read: true }, null), 'INVALID_ARGUMENT',
         'loadedModule.main: it takes an object of inputs and options, but got 3 arguments (argument 3 is null)');
       await assertRejectsHalrt(m.main(x, w1, w2, { read: 'yes' }), 'INVALID_ARGUMENT', "options.read must be a boolean (got 'yes')");
+      // A throwing getter in the options rejects too; nothing throws.
+      const throwing = { get read() { throw new Error('boom'); } };
+      await assertRejectsHalrt(m.main(x, w1, w2, throwing), 'INVALID_ARGUMENT', 'function.invoke: reading options threw (boom)');
+      await assertRejectsHalrt(m.functions.main.invoke([x, w1, w2], throwing), 'INVALID_ARGUMENT', 'function.invoke: reading options threw (boom)');
     } finally {
       m.close();
     }
