@@ -1157,6 +1157,91 @@ export const npy: {
   write(file: string, data: HostData, options?: { dtype?: DType; shape?: readonly number[] }): void;
 };
 
+/** The launch of a CudaKernel call. */
+export interface CudaLaunch {
+  /** Blocks in the grid: a count, or [x, y?, z?]. */
+  grid: number | readonly number[];
+  /** Threads per block: a count, or [x, y?, z?]; default 1. */
+  block?: number | readonly number[];
+  /** Resolve with the buffer arguments read to host arrays (the views it uploaded are closed). */
+  read?: boolean;
+  /** Rejects the call with CANCELLED when aborted (the kernel itself still runs). */
+  signal?: AbortSignalLike;
+}
+
+/** One argument of a CudaKernel call: a buffer (a BufferView on the kernel's device, or host data uploaded for the call) or a scalar. */
+export type CudaArgument = BufferView | HostData | number | bigint;
+
+/**
+ * A CUDA C++ kernel as a function (halrt.cudaKernel): `k({grid, block}, ...args)`
+ * runs it once with one argument per declared parameter and resolves with
+ * the buffer arguments, in order, as BufferViews (the ones given, written in
+ * place, and new views of host data, which the caller owns), or read to
+ * host arrays with `read: true`.
+ */
+export interface CudaKernel extends Disposable {
+  (launch: CudaLaunch & { read: true }, ...args: CudaArgument[]): Promise<HostArray[]>;
+  (launch: CudaLaunch, ...args: CudaArgument[]): Promise<BufferView[]>;
+  /** The kernel's name, as given. */
+  readonly name: string;
+  readonly params: readonly CudaParamType[];
+  /** The CUDA device it runs on. */
+  readonly device: Device;
+  readonly closed: boolean;
+  /** Releases its programs, and the Instance and Device it made (not a Device it was given). Idempotent. */
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface CudaKernelOptions {
+  /** The kernel's parameter types, in order; at least one 'buffer'. */
+  params: readonly CudaParamType[];
+  /** A CUDA device URI (default 'cuda'), or a Device to run on (not closed with the kernel). */
+  device?: string | Device;
+  /** NVRTC options ('-DN=4', '-I/path', ...; not -arch: the device decides). */
+  options?: readonly string[];
+}
+
+/**
+ * Compiles `source` with NVRTC (through the kernel cache) and loads kernel
+ * `name` (an extern "C" kernel's name, or a C++ name expression such as
+ * 'scale<float>') on a CUDA device. Throws INVALID_ARGUMENT with NVRTC's log
+ * for a compile error, UNAVAILABLE without CUDA or NVRTC.
+ */
+export function cudaKernel(source: string, name: string, options: CudaKernelOptions): CudaKernel;
+
+export interface NvrtcCompileOptions {
+  /** 'sm_XY' or 'compute_XY' (NVRTC must list XY); default: sm_ of the newest NVRTC lists. */
+  arch?: string;
+  /** NVRTC options, in order; not -arch or --gpu-architecture. */
+  options?: readonly string[];
+  /** What logs call the source (default 'kernel.cu'); an absolute path makes quoted includes resolve next to it. */
+  name?: string;
+}
+
+export interface NvrtcCompileResult {
+  ptx: string;
+  /** NVRTC's whole log: warnings, or '' */
+  log: string;
+  /** The architecture compiled for. */
+  arch: string;
+  /** NVRTC's version, 'major.minor'. */
+  version: string;
+}
+
+/** A compile error: INVALID_ARGUMENT, with NVRTC's whole log (the message shows its first 640 bytes). */
+export interface NvrtcCompileError extends HalrtError {
+  log: string;
+}
+
+export const nvrtc: {
+  /**
+   * Compiles CUDA C++ to PTX on the calling thread; needs NVRTC, not a GPU.
+   * Throws an NvrtcCompileError for a compile error, UNAVAILABLE without NVRTC.
+   */
+  compile(source: string, options?: NvrtcCompileOptions): NvrtcCompileResult;
+};
+
 /** halrt.compare options (docs/compare.md has the rules). */
 export interface CompareOptions {
   /** The function's bare name ('main'). Default: the module's only function. */

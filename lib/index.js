@@ -17,6 +17,8 @@ const half = require('./half');
 const { format, formatNumber } = require('./format');
 const sinks = require('./sinks');
 const npy = require('./npy');
+const nvrtc = require('./nvrtc');
+const { cudaKernel } = require('./cuda_kernel');
 
 module.exports = {
   Instance: binding.Instance,
@@ -31,6 +33,8 @@ module.exports = {
   LoadedModule,
   load,
   compare,
+  cudaKernel,
+  nvrtc: Object.freeze({ compile: nvrtc.compile }),
   toF16Bits: half.toF16Bits,
   fromF16Bits: half.fromF16Bits,
   toBF16Bits: half.toBF16Bits,

@@ -10,6 +10,7 @@ const { HalrtError } = require('./errors');
 const { describe } = require('./half');
 require('./module'); // Module.load
 const { functionText, inspector, setOwn } = require('./objects');
+const { isPlainObject } = require('./args');
 
 // Names a function cannot take as a method: LoadedModule's own, and `then`
 // (with it, `await halrt.load()` would call the function, not give the object).
@@ -57,16 +58,16 @@ function shortCall(fn, name) {
   const usage = `m.${name}(${inputs}${inputCount ? ', ' : ''}options?)${inputCount ? ` or m.${name}({${inputs}}, options?)` : ''}`;
   return (...args) => {
     const refuse = (what) => Promise.reject(new HalrtError(`loadedModule.${name}: ${what}; call it as ${usage}`, 'INVALID_ARGUMENT'));
-    const byName = inputCount > 0 && isNamed(args[0]);
+    const byName = inputCount > 0 && isPlainObject(args[0]);
     const count = byName ? 1 : inputCount;
     for (let i = 0; !byName && i < Math.min(count, args.length); ++i) {
-      if (isNamed(args[i])) return refuse(`argument ${i + 1} is an object where input '${names[i]}' belongs (options come after every input)`);
+      if (isPlainObject(args[i])) return refuse(`argument ${i + 1} is an object where input '${names[i]}' belongs (options come after every input)`);
     }
     if (args.length > count + 1) {
       return refuse(`it takes ${byName ? 'an object of inputs' : `${inputCount} input${inputCount === 1 ? '' : 's'}`} and options, but got ${args.length} arguments (argument ${count + 2} is ${describe(args[count + 1])})`);
     }
     const options = args.length === count + 1 ? args[count] : undefined;
-    if (options !== undefined && !isNamed(options)) {
+    if (options !== undefined && !isPlainObject(options)) {
       return refuse(`argument ${count + 1} must be the options object {named, read, signal} (got ${describe(options)})`);
     }
     return fn.invoke(byName ? args[0] : args.slice(0, count), options);
@@ -92,12 +93,8 @@ LoadedModule.prototype[Symbol.dispose ?? Symbol.for('nodejs.dispose')] = functio
   this.close();
 };
 
-function isNamed(value) {
-  return value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype;
-}
-
 async function load(file, options = {}) {
-  if (!isNamed(options)) {
+  if (!isPlainObject(options)) {
     throw new HalrtError(`halrt.load: options must be an object (got ${typeof options})`, 'INVALID_ARGUMENT');
   }
   const { device: uri = 'auto', ...halOptions } = options;

@@ -1,15 +1,18 @@
 'use strict';
-// Doc tests: every ```js block of README.md and docs/*.md runs as written,
-// and the values its comments claim are checked. The convention (details in
+// Doc tests: every ```js block of README.md and docs/*.md runs as an ES
+// module from a project whose node_modules/halrt is this checkout, and the
+// values its comments claim are checked. The convention (details in
 // test/support/doc_blocks.js): `expression; //=> TEXT` compares
 // util.inspect(expression) with TEXT, whitespace ignored, `...` matching any
-// text; a following line of only `//=> MORE` continues TEXT.
+// text; a following line of only `//=> MORE` continues TEXT. The blocks'
+// verbatim text runs in a project that installed the packed tarball
+// (test/consumer/run.sh).
 const assert = require('assert');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { spawnSync } = require('child_process');
-const { ROOT, fencedBlocks, matches, moduleSource } = require('./support/doc_blocks');
+const halrt = require('..');
+const { ROOT, docBlocks, fencedBlocks, matches, moduleSource, runModule } = require('./support/doc_blocks');
 
 const DOCS = [
   'README.md',
@@ -19,31 +22,32 @@ const DOCS = [
     .map((name) => `docs/${name}`),
 ];
 const TIMEOUT_MS = 60000;
+const CUDA = halrt.drivers().find((driver) => driver.name === 'cuda');
+const USABLE = { cuda: CUDA?.available === true, nvrtc: CUDA?.nvrtc?.available === true };
 
-// Runs `block` in a child process: {status, output} with the child's paths
+// A project folder whose node_modules/halrt links to this checkout.
+let project = null;
+
+// Runs `block` checked in the project: {status, output} with its paths
 // named as the doc's. What it writes to os.tmpdir() is removed after.
 function run(block) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-doc-'));
-  let result;
   try {
-    result = spawnSync(process.execPath, ['--input-type=module', '-'], {
-      cwd: ROOT,
-      env: { ...process.env, TMPDIR: tmp },
-      input: moduleSource(block),
-      encoding: 'utf8',
-      timeout: TIMEOUT_MS,
-      killSignal: 'SIGKILL',
-    });
+    return runModule(project, 'block', moduleSource(block), block.file, { TMPDIR: tmp }, TIMEOUT_MS);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
-  const output = `${result.stdout}${result.stderr}`.replace(/file:\/\/\S*?\[eval\d*\]/g, block.file);
-  const status = result.error ? `${result.error.message}` : result.status;
-  return { status, output };
 }
 
 describe('docs', function () {
   this.timeout(TIMEOUT_MS + 10000);
+
+  before(() => {
+    project = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-doc-project-'));
+    fs.mkdirSync(path.join(project, 'node_modules'));
+    fs.symlinkSync(ROOT, path.join(project, 'node_modules', 'halrt'), 'dir');
+  });
+  after(() => fs.rmSync(project, { recursive: true, force: true }));
 
   it('every fenced block names its language, and JavaScript is tagged js', () => {
     const bad = DOCS.flatMap(fencedBlocks)
@@ -52,14 +56,18 @@ describe('docs', function () {
     assert.deepStrictEqual(bad, []);
   });
 
-  for (const file of DOCS) {
-    for (const block of fencedBlocks(file).filter(({ lang }) => lang === 'js')) {
-      it(`${file}:${block.line} runs as written`, () => {
-        const { status, output } = run(block);
-        assert.strictEqual(status, 0, `${file}:${block.line}: the block failed:\n${output}`);
-      });
-    }
+  for (const block of docBlocks()) {
+    it(`${block.file}:${block.line} runs as written${block.needs ? ` (needs ${block.needs})` : ''}`, function () {
+      if (block.needs && !USABLE[block.needs]) this.skip();
+      const { status, output } = run(block);
+      assert.strictEqual(status, 0, `${block.file}:${block.line}: the block failed:\n${output}`);
+    });
   }
+
+  it('a block needs only what its fence says: cuda or nvrtc', () => {
+    const bad = docBlocks().filter(({ needs }) => needs !== null && !(needs in USABLE)).map(({ file, line, needs }) => `${file}:${line} needs=${needs}`);
+    assert.deepStrictEqual(bad, []);
+  });
 
   it("README's Layout names every folder of src/, and only folders that exist", () => {
     const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
@@ -84,7 +92,7 @@ describe('docs', function () {
     const tourLine = readme.split('\n').indexOf('## A tour') + 1;
     const tour = fencedBlocks('README.md').find(({ line, lang }) => line > tourLine && lang === 'js');
     const statements = tour.code.split('\n').filter((line) => line.trim() !== '' && !line.trim().startsWith('//'));
-    assert.match(statements[0], /^const halrt = require\('halrt'\);/);
+    assert.match(statements[0], /^import halrt from 'halrt';$/);
     assert.match(statements[1], /await halrt\.load\(.*debugSink/);
     assert.match(statements[2], /await m\.\w+\(/);
   });
@@ -110,18 +118,19 @@ describe('docs', function () {
       assert.match(output, /actual: \[ 2, 4 \]/);
     });
 
-    it('joins //=> continuation lines and runs top-level await, require and import of halrt', () => {
+    it('joins //=> continuation lines and runs top-level await and import of halrt from the project', () => {
       const code = [
         "import * as esm from 'halrt';",
-        "const halrt = require('halrt');",
+        "import halrt from 'halrt';",
         'esm.default === halrt; //=> true',
-        `require.resolve('halrt'); //=> ${JSON.stringify(path.join(ROOT, 'lib', 'index.js')).replace(/"/g, "'")}`,
+        `import.meta.url.startsWith('file://'); //=> true`,
+        `(await import('node:fs')).realpathSync('node_modules/halrt'); //=> ${JSON.stringify(fs.realpathSync(ROOT)).replace(/"/g, "'")}`,
         'await Promise.resolve({ a: 1, b: [2, 3] }); //=> { a: 1,',
         '                                            //=>   b: [2, 3] }',
       ].join('\n');
       assert.deepStrictEqual(run(fake(code)), { status: 0, output: '' });
       const wrong = code.replace('[2, 3] }', '[2, 4] }');
-      assert.match(run(fake(wrong)).output, /FAKE\.md:15: the value is not what the doc says/);
+      assert.match(run(fake(wrong)).output, /FAKE\.md:16: the value is not what the doc says/);
     });
 
     it('reports an exception at its line in the doc', () => {

@@ -11,6 +11,7 @@
 //   dtypes                         frozen Array of dtype names
 //   liveObjects()                  {instance, device, ...}: live runtime
 //   objects
+//   nvrtcCompile(...)              halrt.nvrtc.compile's native half
 //   setErrorClass, setTraceDecoder,
 //   setScheduler                   hooks lib/index.js installs (see below)
 #include <stddef.h>
@@ -31,6 +32,7 @@
 #include "napi/js_hal_module.h"
 #include "napi/js_instance.h"
 #include "napi/js_module.h"
+#include "napi/js_nvrtc.h"
 #include "napi/js_wrap.h"
 
 static void hrt_js_delete_ref(napi_env env, napi_ref* ref) {
@@ -273,6 +275,8 @@ NAPI_MODULE_INIT() {
       {"drivers", NULL, hrt_js_drivers, NULL, NULL, NULL, napi_enumerable,
        NULL},
       {"liveObjects", NULL, hrt_js_live_objects, NULL, NULL, NULL,
+       napi_enumerable, NULL},
+      {"nvrtcCompile", NULL, hrt_js_nvrtc_compile, NULL, NULL, NULL,
        napi_enumerable, NULL},
       {"setErrorClass", NULL, hrt_js_set_hook, NULL, NULL, NULL,
        napi_enumerable, (void*)offsetof(hrt_js_env_t, error_class)},

@@ -12,7 +12,8 @@
 # reads it back and checks which addon file the process mapped;
 # consumer.mjs imports it as an ES module (named imports) and runs the
 # shipped example module through load(); `npx halrt devices` and
-# `npx halrt --version` run; consumer.ts is compiled by this repository's
+# `npx halrt --version` run; in the prebuilt project every js block of
+# README.md and docs/ runs verbatim; consumer.ts is compiled by this repository's
 # tsc (strict, module nodenext, @types/node from here) against the installed
 # index.d.ts and run. Prints each install's wall time. Any failure ends the
 # script with a line saying what failed, and a non-zero status.
@@ -119,6 +120,15 @@ for example in "$work/prebuilt/examples/"*.js; do
     { cat "$work/example.log" >&2; fail "prebuilt: examples/$(basename "$example") copied into the project"; }
 done
 echo "test/consumer/run.sh: prebuilt: the examples run copied into the project"
+# Every js block of README.md and docs/ runs verbatim, saved as a .mjs file
+# in the project; the needs=cuda ones on the driver test double when it is
+# built (npm test builds it), else they are skipped and say so.
+fake_cuda=$root/build/ctest/libfakecuda.so
+[ -f "$fake_cuda" ] || fake_cuda=
+node test/support/doc_blocks.js "$work/prebuilt" $fake_cuda > "$work/doc-blocks.log" 2>&1 ||
+  { cat "$work/doc-blocks.log" >&2; fail 'prebuilt: a block of README.md or docs/ run verbatim in the project'; }
+grep -v '^ok' "$work/doc-blocks.log" || true
+echo "test/consumer/run.sh: prebuilt: the README and docs blocks run verbatim in the project ($(grep -c '^ok' "$work/doc-blocks.log") blocks)"
 # index.d.ts needs nothing but TypeScript: no @types/node, default options.
 cp test/consumer/fresh.ts "$work/prebuilt/"
 [ ! -e "$work/prebuilt/node_modules/@types" ] || fail 'prebuilt: the install brought @types'

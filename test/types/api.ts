@@ -662,3 +662,19 @@ void [dtypes, counts, main, programs, debugging];
   // @ts-expect-error functions is a list of names
   new halrt.HalModule(instance, device, { traceDispatches: { functions: 'main' } });
 }
+
+// halrt.cudaKernel and halrt.nvrtc.compile
+async function cudaKernelTypes(): Promise<void> {
+  const k: halrt.CudaKernel = halrt.cudaKernel('extern "C" __global__ void f(float* x, unsigned n) {}', 'f', { params: ['buffer', 'u32'] });
+  const views: halrt.BufferView[] = await k({ grid: 1, block: [32] }, new Float32Array(4), 4);
+  const arrays: halrt.HostArray[] = await k({ grid: [1, 1], read: true }, [1, 2], 2n);
+  const device: halrt.Device = k.device;
+  const params: readonly halrt.CudaParamType[] = k.params;
+  k.close();
+  void views; void arrays; void device; void params;
+  const { ptx, log, arch, version }: halrt.NvrtcCompileResult = halrt.nvrtc.compile('__global__ void f() {}', { arch: 'sm_80', options: ['-DN=1'] });
+  void ptx; void log; void arch; void version;
+  // @ts-expect-error: params are required
+  halrt.cudaKernel('', 'f', {});
+}
+void cudaKernelTypes;

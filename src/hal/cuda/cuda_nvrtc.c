@@ -214,8 +214,8 @@ hrt_status_t hrt_nvrtc_pick_target(const hrt_nvrtc_t* nvrtc,
   return HRT_OK;
 }
 
-hrt_status_t hrt_nvrtc_check_options(uint32_t option_count,
-                                     const char* const* options) {
+int hrt_nvrtc_arch_option(uint32_t option_count,
+                          const char* const* options) {
   static const char* const arch_options[] = {"--gpu-architecture", "-arch"};
   for (uint32_t i = 0; i < option_count; ++i) {
     for (size_t k = 0; k < 2; ++k) {
@@ -223,13 +223,67 @@ hrt_status_t hrt_nvrtc_check_options(uint32_t option_count,
       if (strncmp(options[i], arch_options[k], length) == 0 &&
           (options[i][length] == 0 || options[i][length] == '=' ||
            options[i][length] == ' ')) {
-        return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                               "options[%u] '%s': halrt compiles for the "
-                               "device's own architecture; remove the option",
-                               i, options[i]);
+        return (int)i;
       }
     }
   }
+  return -1;
+}
+
+hrt_status_t hrt_nvrtc_check_options(uint32_t option_count,
+                                     const char* const* options) {
+  const int i = hrt_nvrtc_arch_option(option_count, options);
+  if (i < 0) return HRT_OK;
+  return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                         "options[%d] '%s': halrt compiles for the device's "
+                         "own architecture; remove the option",
+                         i, options[i]);
+}
+
+hrt_status_t hrt_nvrtc_parse_arch(const hrt_nvrtc_t* nvrtc, const char* arch,
+                                  hrt_nvrtc_target_t* out_target) {
+  char listed[400] = "";
+  for (int i = 0, used = 0; i < nvrtc->arch_count && used < 360; ++i) {
+    used += snprintf(listed + used, sizeof(listed) - (size_t)used, "%ssm_%d",
+                     i ? ", " : "", nvrtc->archs[i]);
+  }
+  if (arch == NULL) {
+    if (nvrtc->arch_count == 0) {
+      return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                             "NVRTC %d.%d does not list its architectures; "
+                             "name one (e.g. 'sm_80')",
+                             nvrtc->version_major, nvrtc->version_minor);
+    }
+    out_target->cubin = false;
+    snprintf(out_target->option, sizeof(out_target->option),
+             "--gpu-architecture=sm_%d", nvrtc->archs[nvrtc->arch_count - 1]);
+    return HRT_OK;
+  }
+  const char* digits = strncmp(arch, "sm_", 3) == 0        ? arch + 3
+                       : strncmp(arch, "compute_", 8) == 0 ? arch + 8
+                                                           : NULL;
+  const char* end = digits;
+  while (end && *end >= '0' && *end <= '9' && end - digits < 4) ++end;
+  const bool suffix = end && (*end == 'a' || *end == 'f') && end[1] == 0;
+  if (!digits || end == digits || (*end != 0 && !suffix)) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "'%s' is not an architecture: give sm_XY or "
+                           "compute_XY (e.g. 'sm_80')",
+                           arch);
+  }
+  const int number = atoi(digits);
+  bool known = nvrtc->arch_count == 0;
+  for (int i = 0; i < nvrtc->arch_count; ++i) known |= nvrtc->archs[i] == number;
+  if (!known) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "NVRTC %d.%d cannot compile for '%s'; it compiles "
+                           "for %s",
+                           nvrtc->version_major, nvrtc->version_minor, arch,
+                           listed);
+  }
+  out_target->cubin = false;
+  snprintf(out_target->option, sizeof(out_target->option),
+           "--gpu-architecture=%s", arch);
   return HRT_OK;
 }
 
@@ -246,21 +300,30 @@ static size_t hrt_nvrtc_log_shown(const char* log, size_t length) {
   return shown;
 }
 
-// INVALID_ARGUMENT with the compile log (its start, when it is long), for a
-// failed compile.
-static hrt_status_t hrt_nvrtc_compile_error(const hrt_nvrtc_t* nvrtc,
-                                            hrt_nvrtc_program_t program,
-                                            hrt_status_t status,
-                                            const char* source_name) {
+// The program's whole log, malloc'd and NUL-terminated; NULL when it is
+// empty or cannot be read.
+static char* hrt_nvrtc_read_log(const hrt_nvrtc_t* nvrtc,
+                                hrt_nvrtc_program_t program) {
   size_t size = 0;
   char* log = NULL;
-  if (nvrtc->nvrtcGetProgramLogSize(program, &size) == HRT_NVRTC_SUCCESS &&
-      size > 1 && (log = malloc(size)) != NULL &&
-      nvrtc->nvrtcGetProgramLog(program, log) != HRT_NVRTC_SUCCESS) {
-    free(log);
-    log = NULL;
+  if (nvrtc->nvrtcGetProgramLogSize(program, &size) != HRT_NVRTC_SUCCESS ||
+      size <= 1 || (log = malloc(size)) == NULL) {
+    return NULL;
   }
-  if (log) log[size - 1] = 0;
+  if (nvrtc->nvrtcGetProgramLog(program, log) != HRT_NVRTC_SUCCESS) {
+    free(log);
+    return NULL;
+  }
+  log[size - 1] = 0;
+  return log;
+}
+
+// INVALID_ARGUMENT with the compile `log` (its start, when it is long; may
+// be NULL), for a failed compile.
+static hrt_status_t hrt_nvrtc_compile_error(const hrt_nvrtc_t* nvrtc,
+                                            const char* log,
+                                            hrt_status_t status,
+                                            const char* source_name) {
   const size_t length = log ? strlen(log) : 0;
   const size_t shown = hrt_nvrtc_log_shown(log, length);
   char cut[80] = "";
@@ -273,7 +336,6 @@ static hrt_status_t hrt_nvrtc_compile_error(const hrt_nvrtc_t* nvrtc,
       source_name, nvrtc->version_major, nvrtc->version_minor,
       hrt_status_message(status), log ? "; log:\n" : "", (int)shown,
       log ? log : "", cut);
-  free(log);
   hrt_status_free(status);
   return annotated;
 }
@@ -361,14 +423,20 @@ static hrt_status_t hrt_nvrtc_collect(const hrt_nvrtc_t* nvrtc,
   return HRT_OK;
 }
 
-hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
-                               const char* source_name, uint32_t option_count,
-                               const char* const* options,
-                               uint32_t expression_count,
-                               const char* const* expressions,
-                               const hrt_nvrtc_target_t* target,
-                               hrt_nvrtc_output_t** out_output) {
+// Creates *out_program (the caller destroys it; NULL when creation failed)
+// and compiles it, as hrt_nvrtc_compile says. A compile failure is
+// NVRTC's status: the caller reads the log.
+static hrt_status_t hrt_nvrtc_build(const hrt_nvrtc_t* nvrtc,
+                                    const char* source,
+                                    const char* source_name,
+                                    uint32_t option_count,
+                                    const char* const* options,
+                                    uint32_t expression_count,
+                                    const char* const* expressions,
+                                    const char* target_option,
+                                    hrt_nvrtc_program_t* out_program) {
   atomic_fetch_add(&hrt_nvrtc_compiles, 1);
+  *out_program = NULL;
   const char** all_options = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate((option_count + 2) * sizeof(char*),
                                    "compiler options", (void**)&all_options));
@@ -378,31 +446,69 @@ hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
   // no absolute path that folder is the current directory, which must never
   // be searched unless the user asks (-I.).
   uint32_t count = 0;
-  all_options[count++] = target->option;
+  all_options[count++] = target_option;
   if (source_name[0] != '/') all_options[count++] = "--no-source-include";
   for (uint32_t i = 0; i < option_count; ++i) all_options[count++] = options[i];
-  hrt_nvrtc_program_t program = NULL;
   hrt_status_t status =
       HRT_NVRTC_CALL(nvrtc, nvrtcCreateProgram,
-                     (&program, source, source_name, 0, NULL, NULL));
+                     (out_program, source, source_name, 0, NULL, NULL));
   for (uint32_t i = 0; i < expression_count && status == HRT_OK; ++i) {
     status = hrt_status_annotate(HRT_NVRTC_CALL(nvrtc, nvrtcAddNameExpression,
-                                                (program, expressions[i])),
+                                                (*out_program, expressions[i])),
                                  "name expression '%s'", expressions[i]);
   }
   if (status == HRT_OK) {
     status = HRT_NVRTC_CALL(nvrtc, nvrtcCompileProgram,
-                            (program, (int)count, all_options));
-    if (status != HRT_OK) {
-      status = hrt_nvrtc_compile_error(nvrtc, program, status, source_name);
-    }
+                            (*out_program, (int)count, all_options));
   }
-  if (status == HRT_OK) {
+  free(all_options);
+  return status;
+}
+
+hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
+                               const char* source_name, uint32_t option_count,
+                               const char* const* options,
+                               uint32_t expression_count,
+                               const char* const* expressions,
+                               const hrt_nvrtc_target_t* target,
+                               hrt_nvrtc_output_t** out_output) {
+  hrt_nvrtc_program_t program = NULL;
+  hrt_status_t status =
+      hrt_nvrtc_build(nvrtc, source, source_name, option_count, options,
+                      expression_count, expressions, target->option, &program);
+  if (status != HRT_OK && program) {
+    char* log = hrt_nvrtc_read_log(nvrtc, program);
+    status = hrt_nvrtc_compile_error(nvrtc, log, status, source_name);
+    free(log);
+  } else if (status == HRT_OK) {
     status = hrt_nvrtc_collect(nvrtc, program, target->cubin, expression_count,
                                expressions, out_output);
   }
   if (program) (void)nvrtc->nvrtcDestroyProgram(&program);
-  free(all_options);
+  return status;
+}
+
+hrt_status_t hrt_nvrtc_compile_check(const hrt_nvrtc_t* nvrtc,
+                                     const char* source,
+                                     const char* source_name,
+                                     uint32_t option_count,
+                                     const char* const* options,
+                                     const hrt_nvrtc_target_t* target,
+                                     hrt_nvrtc_output_t** out_output,
+                                     char** out_log) {
+  hrt_nvrtc_program_t program = NULL;
+  hrt_status_t status =
+      hrt_nvrtc_build(nvrtc, source, source_name, option_count, options, 0,
+                      NULL, target->option, &program);
+  char* log = program ? hrt_nvrtc_read_log(nvrtc, program) : NULL;
+  if (program && log == NULL) log = calloc(1, 1);  // an empty log
+  if (status != HRT_OK && program) {
+    status = hrt_nvrtc_compile_error(nvrtc, log, status, source_name);
+  } else if (status == HRT_OK) {
+    status = hrt_nvrtc_collect(nvrtc, program, false, 0, NULL, out_output);
+  }
+  if (program) (void)nvrtc->nvrtcDestroyProgram(&program);
+  *out_log = log;
   return status;
 }
 

@@ -104,11 +104,21 @@ hrt_status_t hrt_nvrtc_pick_target(const hrt_nvrtc_t* nvrtc,
                                    uint32_t capability_minor,
                                    hrt_nvrtc_target_t* out_target) HRT_MUST_USE;
 
-// INVALID_ARGUMENT naming options[i] when it chooses the architecture
-// (--gpu-architecture or -arch, alone or followed by '=' or a space):
+// The index of the first option that chooses the architecture
+// (--gpu-architecture or -arch, alone or followed by '=' or a space), or -1.
+int hrt_nvrtc_arch_option(uint32_t option_count, const char* const* options);
+
+// INVALID_ARGUMENT naming options[i] when it chooses the architecture:
 // halrt targets the device.
 hrt_status_t hrt_nvrtc_check_options(uint32_t option_count,
                                      const char* const* options) HRT_MUST_USE;
+
+// The PTX target an architecture name gives: "sm_XY" or "compute_XY"
+// (optionally with NVRTC's 'a' or 'f' suffix) whose XY NVRTC lists; NULL
+// gives sm_ of the newest it lists. INVALID_ARGUMENT otherwise, listing
+// what NVRTC compiles for.
+hrt_status_t hrt_nvrtc_parse_arch(const hrt_nvrtc_t* nvrtc, const char* arch,
+                                  hrt_nvrtc_target_t* out_target) HRT_MUST_USE;
 
 // The output of one compile, in one heap block (free() it): this struct,
 // then the image (PTX text, or a cubin; 16-byte aligned and followed by a
@@ -151,6 +161,20 @@ hrt_status_t hrt_nvrtc_compile(const hrt_nvrtc_t* nvrtc, const char* source,
                                const char* const* expressions,
                                const hrt_nvrtc_target_t* target,
                                hrt_nvrtc_output_t** out_output) HRT_MUST_USE;
+
+// A compile check (halrt.nvrtc.compile): compiles as hrt_nvrtc_compile
+// does, without name expressions, always to PTX (`target->cubin` is
+// ignored). *out_log is NVRTC's whole log whenever the program was
+// created ("" when it is empty; free it), also when the compile fails with
+// the error hrt_nvrtc_compile gives; NULL otherwise. *out_output as there.
+hrt_status_t hrt_nvrtc_compile_check(const hrt_nvrtc_t* nvrtc,
+                                     const char* source,
+                                     const char* source_name,
+                                     uint32_t option_count,
+                                     const char* const* options,
+                                     const hrt_nvrtc_target_t* target,
+                                     hrt_nvrtc_output_t** out_output,
+                                     char** out_log) HRT_MUST_USE;
 
 // Compiles run by hrt_nvrtc_compile in this process (successful or not).
 // Lets tests see that a kernel cache hit compiled nothing.

@@ -1,0 +1,25 @@
+'use strict';
+// Checks shared by the JavaScript entry points: options objects.
+
+const { invalid } = require('./errors');
+const { describe } = require('./half');
+
+/** Whether `value` is a plain object ({...}), as options and named inputs are. */
+function isPlainObject(value) {
+  return value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype;
+}
+
+/**
+ * `options` (undefined: {}) after checking that it is a plain object whose
+ * keys are all in `known`; otherwise INVALID_ARGUMENT naming `where`.
+ */
+function checkOptions(options, where, known) {
+  if (options === undefined) return {};
+  if (!isPlainObject(options)) throw invalid(`${where} must be an object (got ${describe(options)})`);
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw invalid(`${where}: unknown option '${key}' (known: ${known.join(', ')})`);
+  }
+  return options;
+}
+
+module.exports = { isPlainObject, checkOptions };
