@@ -156,8 +156,9 @@ class Kernel {
   }
 
   async call(launch, args) {
-    if (this.closed) throw new HalrtError(`${this.label}: the kernel is closed`, 'FAILED_PRECONDITION');
     const { workgroups, workgroupSize, read, signal } = checkLaunch(launch, this.label);
+    // After the launch's getters, which may have closed it.
+    if (this.closed) throw new HalrtError(`${this.label}: the kernel is closed`, 'FAILED_PRECONDITION');
     const { params } = this.spec;
     if (args.length !== params.length) {
       throw invalid(`${this.label}: it takes ${params.length} argument${params.length === 1 ? '' : 's'} (${params.join(', ')}) after the launch, but got ${args.length}`);
