@@ -884,8 +884,19 @@ export interface TraceOp {
 export interface BarrierOp {
   op: 'barrier';
 }
+/**
+ * Calls function `callee` ('module.function') of a program module linked
+ * before this one in the Context, with `args` as its inputs; its outputs
+ * land in `results` (docs/module-format.md, "call").
+ */
+export interface CallOp {
+  op: 'call';
+  callee: `${string}.${string}`;
+  args: readonly string[];
+  results: readonly string[];
+}
 /** One op of a function body. */
-export type Op = DispatchOp | FillOp | CopyOp | TraceOp | BarrierOp;
+export type Op = DispatchOp | FillOp | CopyOp | TraceOp | BarrierOp | CallOp;
 
 export interface FunctionDescription {
   inputs: readonly ValueDescription[];
@@ -957,6 +968,8 @@ export interface FunctionBuilder {
   copy(source: string, target: string): this;
   trace(key: string, values: readonly string[], options?: { mode?: TraceMode | undefined }): this;
   barrier(): this;
+  /** A call op: `callee` ('module.function') on `args`, its outputs into `results`. */
+  call(callee: `${string}.${string}`, args: readonly string[], results: readonly string[]): this;
 }
 
 /** Builds a ModuleDescription fluently. */

@@ -132,6 +132,13 @@ class FunctionBuilder {
     this._description.body.push({ op: 'barrier' });
     return this;
   }
+
+  // call('lib.f', ['x'], ['y']): function f of module lib, linked before
+  // this one in the Context, on these values.
+  call(callee, args, results) {
+    this._description.body.push({ op: 'call', callee, args, results });
+    return this;
+  }
 }
 
 // new ModuleBuilder('mlp').executable('k', {local: {builtin: true}})

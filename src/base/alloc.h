@@ -13,5 +13,9 @@ hrt_status_t hrt_allocate(size_t size, const char* what,
                           void** out_ptr) HRT_MUST_USE;
 hrt_status_t hrt_allocate_zeroed(size_t size, const char* what,
                                  void** out_ptr) HRT_MUST_USE;
+// realloc(ptr, size); on failure *out_ptr is left as it was (still owned by
+// the caller). `ptr` is *out_ptr's old value, or NULL.
+hrt_status_t hrt_reallocate(void* ptr, size_t size, const char* what,
+                            void** out_ptr) HRT_MUST_USE;
 
 #endif  // HRT_BASE_ALLOC_H_

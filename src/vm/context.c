@@ -108,9 +108,25 @@ hrt_status_t hrt_vm_context_find_module(const hrt_vm_context_t* context,
       return HRT_OK;
     }
   }
+  if (hrt_vm_context_module_named(context, name)) {
+    return hrt_status_make(HRT_STATUS_NOT_FOUND,
+                           "module '%s' is linked after this one (a module "
+                           "uses only modules linked before it)",
+                           name);
+  }
   return hrt_status_make(HRT_STATUS_NOT_FOUND,
                          "no module named '%s' is linked before this one",
                          name);
+}
+
+const hrt_vm_module_t* hrt_vm_context_module_named(
+    const hrt_vm_context_t* context, const char* name) {
+  for (uint32_t i = 0; i < context->module_count; ++i) {
+    if (strcmp(context->modules[i].module->name, name) == 0) {
+      return context->modules[i].module;
+    }
+  }
+  return NULL;
 }
 
 hrt_status_t hrt_vm_context_lookup_function(const hrt_vm_context_t* context,

@@ -38,6 +38,12 @@ hrt_status_t hrt_vm_context_find_module(const hrt_vm_context_t* context,
                                         hrt_vm_module_t** out_module,
                                         void** out_state) HRT_MUST_USE;
 
+// During create_state: the module named `name` wherever it is in the
+// context (borrowed; NULL if none), for messages about modules linked after
+// the caller.
+const hrt_vm_module_t* hrt_vm_context_module_named(
+    const hrt_vm_context_t* context, const char* name);
+
 // Finds "module.function". NOT_FOUND names what is missing.
 hrt_status_t hrt_vm_context_lookup_function(
     const hrt_vm_context_t* context, const char* qualified_name,

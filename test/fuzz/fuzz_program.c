@@ -10,7 +10,9 @@
 // is then invoked once on zero-filled inputs and must complete, with
 // outputs that match its signature or with a clean error. The sink checks
 // every trace it receives and refuses those whose key starts with "fail"
-// (the invocation must then fail). After each input every runtime object
+// (the invocation must then fail). A fixed program module "lib" (LIB_JSON)
+// is linked between the two, so that call ops ("callee": "lib.scale2", ...)
+// are resolved, inlined and run. After each input every runtime object
 // made for it must be gone.
 //
 // Bounds: a module that would need more than FUZZ_MAX_BYTES of tensors, more
@@ -40,8 +42,30 @@
 // An invocation that has not completed by then is reported as a hang.
 #define FUZZ_DEADLINE_NS (20 * 1000000000LL)
 
+// The module call ops of the input may call: f32, i32 and bool functions,
+// one with a local, one whose trace the sink refuses.
+static const char LIB_JSON[] =
+    "{\"format\":\"halrt.module/1\",\"name\":\"lib\",\"executables\":"
+    "{\"k\":{\"local\":{\"builtin\":true}}},\"functions\":{"
+    "\"scale2\":{\"inputs\":[{\"name\":\"a\",\"dtype\":\"f32\",\"shape\":[4]}],"
+    "\"outputs\":[{\"name\":\"b\",\"dtype\":\"f32\",\"shape\":[4]}],"
+    "\"locals\":[{\"name\":\"t\",\"dtype\":\"f32\",\"shape\":[4]}],\"body\":["
+    "{\"op\":\"dispatch\",\"kernel\":\"k.add_f32\",\"workgroups\":[1],"
+    "\"bindings\":[\"a\",\"a\",\"t\"],\"constants\":[4]},"
+    "{\"op\":\"trace\",\"key\":\"in_lib\",\"values\":[\"t\"]},"
+    "{\"op\":\"copy\",\"source\":\"t\",\"target\":\"b\"}]},"
+    "\"add_i32\":{\"inputs\":[{\"name\":\"a\",\"dtype\":\"i32\",\"shape\":[2,2]},"
+    "{\"name\":\"c\",\"dtype\":\"i32\",\"shape\":[2,2]}],"
+    "\"outputs\":[{\"name\":\"b\",\"dtype\":\"i32\",\"shape\":[2,2]}],\"body\":["
+    "{\"op\":\"dispatch\",\"kernel\":\"k.add_i32\",\"workgroups\":[1],"
+    "\"bindings\":[\"a\",\"c\",\"b\"],\"constants\":[4]}]},"
+    "\"refused\":{\"inputs\":[{\"name\":\"a\",\"dtype\":\"bool\",\"shape\":[]}],"
+    "\"outputs\":[],\"body\":[{\"op\":\"trace\",\"key\":\"fail_in_lib\","
+    "\"values\":[\"a\"]}]}}}";
+
 static hrt_vm_instance_t* g_instance;
 static hrt_hal_device_t* g_device;
+static hrt_vm_module_t* g_lib;
 // Live object counts with only the instance and device made.
 static int64_t g_live_baseline[HRT_LIVE_KIND_COUNT_];
 
@@ -51,6 +75,8 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
   FUZZ_CHECK_OK(hrt_vm_instance_create(&g_instance));
   FUZZ_CHECK_OK(
       hrt_vm_instance_create_device(g_instance, "local-sync", &g_device));
+  FUZZ_CHECK_OK(
+      hrt_program_module_create(LIB_JSON, sizeof(LIB_JSON) - 1, NULL, &g_lib));
   for (int kind = 0; kind < HRT_LIVE_KIND_COUNT_; ++kind) {
     g_live_baseline[kind] = hrt_live_count((hrt_live_kind_t)kind);
   }
@@ -406,9 +432,9 @@ static void link_and_run(hrt_vm_module_t* program, size_t size,
   };
   hrt_vm_module_t* hal = NULL;
   FUZZ_CHECK_OK(hrt_hal_module_create(g_device, &debug_sink, &options, &hal));
-  hrt_vm_module_t* modules[2] = {hal, program};
+  hrt_vm_module_t* modules[3] = {hal, g_lib, program};
   hrt_vm_context_t* context = NULL;
-  hrt_status_t status = hrt_vm_context_create(g_instance, modules, 2, &context);
+  hrt_status_t status = hrt_vm_context_create(g_instance, modules, 3, &context);
   if (status == HRT_OK) {
     bool affordable = budget->bytes <= FUZZ_MAX_BYTES &&
                       budget->work <= FUZZ_MAX_WORK &&

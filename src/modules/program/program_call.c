@@ -63,13 +63,14 @@ static void hrt_program_dispatch_timing(void* host_context,
                                         int64_t start_ns, int64_t duration_ns) {
   const hrt_program_call_t* call = host_context;
   const hrt_program_state_t* state = call->state;
-  uint32_t op_index = state->command_ops[call->function_ordinal][command_index];
+  const hrt_command_origin_t* origin =
+      &state->functions[call->function_ordinal].origins[command_index];
   hrt_dispatch_timing_t event = {
       .sequence = call->sequence,
       .invocation = call->invocation,
-      .function = call->function->qualified_name,
-      .op_index = op_index,
-      .kernel = call->function->ops[op_index].kernel,
+      .function = origin->function->qualified_name,
+      .op_index = origin->op_index,
+      .kernel = origin->function->ops[origin->op_index].kernel,
       .device = hrt_hal_device_info(state->device)->uri,
       .start_ns = start_ns,
       .duration_ns = duration_ns,
@@ -114,9 +115,11 @@ static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
   }
 }
 
-// Allocates the call's outputs and locals and fills its binding table.
+// Allocates the call's outputs, locals and extra slots (program_record.h)
+// and fills its binding table.
 static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
                                      const hrt_function_t* function,
+                                     const hrt_recorded_function_t* recorded,
                                      const hrt_vm_function_def_t* def,
                                      const hrt_vm_call_t* vm_call,
                                      hrt_program_call_t* call) {
@@ -135,21 +138,26 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
   // or zeroing them would exhaust the host (the process killed, not an
   // error).
   uint64_t memory = hrt_hal_device_info(device)->total_memory;
-  if (memory != 0 && function->call_bytes > memory) {
+  if (memory != 0 && recorded->call_bytes > memory) {
     return hrt_status_make(
         HRT_STATUS_RESOURCE_EXHAUSTED,
         "%s: one call allocates %llu bytes of outputs and "
         "locals, more than the %llu bytes of %s",
-        function->qualified_name, (unsigned long long)function->call_bytes,
+        function->qualified_name, (unsigned long long)recorded->call_bytes,
         (unsigned long long)memory, hrt_hal_device_info(device)->uri);
   }
-  for (uint32_t v = def->input_count; v < function->value_count; ++v) {
-    const hrt_vm_tensor_type_t* type = &function->types[v];
+  const uint32_t slots = function->value_count + recorded->extra_count;
+  for (uint32_t v = def->input_count; v < slots; ++v) {
+    const bool extra = v >= function->value_count;
+    const uint64_t bytes = extra
+                               ? recorded->extra_bytes[v - function->value_count]
+                               : function->byte_lengths[v];
     hrt_hal_buffer_t* buffer = NULL;
-    HRT_RETURN_IF_ERROR(hrt_hal_device_allocate_buffer(
-        device, function->byte_lengths[v], NULL, &buffer));
+    HRT_RETURN_IF_ERROR(
+        hrt_hal_device_allocate_buffer(device, bytes, NULL, &buffer));
     uint32_t output = v - def->input_count;
-    if (output < def->output_count) {
+    if (!extra && output < def->output_count) {
+      const hrt_vm_tensor_type_t* type = &function->types[v];
       hrt_status_t status =
           hrt_hal_buffer_view_create(buffer, 0, type->element_type, type->rank,
                                      type->shape, &call->outputs[output]);
@@ -172,7 +180,9 @@ hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
   const hrt_function_t* function =
       &module->functions[vm_call->function_ordinal];
   const hrt_vm_function_def_t* def = &module->defs[vm_call->function_ordinal];
-  uint32_t values = function->value_count;
+  const hrt_recorded_function_t* recorded =
+      &state->functions[vm_call->function_ordinal];
+  uint32_t values = function->value_count + recorded->extra_count;
   hrt_program_call_t* call = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
       sizeof(*call) +
@@ -188,10 +198,10 @@ hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
   call->sequence = vm_call->sequence;
   call->invocation = vm_call->invocation;
   hrt_status_t status =
-      hrt_prepare_call(state->device, function, def, vm_call, call);
+      hrt_prepare_call(state->device, function, recorded, def, vm_call, call);
   if (status == HRT_OK) {
     hrt_hal_submission_t submission = {
-        .command_buffer = state->command_buffers[vm_call->function_ordinal],
+        .command_buffer = recorded->command_buffer,
         .bindings = call->bindings,
         .binding_count = values,
         .completion = {hrt_program_call_complete, call},

@@ -47,6 +47,7 @@ typedef enum hrt_op_kind_e {
   HRT_OP_COPY,
   HRT_OP_TRACE,
   HRT_OP_BARRIER,
+  HRT_OP_CALL,
 } hrt_op_kind_t;
 
 typedef struct hrt_op_s {
@@ -60,9 +61,13 @@ typedef struct hrt_op_s {
   uint32_t workgroup_size[3];
   uint32_t constant_count;
   uint32_t* constants;
-  // dispatch bindings, trace values, or [target] / [source, target]
+  // dispatch bindings, trace values, [target] / [source, target], or a
+  // call's args then its results
   uint32_t operand_count;
   uint32_t* operands;  // value indices
+  // call: "module.function", and how many operands are args
+  const char* callee;
+  uint32_t arg_count;
   // fill
   uint64_t pattern;
   uint32_t pattern_length;

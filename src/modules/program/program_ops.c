@@ -233,6 +233,69 @@ static hrt_status_t hrt_parse_dispatch(hrt_program_parser_t* parser,
   return HRT_OK;
 }
 
+// {"op": "call", "callee": "module.function", "args": [...], "results":
+// [...]}: the callee is resolved when a context links the module.
+static hrt_status_t hrt_parse_call(hrt_program_parser_t* parser,
+                                   const hrt_function_t* function,
+                                   const hrt_json_t* json, const char* path,
+                                   hrt_op_t* op) {
+  static const char* const known[] = {"op", "callee", "args", "results"};
+  HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 4, path));
+  char field[HRT_PATH_MAX];
+  hrt_program_path_format(field, "%s.callee", path);
+  const hrt_json_t* callee = hrt_json_get(json, "callee");
+  HRT_RETURN_IF_ERROR(hrt_program_expect(callee, HRT_JSON_STRING, field));
+  const char* dot = strchr(callee->string, '.');
+  const size_t module_length = dot ? (size_t)(dot - callee->string) : 0;
+  char module_name[HRT_PATH_MAX] = "";
+  if (dot && module_length < sizeof(module_name)) {
+    memcpy(module_name, callee->string, module_length);
+    module_name[module_length] = 0;
+  }
+  if (!dot || !hrt_program_is_identifier(module_name) ||
+      !hrt_program_is_identifier(dot + 1)) {
+    return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
+                                   "'%s' must be 'module.function'",
+                                   callee->string);
+  }
+  if (strcmp(module_name, parser->module->base.name) == 0) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, field,
+        "'%s' is a function of this module; a call goes to a module linked "
+        "before it",
+        callee->string);
+  }
+  op->callee = callee->string;
+  const char* const lists[2] = {"args", "results"};
+  const hrt_json_t* items[2];
+  for (int l = 0; l < 2; ++l) {
+    hrt_program_path_format(field, "%s.%s", path, lists[l]);
+    items[l] = hrt_json_get(json, lists[l]);
+    HRT_RETURN_IF_ERROR(hrt_program_expect(items[l], HRT_JSON_ARRAY, field));
+  }
+  op->arg_count = (uint32_t)items[0]->length;
+  op->operand_count = (uint32_t)(items[0]->length + items[1]->length);
+  HRT_RETURN_IF_ERROR(hrt_program_alloc(
+      parser, ((size_t)op->operand_count + 1) * sizeof(uint32_t),
+      (void**)&op->operands));
+  for (uint32_t i = 0; i < op->operand_count; ++i) {
+    const bool arg = i < op->arg_count;
+    const uint32_t item = arg ? i : i - op->arg_count;
+    hrt_program_path_format(field, "%s.%s[%u]", path, lists[!arg], item);
+    HRT_RETURN_IF_ERROR(hrt_program_find_value(
+        function, &items[!arg]->items[item], field, &op->operands[i]));
+    for (uint32_t j = op->arg_count; !arg && j < i; ++j) {
+      if (op->operands[j] == op->operands[i]) {
+        return hrt_program_field_error(
+            HRT_STATUS_INVALID_ARGUMENT, field,
+            "'%s' receives two results of the call",
+            function->types[op->operands[i]].name);
+      }
+    }
+  }
+  return HRT_OK;
+}
+
 hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
                                   const hrt_function_t* function,
                                   const hrt_json_t* json, const char* path,
@@ -246,6 +309,10 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
   if (strcmp(name, "dispatch") == 0) {
     op->kind = HRT_OP_DISPATCH;
     return hrt_parse_dispatch(parser, function, json, path, op);
+  }
+  if (strcmp(name, "call") == 0) {
+    op->kind = HRT_OP_CALL;
+    return hrt_parse_call(parser, function, json, path, op);
   }
   if (strcmp(name, "barrier") == 0) {
     static const char* const known[] = {"op"};
@@ -320,6 +387,6 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
   return hrt_program_field_error(
       HRT_STATUS_INVALID_ARGUMENT, field,
       "unknown op '%s' (expected dispatch, fill, copy, "
-      "trace or barrier)",
+      "trace, barrier or call)",
       name);
 }

@@ -1,5 +1,5 @@
 // One op of a program function's body (dispatch, fill, copy, trace,
-// barrier), parsed and checked against the function's values, the module's
+// barrier, call), parsed and checked against the function's values, the module's
 // executables, built-in kernel signatures and declared entries. Runs on the
 // creating thread; errors name the field (program_fields.h). What is parsed
 // goes into the module's arena (program_internal.h).

@@ -89,6 +89,7 @@ hrt_status_t hrt_program_parse_module(hrt_program_parser_t* parser,
     return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, "name",
                                    "'hal' is reserved for the HAL module");
   }
+  parser->module->base.name = name->string;  // call ops compare with it
   const hrt_json_t* executables = hrt_json_get(root, "executables");
   if (executables) {
     HRT_RETURN_IF_ERROR(hrt_program_parse_executables(parser, executables));
@@ -120,7 +121,6 @@ hrt_status_t hrt_program_parse_module(hrt_program_parser_t* parser,
       }
     }
   }
-  module->base.name = name->string;
   module->base.function_count = (uint32_t)functions->length;
   return HRT_OK;
 }

@@ -1,15 +1,13 @@
 // The per-context state of a program module: its executables loaded on the
-// device of the HAL module linked before it, and one reusable command buffer
-// per function, recorded from the function's ops with their trace commands
-// (trace ops, and what the HAL module's traceDispatches and its filters
-// cover).
+// device of the HAL module linked before it, and each function recorded
+// into one reusable command buffer (program_record.h).
 //
 // Threads: created on the thread that creates the context and freed on the
 // one that destroys it (possibly a device completion thread, see
 // vm/module.h); calls (program_call.h) read it, never write it, on the
 // invoking and completion threads. The state owns its executables, command
-// buffers and arena; it borrows the HAL module, which the context frees
-// after it.
+// buffers and arena; it borrows the HAL module and the program modules it
+// calls (their states' executables), which the context frees after it.
 #ifndef HRT_MODULES_PROGRAM_PROGRAM_STATE_H_
 #define HRT_MODULES_PROGRAM_PROGRAM_STATE_H_
 
@@ -19,18 +17,35 @@
 #include "hal/command_buffer.h"
 #include "hal/device.h"
 #include "hal/executable.h"
+#include "modules/program/program_internal.h"
 #include "vm/context.h"
 #include "vm/module.h"
 
 typedef struct hrt_program_state_s hrt_program_state_t;
 
+// Where a command of a recorded function came from: op `op_index` of
+// `function` (the function itself, or a callee inlined at a call op).
+typedef struct hrt_command_origin_s {
+  const hrt_function_t* function;
+  uint32_t op_index;
+} hrt_command_origin_t;
+
+// One function, recorded (program_record.h).
+typedef struct hrt_recorded_function_s {
+  hrt_hal_command_buffer_t* command_buffer;  // owned
+  hrt_command_origin_t* origins;  // [commands], owned (malloc)
+  uint32_t extra_count;           // slots after the function's values
+  uint64_t* extra_bytes;          // [extra_count], owned (malloc)
+  // What one call allocates: outputs, locals and extra slots (saturating).
+  uint64_t call_bytes;
+} hrt_recorded_function_t;
+
 struct hrt_program_state_s {
   hrt_vm_module_t* hal;      // borrowed: linked before us, freed after us
   hrt_hal_device_t* device;  // the HAL module's
-  hrt_hal_executable_t** executables;          // [executable_count]
-  hrt_hal_command_buffer_t** command_buffers;  // [function_count]
-  uint32_t** command_ops;  // [function_count][commands]: op of each command
-  hrt_arena_t arena;       // trace sites and their values, command_ops
+  hrt_hal_executable_t** executables;  // [executable_count]
+  hrt_recorded_function_t* functions;  // [function_count]
+  hrt_arena_t arena;                   // trace sites, callee slot maps
 };
 
 // The vtable's create_state and free_state of program modules.
