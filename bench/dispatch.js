@@ -167,4 +167,47 @@ async function matmul({ quick, ref, instance, ort, uri }) {
   return rows;
 }
 
-module.exports = { addLarge, matmul };
+// 4c. A program calling a function of another program module, against the
+// same ops written in the caller.
+async function programCall({ quick, instance, uri }) {
+  const n = 1024;
+  const ops = 8;
+  const reps = quick ? 200 : 1000;
+  const rounds = quick ? 3 : 7;
+  const device = instance.createDevice(uri);
+  const body = Array.from({ length: ops }, () => ({ op: 'dispatch', kernel: 'k.add_f32', workgroups: [1], bindings: ['a', 'b', 'b'], constants: [n] }));
+  const io = { inputs: [value('a', [n]), value('b', [n])], outputs: [] };
+  const hal = new halrt.HalModule(instance, device, {});
+  const lib = builtinModule(instance, 'lib', { f: { ...io, body } });
+  const caller = builtinModule(instance, 'app', {
+    called: { ...io, body: [{ op: 'call', callee: 'lib.f', args: ['a', 'b'], results: [] }] },
+    inlined: { ...io, body },
+  });
+  const context = new halrt.Context(instance, [hal, lib, caller]);
+  const inputs = [device.tensor(fillPattern(n), [n]), device.tensor(new Float32Array(n), [n])];
+  const called = context.lookupFunction('app.called');
+  const inlined = context.lookupFunction('app.inlined');
+  const time = async (fn) => median(await latencies(() => fn.invoke(inputs), reps));
+  await time(called);
+  await time(inlined);
+  const results = await roundRobin(rounds, { called: () => time(called), inlined: () => time(inlined) });
+  const c = median(results.called);
+  const i = median(results.inlined);
+  for (const object of [...inputs, called, inlined, context, caller, lib, hal, device]) object.close();
+  return [
+    row({
+      group: GROUP,
+      name: `program call vs the ops inlined (${uri})`,
+      halrt: seconds(c),
+      baseline: `${seconds(i)} inlined`,
+      ratio: c / i,
+      target: { op: '<=', value: 1.1 },
+      note:
+        `time of one \`await fn.invoke\` of a function whose body is one call op to lib.f (${ops} add_f32 over ` +
+        `f32[${n}] on its inputs, nothing allocated), median of ${rounds}×${reps}; baseline: the same ${ops} ` +
+        'dispatches written in the calling function; ratio = call time / inlined time',
+    }),
+  ];
+}
+
+module.exports = { addLarge, matmul, programCall };

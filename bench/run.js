@@ -208,7 +208,8 @@ async function main() {
   }
   if (opts.only.includes('invoke')) plan.push(['invoke overhead', () => invokeOverhead(context)]);
   if (opts.only.includes('dispatch')) {
-    plan.push(['add_f32', () => dispatch.addLarge(context)], ['matmul_f32', () => dispatch.matmul(context)]);
+    plan.push(['add_f32', () => dispatch.addLarge(context)], ['matmul_f32', () => dispatch.matmul(context)],
+      ['program call', () => dispatch.programCall(context)]);
   }
   if (opts.only.includes('trace')) {
     plan.push(['trace overhead', () => trace.traceOverhead(context)], ['trace loop lag', () => trace.traceLoopLag(context)]);
