@@ -258,8 +258,33 @@ function prepare(method, name, data, shape, dtype) {
   return refuse(method, name, half.describe(data));
 }
 
+// Host data `value` (called `label`) as the TypedArray of a tensor of
+// `dtype` and `shape` (`what` names it): a TypedArray of the dtype's array
+// type, Buffer/ArrayBuffer bytes of it, or (nested) Arrays and scalars
+// converted to it, with exactly the shape's elements.
+function declared(method, what, label, value, dtype, shape) {
+  const count = shape.reduce((n, d) => n * d, 1);
+  let data = value;
+  if (isBytes(value)) {
+    data = prepare(method, label, value, shape, dtype).data;
+  } else if (isTypedArray(value) && !carries(dtype, value)) {
+    throw invalid(`${method}: ${what} must be ${dtype} in a ${ARRAY_OF[dtype].name} (${label} is ${half.describe(value)})`);
+  }
+  if (isTypedArray(data)) {
+    if (data.length !== count) {
+      throw invalid(`${method}: ${what} must have ${count} elements for shape ${shapeText(shape)} (${label} has ${data.length})`);
+    }
+    return data;
+  }
+  const prepared = prepare(method, label, value, undefined, dtype);
+  if (!sameShape(prepared.shape, shape)) {
+    throw invalid(`${method}: ${what} must have shape ${shapeText(shape)} (${label} has ${shapeText(prepared.shape)})`);
+  }
+  return prepared.data;
+}
+
 function refuse(method, name, got) {
   throw invalid(`${method}: ${name} must be a TypedArray, an Array, a number, BigInt or boolean, or bytes (a Buffer, ArrayBuffer or SharedArrayBuffer) (got ${got})`);
 }
 
-module.exports = { ARRAY_OF, MAX_RANK, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData, typedArrayName };
+module.exports = { ARRAY_OF, MAX_RANK, carries, declared, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData, typedArrayName };

@@ -19,12 +19,14 @@ const sinks = require('./sinks');
 const npy = require('./npy');
 const nvrtc = require('./nvrtc');
 const { cudaKernel } = require('./cuda_kernel');
+const { HostModule } = require('./host_module');
 
 module.exports = {
   Instance: binding.Instance,
   Device: binding.Device,
   BufferView: binding.BufferView,
   HalModule: binding.HalModule,
+  HostModule,
   Module: binding.Module,
   ModuleBuilder,
   Context: binding.Context,

@@ -13,7 +13,7 @@
 const binding = require('./binding');
 const { HalrtError, invalid } = require('./errors');
 const util = require('util');
-const { ARRAY_OF, carries, prepare, shapeText, sameShape, isBytes, isTypedArray, isHostData } = require('./host_data');
+const { declared, isHostData } = require('./host_data');
 const { deferCloses, recordView, deviceUri, isClosed } = require('./objects');
 const { describe } = require('./half');
 
@@ -78,7 +78,7 @@ function deliver(result, made, delivery, signal) {
   });
 }
 
-const { BufferView, HalModule } = binding;
+const { BufferView, HalModule, HostModule } = binding;
 const NativeFunction = binding.Function;
 const nativeInvoke = NativeFunction.prototype.invoke;
 
@@ -87,14 +87,20 @@ function deviceOf(fn) {
 }
 
 // What every call of a function needs that never changes (its name, its
-// device's URI, its output names), read once: these getters make new
-// objects on each read. Only strings are kept.
+// device's URI, its output names, the HostModules of its context), read
+// once: these getters make new objects on each read.
 const facts = new WeakMap();
 function factsOf(fn) {
   let known = facts.get(fn);
   if (known === undefined) {
     const name = fn.name;
-    known = { name, uri: deviceUri(deviceOf(fn)), outputNames: fn.outputs.map((s) => s.name) };
+    known = {
+      name,
+      uri: deviceUri(deviceOf(fn)),
+      outputNames: fn.outputs.map((s) => s.name),
+      // An invocation in flight holds these: their functions may be called.
+      hosts: fn.context.modules.filter((module) => module instanceof HostModule),
+    };
     facts.set(fn, known);
   }
   return known;
@@ -133,31 +139,10 @@ function ordered(fn, inputs) {
   return { values: Array.from(inputs), labels: null };
 }
 
-// A view of host data `value` for input `index` on `device`: a TypedArray
-// of the input's dtype, Buffer/ArrayBuffer bytes of it, or (nested) Arrays
-// and scalars converted to it.
+// A view of host data `value` for input `index` on `device`.
 function upload(fn, device, index, value, label, method) {
-  const signature = fn.inputs[index];
-  const { dtype, shape } = signature;
-  const input = `input ${index} ('${signature.name}')`;
-  const count = shape.reduce((n, d) => n * d, 1);
-  let data = value;
-  if (isBytes(value)) {
-    data = prepare(method, label, value, shape, dtype).data;
-  } else if (isTypedArray(value) && !carries(dtype, value)) {
-    throw invalid(`${method}: ${input} must be ${dtype} in a ${ARRAY_OF[dtype].name} (${label} is ${describe(value)})`);
-  }
-  if (isTypedArray(data)) {
-    if (data.length !== count) {
-      throw invalid(`${method}: ${input} must have ${count} elements for shape ${shapeText(shape)} (${label} has ${data.length})`);
-    }
-    return device.tensor(data, shape, dtype);
-  }
-  const prepared = prepare(method, label, value, undefined, dtype);
-  if (!sameShape(prepared.shape, shape)) {
-    throw invalid(`${method}: ${input} must have shape ${shapeText(shape)} (${label} has ${shapeText(prepared.shape)})`);
-  }
-  return device.tensor(prepared.data, shape, dtype);
+  const { name, dtype, shape } = fn.inputs[index];
+  return device.tensor(declared(method, `input ${index} ('${name}')`, label, value, dtype, shape), shape, dtype);
 }
 
 // Views for every input; the ones made here are pushed to `made`. Without
@@ -217,8 +202,9 @@ Object.defineProperty(NativeFunction.prototype, 'invoke', {
       const isFunction = this instanceof NativeFunction;
       result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made) : inputs));
       if (isFunction) {
-        const { name, uri, outputNames } = factsOf(this);
+        const { name, uri, outputNames, hosts } = factsOf(this);
         delivery = { name, uri, names: named ? outputNames : null, read };
+        if (hosts.length > 0) result.then(() => hosts, () => hosts);
       }
     } catch (error) {
       for (const view of made) view.close();

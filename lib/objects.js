@@ -85,13 +85,13 @@ function inspector(className, fields) {
   };
 }
 
-const { Instance, Device, BufferView, HalModule, Module, Context } = binding;
+const { Instance, Device, BufferView, HalModule, HostModule, Module, Context } = binding;
 const NativeFunction = binding.Function;
 const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
 
 // What every native class gets: close() that a method reading its arguments
 // defers, `closed` and [Symbol.dispose]; util.inspect and toString below.
-for (const cls of [Instance, Device, BufferView, HalModule, Module, Context, NativeFunction]) {
+for (const cls of [Instance, Device, BufferView, HalModule, HostModule, Module, Context, NativeFunction]) {
   const nativeClose = cls.prototype.close;
   define(cls.prototype, 'close', function close() {
     if (deferring > 0 && this instanceof cls) {
@@ -160,7 +160,7 @@ Object.defineProperty(BufferView.prototype, 'numel', {
 Object.defineProperty(BufferView.prototype, 'size', Object.getOwnPropertyDescriptor(BufferView.prototype, 'numel'));
 
 // Context.lookupFunction: 'module.function', or a bare function name that
-// exactly one linked (open) program module exports.
+// exactly one linked (open) program or host module exports.
 const nativeLookup = Context.prototype.lookupFunction;
 define(Context.prototype, 'lookupFunction', function lookupFunction(name) {
   if (typeof name !== 'string' || name.includes('.') || !(this instanceof Context)) {
@@ -169,7 +169,7 @@ define(Context.prototype, 'lookupFunction', function lookupFunction(name) {
   const owners = [];
   const all = [];
   for (const module of tryGet(() => this.modules) ?? []) {
-    if (!(module instanceof Module) || isClosed(module)) continue;
+    if (!(module instanceof Module || module instanceof HostModule) || isClosed(module)) continue;
     for (const f of module.functions) all.push(`${module.name}.${f.name}`);
     if (module.functions.some((f) => f.name === name)) owners.push(module.name);
   }
@@ -219,6 +219,11 @@ const inspections = [
     functions: tryGet(() => o.functions.map((f) => functionText(f.name, f.inputs, f.outputs))),
     closed: isClosed(o),
   }), (o) => `Module(${tryGet(() => o.name) ?? 'closed'})`],
+  [HostModule, (o) => ({
+    name: o.name,
+    functions: o.functions?.map((f) => functionText(f.name, f.inputs, f.outputs)),
+    closed: isClosed(o),
+  }), (o) => `HostModule(${o.name})`],
   [Context, (o) => ({
     modules: o.modules.map(linkedName),
     closed: isClosed(o),

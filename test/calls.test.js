@@ -166,7 +166,7 @@ describe('call op: errors', () => {
     assertThrowsHalrt(() => link((f) => xy(f).call('zz.f', ['x'], ['y'])), 'NOT_FOUND', `${prefix}'zz.f': no module named 'zz' is linked before this one`);
     assertThrowsHalrt(() => link((f) => xy(f).call('lib.scale2', ['x'], ['y']), (m) => [hal, m, library]), 'NOT_FOUND',
       `${prefix}'lib.scale2': module 'lib' is linked after this one`);
-    assertThrowsHalrt(() => link((f) => xy(f).call('hal.f', ['x'], ['y'])), 'INVALID_ARGUMENT', "module 'hal' is not a program module");
+    assertThrowsHalrt(() => link((f) => xy(f).call('hal.f', ['x'], ['y'])), 'INVALID_ARGUMENT', "module 'hal' is neither a program module nor a host module");
     assertThrowsHalrt(() => link((f) => xy(f).call('lib.scale2', ['x', 'x'], ['y'])), 'INVALID_ARGUMENT',
       `${prefix}'lib.scale2': lib.scale2 takes 1 input and gives 1 output, but the call has 2 args and 1 result`);
     assertThrowsHalrt(() => link((f) => f.input('x', 'f32', [3]).output('y', 'f32', [4]).call('lib.scale2', ['x'], ['y'])), 'INVALID_ARGUMENT',

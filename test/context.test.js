@@ -794,9 +794,9 @@ describe('bad input', () => {
 
     it('non-module entries are INVALID_ARGUMENT naming the index', () => {
       assertThrowsHalrt(() => new halrt.Context(instance, [hal, {}]), 'INVALID_ARGUMENT',
-        'new Context: modules[1] is not a HalModule or Module');
+        'new Context: modules[1] is not a HalModule, HostModule or Module');
       assertThrowsHalrt(() => new halrt.Context(instance, [device]), 'INVALID_ARGUMENT',
-        'new Context: modules[0] is not a HalModule or Module');
+        'new Context: modules[0] is not a HalModule, HostModule or Module');
       assertThrowsHalrt(() => new halrt.Context(instance, 'hal'), 'INVALID_ARGUMENT', 'new Context: modules must be an Array');
       assertThrowsHalrt(() => new halrt.Context({}, [hal]), 'INVALID_ARGUMENT', 'new Context: instance is not an Instance');
     });

@@ -6,12 +6,13 @@
 //
 // Exports (wrapped by lib/index.js, which users require):
 //   Instance, Device, BufferView,
-//   HalModule, Module, Context, Function   classes
+//   HalModule, HostModule, Module, Context, Function   classes
 //   drivers()                      [{name, available, reason}]
 //   dtypes                         frozen Array of dtype names
 //   liveObjects()                  {instance, device, ...}: live runtime
 //   objects
 //   nvrtcCompile(...)              halrt.nvrtc.compile's native half
+//   finishHostCall(...)            ends a host call (js_host_module.h)
 //   setErrorClass, setTraceDecoder,
 //   setScheduler                   hooks lib/index.js installs (see below)
 #include <stddef.h>
@@ -30,6 +31,7 @@
 #include "napi/js_device.h"
 #include "napi/js_function.h"
 #include "napi/js_hal_module.h"
+#include "napi/js_host_module.h"
 #include "napi/js_instance.h"
 #include "napi/js_module.h"
 #include "napi/js_nvrtc.h"
@@ -56,6 +58,7 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
   hrt_js_delete_ref(env, &state->function_class);
   hrt_js_delete_ref(env, &state->construct_token);
   hrt_js_wrap_pins_free(state);
+  hrt_js_host_errors_free(env, state);
   free(state);
 }
 
@@ -254,6 +257,8 @@ NAPI_MODULE_INIT() {
   if (buffer_view_class == NULL) return NULL;
   napi_value hal_module_class = hrt_js_hal_module_define(env, state);
   if (hal_module_class == NULL) return NULL;
+  napi_value host_module_class = hrt_js_host_module_define(env, state);
+  if (host_module_class == NULL) return NULL;
   napi_value module_class = hrt_js_module_define(env, state);
   if (module_class == NULL) return NULL;
   napi_value context_class = hrt_js_context_define(env, state);
@@ -268,6 +273,7 @@ NAPI_MODULE_INIT() {
       HRT_JS_VALUE("Device", device_class),
       HRT_JS_VALUE("BufferView", buffer_view_class),
       HRT_JS_VALUE("HalModule", hal_module_class),
+      HRT_JS_VALUE("HostModule", host_module_class),
       HRT_JS_VALUE("Module", module_class),
       HRT_JS_VALUE("Context", context_class),
       HRT_JS_VALUE("Function", function_class),
@@ -277,6 +283,8 @@ NAPI_MODULE_INIT() {
       {"liveObjects", NULL, hrt_js_live_objects, NULL, NULL, NULL,
        napi_enumerable, NULL},
       {"nvrtcCompile", NULL, hrt_js_nvrtc_compile, NULL, NULL, NULL,
+       napi_enumerable, NULL},
+      {"finishHostCall", NULL, hrt_js_host_finish, NULL, NULL, NULL,
        napi_enumerable, NULL},
       {"setErrorClass", NULL, hrt_js_set_hook, NULL, NULL, NULL,
        napi_enumerable, (void*)offsetof(hrt_js_env_t, error_class)},

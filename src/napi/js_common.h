@@ -50,6 +50,9 @@ typedef struct hrt_js_env_s {
   hrt_js_wrap_t** pins;
   size_t pin_count;
   size_t pin_capacity;
+  // What host functions threw, until their invocations settle
+  // (js_host_module.h).
+  struct hrt_js_host_error_s* host_errors;
 } hrt_js_env_t;
 
 // The state of `env`, or NULL (with a pending exception) if it is missing.

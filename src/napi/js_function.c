@@ -8,6 +8,7 @@
 #include "napi/js_args.h"
 #include "napi/js_buffer_view.h"
 #include "napi/js_channel.h"
+#include "napi/js_host_module.h"
 
 typedef struct hrt_js_function_handle_s {
   hrt_vm_context_t* context;  // owned reference
@@ -118,9 +119,21 @@ static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
                                              invocation->ids.invocation);
     if (thrown == NULL) thrown = late;
   }
+  napi_value host_thrown =
+      invocation->status != HRT_OK
+          ? hrt_js_host_take_error(env, invocation->ids.invocation)
+          : NULL;
   if (thrown != NULL) {
     napi_reject_deferred(env, invocation->deferred,
                          hrt_js_sink_failure(env, invocation, thrown));
+  } else if (host_thrown != NULL) {
+    // A host function threw: its value is the cause.
+    hrt_status_t status = invocation->status;
+    invocation->status = HRT_OK;
+    napi_value error = hrt_js_error_with_cause(
+        env, hrt_status_annotate(status, "%s", invocation->name), host_thrown);
+    napi_reject_deferred(env, invocation->deferred,
+                         error != NULL ? error : host_thrown);
   } else if (invocation->status != HRT_OK) {
     hrt_status_t status = invocation->status;
     invocation->status = HRT_OK;

@@ -6,6 +6,7 @@
 #include "modules/program/program_module.h"
 #include "napi/js_args.h"
 #include "napi/js_function.h"
+#include "napi/js_host_module.h"
 #include "napi/js_instance.h"
 
 const hrt_js_class_t hrt_js_module_class = {
@@ -19,10 +20,13 @@ bool hrt_js_arg_module(napi_env env, napi_value value, const char* method,
   const hrt_js_class_t* cls =
       hrt_js_wrap_is(env, value, &hrt_js_hal_module_class)
           ? &hrt_js_hal_module_class
+      : hrt_js_wrap_is(env, value, &hrt_js_host_module_class)
+          ? &hrt_js_host_module_class
           : &hrt_js_module_class;
   if (!hrt_js_wrap_is(env, value, cls)) {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                        "%s: %s is not a HalModule or Module", method, name);
+                        "%s: %s is not a HalModule, HostModule or Module",
+                        method, name);
   }
   hrt_js_wrap_t* wrap = NULL;
   if (!hrt_js_arg_unwrap(env, value, cls, method, name, false, &wrap)) {

@@ -1,24 +1,32 @@
 #include "modules/program/program_call.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "base/threads.h"
 #include "modules/hal_module.h"
 
-// One call in flight: the host context of its submission.
+// One call in flight: the host context of its submissions, one per segment
+// (program_record.h), with the host calls between them.
 typedef struct hrt_program_call_s {
   hrt_vm_invocation_done_t done;
   const hrt_program_state_t* state;
   const hrt_function_t* function;
+  const hrt_recorded_function_t* recorded;
   uint32_t function_ordinal;
   uint64_t sequence;
   uint64_t invocation;
+  uint32_t segment;        // the one submitted last
+  int64_t host_start_ns;   // when the current host call started
+  uint32_t slot_count;     // values and extra slots
   uint32_t output_count;
   uint32_t local_count;
   hrt_hal_buffer_view_t** outputs;  // [output_count], owned until done
-  hrt_hal_buffer_t** locals;        // [local_count], owned
-  hrt_hal_buffer_ref_t* bindings;   // [value_count]
+  // [local_count], owned: locals, extra slots, host call outputs, and a
+  // reference to each input's buffer (later segments still use it)
+  hrt_hal_buffer_t** locals;
+  hrt_hal_buffer_ref_t* bindings;  // [slot_count]
 } hrt_program_call_t;
 
 hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
@@ -64,7 +72,7 @@ static void hrt_program_dispatch_timing(void* host_context,
   const hrt_program_call_t* call = host_context;
   const hrt_program_state_t* state = call->state;
   const hrt_command_origin_t* origin =
-      &state->functions[call->function_ordinal].origins[command_index];
+      &call->recorded->segments[call->segment].origins[command_index];
   hrt_dispatch_timing_t event = {
       .sequence = call->sequence,
       .invocation = call->invocation,
@@ -133,6 +141,8 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
                              hrt_hal_device_info(device)->uri);
     }
     call->bindings[i] = hrt_hal_buffer_view_ref(vm_call->inputs[i]);
+    hrt_hal_buffer_retain(buffer);
+    call->locals[call->local_count++] = buffer;
   }
   // Each buffer is checked alone by the device; together they must fit too,
   // or zeroing them would exhaust the host (the process killed, not an
@@ -152,6 +162,11 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
     const uint64_t bytes = extra
                                ? recorded->extra_bytes[v - function->value_count]
                                : function->byte_lengths[v];
+    if (bytes == HRT_SLOT_BOUND_LATER) {
+      call->bindings[v] = (hrt_hal_buffer_ref_t){
+          call->state->placeholder, 0, 0, HRT_HAL_WHOLE_BUFFER};
+      continue;
+    }
     hrt_hal_buffer_t* buffer = NULL;
     HRT_RETURN_IF_ERROR(
         hrt_hal_device_allocate_buffer(device, bytes, NULL, &buffer));
@@ -171,6 +186,123 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
         (hrt_hal_buffer_ref_t){buffer, 0, 0, HRT_HAL_WHOLE_BUFFER};
   }
   return HRT_OK;
+}
+
+static void hrt_program_segment_done(void* user_data, hrt_status_t status);
+
+// Submits segment call->segment.
+static hrt_status_t hrt_program_call_submit(hrt_program_call_t* call) {
+  const hrt_program_state_t* state = call->state;
+  hrt_hal_submission_t submission = {
+      .command_buffer = call->recorded->segments[call->segment].command_buffer,
+      .bindings = call->bindings,
+      .binding_count = call->slot_count,
+      .completion = {hrt_program_segment_done, call},
+      .host_context = call,
+      .dispatch_timing = hrt_hal_module_options(state->hal)->profile
+                             ? hrt_program_dispatch_timing
+                             : NULL,
+  };
+  return hrt_hal_device_queue_submit(state->device, &submission);
+}
+
+// The step after the current segment.
+static const hrt_host_step_t* hrt_program_call_step(
+    const hrt_program_call_t* call) {
+  return call->recorded->segments[call->segment].host_call;
+}
+
+// `status` (not OK) as the failure of the current host call, naming it.
+static hrt_status_t hrt_host_step_error(const hrt_program_call_t* call,
+                                        hrt_status_t status) {
+  const hrt_host_step_t* step = hrt_program_call_step(call);
+  return hrt_status_annotate(status, "functions.%s.body[%u]: call '%s'",
+                             strchr(step->caller->qualified_name, '.') + 1,
+                             step->op_index, step->callee);
+}
+
+// A host call has ended (on the completion thread of the device that ran
+// its upload): its outputs go to the staging slots, and the next segment is
+// submitted.
+static void hrt_program_host_done(void* user_data, hrt_status_t status,
+                                  hrt_hal_buffer_view_t* const* outputs,
+                                  uint32_t output_count) {
+  hrt_program_call_t* call = user_data;
+  const hrt_host_step_t* step = hrt_program_call_step(call);
+  if (hrt_hal_module_options(call->state->hal)->profile) {
+    const int64_t now = hrt_time_now_ns();
+    hrt_dispatch_timing_t event = {
+        .sequence = call->sequence,
+        .invocation = call->invocation,
+        .function = step->caller->qualified_name,
+        .op_index = step->op_index,
+        .kernel = step->callee,
+        .device = hrt_hal_device_info(call->state->device)->uri,
+        .start_ns = call->host_start_ns,
+        .duration_ns = now - call->host_start_ns,
+    };
+    hrt_hal_module_dispatch_timing(call->state->hal, &event, 1);
+  }
+  if (status != HRT_OK) {
+    hrt_program_call_complete(call, hrt_host_step_error(call, status));
+    return;
+  }
+  for (uint32_t j = 0; j < output_count; ++j) {
+    hrt_hal_buffer_t* buffer = hrt_hal_buffer_view_buffer(outputs[j]);
+    hrt_hal_buffer_retain(buffer);
+    call->locals[call->local_count++] = buffer;
+    call->bindings[step->staging_slots[j]] = hrt_hal_buffer_view_ref(outputs[j]);
+    hrt_hal_buffer_view_release(outputs[j]);
+  }
+  ++call->segment;
+  status = hrt_program_call_submit(call);
+  if (status != HRT_OK) hrt_program_call_complete(call, status);
+}
+
+// Starts the host call after the current segment, on views of its
+// arguments' slots.
+static hrt_status_t hrt_program_host_begin(hrt_program_call_t* call) {
+  const hrt_host_step_t* step = hrt_program_call_step(call);
+  const uint32_t count = step->def->input_count;
+  hrt_hal_buffer_view_t** views = NULL;
+  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed((count + 1) * sizeof(*views),
+                                          "call", (void**)&views));
+  hrt_status_t status = HRT_OK;
+  for (uint32_t i = 0; i < count && status == HRT_OK; ++i) {
+    const hrt_vm_tensor_type_t* type = &step->def->inputs[i];
+    const hrt_hal_buffer_ref_t* ref = &call->bindings[step->arg_slots[i]];
+    status = hrt_hal_buffer_view_create(ref->buffer, ref->offset,
+                                        type->element_type, type->rank,
+                                        type->shape, &views[i]);
+  }
+  if (status == HRT_OK) {
+    hrt_vm_call_t vm_call = {
+        .function_ordinal = step->ordinal,
+        .inputs = views,
+        .input_count = count,
+        .sequence = call->sequence,
+        .invocation = call->invocation,
+        .done = {hrt_program_host_done, call},
+    };
+    call->host_start_ns = hrt_time_now_ns();
+    status = step->module->vtable->begin_call(step->module, step->state,
+                                              &vm_call);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    if (views[i]) hrt_hal_buffer_view_release(views[i]);
+  }
+  free(views);
+  return status;
+}
+
+static void hrt_program_segment_done(void* user_data, hrt_status_t status) {
+  hrt_program_call_t* call = user_data;
+  if (status == HRT_OK && hrt_program_call_step(call)) {
+    status = hrt_program_host_begin(call);
+    if (status == HRT_OK) return;
+    status = hrt_host_step_error(call, status);
+  }
+  hrt_program_call_complete(call, status);
 }
 
 hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
@@ -194,24 +326,14 @@ hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
   call->done = vm_call->done;
   call->state = state;
   call->function = function;
+  call->recorded = recorded;
   call->function_ordinal = vm_call->function_ordinal;
   call->sequence = vm_call->sequence;
   call->invocation = vm_call->invocation;
+  call->slot_count = values;
   hrt_status_t status =
       hrt_prepare_call(state->device, function, recorded, def, vm_call, call);
-  if (status == HRT_OK) {
-    hrt_hal_submission_t submission = {
-        .command_buffer = recorded->command_buffer,
-        .bindings = call->bindings,
-        .binding_count = values,
-        .completion = {hrt_program_call_complete, call},
-        .host_context = call,
-        .dispatch_timing = hrt_hal_module_options(state->hal)->profile
-                               ? hrt_program_dispatch_timing
-                               : NULL,
-    };
-    status = hrt_hal_device_queue_submit(state->device, &submission);
-  }
+  if (status == HRT_OK) status = hrt_program_call_submit(call);
   if (status != HRT_OK) hrt_program_call_free(call, true);
   return status;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "modules/callback_module.h"
 #include "modules/hal_module.h"
 #include "modules/program/program_call.h"
 #include "modules/program/program_module.h"
@@ -28,9 +29,11 @@ typedef struct hrt_recorder_s {
   hrt_vm_context_t* context;   // callees resolve against it
   const char* module_name;     // the top function's module
   uint32_t value_count;        // the top function's: extra slots follow
-  hrt_hal_command_buffer_t* command_buffer;
   hrt_recorded_function_t* out;
-  uint32_t noted;  // commands whose origin is set
+  uint32_t segment_capacity;
+  // The segment being recorded: out->segments[out->segment_count - 1].
+  hrt_hal_command_buffer_t* command_buffer;
+  uint32_t noted;  // its commands whose origin is set
   uint32_t origin_capacity;
   uint32_t extra_capacity;
 } hrt_recorder_t;
@@ -51,16 +54,19 @@ static hrt_status_t hrt_note(hrt_recorder_t* recorder,
                            "than %u commands",
                            HRT_RECORD_MAX_COMMANDS);
   }
+  hrt_segment_t* segment =
+      &recorder->out->segments[recorder->out->segment_count - 1];
   if (count > recorder->origin_capacity) {
     uint32_t capacity = recorder->origin_capacity * 2 + 16;
     if (capacity < count) capacity = count;
-    HRT_RETURN_IF_ERROR(hrt_reallocate(
-        recorder->out->origins, capacity * sizeof(hrt_command_origin_t),
-        "command map", (void**)&recorder->out->origins));
+    HRT_RETURN_IF_ERROR(hrt_reallocate(segment->origins,
+                                       capacity * sizeof(hrt_command_origin_t),
+                                       "command map",
+                                       (void**)&segment->origins));
     recorder->origin_capacity = capacity;
   }
   for (uint32_t c = recorder->noted; c < count; ++c) {
-    recorder->out->origins[c] = (hrt_command_origin_t){function, op_index};
+    segment->origins[c] = (hrt_command_origin_t){function, op_index};
   }
   recorder->noted = count;
   return HRT_OK;
@@ -84,9 +90,33 @@ static hrt_status_t hrt_extra_slot(hrt_recorder_t* recorder, uint64_t bytes,
     recorder->extra_capacity = capacity;
   }
   out->extra_bytes[out->extra_count] = bytes;
-  out->call_bytes =
-      bytes > UINT64_MAX - out->call_bytes ? UINT64_MAX : out->call_bytes + bytes;
+  if (bytes != HRT_SLOT_BOUND_LATER) {
+    out->call_bytes = bytes > UINT64_MAX - out->call_bytes
+                          ? UINT64_MAX
+                          : out->call_bytes + bytes;
+  }
   *out_slot = recorder->value_count + out->extra_count++;
+  return HRT_OK;
+}
+
+// Starts a new segment (the first, or the one after a host call).
+static hrt_status_t hrt_begin_segment(hrt_recorder_t* recorder) {
+  hrt_recorded_function_t* out = recorder->out;
+  if (out->segment_count == recorder->segment_capacity) {
+    uint32_t capacity = recorder->segment_capacity * 2 + 2;
+    HRT_RETURN_IF_ERROR(hrt_reallocate(out->segments,
+                                       capacity * sizeof(hrt_segment_t),
+                                       "segments", (void**)&out->segments));
+    recorder->segment_capacity = capacity;
+  }
+  hrt_segment_t* segment = &out->segments[out->segment_count];
+  *segment = (hrt_segment_t){0};
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(recorder->state->device,
+                                                    &segment->command_buffer));
+  ++out->segment_count;
+  recorder->command_buffer = segment->command_buffer;
+  recorder->noted = 0;
+  recorder->origin_capacity = 0;
   return HRT_OK;
 }
 
@@ -201,27 +231,26 @@ static bool hrt_find_call_to(const hrt_vm_module_t* module,
   return false;
 }
 
-// The program module and function a call op names, with its state.
+// The module and function a call op names, with the module's state: a
+// program module's, or a callback module's.
 static hrt_status_t hrt_resolve_callee(hrt_recorder_t* recorder,
                                        const hrt_frame_t* frame,
                                        const hrt_op_t* op,
-                                       const hrt_program_module_t** out_module,
-                                       const hrt_program_state_t** out_state,
+                                       hrt_vm_module_t** out_module,
+                                       void** out_state,
                                        uint32_t* out_ordinal) {
   const char* dot = strchr(op->callee, '.');
   char module_name[256];
   snprintf(module_name, sizeof(module_name), "%.*s", (int)(dot - op->callee),
            op->callee);
-  hrt_vm_module_t* module = NULL;
-  void* state = NULL;
-  hrt_status_t status = hrt_vm_context_find_module(recorder->context,
-                                                   module_name, &module, &state);
+  hrt_status_t status = hrt_vm_context_find_module(
+      recorder->context, module_name, out_module, out_state);
   if (status != HRT_OK) {
     const hrt_vm_module_t* later =
         hrt_vm_context_module_named(recorder->context, module_name);
-    const char* caller_module = recorder->module_name;
     char back[600];
-    if (later && hrt_find_call_to(later, caller_module, back, sizeof(back))) {
+    if (later &&
+        hrt_find_call_to(later, recorder->module_name, back, sizeof(back))) {
       hrt_status_free(status);
       return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                              "a cycle of calls: %s calls %s, and %s",
@@ -229,17 +258,14 @@ static hrt_status_t hrt_resolve_callee(hrt_recorder_t* recorder,
     }
     return status;
   }
-  if (!hrt_program_module_isa(module)) {
+  if (!hrt_program_module_isa(*out_module) &&
+      !hrt_callback_module_isa(*out_module)) {
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                           "module '%s' is not a program module; a call goes "
-                           "to a function of a program module",
+                           "module '%s' is neither a program module nor a "
+                           "host module; a call goes to a function of one",
                            module_name);
   }
-  HRT_RETURN_IF_ERROR(hrt_vm_module_lookup_function(module, dot + 1,
-                                                    out_ordinal));
-  *out_module = (const hrt_program_module_t*)module;
-  *out_state = state;
-  return HRT_OK;
+  return hrt_vm_module_lookup_function(*out_module, dot + 1, out_ordinal);
 }
 
 // INVALID_ARGUMENT when value `value` of the caller is not of `type`.
@@ -265,20 +291,64 @@ static hrt_status_t hrt_check_call_type(const hrt_frame_t* frame,
       hrt_hal_element_type_name(type->element_type), wanted_shape);
 }
 
-// A call op: the callee's ops, on slots mapped from the call's args and
-// results (outputs zero-filled first, as a call's outputs start), its
-// locals and the outputs it cannot write in place on extra slots.
+// A call of a callback module: the segment ends; the host call runs after
+// it on the arguments' slots, its outputs bound to staging slots, which the
+// next segment starts by copying to the results.
+static hrt_status_t hrt_record_host_call(hrt_recorder_t* recorder,
+                                         const hrt_frame_t* frame,
+                                         uint32_t op_index,
+                                         hrt_vm_module_t* module, void* state,
+                                         uint32_t ordinal) {
+  const hrt_op_t* op = &frame->function->ops[op_index];
+  const hrt_vm_function_def_t* def = &module->functions[ordinal];
+  hrt_program_state_t* program = recorder->state;
+  if (!program->placeholder) {
+    HRT_RETURN_IF_ERROR(hrt_hal_device_allocate_buffer(
+        program->device, 16, NULL, &program->placeholder));
+  }
+  hrt_host_step_t* step = NULL;
+  uint32_t* slots = NULL;
+  HRT_RETURN_IF_ERROR(hrt_arena_allocate(&program->arena, sizeof(*step),
+                                         "call", (void**)&step));
+  HRT_RETURN_IF_ERROR(hrt_arena_allocate(
+      &program->arena, ((size_t)op->operand_count + 1) * sizeof(uint32_t),
+      "call", (void**)&slots));
+  for (uint32_t i = 0; i < op->arg_count; ++i) {
+    slots[i] = frame->slots[op->operands[i]];
+  }
+  for (uint32_t j = 0; j < def->output_count; ++j) {
+    HRT_RETURN_IF_ERROR(hrt_extra_slot(recorder, HRT_SLOT_BOUND_LATER,
+                                       &slots[op->arg_count + j]));
+  }
+  *step = (hrt_host_step_t){module,         state,  ordinal,
+                            def,            op->callee, frame->function,
+                            op_index,       slots,  slots + op->arg_count};
+  HRT_RETURN_IF_ERROR(hrt_note(recorder, frame->function, op_index));
+  recorder->out->segments[recorder->out->segment_count - 1].host_call = step;
+  hrt_hal_command_buffer_finalize(recorder->command_buffer);
+  HRT_RETURN_IF_ERROR(hrt_begin_segment(recorder));
+  for (uint32_t j = 0; j < def->output_count; ++j) {
+    HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_copy(
+        recorder->command_buffer, hrt_slot(step->staging_slots[j]),
+        hrt_slot(frame->slots[op->operands[op->arg_count + j]])));
+  }
+  return HRT_OK;
+}
+
+// A call op: for a program module, the callee's ops, on slots mapped from
+// the call's args and results (outputs zero-filled first, as a call's
+// outputs start), its locals and the outputs it cannot write in place on
+// extra slots; for a callback module, a host call between segments.
 static hrt_status_t hrt_record_call(hrt_recorder_t* recorder,
                                     const hrt_frame_t* frame,
                                     uint32_t op_index) {
   const hrt_op_t* op = &frame->function->ops[op_index];
-  const hrt_program_module_t* module = NULL;
-  const hrt_program_state_t* callee_state = NULL;
+  hrt_vm_module_t* module = NULL;
+  void* state = NULL;
   uint32_t ordinal = 0;
-  HRT_RETURN_IF_ERROR(hrt_resolve_callee(recorder, frame, op, &module,
-                                         &callee_state, &ordinal));
-  const hrt_function_t* callee = &module->functions[ordinal];
-  const hrt_vm_function_def_t* def = &module->defs[ordinal];
+  HRT_RETURN_IF_ERROR(
+      hrt_resolve_callee(recorder, frame, op, &module, &state, &ordinal));
+  const hrt_vm_function_def_t* def = &module->functions[ordinal];
   const uint32_t result_count = op->operand_count - op->arg_count;
   if (op->arg_count != def->input_count || result_count != def->output_count) {
     return hrt_status_make(
@@ -290,19 +360,28 @@ static hrt_status_t hrt_record_call(hrt_recorder_t* recorder,
         op->arg_count == 1 ? "" : "s", result_count,
         result_count == 1 ? "" : "s");
   }
+  for (uint32_t i = 0; i < op->operand_count; ++i) {
+    const bool arg = i < op->arg_count;
+    const uint32_t index = arg ? i : i - op->arg_count;
+    HRT_RETURN_IF_ERROR(hrt_check_call_type(
+        frame, op, arg ? "args" : "results", index, op->operands[i],
+        arg ? &def->inputs[index] : &def->outputs[index]));
+  }
+  if (hrt_callback_module_isa(module)) {
+    return hrt_record_host_call(recorder, frame, op_index, module, state,
+                                ordinal);
+  }
+  const hrt_program_module_t* program = (const hrt_program_module_t*)module;
+  const hrt_function_t* callee = &program->functions[ordinal];
   uint32_t* slots = NULL;
   HRT_RETURN_IF_ERROR(hrt_arena_allocate(
       &recorder->state->arena, callee->value_count * sizeof(uint32_t),
       "call", (void**)&slots));
   for (uint32_t i = 0; i < op->arg_count; ++i) {
-    HRT_RETURN_IF_ERROR(hrt_check_call_type(frame, op, "args", i,
-                                            op->operands[i], &def->inputs[i]));
     slots[i] = frame->slots[op->operands[i]];
   }
   for (uint32_t j = 0; j < result_count; ++j) {
     const uint32_t value = op->operands[op->arg_count + j];
-    HRT_RETURN_IF_ERROR(
-        hrt_check_call_type(frame, op, "results", j, value, &def->outputs[j]));
     bool aliased = false;
     for (uint32_t i = 0; i < op->arg_count; ++i) {
       aliased |= op->operands[i] == value;
@@ -323,7 +402,7 @@ static hrt_status_t hrt_record_call(hrt_recorder_t* recorder,
         hrt_extra_slot(recorder, callee->byte_lengths[v], &slots[v]));
   }
   HRT_RETURN_IF_ERROR(hrt_note(recorder, frame->function, op_index));
-  const hrt_frame_t inner = {callee_state, callee, def, slots};
+  const hrt_frame_t inner = {state, callee, def, slots};
   HRT_RETURN_IF_ERROR(hrt_record_frame(recorder, &inner));
   for (uint32_t j = 0; j < result_count; ++j) {
     const uint32_t target = frame->slots[op->operands[op->arg_count + j]];
@@ -394,8 +473,6 @@ hrt_status_t hrt_program_record_function(hrt_program_state_t* state,
   const hrt_function_t* function = &module->functions[index];
   hrt_recorded_function_t* out = &state->functions[index];
   out->call_bytes = function->call_bytes;
-  HRT_RETURN_IF_ERROR(
-      hrt_hal_command_buffer_create(state->device, &out->command_buffer));
   uint32_t* slots = NULL;
   HRT_RETURN_IF_ERROR(hrt_arena_allocate(
       &state->arena, (function->value_count + 1) * sizeof(uint32_t), "call",
@@ -406,11 +483,11 @@ hrt_status_t hrt_program_record_function(hrt_program_state_t* state,
       .context = context,
       .module_name = module->base.name,
       .value_count = function->value_count,
-      .command_buffer = out->command_buffer,
       .out = out,
   };
+  HRT_RETURN_IF_ERROR(hrt_begin_segment(&recorder));
   const hrt_frame_t frame = {state, function, &module->defs[index], slots};
   HRT_RETURN_IF_ERROR(hrt_record_frame(&recorder, &frame));
-  hrt_hal_command_buffer_finalize(out->command_buffer);
+  hrt_hal_command_buffer_finalize(recorder.command_buffer);
   return HRT_OK;
 }

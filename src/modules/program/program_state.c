@@ -14,10 +14,15 @@ void hrt_program_state_free(hrt_vm_module_t* base, void* opaque) {
   hrt_program_state_t* state = opaque;
   if (!state) return;
   for (uint32_t i = 0; i < base->function_count; ++i) {
-    hrt_hal_command_buffer_release(state->functions[i].command_buffer);
-    free(state->functions[i].origins);
-    free(state->functions[i].extra_bytes);
+    hrt_recorded_function_t* function = &state->functions[i];
+    for (uint32_t s = 0; s < function->segment_count; ++s) {
+      hrt_hal_command_buffer_release(function->segments[s].command_buffer);
+      free(function->segments[s].origins);
+    }
+    free(function->segments);
+    free(function->extra_bytes);
   }
+  if (state->placeholder) hrt_hal_buffer_release(state->placeholder);
   for (uint32_t i = 0; i < module->executable_count; ++i) {
     hrt_hal_executable_release(state->executables[i]);
   }

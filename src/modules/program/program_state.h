@@ -30,12 +30,38 @@ typedef struct hrt_command_origin_s {
   uint32_t op_index;
 } hrt_command_origin_t;
 
+// A call of a callback module's function after a segment
+// (program_record.h): its inputs are slots of the call, its outputs land in
+// staging slots that the next segment copies to the results.
+typedef struct hrt_host_step_s {
+  hrt_vm_module_t* module;  // borrowed: linked before the caller
+  void* state;              // the module's, borrowed likewise
+  uint32_t ordinal;
+  const hrt_vm_function_def_t* def;  // the callee's signature
+  const char* callee;                // "module.function"
+  const hrt_function_t* caller;      // the function whose op it is
+  uint32_t op_index;
+  const uint32_t* arg_slots;      // [def->input_count]
+  const uint32_t* staging_slots;  // [def->output_count]
+} hrt_host_step_t;
+
+// Commands submitted together, then the host call that follows (NULL for
+// the last segment).
+typedef struct hrt_segment_s {
+  hrt_hal_command_buffer_t* command_buffer;  // owned
+  hrt_command_origin_t* origins;             // [commands], owned (malloc)
+  const hrt_host_step_t* host_call;          // in the state's arena
+} hrt_segment_t;
+
+// Extra slots of this size are bound at run time (host call outputs).
+#define HRT_SLOT_BOUND_LATER UINT64_MAX
+
 // One function, recorded (program_record.h).
 typedef struct hrt_recorded_function_s {
-  hrt_hal_command_buffer_t* command_buffer;  // owned
-  hrt_command_origin_t* origins;  // [commands], owned (malloc)
-  uint32_t extra_count;           // slots after the function's values
-  uint64_t* extra_bytes;          // [extra_count], owned (malloc)
+  uint32_t segment_count;
+  hrt_segment_t* segments;  // [segment_count], owned (malloc)
+  uint32_t extra_count;     // slots after the function's values
+  uint64_t* extra_bytes;    // [extra_count], owned (malloc)
   // What one call allocates: outputs, locals and extra slots (saturating).
   uint64_t call_bytes;
 } hrt_recorded_function_t;
@@ -45,7 +71,9 @@ struct hrt_program_state_s {
   hrt_hal_device_t* device;  // the HAL module's
   hrt_hal_executable_t** executables;  // [executable_count]
   hrt_recorded_function_t* functions;  // [function_count]
-  hrt_arena_t arena;                   // trace sites, callee slot maps
+  // Bound to staging slots until a host call's outputs replace it.
+  hrt_hal_buffer_t* placeholder;
+  hrt_arena_t arena;  // trace sites, callee slot maps, host steps
 };
 
 // The vtable's create_state and free_state of program modules.

@@ -1,0 +1,109 @@
+'use strict';
+// new halrt.HostModule(instance, name, {fn: {inputs, outputs, impl}}): a
+// module whose functions are JavaScript, for programs to call
+// ({"op": "call", "callee": "name.fn"}) or to invoke directly.
+//
+// The native class (src/napi/js_host_module.h) posts each call to this
+// env's JS thread and hands it to the runner below with host tensors
+// ({name, dtype, shape, data}, as debug sinks get them). The runner calls
+// `impl`, converts what it returns (or resolves to) to each output's bytes,
+// and finishes the call: the outputs, or a failure (a wrong result is
+// INVALID_ARGUMENT naming the output; a throw or rejection ABORTED with the
+// thrown value as the invocation's cause).
+
+const binding = require('./binding');
+const { invalid } = require('./errors');
+const { describe } = require('./half');
+const { declared } = require('./host_data');
+const { isPlainObject, checkOptions } = require('./args');
+require('./objects'); // close(), closed, printing
+
+const { BufferView } = binding;
+const METHOD = 'new HostModule';
+
+/** The spec's functions as {name, inputs, outputs, impl}, checked. */
+function readSpec(name, spec) {
+  if (typeof name !== 'string') throw invalid(`${METHOD}: name must be a string (got ${describe(name)})`);
+  if (!isPlainObject(spec)) {
+    throw invalid(`${METHOD}: functions must be an object of {inputs, outputs, impl} by function name (got ${describe(spec)})`);
+  }
+  return Object.keys(spec).map((fn) => {
+    const where = `${METHOD}: functions.${fn}`;
+    const { inputs = [], outputs = [], impl } = checkOptions(spec[fn], where, ['inputs', 'outputs', 'impl']);
+    if (typeof impl !== 'function') throw invalid(`${where}.impl must be a function (got ${describe(impl)})`);
+    const values = (list, what) => {
+      if (!Array.isArray(list)) throw invalid(`${where}.${what} must be an Array of {name, dtype, shape} (got ${describe(list)})`);
+      return list.map((value, i) => {
+        const { name: valueName, dtype, shape } = checkOptions(value, `${where}.${what}[${i}]`, ['name', 'dtype', 'shape']);
+        if (typeof valueName !== 'string' || valueName === '') throw invalid(`${where}.${what}[${i}].name must be a non-empty string (got ${describe(valueName)})`);
+        if (!binding.dtypes.includes(dtype)) throw invalid(`${where}.${what}[${i}].dtype must be one of ${binding.dtypes.join(', ')} (got ${describe(dtype)})`);
+        if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+          throw invalid(`${where}.${what}[${i}].shape must be an Array of non-negative integers (got ${describe(shape)})`);
+        }
+        return Object.freeze({ name: valueName, dtype, shape: Object.freeze([...shape]) });
+      });
+    };
+    return { name: fn, inputs: Object.freeze(values(inputs, 'inputs')), outputs: Object.freeze(values(outputs, 'outputs')), impl };
+  });
+}
+
+/** What `impl` returned, as one TypedArray per output (BufferViews read first). */
+async function outputBytes(qualified, outputs, result) {
+  // A single output may come bare: an Array is the list of outputs only
+  // when it holds one non-scalar entry ([[2, 0]], [view]); [2, 0] is bare.
+  const listed = Array.isArray(result) && result.length === 1 && result[0] !== null && typeof result[0] === 'object';
+  const values = outputs.length === 1 && !listed ? [result] : result;
+  if (!Array.isArray(values) || values.length !== outputs.length) {
+    throw invalid(`${qualified} must return an Array of ${outputs.length} output${outputs.length === 1 ? '' : 's'} (${outputs.map((o) => o.name).join(', ') || 'none'}), got ${describe(result)}`);
+  }
+  return Promise.all(outputs.map(async ({ name, dtype, shape }, i) => {
+    const what = `output ${i} ('${name}') of ${qualified}`;
+    let value = values[i];
+    if (value instanceof BufferView) {
+      if (value.dtype !== dtype || value.shape.length !== shape.length || value.shape.some((d, j) => d !== shape[j])) {
+        throw invalid(`${qualified}: ${what} must be ${dtype}[${shape}] (got a BufferView of ${value.dtype}[${value.shape}])`);
+      }
+      value = await value.read();
+    }
+    return declared(qualified, what, `the result`, value, dtype, shape);
+  }));
+}
+
+class HostModule extends binding.HostModule {
+  constructor(instance, name, functions) {
+    const specs = readSpec(name, functions);
+    const qualified = specs.map((spec) => `${name}.${spec.name}`);
+    // runner(index, tensors, info, token): one call, ended exactly once.
+    const runner = (index, tensors, info, token) => {
+      const { impl, outputs } = specs[index];
+      const fail = (error, code, message) => binding.finishHostCall(token, null, code, message, error);
+      const finish = (result) => outputBytes(qualified[index], outputs, result)
+        .then((bytes) => binding.finishHostCall(token, bytes))
+        .catch((error) => fail(undefined, 'INVALID_ARGUMENT', error?.message ?? String(error)));
+      let result;
+      try {
+        result = impl(...tensors);
+      } catch (error) {
+        fail(error, 'ABORTED', `${qualified[index]} threw: ${error?.message ?? String(error)}`);
+        return;
+      }
+      if (result !== null && typeof result?.then === 'function') {
+        Promise.resolve(result).then(finish, (error) =>
+          fail(error, 'ABORTED', `${qualified[index]} rejected: ${error?.message ?? String(error)}`));
+      } else {
+        finish(result);
+      }
+    };
+    super(instance, name, specs.map(({ name: fn, inputs, outputs }) => ({ name: fn, inputs, outputs })), runner);
+    // The JS-visible edge to the functions: the native module's napi_ref
+    // to the runner is weak.
+    Object.defineProperty(this, 'runner', { value: runner });
+    Object.defineProperty(this, 'name', { value: name, enumerable: true });
+    Object.defineProperty(this, 'functions', {
+      value: Object.freeze(specs.map(({ name: fn, inputs, outputs }) => Object.freeze({ name: fn, inputs, outputs }))),
+      enumerable: true,
+    });
+  }
+}
+
+module.exports = { HostModule };
