@@ -782,6 +782,56 @@ export interface TensorSignature {
   shape: number[];
 }
 
+/** One value of a HostModule function: {name, dtype, shape}. */
+export interface HostValueSpec {
+  name: string;
+  dtype: DType;
+  shape: readonly number[];
+}
+
+/**
+ * What a HostModule function's impl returns, or resolves to: an Array with
+ * one entry per declared output (a single output may be returned bare),
+ * each anything device.tensor() takes for that output's dtype and shape, or
+ * a BufferView of that dtype and shape.
+ */
+export type HostResult = unknown;
+
+/** An input of a HostModule function: a host copy, as a 'full' trace gives it. */
+export type HostTensor = { [D in DType]: TraceTensorOf<D> }[DType];
+
+/** One function of a HostModule. */
+export interface HostFunctionSpec {
+  inputs?: readonly HostValueSpec[];
+  outputs?: readonly HostValueSpec[];
+  /**
+   * Runs on the JS thread with one host tensor per input ({name, dtype,
+   * shape, data}: copies the callee owns; f16/bf16 as bits). A throw or
+   * rejection fails the invocation with ABORTED, the thrown value as cause;
+   * a wrong result with INVALID_ARGUMENT naming the output.
+   */
+  impl: (...inputs: HostTensor[]) => HostResult | Promise<HostResult>;
+}
+
+/**
+ * A module whose functions are JavaScript: programs linked after it in a
+ * Context call them ({"op": "call", "callee": "name.fn"}), and they can be
+ * invoked like any function (context.lookupFunction('name.fn')). It may be
+ * linked into several Contexts of its Instance.
+ */
+export class HostModule implements Disposable {
+  constructor(instance: Instance, name: string, functions: { readonly [name: string]: HostFunctionSpec });
+  readonly name: string;
+  readonly instance: Instance;
+  /** The functions' signatures, frozen. */
+  readonly functions: readonly { name: string; inputs: readonly HostValueSpec[]; outputs: readonly HostValueSpec[] }[];
+  /** Whether close() was called. */
+  readonly closed: boolean;
+  /** Drops this object's reference; Contexts that link the module keep it. Idempotent. */
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
 /** A function a module exports. */
 export interface FunctionSignature {
   name: string;
@@ -986,9 +1036,9 @@ export class ModuleBuilder {
 
 /** Modules linked together: a HalModule first, then program modules. */
 export class Context implements Disposable {
-  constructor(instance: Instance, modules: readonly (HalModule | Module)[]);
+  constructor(instance: Instance, modules: readonly (HalModule | HostModule | Module)[]);
   /** The modules given, frozen. */
-  readonly modules: readonly (HalModule | Module)[];
+  readonly modules: readonly (HalModule | HostModule | Module)[];
   /**
    * A function by its qualified name, 'module.function', or by its bare
    * name when exactly one linked (open) program module exports it (two:
@@ -1087,6 +1137,12 @@ export { HalrtFunction as Function };
 export interface LoadOptions extends HalModuleOptions {
   /** The device URI (Instance.createDevice). Default: 'auto'. */
   device?: string | undefined;
+  /**
+   * HostModules linked between the HAL module and the loaded module, in
+   * order, so that its call ops reach them. They must share one Instance,
+   * which load() then uses instead of making its own (and does not close).
+   */
+  imports?: readonly HostModule[] | undefined;
 }
 
 /**
@@ -1110,7 +1166,7 @@ export class LoadedModule implements Disposable {
   readonly functions: { readonly [name: string]: HalrtFunction };
   /** Whether close() was called (the context is closed). */
   readonly closed: boolean;
-  /** Closes the functions, context, module, HAL module, device and instance. Idempotent. */
+  /** Closes the functions, context, module, HAL module, device and the Instance it made (not that of options.imports). Idempotent. */
   close(): void;
   [Symbol.dispose](): void;
 }

@@ -12,7 +12,7 @@
 // thrown value as the invocation's cause).
 
 const binding = require('./binding');
-const { invalid } = require('./errors');
+const { HalrtError, invalid } = require('./errors');
 const { describe } = require('./half');
 const { declared } = require('./host_data');
 const { isPlainObject, checkOptions } = require('./args');
@@ -65,13 +65,20 @@ async function outputBytes(qualified, outputs, result) {
       }
       value = await value.read();
     }
-    return declared(qualified, what, `the result`, value, dtype, shape);
+    return declared(qualified, what, `output '${name}'`, value, dtype, shape);
   }));
 }
 
 class HostModule extends binding.HostModule {
   constructor(instance, name, functions) {
-    const specs = readSpec(name, functions);
+    let specs;
+    try {
+      specs = readSpec(name, functions);
+    } catch (error) {
+      // A getter or Proxy trap of the spec threw: say where it happened.
+      if (error instanceof HalrtError) throw error;
+      throw new HalrtError(`${METHOD}: reading functions threw: ${error?.message ?? String(error)}`, 'INVALID_ARGUMENT', { cause: error });
+    }
     const qualified = specs.map((spec) => `${name}.${spec.name}`);
     // runner(index, tensors, info, token): one call, ended exactly once.
     const runner = (index, tensors, info, token) => {
@@ -99,6 +106,7 @@ class HostModule extends binding.HostModule {
     // to the runner is weak.
     Object.defineProperty(this, 'runner', { value: runner });
     Object.defineProperty(this, 'name', { value: name, enumerable: true });
+    Object.defineProperty(this, 'instance', { value: instance });
     Object.defineProperty(this, 'functions', {
       value: Object.freeze(specs.map(({ name: fn, inputs, outputs }) => Object.freeze({ name: fn, inputs, outputs }))),
       enumerable: true,

@@ -5,7 +5,7 @@
 // method: `await m.main(x, w)` or `await m.main({x, w})`.
 
 const util = require('util');
-const { Instance, HalModule, Module, Context } = require('./binding');
+const { Instance, HalModule, HostModule, Module, Context } = require('./binding');
 const { HalrtError } = require('./errors');
 const { describe } = require('./half');
 require('./module'); // Module.load
@@ -20,9 +20,12 @@ const RESERVED = new Set([
   'toLocaleString', '__proto__', '__defineGetter__', '__defineSetter__', '__lookupGetter__', '__lookupSetter__',
 ]);
 
+const ownsInstance = new WeakMap();
+
 class LoadedModule {
-  constructor(parts, functions) {
+  constructor(parts, functions, ownInstance) {
     Object.assign(this, parts);
+    ownsInstance.set(this, ownInstance);
     this.functions = Object.freeze(functions);
     for (const [name, fn] of Object.entries(functions)) {
       if (RESERVED.has(name)) continue;
@@ -35,11 +38,13 @@ class LoadedModule {
     return receiver(this, 'closed').context.closed;
   }
 
-  // Closes the functions, context, module, HAL module, device and instance. Idempotent.
+  // Closes the functions, context, module, HAL module, device and the
+  // instance it made (not the imports' instance). Idempotent.
   close() {
     const self = receiver(this, 'close');
     for (const fn of Object.values(self.functions)) fn.close();
-    for (const object of [self.context, self.module, self.halModule, self.device, self.instance]) object.close();
+    for (const object of [self.context, self.module, self.halModule, self.device]) object.close();
+    if (ownsInstance.get(self)) self.instance.close();
   }
 
   toString() {
@@ -97,7 +102,13 @@ async function load(file, options = {}) {
   if (!isPlainObject(options)) {
     throw new HalrtError(`halrt.load: options must be an object (got ${typeof options})`, 'INVALID_ARGUMENT');
   }
-  const { device: uri = 'auto', ...halOptions } = options;
+  const { device: uri = 'auto', imports = [], ...halOptions } = options;
+  if (!Array.isArray(imports) || !imports.every((m) => m instanceof HostModule)) {
+    throw new HalrtError(`halrt.load: options.imports must be an Array of HostModules (got ${describe(imports)})`, 'INVALID_ARGUMENT');
+  }
+  if (imports.some((m) => m.instance !== imports[0].instance)) {
+    throw new HalrtError('halrt.load: options.imports must share one Instance', 'INVALID_ARGUMENT');
+  }
   const made = [];
   const keep = (object) => {
     made.push(object);
@@ -111,16 +122,16 @@ async function load(file, options = {}) {
     return keep(make());
   };
   try {
-    const instance = step('new Instance: ', '', () => new Instance());
+    const instance = imports.length > 0 ? imports[0].instance : step('new Instance: ', '', () => new Instance());
     const device = step('instance.createDevice: ', 'options.device: ', () => instance.createDevice(uri));
     const halModule = step('new HalModule: ', '', () => new HalModule(instance, device, halOptions));
     const module = step('Module.load: ', '', () => Module.load(instance, file));
-    const context = step('new Context: ', '', () => new Context(instance, [halModule, module]));
+    const context = step('new Context: ', '', () => new Context(instance, [halModule, ...imports, module]));
     const functions = {};
     for (const { name } of module.functions) {
       setOwn(functions, name, step('context.lookupFunction: ', '', () => context.lookupFunction(`${module.name}.${name}`)));
     }
-    return new LoadedModule({ name: module.name, instance, device, halModule, module, context }, functions);
+    return new LoadedModule({ name: module.name, instance, device, halModule, module, context }, functions, imports.length === 0);
   } catch (error) {
     for (const object of made.reverse()) object.close();
     if (error instanceof HalrtError && error.message.startsWith(prefix[0])) {

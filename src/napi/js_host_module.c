@@ -1,5 +1,6 @@
 #include "napi/js_host_module.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +23,20 @@ const hrt_js_class_t hrt_js_host_module_class = {
     .release = hrt_js_module_handle_release,
 };
 
-// What the native module's callbacks reach. The channel's finalizer (JS
-// thread) deletes `runner` and frees the struct.
+// What the native module's callbacks reach. Two references: the native
+// module's (dropped by its release callback, after finishing the channel)
+// and the channel's (dropped by its finalizer, on the JS thread or at env
+// teardown, after deleting `runner`). The env can end long before the
+// module does.
 typedef struct hrt_js_host_s {
+  atomic_int refs;
   hrt_js_channel_t* channel;  // one reference, dropped by release's finish
-  napi_ref runner;            // weak; JS thread only
+  napi_ref runner;            // weak; JS thread only; NULL once finalized
 } hrt_js_host_t;
+
+static void hrt_js_host_unref(hrt_js_host_t* host) {
+  if (atomic_fetch_sub(&host->refs, 1) == 1) free(host);
+}
 
 // One call on its way to the JS thread.
 typedef struct hrt_js_host_message_s {
@@ -228,13 +237,15 @@ static void hrt_js_host_call(void* user_data, hrt_host_call_t* call,
 static void hrt_js_host_release(void* user_data) {
   hrt_js_host_t* host = user_data;
   hrt_js_channel_finish(host->channel);
+  hrt_js_host_unref(host);
 }
 
 // JS thread (or teardown): after the last message.
 static void hrt_js_host_finalize(napi_env env, void* data) {
   hrt_js_host_t* host = data;
   if (host->runner != NULL) napi_delete_reference(env, host->runner);
-  free(host);
+  host->runner = NULL;
+  hrt_js_host_unref(host);
 }
 
 // Keeps `thrown` for the invocation `invocation` (JS thread).
@@ -510,6 +521,7 @@ static napi_value hrt_js_host_module_construct(napi_env env,
   }
   handle->instance = (hrt_vm_instance_t*)instance->handle;
   hrt_vm_instance_retain(handle->instance);
+  atomic_init(&host->refs, 2);
   if (napi_create_reference(env, runner, 0, &host->runner) != napi_ok ||
       hrt_js_channel_create(env, "halrt.host", hrt_js_host_finalize, host,
                             &host->channel) != napi_ok) {
@@ -526,7 +538,7 @@ static napi_value hrt_js_host_module_construct(napi_env env,
   hrt_status_t status = hrt_callback_module_create(
       name, defs->count, defs->defs, callbacks, &handle->module);
   if (status != HRT_OK) {
-    hrt_js_channel_finish(owned->channel);
+    hrt_js_host_release(owned);  // no module took the callbacks
     hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));
     goto done;
   }

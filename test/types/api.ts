@@ -368,7 +368,7 @@ async function programs(): Promise<void> {
   void [moduleName, signatures, value];
 
   const context = new Context(instance, [hal, built]);
-  const linked: readonly (HalModule | Module)[] = context.modules;
+  const linked: readonly (HalModule | halrt.HostModule | Module)[] = context.modules;
   const main: halrt.Function = context.lookupFunction('mlp.main');
   const fnName: string = main.name;
   const owner: Context = main.context;
@@ -678,3 +678,29 @@ async function cudaKernelTypes(): Promise<void> {
   halrt.cudaKernel('', 'f', {});
 }
 void cudaKernelTypes;
+
+// HostModule, the call op, load's imports
+async function hostModuleTypes(instance: Instance): Promise<void> {
+  const host = new halrt.HostModule(instance, 'host', {
+    topk: {
+      inputs: [{ name: 'scores', dtype: 'f32', shape: [4, 10] }],
+      outputs: [{ name: 'best', dtype: 'i32', shape: [4, 2] }],
+      impl: async (scores) => {
+        const n: number = scores.shape.length;
+        return [[[n, 1], [0, 2], [9, 8], [5, 5]]];
+      },
+    },
+    log: { inputs: [{ name: 'x', dtype: 'f32', shape: [] }], impl: (x) => { void x.data; } },
+  });
+  const name: string = host.name;
+  const first: string = host.functions[0].name;
+  const op: halrt.CallOp = { op: 'call', callee: 'host.topk', args: ['scores'], results: ['best'] };
+  const builder = new halrt.ModuleBuilder('app').function('main', (f) => f.input('s', 'f32', [4, 10]).output('b', 'i32', [4, 2]).call('host.topk', ['s'], ['b']));
+  const m = await halrt.load('m.halrt.json', { imports: [host] });
+  m.close();
+  host.close();
+  void [name, first, op, builder];
+  // @ts-expect-error: impl is required
+  new halrt.HostModule(instance, 'h', { f: { inputs: [] } });
+}
+void hostModuleTypes;
