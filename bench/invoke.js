@@ -169,4 +169,59 @@ async function invokeOverhead({ quick, ref, instance, ort, uris }) {
   return rows;
 }
 
-module.exports = { invokeOverhead };
+// An empty host call inside a program: what calling JavaScript adds to an
+// invocation (a program whose body is one call of a HostModule function
+// without inputs or outputs, minus the same invocation of an empty
+// program), against the bare asynchronous round trip.
+async function hostCall({ quick, ref, instance, uri }) {
+  const calls = quick ? 300 : 5000;
+  const rounds = quick ? 3 : 10;
+  const device = instance.createDevice(uri);
+  const hal = new halrt.HalModule(instance, device, {});
+  const host = new halrt.HostModule(instance, 'host', { nop: { inputs: [], outputs: [], impl: () => [] } });
+  const module = halrt.Module.fromObject(instance, {
+    format: 'halrt.module/1',
+    name: 'app',
+    functions: {
+      called: { inputs: [], outputs: [], body: [{ op: 'call', callee: 'host.nop', args: [], results: [] }] },
+      empty: { inputs: [], outputs: [], body: [] },
+    },
+  });
+  const context = new halrt.Context(instance, [hal, host, module]);
+  const called = context.lookupFunction('app.called');
+  const empty = context.lookupFunction('app.empty');
+  ref.pingOpen();
+  try {
+    const sides = {
+      called: () => latencies(() => called.invoke([]), calls / rounds),
+      empty: () => latencies(() => empty.invoke([]), calls / rounds),
+      ping: () => latencies(() => ref.ping(), calls / rounds),
+    };
+    for (const side of Object.values(sides)) await side();
+    const results = await roundRobin(rounds, sides);
+    const p50 = (name) => percentile(Float64Array.from(results[name].flatMap((t) => Array.from(t))), 50);
+    const added = p50('called') - p50('empty');
+    const ping = p50('ping');
+    return [
+      row({
+        group: GROUP,
+        name: `empty host call in a program (${uri})`,
+        halrt: `${seconds(added)} added`,
+        baseline: `${seconds(ping)} round trip`,
+        ratio: added / ping,
+        target: { op: '<=', value: 1.5 },
+        note:
+          `p50 of \`await fn.invoke([])\` of a function whose body is one call op to a HostModule function ` +
+          `without inputs or outputs (${seconds(p50('called'))}) minus that of an empty function ` +
+          `(${seconds(p50('empty'))}), ${calls} calls each in ${rounds} rounds; baseline: the bare asynchronous ` +
+          'round trip of the reference addon (JS -> native thread -> threadsafe function -> promise), ' +
+          'alternating with them round by round; ratio = added time / round trip',
+      }),
+    ];
+  } finally {
+    ref.pingClose();
+    for (const object of [called, empty, context, module, host, hal, device]) object.close();
+  }
+}
+
+module.exports = { invokeOverhead, hostCall };

@@ -19,7 +19,7 @@ const { parseArgs } = require('util');
 const { halrt, loadReference, unmeasured } = require('./common');
 const { loadOrt } = require('./ort');
 const trace = require('./trace');
-const { invokeOverhead } = require('./invoke');
+const { invokeOverhead, hostCall } = require('./invoke');
 const { allocatingCall } = require('./alloc');
 const dispatch = require('./dispatch');
 const cuda = require('./cuda');
@@ -206,7 +206,9 @@ async function main() {
   if (opts.only.includes('trace')) {
     plan.push(['trace small', () => trace.traceSmall(context)], ['trace large', () => trace.traceLarge(context)]);
   }
-  if (opts.only.includes('invoke')) plan.push(['invoke overhead', () => invokeOverhead(context)]);
+  if (opts.only.includes('invoke')) {
+    plan.push(['invoke overhead', () => invokeOverhead(context)], ['host call', () => hostCall(context)]);
+  }
   if (opts.only.includes('dispatch')) {
     plan.push(['add_f32', () => dispatch.addLarge(context)], ['matmul_f32', () => dispatch.matmul(context)],
       ['program call', () => dispatch.programCall(context)]);

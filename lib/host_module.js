@@ -47,8 +47,11 @@ function readSpec(name, spec) {
   });
 }
 
-/** What `impl` returned, as one TypedArray per output (BufferViews read first). */
-async function outputBytes(qualified, outputs, result) {
+/**
+ * What `impl` returned, as one TypedArray per output: an Array, or a
+ * promise of one when a BufferView has to be read first.
+ */
+function outputBytes(qualified, outputs, result) {
   // A single output may come bare: an Array is the list of outputs only
   // when it holds one non-scalar entry ([[2, 0]], [view]); [2, 0] is bare.
   const listed = Array.isArray(result) && result.length === 1 && result[0] !== null && typeof result[0] === 'object';
@@ -56,16 +59,20 @@ async function outputBytes(qualified, outputs, result) {
   if (!Array.isArray(values) || values.length !== outputs.length) {
     throw invalid(`${qualified} must return an Array of ${outputs.length} output${outputs.length === 1 ? '' : 's'} (${outputs.map((o) => o.name).join(', ') || 'none'}), got ${describe(result)}`);
   }
-  return Promise.all(outputs.map(async ({ name, dtype, shape }, i) => {
-    const what = `output ${i} ('${name}') of ${qualified}`;
+  const convert = ({ name, dtype, shape }, i, value) =>
+    declared(qualified, `output ${i} ('${name}') of ${qualified}`, `output '${name}'`, value, dtype, shape);
+  const views = values.some((value) => value instanceof BufferView);
+  if (!views) return outputs.map((output, i) => convert(output, i, values[i]));
+  return Promise.all(outputs.map(async (output, i) => {
     let value = values[i];
     if (value instanceof BufferView) {
+      const { dtype, shape } = output;
       if (value.dtype !== dtype || value.shape.length !== shape.length || value.shape.some((d, j) => d !== shape[j])) {
-        throw invalid(`${qualified}: ${what} must be ${dtype}[${shape}] (got a BufferView of ${value.dtype}[${value.shape}])`);
+        throw invalid(`${qualified}: output ${i} ('${output.name}') of ${qualified} must be ${dtype}[${shape}] (got a BufferView of ${value.dtype}[${value.shape}])`);
       }
       value = await value.read();
     }
-    return declared(qualified, what, `output '${name}'`, value, dtype, shape);
+    return convert(output, i, value);
   }));
 }
 
@@ -84,9 +91,19 @@ class HostModule extends binding.HostModule {
     const runner = (index, tensors, info, token) => {
       const { impl, outputs } = specs[index];
       const fail = (error, code, message) => binding.finishHostCall(token, null, code, message, error);
-      const finish = (result) => outputBytes(qualified[index], outputs, result)
-        .then((bytes) => binding.finishHostCall(token, bytes))
-        .catch((error) => fail(undefined, 'INVALID_ARGUMENT', error?.message ?? String(error)));
+      const invalidResult = (error) => fail(undefined, 'INVALID_ARGUMENT', error?.message ?? String(error));
+      const finish = (result) => {
+        try {
+          const bytes = outputBytes(qualified[index], outputs, result);
+          if (Array.isArray(bytes)) {
+            binding.finishHostCall(token, bytes);
+          } else {
+            bytes.then((read) => binding.finishHostCall(token, read)).catch(invalidResult);
+          }
+        } catch (error) {
+          invalidResult(error);
+        }
+      };
       let result;
       try {
         result = impl(...tensors);

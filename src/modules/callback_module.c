@@ -203,15 +203,23 @@ static hrt_status_t hrt_callback_begin_call(hrt_vm_module_t* base,
     status = hrt_hal_command_buffer_read(commands,
                                          hrt_hal_buffer_view_ref(view), data);
   }
-  if (status == HRT_OK) {
-    hrt_hal_command_buffer_finalize(commands);
-    hrt_hal_submission_t submission = {
-        .command_buffer = commands,
-        .completion = {hrt_host_call_started, call},
-        .host_context = call,
-    };
-    status = hrt_hal_device_queue_submit(device, &submission);
+  if (status != HRT_OK || def->input_count == 0) {
+    hrt_hal_command_buffer_release(commands);
+    if (status != HRT_OK) {
+      hrt_host_call_free(call);
+      return status;
+    }
+    // Nothing to read: the callback starts here.
+    hrt_host_call_started(call, HRT_OK);
+    return HRT_OK;
   }
+  hrt_hal_command_buffer_finalize(commands);
+  hrt_hal_submission_t submission = {
+      .command_buffer = commands,
+      .completion = {hrt_host_call_started, call},
+      .host_context = call,
+  };
+  status = hrt_hal_device_queue_submit(device, &submission);
   hrt_hal_command_buffer_release(commands);
   if (status != HRT_OK) hrt_host_call_free(call);
   return status;

@@ -10,7 +10,8 @@
 //
 // A call (invoked directly, or by a program's call op) first reads its
 // inputs to host memory on the device of the HAL module linked before the
-// module; then `call.fn` runs on that device's completion thread with host
+// module; then `call.fn` runs on that device's completion thread (for a
+// function without inputs, on the thread that began the call) with host
 // tensors valid until the call is finished. `call.fn` must not block: it
 // hands the call on, and whoever has it finishes it, exactly once, from any
 // thread, with hrt_host_call_finish(). The outputs are then uploaded, and

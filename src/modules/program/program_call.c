@@ -212,6 +212,13 @@ static const hrt_host_step_t* hrt_program_call_step(
   return call->recorded->segments[call->segment].host_call;
 }
 
+// Whether the current segment has no commands (a host call comes first,
+// or two come in a row): it is not submitted.
+static bool hrt_program_segment_empty(const hrt_program_call_t* call) {
+  return hrt_hal_command_buffer_count(
+             call->recorded->segments[call->segment].command_buffer) == 0;
+}
+
 // `status` (not OK) as the failure of the current host call, naming it.
 static hrt_status_t hrt_host_step_error(const hrt_program_call_t* call,
                                         hrt_status_t status) {
@@ -220,6 +227,8 @@ static hrt_status_t hrt_host_step_error(const hrt_program_call_t* call,
                              strchr(step->caller->qualified_name, '.') + 1,
                              step->op_index, step->callee);
 }
+
+static hrt_status_t hrt_program_host_begin(hrt_program_call_t* call);
 
 // A host call has ended (on the completion thread of the device that ran
 // its upload): its outputs go to the staging slots, and the next segment is
@@ -254,8 +263,19 @@ static void hrt_program_host_done(void* user_data, hrt_status_t status,
     call->bindings[step->staging_slots[j]] = hrt_hal_buffer_view_ref(outputs[j]);
     hrt_hal_buffer_view_release(outputs[j]);
   }
+  // Once the next step has started, `call` may complete and be freed on
+  // another thread at any time: nothing reads it after a start succeeds.
   ++call->segment;
-  status = hrt_program_call_submit(call);
+  if (!hrt_program_segment_empty(call)) {
+    status = hrt_program_call_submit(call);
+  } else if (hrt_program_call_step(call)) {
+    status = hrt_program_host_begin(call);
+    if (status != HRT_OK) status = hrt_host_step_error(call, status);
+  } else {
+    status = HRT_OK;  // an empty last segment: nothing left to run
+    hrt_program_call_complete(call, status);
+    return;
+  }
   if (status != HRT_OK) hrt_program_call_complete(call, status);
 }
 
@@ -333,7 +353,12 @@ hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
   call->slot_count = values;
   hrt_status_t status =
       hrt_prepare_call(state->device, function, recorded, def, vm_call, call);
-  if (status == HRT_OK) status = hrt_program_call_submit(call);
+  if (status == HRT_OK) {
+    // A host call that comes first starts here, with nothing submitted.
+    status = hrt_program_segment_empty(call) && hrt_program_call_step(call)
+                 ? hrt_program_host_begin(call)
+                 : hrt_program_call_submit(call);
+  }
   if (status != HRT_OK) hrt_program_call_free(call, true);
   return status;
 }
