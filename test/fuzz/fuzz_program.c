@@ -11,8 +11,10 @@
 // outputs that match its signature or with a clean error. The sink checks
 // every trace it receives and refuses those whose key starts with "fail"
 // (the invocation must then fail). A fixed program module "lib" (LIB_JSON)
-// is linked between the two, so that call ops ("callee": "lib.scale2", ...)
-// are resolved, inlined and run. After each input every runtime object
+// and a callback module "cb" (its echo copies its f32[4] input to its
+// output on the completion thread) are linked between the two, so that
+// call ops ("callee": "lib.scale2", "cb.echo") are resolved, inlined or
+// split at, and run. After each input every runtime object
 // made for it must be gone.
 //
 // Bounds: a module that would need more than FUZZ_MAX_BYTES of tensors, more
@@ -31,6 +33,7 @@
 #include "base/threads.h"
 #include "fuzz.h"
 #include "hal/driver.h"
+#include "modules/callback_module.h"
 #include "modules/hal_module.h"
 #include "modules/program/program_module.h"
 #include "modules/sinks/tensor_stats.h"
@@ -66,6 +69,20 @@ static const char LIB_JSON[] =
 static hrt_vm_instance_t* g_instance;
 static hrt_hal_device_t* g_device;
 static hrt_vm_module_t* g_lib;
+static hrt_vm_module_t* g_cb;
+
+// cb.echo: finishes each call at once with its input as its output.
+static void echo_call(void* user_data, hrt_host_call_t* call,
+                      const hrt_host_call_info_t* info, uint32_t count,
+                      const hrt_trace_tensor_t* inputs) {
+  (void)user_data;
+  (void)info;
+  FUZZ_CHECK(count == 1 && inputs[0].byte_length == 16);
+  const void* outputs[1] = {inputs[0].data};
+  hrt_host_call_finish(call, HRT_OK, outputs);
+}
+
+static void echo_release(void* user_data) { (void)user_data; }
 // Live object counts with only the instance and device made.
 static int64_t g_live_baseline[HRT_LIVE_KIND_COUNT_];
 
@@ -77,6 +94,12 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
       hrt_vm_instance_create_device(g_instance, "local-sync", &g_device));
   FUZZ_CHECK_OK(
       hrt_program_module_create(LIB_JSON, sizeof(LIB_JSON) - 1, NULL, &g_lib));
+  static const hrt_vm_tensor_type_t f32x4 = {"v", HRT_HAL_ELEMENT_TYPE_F32, 1,
+                                             {4}};
+  static const hrt_vm_function_def_t echo = {"echo", 1, 1, &f32x4, &f32x4};
+  hrt_callback_module_callbacks_t callbacks = {
+      .call = {echo_call, NULL}, .release = {echo_release, NULL}};
+  FUZZ_CHECK_OK(hrt_callback_module_create("cb", 1, &echo, callbacks, &g_cb));
   for (int kind = 0; kind < HRT_LIVE_KIND_COUNT_; ++kind) {
     g_live_baseline[kind] = hrt_live_count((hrt_live_kind_t)kind);
   }
@@ -432,9 +455,9 @@ static void link_and_run(hrt_vm_module_t* program, size_t size,
   };
   hrt_vm_module_t* hal = NULL;
   FUZZ_CHECK_OK(hrt_hal_module_create(g_device, &debug_sink, &options, &hal));
-  hrt_vm_module_t* modules[3] = {hal, g_lib, program};
+  hrt_vm_module_t* modules[4] = {hal, g_lib, g_cb, program};
   hrt_vm_context_t* context = NULL;
-  hrt_status_t status = hrt_vm_context_create(g_instance, modules, 3, &context);
+  hrt_status_t status = hrt_vm_context_create(g_instance, modules, 4, &context);
   if (status == HRT_OK) {
     bool affordable = budget->bytes <= FUZZ_MAX_BYTES &&
                       budget->work <= FUZZ_MAX_WORK &&
