@@ -272,6 +272,43 @@ describe('HostModule: spec, linking, lifetime', () => {
     assert.deepStrictEqual(after, before);
   });
 
+  for (const order of [['context', 'host', 'hal', 'device'], ['device', 'hal', 'host', 'context'], ['host', 'device', 'context', 'hal']]) {
+    it(`closing ${order.join(', ')} while a host call waits: the invocation settles, nothing is left`, async function () {
+      if (!global.gc) this.skip();
+      const before = await liveBaseline();
+      let release;
+      const gate = new Promise((resolve) => {
+        release = resolve;
+      });
+      let started;
+      const inImpl = new Promise((resolve) => {
+        started = resolve;
+      });
+      const objects = {};
+      objects.device = instance.createDevice('local-task?workers=2');
+      objects.hal = new halrt.HalModule(instance, objects.device);
+      objects.host = new halrt.HostModule(instance, 'host', {
+        argmax: argmax(async (scores) => {
+          started();
+          await gate;
+          return [rowArgmax(scores)];
+        }),
+      });
+      const module = app(instance);
+      objects.context = new halrt.Context(instance, [objects.hal, objects.host, module]);
+      const main = objects.context.lookupFunction('app.main');
+      const result = main.invoke([[[1, 5, 3], [9, 2, 4]]], { read: true });
+      await inImpl;
+      for (const name of order) objects[name].close();
+      closeAll(main, module);
+      release();
+      const [best] = await result;
+      assert.deepStrictEqual(Array.from(best), [1, 0]);
+      const after = await settleLiveObjects(before);
+      assert.deepStrictEqual(after, before);
+    });
+  }
+
   it('halrt.load(file, {imports}) links HostModules before the loaded module, on their Instance', async () => {
     const fs = require('fs');
     const os = require('os');
