@@ -1,7 +1,9 @@
 // A tiny test harness for the runtime's C unit tests.
 //
-// Each test file defines test functions and lists them in a TEST_MAIN table.
-// CHECK* macros record a failure with file and line and return from the test.
+// Each test file defines test functions and lists them in a TEST_MAIN table
+// (a binary split across files: TEST_SUITE and TEST_MAIN_SUITES, below).
+// CHECK* macros record a failure with file and line and return from the test;
+// what a case defers with TEST_DEFER is released after it either way.
 // The binary ends with the line "N passed, M failed" and exits non-zero on any
 // failure.
 #ifndef HRT_TEST_TEST_H_
@@ -109,10 +111,52 @@ static inline void test_gave_up_waiting(const char* file, int line,
     }                                                                     \
   } while (0)
 
-// Checks that every runtime object made so far has been destroyed. A device
-// whose last reference dropped on its own queue thread is freed by that
-// thread as it exits, so the counts may take a moment to settle.
+// Teardown. TEST_DEFER(fn, arg) registers a release, fn(arg), that the
+// harness calls after the case returns, passed or failed (a CHECK returned
+// early), last registered first: a case defers each release as it makes the
+// object and then checks freely. `arg` must outlive the case (an object,
+// never the case's stack); only the case's thread registers. A case that
+// needs its objects gone before it goes on calls test_run_deferred();
+// every_object_is_destroyed() calls it first. Registering more than
+// TEST_DEFER_MAX fails the case, and what did not fit is not released.
+#define TEST_DEFER_MAX 64
+
+typedef struct hrt_test_deferred_s {
+  void (*fn)(void*);
+  void* arg;
+} hrt_test_deferred_t;
+
+extern hrt_test_deferred_t hrt_test_deferred_[TEST_DEFER_MAX];
+extern int hrt_test_deferred_count_;
+
+static inline void test_defer_(void (*fn)(void*), void* arg, const char* file,
+                               int line) {
+  if (hrt_test_deferred_count_ == TEST_DEFER_MAX) {
+    fprintf(stderr, "%s:%d: more than TEST_DEFER_MAX (%d) deferred releases\n",
+            file, line, TEST_DEFER_MAX);
+    hrt_test_failed_ = 1;
+    return;
+  }
+  hrt_test_deferred_[hrt_test_deferred_count_++] =
+      (hrt_test_deferred_t){fn, arg};
+}
+
+#define TEST_DEFER(fn, arg) test_defer_((fn), (arg), __FILE__, __LINE__)
+
+static inline void test_run_deferred(void) {
+  while (hrt_test_deferred_count_ > 0) {
+    const hrt_test_deferred_t deferred =
+        hrt_test_deferred_[--hrt_test_deferred_count_];
+    deferred.fn(deferred.arg);
+  }
+}
+
+// Checks that every runtime object made so far has been destroyed, after
+// running the case's deferred releases. A device whose last reference
+// dropped on its own queue thread is freed by that thread as it exits, so
+// the counts may take a moment to settle.
 static inline void every_object_is_destroyed(void) {
+  test_run_deferred();
   for (int attempt = 0; attempt < 5000; ++attempt) {
     int64_t total = 0;
     for (int kind = 0; kind < HRT_LIVE_KIND_COUNT_; ++kind) {
@@ -140,24 +184,63 @@ typedef struct hrt_test_case_s {
 
 #define TEST_CASE(fn) {#fn, fn}
 
-// Runs every case; a case may be selected by passing its name as argv[1].
-#define TEST_MAIN(...)                                                     \
-  int hrt_test_failed_ = 0;                                                \
-  int main(int argc, char** argv) {                                        \
-    static const hrt_test_case_t cases[] = {__VA_ARGS__};                  \
-    int passed = 0, failed = 0;                                            \
-    setvbuf(stdout, NULL, _IOLBF, 0); /* in order with stderr in a log */  \
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {        \
-      if (argc > 1 && strcmp(argv[1], cases[i].name) != 0) continue;       \
-      hrt_test_failed_ = 0;                                                \
-      cases[i].fn();                                                       \
-      printf("%s %s\n", hrt_test_failed_ ? "FAIL" : "ok  ", cases[i].name); \
-      if (hrt_test_failed_) ++failed; else ++passed;                       \
-    }                                                                      \
-    const char* base_ = strrchr(argv[0], '/');                             \
-    printf("# %s\n%d passed, %d failed\n", base_ ? base_ + 1 : argv[0],    \
-           passed, failed);                                                \
-    return failed ? 1 : 0;                                                 \
+typedef struct hrt_test_suite_s {
+  const hrt_test_case_t* cases;
+  size_t count;
+} hrt_test_suite_t;
+
+// Defines the suite `name` (external, for the file that lists the suites)
+// with the cases given, in order.
+#define TEST_SUITE(name, ...)                                   \
+  static const hrt_test_case_t name##_cases_[] = {__VA_ARGS__}; \
+  const hrt_test_suite_t name = {                               \
+      name##_cases_, sizeof(name##_cases_) / sizeof(name##_cases_[0])}
+
+// Runs the cases of `suites` in order, each followed by its deferred
+// releases; a case may be selected by passing its name as argv[1].
+static inline int test_main_(int argc, char** argv,
+                             const hrt_test_suite_t* const* suites,
+                             size_t suite_count) {
+  int passed = 0, failed = 0;
+  setvbuf(stdout, NULL, _IOLBF, 0);  // in order with stderr in a log
+  for (size_t s = 0; s < suite_count; ++s) {
+    for (size_t i = 0; i < suites[s]->count; ++i) {
+      const hrt_test_case_t* test = &suites[s]->cases[i];
+      if (argc > 1 && strcmp(argv[1], test->name) != 0) continue;
+      hrt_test_failed_ = 0;
+      test->fn();
+      test_run_deferred();
+      printf("%s %s\n", hrt_test_failed_ ? "FAIL" : "ok  ", test->name);
+      if (hrt_test_failed_) ++failed; else ++passed;
+    }
+  }
+  const char* base = strrchr(argv[0], '/');
+  printf("# %s\n%d passed, %d failed\n", base ? base + 1 : argv[0], passed,
+         failed);
+  return failed ? 1 : 0;
+}
+
+// The harness's state, defined once per binary by its main.
+#define TEST_STATE_                                       \
+  int hrt_test_failed_ = 0;                               \
+  hrt_test_deferred_t hrt_test_deferred_[TEST_DEFER_MAX]; \
+  int hrt_test_deferred_count_ = 0
+
+// The main of a one-file binary: its cases, in order.
+#define TEST_MAIN(...)                                                  \
+  TEST_STATE_;                                                          \
+  TEST_SUITE(hrt_test_cases_, __VA_ARGS__);                             \
+  int main(int argc, char** argv) {                                     \
+    static const hrt_test_suite_t* const suites[] = {&hrt_test_cases_}; \
+    return test_main_(argc, argv, suites, 1);                           \
+  }
+
+// The main of a binary split across files: pointers to its suites, in order.
+#define TEST_MAIN_SUITES(...)                                                  \
+  TEST_STATE_;                                                                 \
+  int main(int argc, char** argv) {                                            \
+    static const hrt_test_suite_t* const suites[] = {__VA_ARGS__};             \
+    return test_main_(argc, argv, suites, sizeof(suites) / sizeof(suites[0])); \
   }
 
 #endif  // HRT_TEST_TEST_H_

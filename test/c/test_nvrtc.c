@@ -4,6 +4,7 @@
 // it); where it is missing they print why and pass without checking.
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,31 +18,35 @@
 #include "hal/cuda/cuda_kernel_cache.h"
 #include "hal/cuda/cuda_nvrtc.h"
 #include "hal/device.h"
-#include "hal/driver.h"
 #include "hal/executable.h"
 #include "test.h"
+#include "test_submit.h"
 
-// A fresh folder under /tmp for one case; removed by remove_folder.
-static void make_folder(char* path, size_t size) {
-  snprintf(path, size, "/tmp/halrt-test-nvrtc-XXXXXX");
-  if (!mkdtemp(path)) path[0] = 0;
+static int remove_entry(const char* path, const struct stat* info, int type,
+                        struct FTW* ftw) {
+  (void)info;
+  (void)type;
+  (void)ftw;
+  remove(path);
+  return 0;
 }
 
-static void remove_folder(const char* path) {
-  DIR* dir = opendir(path);
-  if (!dir) return;
-  struct dirent* entry;
-  char file[1200];
-  while ((entry = readdir(dir)) != NULL) {
-    if (entry->d_name[0] == '.' &&
-        (!entry->d_name[1] || strcmp(entry->d_name, "..") == 0)) {
-      continue;
-    }
-    snprintf(file, sizeof(file), "%s/%s", path, entry->d_name);
-    unlink(file);
+// Removes `path`, a folder of case_folder, with everything in it.
+static void remove_folder(void* path) {
+  nftw(path, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  free(path);
+}
+
+// A fresh folder under /tmp, removed with its contents when the case ends;
+// NULL when it cannot be made.
+static const char* case_folder(void) {
+  char* path = strdup("/tmp/halrt-test-nvrtc-XXXXXX");
+  if (path && !mkdtemp(path)) {
+    free(path);
+    path = NULL;
   }
-  closedir(dir);
-  rmdir(path);
+  if (path) TEST_DEFER(remove_folder, path);
+  return path;
 }
 
 static int count_files(const char* path) {
@@ -79,14 +84,14 @@ static hrt_status_t make_output(const char* text, hrt_nvrtc_output_t** out) {
 }
 
 static void cache_hit_returns_what_was_stored(void) {
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   hrt_cuda_kernel_cache_key_t key;
   CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
   hrt_nvrtc_output_t* stored = NULL;
   hrt_nvrtc_output_t* loaded = NULL;
   CHECK_OK(make_output(".version 9.0 // A", &stored));
+  TEST_DEFER(free, stored);
   CHECK(!hrt_cuda_kernel_cache_load(dir, &key, &loaded));
   CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, stored));
   CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
@@ -116,18 +121,15 @@ static void cache_hit_returns_what_was_stored(void) {
       "--gpu-architecture=sm_90", &kNoIncludes, &other));
   CHECK(other.hash != key.hash);
   hrt_cuda_kernel_cache_key_deinitialize(&other);
-  free(stored);
   free(loaded);
   hrt_cuda_kernel_cache_key_deinitialize(&key);
-  remove_folder(dir);
 }
 
 // Two keys that share a hash (a collision) share the file: each misses the
 // other's entry, since the full material is compared.
 static void cache_key_material_mismatch_is_a_miss(void) {
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   hrt_cuda_kernel_cache_key_t key, colliding;
   CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
   CHECK_OK(make_key("source Z", "--gpu-architecture=sm_90", &colliding));
@@ -135,14 +137,13 @@ static void cache_key_material_mismatch_is_a_miss(void) {
   hrt_nvrtc_output_t* stored = NULL;
   hrt_nvrtc_output_t* loaded = NULL;
   CHECK_OK(make_output(".version 9.0 // A", &stored));
+  TEST_DEFER(free, stored);
   CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, stored));
   CHECK(!hrt_cuda_kernel_cache_load(dir, &colliding, &loaded));
   CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
   free(loaded);
-  free(stored);
   hrt_cuda_kernel_cache_key_deinitialize(&colliding);
   hrt_cuda_kernel_cache_key_deinitialize(&key);
-  remove_folder(dir);
 }
 
 static bool read_whole(const char* path, char** data, size_t* length) {
@@ -167,20 +168,22 @@ static bool write_whole(const char* path, const char* data, size_t length) {
 // Every shorter prefix of an entry, and the entry with any one byte
 // flipped, is a miss.
 static void cache_truncated_or_corrupt_entry_is_a_miss(void) {
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   hrt_cuda_kernel_cache_key_t key;
   CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
   hrt_nvrtc_output_t* stored = NULL;
   hrt_nvrtc_output_t* loaded = NULL;
   CHECK_OK(make_output(".version 9.0 // A", &stored));
+  TEST_DEFER(free, stored);
   CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, stored));
   char* path = NULL;
   CHECK_OK(hrt_cuda_kernel_cache_entry_path(dir, &key, &path));
+  TEST_DEFER(free, path);
   char* whole = NULL;
   size_t length = 0;
   CHECK(read_whole(path, &whole, &length));
+  TEST_DEFER(free, whole);
   int hits = 0;
   for (size_t cut = 0; cut < length; ++cut) {
     CHECK(write_whole(path, whole, cut));
@@ -207,36 +210,36 @@ static void cache_truncated_or_corrupt_entry_is_a_miss(void) {
   CHECK(write_whole(path, whole, length));
   CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
   free(loaded);
-  free(whole);
-  free(path);
-  free(stored);
   hrt_cuda_kernel_cache_key_deinitialize(&key);
-  remove_folder(dir);
 }
 
 // A store never writes into the entry a reader may have open: the new
 // entry is renamed over it, and no temporary file is left behind.
 static void cache_store_replaces_entries_atomically(void) {
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   hrt_cuda_kernel_cache_key_t key;
   CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
   hrt_nvrtc_output_t* first = NULL;
   hrt_nvrtc_output_t* second = NULL;
   hrt_nvrtc_output_t* loaded = NULL;
   CHECK_OK(make_output(".version 9.0 // first", &first));
+  TEST_DEFER(free, first);
   CHECK_OK(make_output(".version 9.0 // the second, longer", &second));
+  TEST_DEFER(free, second);
   CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, first));
   char* path = NULL;
   CHECK_OK(hrt_cuda_kernel_cache_entry_path(dir, &key, &path));
+  TEST_DEFER(free, path);
   char* before = NULL;
   size_t before_length = 0;
   CHECK(read_whole(path, &before, &before_length));
+  TEST_DEFER(free, before);
   const int reader = open(path, O_RDONLY);
   CHECK(reader >= 0);
   CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, second));
   char* seen = malloc(before_length + 64);
+  TEST_DEFER(free, seen);
   const ssize_t got = pread(reader, seen, before_length + 64, 0);
   close(reader);
   CHECK_EQ_INT(got, (ssize_t)before_length);
@@ -248,13 +251,7 @@ static void cache_store_replaces_entries_atomically(void) {
   CHECK(stat(path, &info) == 0);
   CHECK_EQ_INT(info.st_mode & 0777, 0600);
   free(loaded);
-  free(seen);
-  free(before);
-  free(path);
-  free(first);
-  free(second);
   hrt_cuda_kernel_cache_key_deinitialize(&key);
-  remove_folder(dir);
 }
 
 // Keys are predictable, so an entry is used only when this user wrote it:
@@ -262,17 +259,18 @@ static void cache_store_replaces_entries_atomically(void) {
 // by another user (checked where the test runs as root and can chown). Nor
 // is a FIFO (never opened for long) or a large file that is not an entry.
 static void cache_untrusted_entries_are_misses(void) {
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   hrt_cuda_kernel_cache_key_t key;
   CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
   hrt_nvrtc_output_t* stored = NULL;
   hrt_nvrtc_output_t* loaded = NULL;
   CHECK_OK(make_output(".version 9.0 // A", &stored));
+  TEST_DEFER(free, stored);
   CHECK_OK(hrt_cuda_kernel_cache_store(dir, &key, stored));
   char* path = NULL;
   CHECK_OK(hrt_cuda_kernel_cache_entry_path(dir, &key, &path));
+  TEST_DEFER(free, path);
   CHECK(hrt_cuda_kernel_cache_load(dir, &key, &loaded));
   free(loaded);
   CHECK(chmod(path, 0620) == 0);
@@ -307,22 +305,19 @@ static void cache_untrusted_entries_are_misses(void) {
                HRT_STATUS_UNAVAILABLE, "cannot write kernel cache entry");
   CHECK_EQ_INT(count_files(dir), 1);
   CHECK(rmdir(path) == 0);
-  free(path);
-  free(stored);
   hrt_cuda_kernel_cache_key_deinitialize(&key);
-  remove_folder(dir);
 }
 
 // A write cut short (here by the file size limit, as a full disk would)
 // fails, and removes its temporary file.
 static void cache_failed_store_leaves_nothing(void) {
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   hrt_cuda_kernel_cache_key_t key;
   CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
   hrt_nvrtc_output_t* big = NULL;
   CHECK_OK(hrt_nvrtc_output_allocate(false, 1 << 20, 0, NULL, &big));
+  TEST_DEFER(free, big);
   memset((char*)big->image, 'x', big->image_length);
   struct rlimit saved, limit;
   CHECK(getrlimit(RLIMIT_FSIZE, &saved) == 0);
@@ -336,17 +331,14 @@ static void cache_failed_store_leaves_nothing(void) {
   CHECK_STATUS(status, HRT_STATUS_UNAVAILABLE,
                "cannot write kernel cache entry");
   CHECK_EQ_INT(count_files(dir), 0);
-  free(big);
   hrt_cuda_kernel_cache_key_deinitialize(&key);
-  remove_folder(dir);
 }
 
 // Processes that store the same entry while another reads it: every read is
 // a miss or one whole entry, and no temporary file is left.
 static void cache_concurrent_writers_in_processes(void) {
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   hrt_cuda_kernel_cache_key_t key;
   CHECK_OK(make_key("source A", "--gpu-architecture=sm_90", &key));
   enum { kWriters = 3, kStores = 40 };
@@ -388,16 +380,14 @@ static void cache_concurrent_writers_in_processes(void) {
   CHECK_EQ_INT(count_files(dir), 1);
   (void)hits;
   hrt_cuda_kernel_cache_key_deinitialize(&key);
-  remove_folder(dir);
 }
 
 // HALRT_CACHE_DIR, else $XDG_CACHE_HOME/halrt/kernels, else
 // $HOME/.cache/halrt/kernels; created with mode 0700. A folder that cannot
 // be created is UNAVAILABLE, and a store into it fails without harm.
 static void cache_folder_comes_from_the_environment(void) {
-  char base[64];
-  make_folder(base, sizeof(base));
-  CHECK(base[0]);
+  const char* base = case_folder();
+  CHECK(base != NULL);
   char expected[256];
   char* directory = NULL;
   struct stat info;
@@ -434,15 +424,6 @@ static void cache_folder_comes_from_the_environment(void) {
   free(output);
   hrt_cuda_kernel_cache_key_deinitialize(&key);
   unsetenv("HALRT_CACHE_DIR");
-  // Removes base/halrt/kernels, base/halrt, base/.cache/... and base/own.
-  const char* const nested[] = {
-      "halrt/kernels", "halrt",  ".cache/halrt/kernels",
-      ".cache/halrt",  ".cache", "own"};
-  for (size_t i = 0; i < sizeof(nested) / sizeof(nested[0]); ++i) {
-    snprintf(expected, sizeof(expected), "%s/%s", base, nested[i]);
-    rmdir(expected);
-  }
-  remove_folder(base);
 }
 
 // NVRTC as halrt loads it, or NULL after printing why not.
@@ -508,9 +489,8 @@ static void* nvrtc_thread_main(void* argument) {
 }
 
 static void nvrtc_loads_and_compiles_on_many_threads(void) {
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   enum { kThreads = 4 };
   pthread_t threads[kThreads];
   nvrtc_thread_t state[kThreads];
@@ -530,7 +510,6 @@ static void nvrtc_loads_and_compiles_on_many_threads(void) {
     CHECK(state[i].hit);
   }
   if (nvrtc) CHECK_EQ_INT(count_files(dir), 2);
-  remove_folder(dir);
 }
 
 static void nvrtc_targets_the_device_architecture(void) {
@@ -714,7 +693,8 @@ static void nvrtc_long_compile_log_is_cut_visibly(void) {
 }
 
 // The CUDA device test double (HRT_TEST_FAKECUDA, or libfakecuda.so beside
-// this binary), or NULL after printing why not.
+// this binary), released when the case ends; or NULL after printing why
+// not.
 static hrt_hal_device_t* fake_device_or_skip(void) {
   char fake[1100];
   const char* path = getenv("HRT_TEST_FAKECUDA");
@@ -728,10 +708,8 @@ static hrt_hal_device_t* fake_device_or_skip(void) {
     path = fake;
   }
   setenv("HALRT_CUDA_LIBRARY", path, 1);
-  uint32_t count = 0;
-  const hrt_hal_driver_t* const* drivers = hrt_hal_builtin_drivers(&count);
   hrt_hal_device_t* device = NULL;
-  hrt_status_t status = hrt_hal_create_device(drivers, count, "cuda", &device);
+  hrt_status_t status = case_device("cuda", &device);
   if (status != HRT_OK) {
     printf("skipped (no CUDA test double: %s)\n", hrt_status_message(status));
     hrt_status_free(status);
@@ -766,9 +744,8 @@ static void source_executables_compile_once(void) {
   if (!nvrtc_or_skip()) return;
   hrt_hal_device_t* device = fake_device_or_skip();
   if (!device) return;
-  char dir[64];
-  make_folder(dir, sizeof(dir));
-  CHECK(dir[0]);
+  const char* dir = case_folder();
+  CHECK(dir != NULL);
   setenv("HALRT_CACHE_DIR", dir, 1);
   const char* source =
       "template <typename T> __global__ void write_index_u32(T* out, "
@@ -819,8 +796,6 @@ static void source_executables_compile_once(void) {
   hrt_hal_executable_release(executable);
   CHECK_EQ_INT(hrt_nvrtc_compile_count(), compiles + 5);
   unsetenv("HALRT_CACHE_DIR");
-  hrt_hal_device_release(device);
-  remove_folder(dir);
   every_object_is_destroyed();
 }
 
@@ -842,7 +817,6 @@ static void source_with_a_nul_byte_is_refused(void) {
   CHECK_STATUS(hrt_hal_device_create_executable(device, &params, &executable),
                HRT_STATUS_INVALID_ARGUMENT,
                "CUDA source nul.cu has a NUL byte at offset 49");
-  hrt_hal_device_release(device);
   every_object_is_destroyed();
 }
 
@@ -860,9 +834,9 @@ static void write_text(const char* folder, const char* name,
 // The include scan finds what NVRTC would read: next to the including file
 // (for a file source), then the -I folders; each file once, cycles too.
 static void includes_are_found_as_nvrtc_finds_them(void) {
-  char folder[64], other[64];
-  make_folder(folder, sizeof(folder));
-  make_folder(other, sizeof(other));
+  const char* folder = case_folder();
+  const char* other = case_folder();
+  CHECK(folder != NULL && other != NULL);
   write_text(folder, "a.h", "#pragma once\n  #  include \"b.h\"\n");
   write_text(folder, "b.h", "#include \"a.h\" // a cycle\n");
   write_text(other, "c.h", "// from -I\n");
@@ -907,8 +881,6 @@ static void includes_are_found_as_nvrtc_finds_them(void) {
   CHECK_OK(hrt_cuda_includes_find("", source_path, 2, pre_include, &includes));
   if (includes) CHECK(!includes->cacheable);
   hrt_cuda_includes_free(includes);
-  remove_folder(folder);
-  remove_folder(other);
 }
 
 TEST_MAIN(TEST_CASE(cache_hit_returns_what_was_stored),

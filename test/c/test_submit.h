@@ -29,8 +29,80 @@ static inline hrt_hal_buffer_ref_t whole(hrt_hal_buffer_t* buffer) {
   return (hrt_hal_buffer_ref_t){buffer, 0, 0, HRT_HAL_WHOLE_BUFFER};
 }
 
+// Objects of a case: each helper makes what the HAL call it wraps makes and,
+// when that succeeded, defers the release to the end of the case
+// (TEST_DEFER, test.h).
+
+static inline void release_device_(void* device) {
+  hrt_hal_device_release(device);
+}
+
+static inline void release_buffer_(void* buffer) {
+  hrt_hal_buffer_release(buffer);
+}
+
+static inline void release_command_buffer_(void* cb) {
+  hrt_hal_command_buffer_release(cb);
+}
+
+static inline void release_executable_(void* executable) {
+  hrt_hal_executable_release(executable);
+}
+
+static inline void release_semaphore_(void* semaphore) {
+  hrt_hal_semaphore_release(semaphore);
+}
+
+static inline hrt_status_t case_device(const char* uri,
+                                       hrt_hal_device_t** out) {
+  HRT_RETURN_IF_ERROR(make_device(uri, out));
+  TEST_DEFER(release_device_, *out);
+  return HRT_OK;
+}
+
+static inline hrt_status_t case_buffer(hrt_hal_device_t* device,
+                                       uint64_t byte_length,
+                                       const void* initial_data,
+                                       hrt_hal_buffer_t** out) {
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_device_allocate_buffer(device, byte_length, initial_data, out));
+  TEST_DEFER(release_buffer_, *out);
+  return HRT_OK;
+}
+
+static inline hrt_status_t case_command_buffer(hrt_hal_device_t* device,
+                                               hrt_hal_command_buffer_t** out) {
+  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, out));
+  TEST_DEFER(release_command_buffer_, *out);
+  return HRT_OK;
+}
+
+static inline hrt_status_t case_executable(
+    hrt_hal_device_t* device, const hrt_hal_executable_params_t* params,
+    hrt_hal_executable_t** out) {
+  HRT_RETURN_IF_ERROR(hrt_hal_device_create_executable(device, params, out));
+  TEST_DEFER(release_executable_, *out);
+  return HRT_OK;
+}
+
+// The built-in kernels (format "builtin") on `device`.
+static inline hrt_status_t case_builtins(hrt_hal_device_t* device,
+                                         hrt_hal_executable_t** out) {
+  const hrt_hal_executable_params_t params = {
+      .format = HRT_HAL_EXECUTABLE_FORMAT_BUILTIN};
+  return case_executable(device, &params, out);
+}
+
+static inline hrt_status_t case_semaphore(uint64_t initial_value,
+                                          hrt_hal_semaphore_t** out) {
+  HRT_RETURN_IF_ERROR(hrt_hal_semaphore_create(initial_value, out));
+  TEST_DEFER(release_semaphore_, *out);
+  return HRT_OK;
+}
+
 // How a submission completed: its status (owned), the thread the completion
-// ran on, and its position among all completions of the test binary.
+// ran on, and its position among all completions counted in this file (a
+// binary of several files has a count per file).
 typedef struct {
   hrt_notification_t done;
   hrt_status_t status;

@@ -30,8 +30,9 @@
 #                                   the size of the carry and fails over 64 MiB
 # then carry [".device", "build"] (not node_modules: typescript alone is
 # 23 MiB) and run there:  source .device/env.sh && bash test/gpu/run.sh
-# A missing build/ctest/test_cuda or build/gpu/launch_loop is built here
-# with cc (no node needed; launch_loop before step 3, whose rows use it).
+# A missing build/ctest/test_cuda (test/c/test_cuda.c with its sections,
+# test/c/cuda/*.c) or build/gpu/launch_loop is built here with cc (no node
+# needed; launch_loop before step 3, whose rows use it).
 #
 # HRT_GPU_DRY_RUN=1 runs the same steps against the fake driver
 # (build/ctest/libfakecuda.so), to check this script without a GPU; the
@@ -126,7 +127,7 @@ if wanted ctest; then
   test_cuda=$root/build/ctest/test_cuda
   [ -x "$test_cuda" ] || test_cuda=$work/test_cuda
   mapfile -t runtime < <(find src/base src/hal src/vm src/modules -name '*.c' | sort)
-  if build test_cuda "$test_cuda" test/c/test_cuda.c "${runtime[@]}"; then
+  if build test_cuda "$test_cuda" test/c/test_cuda.c test/c/cuda/*.c "${runtime[@]}"; then
     HRT_TEST_ROOT=$root HRT_TEST_KERNEL_DIR=$root/build/ctest \
       step "C tests (test_cuda)" test_cuda.log 60 "$test_cuda"
   else

@@ -1,0 +1,458 @@
+// docs/cuda.md, "Memory and commands" (dispatch) and docs/kernels.md: the
+// built-in kernels against the CPU device, user kernels over many
+// workgroups and bindings, and the throughput figures of the GPU check.
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "cuda_fixture.h"
+#include "hal/builtin_signatures.h"
+
+//===----------------------------------------------------------------------===//
+// Built-in kernels against the CPU device
+//===----------------------------------------------------------------------===//
+
+typedef struct {
+  const char* name;
+  uint32_t constants[3];
+  uint32_t grid[3];
+} builtin_case_t;
+
+static const builtin_case_t kBuiltinCases[] = {
+    {"fill_u32", {1000, 0xDEADBEEF}, {3, 1, 1}},
+    {"copy_u8", {1001}, {5, 1, 1}},
+    {"add_f32", {4099}, {7, 2, 1}},
+    {"sub_f32", {4099}, {1, 1, 1}},
+    {"mul_f32", {4099}, {64, 1, 1}},
+    {"div_f32", {4099}, {7, 1, 3}},
+    {"max_f32", {4099}, {7, 1, 1}},
+    {"add_i32", {3001}, {7, 1, 1}},
+    {"sub_i32", {3001}, {2, 2, 2}},
+    {"mul_i32", {3001}, {9, 1, 1}},
+    {"div_i32", {3001}, {9, 1, 1}},
+    {"max_i32", {3001}, {9, 1, 1}},
+    {"axpy_f32", {3000, 0x3FC00000 /* 1.5 */}, {4, 1, 1}},
+    {"relu_f32", {2500}, {1, 1, 1}},
+    {"matmul_f32", {37, 70, 45}, {3, 2, 1}},
+    {"matmul_f32", {64, 300, 33}, {1, 1, 1}},
+    {"matmul_f32", {3, 0, 5}, {2, 2, 1}},
+    {"softmax_rows_f32", {13, 100}, {4, 1, 1}},
+    {"softmax_rows_f32", {3, 1000}, {8, 1, 1}},
+    {"reduce_sum_f32", {9, 1000}, {2, 1, 1}},
+    {"reduce_sum_f32", {4, 0}, {1, 1, 1}},
+    {"add_f32", {0}, {1, 1, 1}},
+};
+
+static uint32_t g_random = 12345;
+
+static uint32_t random_u32(void) {
+  g_random = g_random * 1664525u + 1013904223u;
+  return g_random ^ (g_random >> 16);
+}
+
+// Inputs: random values of the binding's type, with edge cases mixed in
+// (NaN and infinity only when `specials`: a reduction over them is all NaN);
+// outputs: 0xFF bytes (NaN / -1), so untouched elements show.
+static void fill_binding(const hrt_builtin_binding_t* binding, bool specials,
+                         uint8_t* data, uint64_t bytes) {
+  if (binding->written) {
+    memset(data, 0xFF, bytes);
+    return;
+  }
+  for (uint64_t i = 0; i + 4 <= bytes; i += 4) {
+    uint32_t r = random_u32();
+    uint32_t value = r;
+    if (!binding->any_type &&
+        binding->element_type == HRT_HAL_ELEMENT_TYPE_F32) {
+      float f = ((float)(r % 20001) - 10000.0f) / 1000.0f;
+      if (r % 97 == 0) f = 0.0f;
+      if (r % 101 == 0) f = -0.0f;
+      if (specials && r % 211 == 0) f = NAN;
+      if (specials && r % 223 == 0) f = INFINITY;
+      memcpy(&value, &f, 4);
+    } else if (!binding->any_type) {
+      static const uint32_t kEdges[] = {0, 1, 0xFFFFFFFF, 0x80000000,
+                                        0x7FFFFFFF};
+      if (r % 13 == 0) value = kEdges[(r >> 8) % 5];
+    }
+    memcpy(data + i, &value, 4);
+  }
+  for (uint64_t i = bytes & ~(uint64_t)3; i < bytes; ++i) {
+    data[i] = (uint8_t)random_u32();
+  }
+}
+
+// Runs built-in `test->name` on `device` over bindings initialised from
+// `data` (one array per binding, `sizes` bytes) and reads them all back.
+static hrt_status_t run_builtin(hrt_hal_device_t* device,
+                                hrt_hal_executable_t* executable,
+                                const builtin_case_t* test,
+                                const hrt_builtin_signature_t* signature,
+                                uint8_t** data, const uint64_t* sizes) {
+  uint32_t ordinal = 0;
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_executable_lookup(executable, test->name, &ordinal));
+  hrt_hal_buffer_t* buffers[HRT_BUILTIN_MAX_BINDINGS] = {NULL};
+  hrt_hal_buffer_ref_t refs[HRT_BUILTIN_MAX_BINDINGS];
+  hrt_status_t status = HRT_OK;
+  for (uint32_t i = 0; i < signature->binding_count && status == HRT_OK; ++i) {
+    status =
+        hrt_hal_device_allocate_buffer(device, sizes[i], data[i], &buffers[i]);
+    if (status == HRT_OK) refs[i] = whole(buffers[i]);
+  }
+  hrt_hal_command_buffer_t* cb = NULL;
+  if (status == HRT_OK) status = hrt_hal_command_buffer_create(device, &cb);
+  if (status == HRT_OK) {
+    hrt_hal_dispatch_t dispatch = {
+        executable,
+        ordinal,
+        {test->grid[0], test->grid[1], test->grid[2]},
+        {64, 1, 1},
+        signature->constant_count,
+        test->constants,
+        signature->binding_count,
+        refs,
+        0};
+    status = hrt_hal_command_buffer_dispatch(cb, &dispatch);
+  }
+  for (uint32_t i = 0; i < signature->binding_count && status == HRT_OK; ++i) {
+    status = hrt_hal_command_buffer_read(cb, refs[i], data[i]);
+  }
+  if (status == HRT_OK) {
+    hrt_hal_command_buffer_finalize(cb);
+    status = run(device, cb, NULL, 0);
+  }
+  hrt_hal_command_buffer_release(cb);
+  for (uint32_t i = 0; i < signature->binding_count; ++i) {
+    hrt_hal_buffer_release(buffers[i]);
+  }
+  return status;
+}
+
+// |a - b| within `tolerance`, or the same bits, or both NaN.
+static bool close_f32(float a, float b, double tolerance) {
+  if (a != a || b != b) return a != a && b != b;
+  if (memcmp(&a, &b, 4) == 0 || a == b) return true;
+  return fabs((double)a - (double)b) <= tolerance;
+}
+
+// Whether the case's kernel is elementwise (not matmul, softmax, reduce).
+static bool is_elementwise(const char* name) {
+  return strncmp(name, "matmul", 6) != 0 && strncmp(name, "softmax", 7) != 0 &&
+         strncmp(name, "reduce", 6) != 0;
+}
+
+// How far the device may be from the CPU's `expected` output `element`
+// (docs/kernels.md: matmul, softmax and reduce agree to rounding; the
+// others exactly).
+static double tolerance_for(const builtin_case_t* test, uint8_t* const* data,
+                            uint64_t element, float expected) {
+  const double eps = 1.0 / (1 << 23);
+  if (strcmp(test->name, "matmul_f32") == 0) {
+    const uint32_t K = test->constants[1], N = test->constants[2];
+    const float* a = (const float*)data[0];
+    const float* b = (const float*)data[1];
+    double magnitude = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      magnitude += fabs((double)a[(element / N) * K + k] *
+                        (double)b[k * N + element % N]);
+    }
+    return 2.0 * K * eps * magnitude;
+  }
+  if (strcmp(test->name, "reduce_sum_f32") == 0) {
+    const uint32_t cols = test->constants[1];
+    const float* x = (const float*)data[0];
+    double magnitude = 0;
+    for (uint32_t j = 0; j < cols; ++j)
+      magnitude += fabs(x[element * cols + j]);
+    return 2.0 * cols * eps * magnitude;
+  }
+  if (strcmp(test->name, "softmax_rows_f32") == 0) {
+    return (2.0 * test->constants[1] + 8) * eps * fabs(expected);
+  }
+  return 0;
+}
+
+static void builtin_kernels_match_the_cpu_device(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* devices[2] = {NULL, NULL};
+  hrt_hal_executable_t* executables[2] = {NULL, NULL};
+  CHECK_OK(case_device("local-sync", &devices[0]));
+  CHECK_OK(case_device("cuda", &devices[1]));
+  for (int d = 0; d < 2; ++d) {
+    CHECK_OK(case_builtins(devices[d], &executables[d]));
+  }
+  CHECK_EQ_INT(executables[1]->entry_count, executables[0]->entry_count);
+  for (uint32_t i = 0; i < executables[1]->entry_count; ++i) {
+    const hrt_hal_executable_entry_t* entry = &executables[1]->entries[i];
+    const hrt_builtin_signature_t* signature =
+        hrt_builtin_signature_find(entry->name);
+    CHECK(signature != NULL);
+    CHECK_EQ_INT(entry->binding_count, signature->binding_count);
+    CHECK_EQ_INT(entry->constant_count, signature->constant_count);
+  }
+  int failures = 0;
+  for (size_t c = 0; c < sizeof(kBuiltinCases) / sizeof(kBuiltinCases[0]);
+       ++c) {
+    const builtin_case_t* test = &kBuiltinCases[c];
+    const hrt_builtin_signature_t* signature =
+        hrt_builtin_signature_find(test->name);
+    CHECK(signature != NULL);
+    uint8_t* data[2][HRT_BUILTIN_MAX_BINDINGS] = {{NULL}};
+    uint8_t* inputs[HRT_BUILTIN_MAX_BINDINGS] = {NULL};
+    uint64_t sizes[HRT_BUILTIN_MAX_BINDINGS] = {0};
+    for (uint32_t b = 0; b < signature->binding_count; ++b) {
+      sizes[b] = hrt_builtin_binding_min_bytes(signature, b, test->constants);
+      for (int d = 0; d < 2; ++d) data[d][b] = malloc(sizes[b] + 1);
+      inputs[b] = malloc(sizes[b] + 1);
+      fill_binding(&signature->bindings[b], is_elementwise(test->name),
+                   data[0][b], sizes[b]);
+      memcpy(data[1][b], data[0][b], sizes[b]);
+      memcpy(inputs[b], data[0][b], sizes[b]);
+    }
+    hrt_status_t statuses[2];
+    for (int d = 0; d < 2; ++d) {
+      statuses[d] = run_builtin(devices[d], executables[d], test, signature,
+                                data[d], sizes);
+    }
+    int wrong = 0;
+    if (statuses[0] != HRT_OK || statuses[1] != HRT_OK) {
+      fprintf(stderr, "%s: cpu %s, cuda %s\n", test->name,
+              hrt_status_message(statuses[0]), hrt_status_message(statuses[1]));
+      ++wrong;
+    }
+    hrt_status_free(statuses[0]);
+    hrt_status_free(statuses[1]);
+    for (uint32_t b = 0; b < signature->binding_count && !wrong; ++b) {
+      const hrt_builtin_binding_t* binding = &signature->bindings[b];
+      const bool floats = !binding->any_type &&
+                          binding->element_type == HRT_HAL_ELEMENT_TYPE_F32;
+      for (uint64_t e = 0; floats && e < sizes[b] / 4; ++e) {
+        float x, y;
+        memcpy(&x, data[0][b] + e * 4, 4);
+        memcpy(&y, data[1][b] + e * 4, 4);
+        double tolerance =
+            binding->written ? tolerance_for(test, inputs, e, x) : 0;
+        if (!close_f32(x, y, tolerance)) {
+          if (wrong < 3) {
+            fprintf(stderr, "%s binding %u element %llu: cpu %.9g cuda %.9g\n",
+                    test->name, b, (unsigned long long)e, x, y);
+          }
+          ++wrong;
+        }
+      }
+      if (!floats && memcmp(data[0][b], data[1][b], sizes[b]) != 0) {
+        fprintf(stderr, "%s binding %u differs\n", test->name, b);
+        ++wrong;
+      }
+    }
+    if (wrong) {
+      fprintf(stderr, "case %zu (%s) differs\n", c, test->name);
+      ++failures;
+    }
+    for (uint32_t b = 0; b < signature->binding_count; ++b) {
+      free(data[0][b]);
+      free(data[1][b]);
+      free(inputs[b]);
+    }
+  }
+  CHECK_EQ_INT(failures, 0);
+}
+
+static void builtin_dispatches_are_checked_before_launch(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(case_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(case_builtins(device, &executable));
+  hrt_hal_buffer_t* small = NULL;
+  CHECK_OK(case_buffer(device, 64, NULL, &small));
+  hrt_hal_buffer_ref_t refs[3] = {whole(small), whole(small), whole(small)};
+  uint32_t add = 0, matmul = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "add_f32", &add));
+  CHECK_OK(hrt_hal_executable_lookup(executable, "matmul_f32", &matmul));
+  const uint32_t too_many[1] = {17};
+  const uint32_t shape[3] = {2, 2, 2};
+  hrt_hal_dispatch_t dispatches[2] = {
+      {executable, add, {1, 1, 1}, {1, 1, 1}, 1, too_many, 3, refs, 0},
+      {executable, matmul, {1, 1, 2}, {1, 1, 1}, 3, shape, 3, refs, 0},
+  };
+  const char* expected[2] = {
+      "command 0 (dispatch): kernel 'add_f32' of executable 'builtin': "
+      "binding 0 has 64 bytes but the constants need 68",
+      "command 0 (dispatch): kernel 'matmul_f32' of executable 'builtin' "
+      "needs workgroup count[2] == 1, not 2"};
+  for (int i = 0; i < 2; ++i) {
+    CHECK_STATUS(run_dispatch(device, &dispatches[i]),
+                 HRT_STATUS_INVALID_ARGUMENT, expected[i]);
+  }
+  // The device still works.
+  uint32_t out[16];
+  CHECK_OK(read_back(device, small, out));
+  CHECK_EQ_INT(out[0], 0);
+}
+
+//===----------------------------------------------------------------------===//
+// User kernels
+//===----------------------------------------------------------------------===//
+
+static void dispatch_spans_many_workgroups(void) {
+  CUDA_SETUP();
+  enum { N = 100003 };
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(case_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(load_test_kernels(device, &executable));
+  CHECK_EQ_INT(executable->entry_count, 4);
+  uint32_t write_index = 0, vector_add = 0;
+  CHECK_OK(
+      hrt_hal_executable_lookup(executable, "write_index_u32", &write_index));
+  CHECK_OK(
+      hrt_hal_executable_lookup(executable, "vector_add_f32", &vector_add));
+  CHECK_EQ_INT(executable->entries[vector_add].binding_count, 3);
+  CHECK_EQ_INT(executable->entries[vector_add].constant_count, 1);
+  CHECK_EQ_INT(executable->entries[write_index].binding_count, 1);
+  CHECK_EQ_INT(executable->entries[write_index].constant_count, 1);
+  // write_index_u32 over a 3-D grid of 3-D blocks writes every element.
+  hrt_hal_buffer_t* indices = NULL;
+  CHECK_OK(case_buffer(device, N * 4, NULL, &indices));
+  hrt_hal_buffer_ref_t binding = whole(indices);
+  uint32_t n = N;
+  hrt_hal_dispatch_t dispatch = {executable, write_index, {7, 3, 2}, {32, 2, 2},
+                                 1,          &n,          1,         &binding, 0};
+  CHECK_OK(run_dispatch(device, &dispatch));
+  uint32_t* out = malloc(N * 4);
+  CHECK(out != NULL);
+  TEST_DEFER(free, out);
+  CHECK_OK(read_back(device, indices, out));
+  int wrong = 0;
+  for (uint32_t i = 0; i < N; ++i) wrong += out[i] != i;
+  CHECK_EQ_INT(wrong, 0);
+  // vector_add_f32 covers grid x block threads: one short grid leaves the
+  // tail alone (the dispatch means the same as on the GPU).
+  float* a = malloc(N * 4);
+  TEST_DEFER(free, a);
+  float* b = malloc(N * 4);
+  TEST_DEFER(free, b);
+  CHECK(a && b);
+  for (uint32_t i = 0; i < N; ++i) {
+    a[i] = (float)i;
+    b[i] = 0.5f * (float)i;
+  }
+  hrt_hal_buffer_t *ba = NULL, *bb = NULL, *bo = NULL;
+  CHECK_OK(case_buffer(device, N * 4, a, &ba));
+  CHECK_OK(case_buffer(device, N * 4, b, &bb));
+  CHECK_OK(case_buffer(device, N * 4, NULL, &bo));
+  hrt_hal_buffer_ref_t refs[3] = {whole(ba), whole(bb), whole(bo)};
+  const uint32_t blocks = N / 128;  // covers blocks * 128 < N elements
+  hrt_hal_dispatch_t add = {
+      executable, vector_add, {blocks, 1, 1}, {128, 1, 1}, 1, &n, 3, refs, 0};
+  CHECK_OK(run_dispatch(device, &add));
+  float* sum = (float*)out;
+  CHECK_OK(read_back(device, bo, sum));
+  wrong = 0;
+  for (uint32_t i = 0; i < N; ++i) {
+    float expected = i < blocks * 128 ? a[i] + b[i] : 0.0f;
+    wrong += sum[i] != expected;
+  }
+  CHECK_EQ_INT(wrong, 0);
+}
+
+static void reused_command_buffer_runs_on_new_bindings(void) {
+  CUDA_SETUP();
+  enum { N = 10007, SETS = 3 };
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(case_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(case_builtins(device, &executable));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(record_add(device, executable, N, 37, &cb));
+  TEST_DEFER(release_command_buffer_, cb);
+  hrt_hal_buffer_t* buffers[SETS][3];
+  completion_t completions[SETS];
+  float* a = malloc(N * sizeof(float));
+  TEST_DEFER(free, a);
+  float* b = malloc(N * sizeof(float));
+  TEST_DEFER(free, b);
+  float* out = malloc(N * sizeof(float));
+  TEST_DEFER(free, out);
+  CHECK(a && b && out);
+  // Submitted back to back without waiting: each output must hold its own
+  // inputs' sums, and completions arrive in submission order.
+  for (int s = 0; s < SETS; ++s) {
+    for (int i = 0; i < N; ++i) {
+      a[i] = (float)(i * (s + 1));
+      b[i] = (float)(s - i) * 0.5f;
+    }
+    CHECK_OK(case_buffer(device, N * 4, a, &buffers[s][0]));
+    CHECK_OK(case_buffer(device, N * 4, b, &buffers[s][1]));
+    CHECK_OK(case_buffer(device, N * 4, NULL, &buffers[s][2]));
+    hrt_hal_buffer_ref_t table[3] = {whole(buffers[s][0]), whole(buffers[s][1]),
+                                     whole(buffers[s][2])};
+    CHECK_OK(submit(device, cb, table, 3, &completions[s]));
+  }
+  int wrong = 0;
+  for (int s = 0; s < SETS; ++s) {
+    CHECK_OK(completion_wait(&completions[s]));
+    CHECK_EQ_INT(completions[s].order, completions[0].order + s);
+  }
+  for (int s = 0; s < SETS; ++s) {
+    CHECK_OK(read_back(device, buffers[s][2], out));
+    for (int i = 0; i < N; ++i) {
+      float expected = (float)(i * (s + 1)) + (float)(s - i) * 0.5f;
+      wrong += out[i] != expected;
+    }
+  }
+  CHECK_EQ_INT(wrong, 0);
+}
+
+// Figures for the GPU check (nothing is asserted about speed).
+static void report_throughput(void) {
+  CUDA_SETUP();
+  if (g_cuda.fake) {
+    printf("  (GPU only)\n");
+    return;
+  }
+  enum { N = 64 << 20 };  // floats: 256 MiB per buffer
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(case_device("cuda", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(case_builtins(device, &executable));
+  hrt_hal_buffer_t *a = NULL, *b = NULL, *c = NULL;
+  CHECK_OK(case_buffer(device, N * 4ull, NULL, &a));
+  CHECK_OK(case_buffer(device, N * 4ull, NULL, &b));
+  CHECK_OK(case_buffer(device, N * 4ull, NULL, &c));
+  uint32_t add = 0, matmul = 0;
+  CHECK_OK(hrt_hal_executable_lookup(executable, "add_f32", &add));
+  CHECK_OK(hrt_hal_executable_lookup(executable, "matmul_f32", &matmul));
+  const uint32_t n = N;
+  const uint32_t shape[3] = {2048, 2048, 2048};
+  hrt_hal_buffer_ref_t refs[3] = {whole(a), whole(b), whole(c)};
+  const uint32_t sm = hrt_hal_device_info(device)->multiprocessor_count;
+  hrt_hal_dispatch_t dispatches[2] = {
+      {executable, add, {sm * 8, 1, 1}, {1, 1, 1}, 1, &n, 3, refs, 0},
+      {executable, matmul, {128, 128, 1}, {1, 1, 1}, 3, shape, 3, refs, 0},
+  };
+  const char* labels[2] = {"add_f32 (GB/s)", "matmul_f32 2048^3 (GFLOP/s)"};
+  const double work[2] = {3.0 * 4 * N / 1e9, 2.0 * 2048 * 2048 * 2048 / 1e9};
+  for (int k = 0; k < 2; ++k) {
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(case_command_buffer(device, &cb));
+    for (int r = 0; r < 10; ++r) {
+      CHECK_OK(hrt_hal_command_buffer_dispatch(cb, &dispatches[k]));
+    }
+    hrt_hal_command_buffer_finalize(cb);
+    CHECK_OK(run(device, cb, NULL, 0));  // warm up
+    int64_t start = hrt_time_now_ns();
+    CHECK_OK(run(device, cb, NULL, 0));
+    double seconds = (double)(hrt_time_now_ns() - start) / 1e9;
+    printf("  %-30s %10.1f\n", labels[k], 10 * work[k] / seconds);
+  }
+}
+
+TEST_SUITE(cuda_kernels,
+           TEST_CASE(builtin_kernels_match_the_cpu_device),
+           TEST_CASE(builtin_dispatches_are_checked_before_launch),
+           TEST_CASE(dispatch_spans_many_workgroups),
+           TEST_CASE(reused_command_buffer_runs_on_new_bindings),
+           TEST_CASE(report_throughput));
