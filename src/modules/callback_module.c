@@ -231,16 +231,7 @@ static hrt_status_t hrt_callback_create_state(hrt_vm_module_t* base,
                                               hrt_vm_context_t* context,
                                               void** out_state) {
   hrt_vm_module_t* hal = NULL;
-  void* hal_state = NULL;
-  HRT_RETURN_IF_ERROR(hrt_status_annotate(
-      hrt_vm_context_find_module(context, "hal", &hal, &hal_state),
-      "module '%s' imports 'hal'", base->name));
-  if (!hrt_hal_module_isa(hal)) {
-    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                           "module '%s' imports 'hal', but the module named "
-                           "'hal' is not a HAL module",
-                           base->name);
-  }
+  HRT_RETURN_IF_ERROR(hrt_hal_module_import(context, base, &hal));
   *out_state = hrt_hal_module_device(hal);
   return HRT_OK;
 }

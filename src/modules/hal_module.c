@@ -125,6 +125,22 @@ hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
   return HRT_OK;
 }
 
+hrt_status_t hrt_hal_module_import(hrt_vm_context_t* context,
+                                   const hrt_vm_module_t* importer,
+                                   hrt_vm_module_t** out_hal) {
+  void* state = NULL;
+  HRT_RETURN_IF_ERROR(hrt_status_annotate(
+      hrt_vm_context_find_module(context, "hal", out_hal, &state),
+      "module '%s' imports 'hal'", importer->name));
+  if (!hrt_hal_module_isa(*out_hal)) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "module '%s' imports 'hal', but the module named "
+                           "'hal' is not a HAL module",
+                           importer->name);
+  }
+  return HRT_OK;
+}
+
 bool hrt_hal_module_isa(const hrt_vm_module_t* module) {
   return module->vtable == &hrt_hal_module_vtable;
 }

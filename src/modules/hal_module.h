@@ -13,6 +13,7 @@
 #include "hal/device.h"
 #include "modules/debug_sink.h"
 #include "modules/sinks/recorder_sink.h"
+#include "vm/context.h"
 #include "vm/module.h"
 
 // Whether trace_dispatches covers the dispatch keyed `key`
@@ -64,6 +65,14 @@ hrt_status_t hrt_hal_module_create(hrt_hal_device_t* device,
 
 // Whether `module` is a HAL module.
 bool hrt_hal_module_isa(const hrt_vm_module_t* module);
+
+// During create_state of `importer`: the HAL module named "hal" linked
+// before it (borrowed; the context frees it after the importer's state).
+// NOT_FOUND when there is none, INVALID_ARGUMENT when "hal" is another kind
+// of module; both name the importer.
+hrt_status_t hrt_hal_module_import(hrt_vm_context_t* context,
+                                   const hrt_vm_module_t* importer,
+                                   hrt_vm_module_t** out_hal) HRT_MUST_USE;
 hrt_hal_device_t* hrt_hal_module_device(const hrt_vm_module_t* hal_module);
 const hrt_hal_module_options_t* hrt_hal_module_options(
     const hrt_vm_module_t* hal_module);

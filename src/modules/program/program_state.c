@@ -35,16 +35,7 @@ hrt_status_t hrt_program_state_create(hrt_vm_module_t* base,
                                       void** out_state) {
   hrt_program_module_t* module = (hrt_program_module_t*)base;
   hrt_vm_module_t* hal = NULL;
-  void* hal_state = NULL;
-  HRT_RETURN_IF_ERROR(hrt_status_annotate(
-      hrt_vm_context_find_module(context, "hal", &hal, &hal_state),
-      "module '%s' imports 'hal'", base->name));
-  if (!hrt_hal_module_isa(hal)) {
-    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
-                           "module '%s' imports 'hal', but the module named "
-                           "'hal' is not a HAL module",
-                           base->name);
-  }
+  HRT_RETURN_IF_ERROR(hrt_hal_module_import(context, base, &hal));
   hrt_program_state_t* state = NULL;
   size_t size = sizeof(*state) +
                 module->executable_count * sizeof(hrt_hal_executable_t*) +
