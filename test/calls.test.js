@@ -80,7 +80,7 @@ for (const uri of DEVICE_URIS) {
       closeAll(x, y, z);
     });
 
-    it('calls nest: a module calls one that calls another, and profile timings name the callee\'s ops', async () => {
+    it('calls nest: a module calls one that calls another; profile timings name the callee\'s ops, and each call spans its own', async () => {
       const timings = [];
       const hal = keep(new halrt.HalModule(instance, device, { profile: true, debugSink: { timing: (event) => timings.push(event) } }));
       const mid = keep(new halrt.ModuleBuilder('mid').executable('k', BUILTIN)
@@ -97,9 +97,16 @@ for (const uri of DEVICE_URIS) {
       const [y] = await context.lookupFunction('app.main').invoke([[1, -2, 3, -4]]);
       assert.deepStrictEqual(Array.from(await y.read()), [4, 0, 12, 0]);
       y.close();
+      // Each call is an event of its own, from its first dispatch's start
+      // to its last one's end, after the dispatches it spans.
       assert.deepStrictEqual(timings.map((e) => [e.function, e.op, e.kernel]), [
-        ['lib.scale2', 0, 'k.add_f32'], ['lib.scale2', 0, 'k.add_f32'], ['app.main', 1, 'k.relu_f32'],
+        ['lib.scale2', 0, 'k.add_f32'], ['mid.twice', 0, 'lib.scale2'],
+        ['lib.scale2', 0, 'k.add_f32'], ['mid.twice', 1, 'lib.scale2'], ['app.main', 0, 'mid.twice'],
+        ['app.main', 1, 'k.relu_f32'],
       ]);
+      const [first, , second, , outer] = timings;
+      assert.strictEqual(outer.startNs, first.startNs);
+      assert.strictEqual(outer.startNs + outer.durationNs, second.startNs + second.durationNs);
     });
 
     it('a callee\'s failure fails the call, later ops do not run, and the context works after', async () => {

@@ -27,6 +27,8 @@ typedef struct hrt_program_call_s {
   // reference to each input's buffer (later segments still use it)
   hrt_hal_buffer_t** locals;
   hrt_hal_buffer_ref_t* bindings;  // [slot_count]
+  // Profiled calls: when each call span of the current segment started.
+  int64_t* span_starts;  // [recorded->max_span_count], or NULL
 } hrt_program_call_t;
 
 hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
@@ -84,6 +86,19 @@ static void hrt_program_dispatch_timing(void* host_context,
       .duration_ns = duration_ns,
   };
   hrt_hal_module_dispatch_timing(state->hal, &event, 1);
+  // The calls whose inlined dispatches start or end here.
+  const hrt_segment_t* segment = &call->recorded->segments[call->segment];
+  for (uint32_t i = 0; i < segment->span_count; ++i) {
+    const hrt_call_span_t* span = &segment->spans[i];
+    if (span->first == command_index) call->span_starts[i] = start_ns;
+    if (span->last != command_index) continue;
+    event.function = span->caller->qualified_name;
+    event.op_index = span->op_index;
+    event.kernel = span->callee;
+    event.start_ns = call->span_starts[i];
+    event.duration_ns = start_ns + duration_ns - call->span_starts[i];
+    hrt_hal_module_dispatch_timing(state->hal, &event, 1);
+  }
 }
 
 static void hrt_program_call_release_locals(hrt_program_call_t* call) {
@@ -335,12 +350,16 @@ hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
   const hrt_recorded_function_t* recorded =
       &state->functions[vm_call->function_ordinal];
   uint32_t values = function->value_count + recorded->extra_count;
+  const uint32_t spans = hrt_hal_module_options(state->hal)->profile
+                             ? recorded->max_span_count
+                             : 0;
   hrt_program_call_t* call = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
-      sizeof(*call) +
+      sizeof(*call) + spans * sizeof(int64_t) +
           values * (sizeof(hrt_hal_buffer_ref_t) + 2 * sizeof(void*)),
       "call", (void**)&call));
-  call->bindings = (hrt_hal_buffer_ref_t*)(call + 1);
+  call->span_starts = (int64_t*)(call + 1);
+  call->bindings = (hrt_hal_buffer_ref_t*)(call->span_starts + spans);
   call->outputs = (hrt_hal_buffer_view_t**)(call->bindings + values);
   call->locals = (hrt_hal_buffer_t**)(call->outputs + values);
   call->done = vm_call->done;

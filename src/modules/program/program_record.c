@@ -291,6 +291,36 @@ static hrt_status_t hrt_check_call_type(const hrt_frame_t* frame,
       hrt_hal_element_type_name(type->element_type), wanted_shape);
 }
 
+// The call op `op_index` of `frame` whose callee's commands start at
+// `begin` in the current segment: its span, when it has dispatches.
+static hrt_status_t hrt_add_span(hrt_recorder_t* recorder, uint32_t begin,
+                                 const hrt_frame_t* frame, uint32_t op_index) {
+  const hrt_hal_command_buffer_t* commands = recorder->command_buffer;
+  const uint32_t end = hrt_hal_command_buffer_count(commands);
+  uint32_t first = UINT32_MAX, last = 0;
+  for (uint32_t c = begin; c < end; ++c) {
+    if (hrt_hal_command_buffer_at(commands, c)->type !=
+        HRT_HAL_COMMAND_DISPATCH) {
+      continue;
+    }
+    if (first == UINT32_MAX) first = c;
+    last = c;
+  }
+  if (first == UINT32_MAX) return HRT_OK;
+  hrt_recorded_function_t* out = recorder->out;
+  hrt_segment_t* segment = &out->segments[out->segment_count - 1];
+  HRT_RETURN_IF_ERROR(hrt_reallocate(
+      segment->spans, (segment->span_count + 1) * sizeof(hrt_call_span_t),
+      "call spans", (void**)&segment->spans));
+  segment->spans[segment->span_count++] = (hrt_call_span_t){
+      first, last, frame->function, op_index,
+      frame->function->ops[op_index].callee};
+  if (segment->span_count > out->max_span_count) {
+    out->max_span_count = segment->span_count;
+  }
+  return HRT_OK;
+}
+
 // A call of a callback module: the segment ends; the host call runs after
 // it on the arguments' slots, its outputs bound to staging slots, which the
 // next segment starts by copying to the results.
@@ -402,8 +432,13 @@ static hrt_status_t hrt_record_call(hrt_recorder_t* recorder,
         hrt_extra_slot(recorder, callee->byte_lengths[v], &slots[v]));
   }
   HRT_RETURN_IF_ERROR(hrt_note(recorder, frame->function, op_index));
+  const uint32_t segment = recorder->out->segment_count;
+  const uint32_t begin = hrt_hal_command_buffer_count(recorder->command_buffer);
   const hrt_frame_t inner = {state, callee, def, slots};
   HRT_RETURN_IF_ERROR(hrt_record_frame(recorder, &inner));
+  if (segment == recorder->out->segment_count) {  // no host call inside
+    HRT_RETURN_IF_ERROR(hrt_add_span(recorder, begin, frame, op_index));
+  }
   for (uint32_t j = 0; j < result_count; ++j) {
     const uint32_t target = frame->slots[op->operands[op->arg_count + j]];
     const uint32_t source = slots[def->input_count + j];

@@ -18,6 +18,7 @@ void hrt_program_state_free(hrt_vm_module_t* base, void* opaque) {
     for (uint32_t s = 0; s < function->segment_count; ++s) {
       hrt_hal_command_buffer_release(function->segments[s].command_buffer);
       free(function->segments[s].origins);
+      free(function->segments[s].spans);
     }
     free(function->segments);
     free(function->extra_bytes);

@@ -45,12 +45,25 @@ typedef struct hrt_host_step_s {
   const uint32_t* staging_slots;  // [def->output_count]
 } hrt_host_step_t;
 
+// The dispatches of a program module's function inlined at a call op, for
+// the call's own timing event (profile): from the start of its first
+// dispatch command to the end of its last.
+typedef struct hrt_call_span_s {
+  uint32_t first;  // command indices in the segment
+  uint32_t last;
+  const hrt_function_t* caller;  // the function whose op it is
+  uint32_t op_index;
+  const char* callee;  // "module.function"
+} hrt_call_span_t;
+
 // Commands submitted together, then the host call that follows (NULL for
 // the last segment).
 typedef struct hrt_segment_s {
   hrt_hal_command_buffer_t* command_buffer;  // owned
   hrt_command_origin_t* origins;             // [commands], owned (malloc)
   const hrt_host_step_t* host_call;          // in the state's arena
+  uint32_t span_count;
+  hrt_call_span_t* spans;  // [span_count], owned (malloc), inner ones first
 } hrt_segment_t;
 
 // Extra slots of this size are bound at run time (host call outputs).
@@ -60,6 +73,7 @@ typedef struct hrt_segment_s {
 typedef struct hrt_recorded_function_s {
   uint32_t segment_count;
   hrt_segment_t* segments;  // [segment_count], owned (malloc)
+  uint32_t max_span_count;  // the most spans of one segment
   uint32_t extra_count;     // slots after the function's values
   uint64_t* extra_bytes;    // [extra_count], owned (malloc)
   // What one call allocates: outputs, locals and extra slots (saturating).
