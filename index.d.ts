@@ -444,9 +444,13 @@ export interface TimingEvent {
   sequence: number;
   /** 'module.function'. */
   function: string;
-  /** Index of the dispatch op in the function body. */
+  /** Index of the dispatch (or call) op in the function body. */
   op: number;
-  /** 'executable.entry', e.g. 'k.matmul_f32'. */
+  /**
+   * 'executable.entry', e.g. 'k.matmul_f32'; for a call op, the callee
+   * 'module.function' (a HostModule's function: its time on the host; a
+   * program module's: from its first dispatch's start to its last's end).
+   */
   kernel: string;
   /** The device's URI, e.g. 'local-sync' or 'cuda://0'. */
   device: string;
