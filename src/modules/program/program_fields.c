@@ -88,3 +88,12 @@ hrt_status_t hrt_program_expect_integer(const hrt_json_t* value, int64_t min,
   *out = value->integer;
   return HRT_OK;
 }
+
+hrt_status_t hrt_program_string_field(const hrt_json_t* object,
+                                      const char* path, const char* name,
+                                      char field[HRT_PATH_MAX],
+                                      const hrt_json_t** out) {
+  hrt_program_path_format(field, "%s.%s", path, name);
+  *out = hrt_json_get(object, name);
+  return hrt_program_expect(*out, HRT_JSON_STRING, field);
+}

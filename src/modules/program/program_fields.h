@@ -26,6 +26,13 @@ hrt_status_t hrt_program_field_error(hrt_status_code_t code, const char* path,
 hrt_status_t hrt_program_expect(const hrt_json_t* value, hrt_json_type_t type,
                                 const char* path) HRT_MUST_USE;
 
+// Member `name` of `object`, which must be a string: `field` receives its
+// path ("<path>.<name>"), for messages about its value.
+hrt_status_t hrt_program_string_field(const hrt_json_t* object,
+                                      const char* path, const char* name,
+                                      char field[HRT_PATH_MAX],
+                                      const hrt_json_t** out) HRT_MUST_USE;
+
 // Rejects members not in `known`, so typos do not pass silently.
 hrt_status_t hrt_program_check_keys(const hrt_json_t* object,
                                     const char* const* known, int count,

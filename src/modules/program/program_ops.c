@@ -76,9 +76,9 @@ static hrt_status_t hrt_parse_dispatch(hrt_program_parser_t* parser,
                                       "bindings", "constants", "workgroupSize"};
   HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 6, path));
   char field[HRT_PATH_MAX];
-  hrt_program_path_format(field, "%s.kernel", path);
-  const hrt_json_t* kernel = hrt_json_get(json, "kernel");
-  HRT_RETURN_IF_ERROR(hrt_program_expect(kernel, HRT_JSON_STRING, field));
+  const hrt_json_t* kernel = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_program_string_field(json, path, "kernel", field, &kernel));
   const char* dot = strchr(kernel->string, '.');
   if (!dot || dot == kernel->string || !dot[1]) {
     return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
@@ -242,9 +242,9 @@ static hrt_status_t hrt_parse_call(hrt_program_parser_t* parser,
   static const char* const known[] = {"op", "callee", "args", "results"};
   HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 4, path));
   char field[HRT_PATH_MAX];
-  hrt_program_path_format(field, "%s.callee", path);
-  const hrt_json_t* callee = hrt_json_get(json, "callee");
-  HRT_RETURN_IF_ERROR(hrt_program_expect(callee, HRT_JSON_STRING, field));
+  const hrt_json_t* callee = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_program_string_field(json, path, "callee", field, &callee));
   const char* dot = strchr(callee->string, '.');
   const size_t module_length = dot ? (size_t)(dot - callee->string) : 0;
   char module_name[HRT_PATH_MAX] = "";
@@ -302,9 +302,8 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
                                   hrt_op_t* op) {
   HRT_RETURN_IF_ERROR(hrt_program_expect(json, HRT_JSON_OBJECT, path));
   char field[HRT_PATH_MAX];
-  hrt_program_path_format(field, "%s.op", path);
-  const hrt_json_t* kind = hrt_json_get(json, "op");
-  HRT_RETURN_IF_ERROR(hrt_program_expect(kind, HRT_JSON_STRING, field));
+  const hrt_json_t* kind = NULL;
+  HRT_RETURN_IF_ERROR(hrt_program_string_field(json, path, "op", field, &kind));
   const char* name = kind->string;
   if (strcmp(name, "dispatch") == 0) {
     op->kind = HRT_OP_DISPATCH;
@@ -332,9 +331,8 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
           field));
       op->has_trace_mode = true;
     }
-    hrt_program_path_format(field, "%s.key", path);
-    const hrt_json_t* key = hrt_json_get(json, "key");
-    HRT_RETURN_IF_ERROR(hrt_program_expect(key, HRT_JSON_STRING, field));
+    const hrt_json_t* key = NULL;
+    HRT_RETURN_IF_ERROR(hrt_program_string_field(json, path, "key", field, &key));
     if (!key->length) {
       return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, field,
                                      "must not be empty");
