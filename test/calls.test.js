@@ -193,23 +193,26 @@ describe('call op: errors', () => {
     }
   });
 
-  it('inlining that would make too many commands is RESOURCE_EXHAUSTED, not a hang', () => {
-    // Each level calls the one below it 16 times: 16^6 commands.
-    const made = [lib(instance, 'l0')];
+  it('inlining that would make too many values is RESOURCE_EXHAUSTED naming the bound', () => {
+    // wide.f has 1 000 locals; 66 calls of it need more than 65 536 slots.
+    const wide = new halrt.ModuleBuilder('wide').executable('k', BUILTIN)
+      .function('f', (f) => {
+        f.input('a', 'f32', [4]).output('b', 'f32', [4]);
+        for (let i = 0; i < 1000; ++i) f.local(`t${i}`, 'f32', [1]);
+        return f.copy('a', 'b');
+      }).build(instance);
+    const many = new halrt.ModuleBuilder('many').executable('k', BUILTIN)
+      .function('g', (f) => {
+        xy(f);
+        for (let c = 0; c < 66; ++c) f.call('wide.f', ['x'], ['y']);
+        return f;
+      }).build(instance);
     try {
-      for (let i = 1; i <= 6; ++i) {
-        const m = new halrt.ModuleBuilder(`l${i}`).executable('k', BUILTIN)
-          .function('scale2', (f) => {
-            f.input('a', 'f32', [4]).output('b', 'f32', [4]);
-            for (let c = 0; c < 16; ++c) f.call(`l${i - 1}.scale2`, ['a'], ['b']);
-            return f;
-          }).build(instance);
-        made.push(m);
-      }
-      assertThrowsHalrt(() => new halrt.Context(instance, [hal, ...made]).close(), 'RESOURCE_EXHAUSTED',
-        'with its calls inlined the function has more than');
+      assertThrowsHalrt(() => new halrt.Context(instance, [hal, wide, many]).close(), 'RESOURCE_EXHAUSTED',
+        "linking module 'many': functions.g.body[65]: call 'wide.f': with its calls inlined the function has more than 65536 values");
     } finally {
-      closeAll(made);
+      closeAll(many, wide);
     }
   });
+
 });
