@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
+#include "base/threads.h"
 #include "cuda_fixture.h"
 #include "hal/cuda/cuda_executable.h"
 
@@ -226,6 +228,67 @@ static void sticky_errors_stay_with_the_context(void) {
   CHECK_EQ_INT(fixture_launch(fresh, one, one), HRT_CUDA_SUCCESS);
   CHECK_EQ_INT(g_cu.cuStreamSynchronize(fresh->stream), HRT_CUDA_SUCCESS);
   CHECK_EQ_INT(fixture_close(fresh), HRT_CUDA_SUCCESS);
+}
+
+// sleep_ms(unused, ms), the kernel that keeps a stream busy (the fake runs
+// its own; test/cuda-memory.test.js has the PTX that spins on a GPU).
+static const char kSleepPtx[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n"
+    ".visible .entry sleep_ms(.param .u64 unused, .param .u32 ms)\n"
+    "{\n  ret;\n}\n";
+
+// A stream-ordered free keeps its place in the stream on a lost context
+// too: work the stream took before the loss may still be running on the
+// memory, so the memory goes back to the pool (where a trim or any
+// synchronisation may free it) only once that work has ended. The fake
+// used to give it back at the call, and a trim on another thread then
+// freed memory that an upload's copy was still writing.
+static void lost_context_frees_in_stream_order(void) {
+  FAKE_ONLY();
+  wait_for_no_devices();  // the contexts destroyed below are the fixture's
+  fixture_t* f = NULL;
+  CHECK_EQ_INT(fixture_open(&f), HRT_CUDA_SUCCESS);
+  const int serial = g_cuda.streams_created();  // the fixture's stream
+  hrt_cu_module_t module = NULL;
+  hrt_cu_function_t sleep = NULL;
+  hrt_cu_mempool_t pool = NULL;
+  hrt_cu_deviceptr_t memory = 0;
+  CHECK_EQ_INT(g_cu.cuModuleLoadDataEx(&module, kSleepPtx, 0, NULL, NULL),
+               HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuModuleGetFunction(&sleep, module, "sleep_ms"),
+               HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuDeviceGetDefaultMemPool(&pool, FIXTURE_DEVICE),
+               HRT_CUDA_SUCCESS);
+  CHECK_EQ_INT(g_cu.cuMemAllocAsync(&memory, 64, f->stream),
+               HRT_CUDA_SUCCESS);
+  const long long live = fake_memory().allocations;
+  uint32_t ms = 500;
+  void* params[2] = {&memory, &ms};
+  CHECK_EQ_INT(g_cu.cuLaunchKernel(sleep, 1, 1, 1, 1, 1, 1, 0, f->stream,
+                                   params, NULL),
+               HRT_CUDA_SUCCESS);
+  const int64_t deadline = hrt_time_now_ns() + 5000000000LL;
+  while (g_cuda.queued_operations() > 0 && hrt_time_now_ns() < deadline) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+  CHECK_EQ_INT(g_cuda.queued_operations(), 0);  // the kernel is running
+  g_cuda.destroy_contexts();
+  CHECK_EQ_INT(g_cu.cuMemFreeAsync(memory, f->stream),
+               HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CHECK_EQ_INT(g_cu.cuMemPoolTrimTo(pool, 0), HRT_CUDA_SUCCESS);
+  const long long during = fake_memory().allocations;
+  fakecuda_stream_state_t state;
+  g_cuda.stream_state(serial, &state);
+  // Read after the count: the free had not run when it was taken.
+  CHECK(state.unfinished > 0);
+  CHECK_EQ_INT(during, live);
+  CHECK_EQ_INT(g_cu.cuStreamSynchronize(f->stream),
+               HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CHECK_EQ_INT(fake_memory().allocations, live - 1);
+  CHECK_EQ_INT(g_cu.cuModuleUnload(module),
+               HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CHECK_EQ_INT(fixture_close(f), HRT_CUDA_ERROR_CONTEXT_IS_DESTROYED);
 }
 
 // cuda.h: cuEventElapsedTime on an event created with
@@ -602,6 +665,7 @@ static void symbol_names_match_cuda_h(void) {
 TEST_SUITE(cuda_fake_driver,
            TEST_CASE(fake_refuses_calls_without_a_current_context),
            TEST_CASE(sticky_errors_stay_with_the_context),
+           TEST_CASE(lost_context_frees_in_stream_order),
            TEST_CASE(elapsed_time_needs_timing_events),
            TEST_CASE(launches_past_the_grid_and_block_limits_are_invalid),
            TEST_CASE(dispatch_past_the_launch_limits_fails_cleanly),

@@ -447,6 +447,21 @@ static void* fake_stream_main(void* arg) {
   return NULL;
 }
 
+// Appends `op` (owned) to `stream`, whatever its context's state. Lock
+// held.
+static void fake_append(struct hrt_cu_stream_s* stream, fake_op_t* op) {
+  op->next = NULL;
+  if (stream->tail) {
+    stream->tail->next = op;
+  } else {
+    stream->head = op;
+  }
+  stream->tail = op;
+  ++stream->queued;
+  ++stream->enqueued;
+  pthread_cond_broadcast(&fake_changed);
+}
+
 // Queues `op` (owned) on `stream`, or frees it and returns the error that
 // stops it. Lock held.
 static hrt_cu_result_t fake_enqueue(struct hrt_cu_stream_s* stream,
@@ -459,16 +474,7 @@ static hrt_cu_result_t fake_enqueue(struct hrt_cu_stream_s* stream,
     fake_op_free(op);
     return result;
   }
-  op->next = NULL;
-  if (stream->tail) {
-    stream->tail->next = op;
-  } else {
-    stream->head = op;
-  }
-  stream->tail = op;
-  ++stream->queued;
-  ++stream->enqueued;
-  pthread_cond_broadcast(&fake_changed);
+  fake_append(stream, op);
   return HRT_CUDA_SUCCESS;
 }
 
@@ -1591,6 +1597,13 @@ hrt_cu_result_t cuMemAllocAsync(hrt_cu_deviceptr_t* pointer, size_t bytes,
 // the memory (it is no allocation any more: INVALID_VALUE for copies and
 // memsets, an illegal address for kernels); work enqueued before may still
 // use it until the free runs in the stream, which returns it to its pool.
+//
+// A lost context still frees, as every destroying call does (so that tests
+// end without leaks), and returns its error; the free is queued all the
+// same, since the operation its stream took before the loss may still be
+// running on the memory. A lost stream drops the rest of its work, so the
+// memory is back in the pool, where a trim or a synchronisation may free
+// it, as soon as that operation ends, and not before.
 hrt_cu_result_t cuMemFreeAsync(hrt_cu_deviceptr_t pointer,
                                hrt_cu_stream_t stream) {
   fake_op_t* op = fake_op_new(FAKE_OP_FREE);
@@ -1598,23 +1611,23 @@ hrt_cu_result_t cuMemFreeAsync(hrt_cu_deviceptr_t pointer,
   pthread_mutex_lock(&fake_mutex);
   fake_allocation_t* allocation = fake_find(fake_device_pointer(pointer), 0,
                                             false);
-  hrt_cu_result_t result = HRT_CUDA_SUCCESS;
-  if (!allocation || !allocation->pool ||
-      allocation->base != fake_device_pointer(pointer)) {
-    result = fake_check_context();
-    if (!result) result = HRT_CUDA_ERROR_INVALID_VALUE;
+  hrt_cu_result_t result = fake_require_context();
+  if (!result && (!allocation || !allocation->pool ||
+                  allocation->base != fake_device_pointer(pointer))) {
+    result = fake_current()->lost ? fake_current()->lost
+                                  : HRT_CUDA_ERROR_INVALID_VALUE;
+  } else if (!result && (!stream || stream->context != fake_current())) {
+    result = fake_current()->lost ? fake_current()->lost
+                                  : HRT_CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (result) {
     fake_op_free(op);
   } else {
     op->free = allocation;
-    result = fake_enqueue(stream, op);
-    if (!result) {
-      allocation->freed = true;
-      ++fake_counters.free_async_calls;
-    } else if (fake_current() && fake_current()->lost) {
-      // A lost context still gives the memory back, as every destroying
-      // call does, so that tests end without leaks.
-      fake_pool_take_back(allocation);
-    }
+    allocation->freed = true;
+    fake_append(stream, op);
+    result = fake_current()->lost;
+    if (!result) ++fake_counters.free_async_calls;
   }
   pthread_mutex_unlock(&fake_mutex);
   return result;

@@ -27,7 +27,8 @@
 //   holds unused (the smallest block that fits) or reserves more;
 //   cuMemFreeAsync makes the memory unusable for work enqueued after it
 //   (copies and memsets fail, kernels fault with an illegal address) and
-//   returns it to the pool when the free runs in the stream. At every
+//   returns it to the pool when the free runs in the stream, on a lost
+//   context too (after the operation the stream was running). At every
 //   stream or event synchronisation a pool holding more than its release
 //   threshold (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, default 0) gives the
 //   unused memory back; cuMemPoolTrimTo does so at once; neither waits.
