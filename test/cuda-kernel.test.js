@@ -155,7 +155,7 @@ describe('halrt.cudaKernel: arguments and devices', () => {
     const before = halrt.liveObjects().device;
     assertThrowsHalrt(() => halrt.cudaKernel(VECTOR_ADD, 'vector_add_f32', { params: ADD_PARAMS, device: 'local-sync' }),
       'INVALID_ARGUMENT', 'halrt.cudaKernel: options.device: a CUDA kernel runs on a CUDA device, and local-sync is a local device');
-    await waitFor(() => halrt.liveObjects().device === before, 5000, 'the device made to be released');
+    await waitFor(() => halrt.liveObjects().device <= before, 30000, 'the device made to be released');
   });
 
   it('without a usable CUDA driver: UNAVAILABLE with the reason', function () {
@@ -165,6 +165,7 @@ describe('halrt.cudaKernel: arguments and devices', () => {
 });
 
 describe('halrt.cudaKernel on the CUDA device', function () {
+  this.timeout(60000);
   let k = null;
   before(function () {
     if (!cuda.available || !nvrtc?.available) this.skip();
@@ -312,8 +313,9 @@ describe('halrt.cudaKernel on the CUDA device', function () {
       assert.deepStrictEqual(Array.from(result.value[2]), [i + 1, 1, 1, 1]);
     });
     global.gc?.();
-    await waitFor(() => halrt.liveObjects().device === before.device - 1 && halrt.liveObjects().bufferView === before.bufferView,
-      5000, 'the device to be released');
+    // At most: devices of earlier tests may be collected meanwhile too.
+    await waitFor(() => halrt.liveObjects().device <= before.device - 1 && halrt.liveObjects().bufferView <= before.bufferView,
+      30000, 'the device to be released');
   });
 
   it('an aborted signal rejects with CANCELLED', async () => {
