@@ -193,6 +193,10 @@ const views = (view) => ({
 // How a Context names a module it links, closed or not.
 const linkedName = (m) => (m instanceof HalModule ? 'hal' : tryGet(() => m.name) ?? closedModuleNames.get(m));
 const recorderSetting = (recorder) => (recorder.traces !== undefined ? { traces: recorder.traces } : { bytes: recorder.bytes });
+const ownName = (o) => {
+  if (!Object.hasOwn(o, 'name')) throw new TypeError('not an instance');
+  return o.name;
+};
 const inspections = [
   [Instance, (o) => ({ closed: isClosed(o) }), () => 'Instance'],
   [Device, (o) => ({ uri: deviceUri(o), name: tryGet(() => o.info.name), closed: isClosed(o) }),
@@ -219,11 +223,13 @@ const inspections = [
     functions: tryGet(() => o.functions.map((f) => functionText(f.name, f.inputs, f.outputs))),
     closed: isClosed(o),
   }), (o) => `Module(${tryGet(() => o.name) ?? 'closed'})`],
+  // Its name and functions are the instance's own (lib/host_module.js): a
+  // prototype has none and prints as `[object HostModule]`.
   [HostModule, (o) => ({
-    name: o.name,
-    functions: o.functions?.map((f) => functionText(f.name, f.inputs, f.outputs)),
+    name: ownName(o),
+    functions: o.functions.map((f) => functionText(f.name, f.inputs, f.outputs)),
     closed: isClosed(o),
-  }), (o) => `HostModule(${o.name})`],
+  }), (o) => `HostModule(${ownName(o)})`],
   [Context, (o) => ({
     modules: o.modules.map(linkedName),
     closed: isClosed(o),
