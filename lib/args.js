@@ -11,12 +11,13 @@ function isPlainObject(value) {
 
 /**
  * `options` (undefined: {}) after checking that it is a plain object whose
- * keys are all in `known`; otherwise INVALID_ARGUMENT naming `where`.
+ * keys are all in `known` (null: any keys); otherwise INVALID_ARGUMENT
+ * naming `where` (and `what`, the argument, when the object itself is wrong).
  */
-function checkOptions(options, where, known) {
+function checkOptions(options, where, known = null, what = null) {
   if (options === undefined) return {};
-  if (!isPlainObject(options)) throw invalid(`${where} must be an object (got ${describe(options)})`);
-  for (const key of Object.keys(options)) {
+  if (!isPlainObject(options)) throw invalid(`${where}${what ? `: ${what}` : ''} must be an object (got ${describe(options)})`);
+  for (const key of known ? Object.keys(options) : []) {
     if (!known.includes(key)) throw invalid(`${where}: unknown option '${key}' (known: ${known.join(', ')})`);
   }
   return options;

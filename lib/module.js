@@ -10,6 +10,7 @@ const binding = require('./binding');
 const { HalrtError } = require('./errors');
 const { LIMITS, readRegularFile } = require('./files');
 const { setOwn } = require('./objects');
+const { checkOptions } = require('./args');
 
 const FORMAT = 'halrt.module/1';
 
@@ -61,21 +62,6 @@ function serialize(object, what) {
   }
 }
 
-// A builder method's options: a plain object, of `known` keys only when
-// given (a typo such as {Mode: 'health'} is an error, not a silent
-// default). dispatch() takes any keys: an op description object, `kernel`
-// and all, may be passed whole.
-function checkOptions(method, options, known) {
-  if (!isPlainObject(options)) {
-    throw new HalrtError(`${method}: options must be an object`, 'INVALID_ARGUMENT');
-  }
-  for (const key of known ? Object.keys(options) : []) {
-    if (!known.includes(key)) {
-      throw new HalrtError(`${method}: unknown option '${key}' (known: ${known.join(', ')})`, 'INVALID_ARGUMENT');
-    }
-  }
-}
-
 // Builds the body of one function; every method returns `this`.
 class FunctionBuilder {
   constructor(description) {
@@ -99,7 +85,8 @@ class FunctionBuilder {
 
   // dispatch('k.matmul_f32', {workgroups, bindings, constants, workgroupSize})
   dispatch(kernel, options = {}) {
-    checkOptions('FunctionBuilder.dispatch', options);
+    // Any keys: an op description object, `kernel` and all, may be passed whole.
+    checkOptions(options, 'FunctionBuilder.dispatch', null, 'options');
     const { workgroups, bindings, constants, workgroupSize } = options;
     const op = { op: 'dispatch', kernel, workgroups, bindings };
     if (constants !== undefined) op.constants = constants;
@@ -121,7 +108,7 @@ class FunctionBuilder {
   // trace('probe', ['y'], {mode}): mode 'full', 'summary' or 'health'
   // (default: the HalModule's traceMode).
   trace(key, values, options = {}) {
-    checkOptions('FunctionBuilder.trace', options, ['mode']);
+    checkOptions(options, 'FunctionBuilder.trace', ['mode'], 'options');
     const op = { op: 'trace', key, values };
     if (options.mode !== undefined) op.mode = options.mode;
     this._description.body.push(op);

@@ -341,8 +341,10 @@ napi_value hrt_js_host_finish(napi_env env, napi_callback_info info) {
   for (uint32_t i = 0; i < count; ++i) {
     napi_value element = NULL;
     hrt_js_typed_array_t array;
+    char name[32];
+    snprintf(name, sizeof(name), "outputs[%u]", i);
     HRT_NAPI_CALL(env, napi_get_element(env, argv[1], i, &element));
-    if (!hrt_js_arg_typed_array(env, element, method, "outputs[i]", &array)) {
+    if (!hrt_js_arg_typed_array(env, element, method, name, &array)) {
       return NULL;
     }
     data[i] = array.data;
