@@ -13,10 +13,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "../cuda_model/cuda_model_launch.h"
 #include "hal/cuda/cuda_api.h"
-#include "hal/local/builtin_kernels.h"
-#include "hal/tensor_summary.h"
-#include "halrt/cpu_kernel.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define FAKE_ASAN 1
+#endif
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 
@@ -35,6 +38,11 @@ HRT_CUDA_SYMBOLS(FAKE_DECLARE, FAKE_DECLARE, FAKE_DECLARE_EITHER)
 // The parameter bytes one launch may carry (CUDA's classic 4 KiB limit).
 #define FAKE_MAX_PARAM_BYTES 4096
 #define FAKE_STACK_DEPTH 16
+// Bytes past the end of every device allocation (beyond its rounding to
+// 256), filled with FAKE_GUARD_BYTE: a kernel that writes there has written
+// past the end of a buffer.
+#define FAKE_GUARD_BYTES 256
+#define FAKE_GUARD_BYTE 0xA5
 
 // cuLaunchKernel's limits, those of every GPU halrt supports (compute
 // capability 7.0 and later): CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_* and
@@ -112,6 +120,9 @@ typedef struct fake_launch_s {
   uint32_t constant_count;
   void* bindings[FAKE_MAX_PARAMS];
   size_t lengths[FAKE_MAX_PARAMS];  // 0 for a pointer outside every allocation
+  // The live device allocation each binding points into (its end
+  // included), or NULL.
+  fake_allocation_t* allocations[FAKE_MAX_PARAMS];
   uint32_t constants[FAKE_MAX_PARAMS];
   // Every parameter as the kernel declares it: its bytes, read from the
   // caller's pointer by the declared size, and for an 8-byte one its index
@@ -583,96 +594,79 @@ static hrt_cu_result_t fake_fault_illegal_address(const fake_launch_t* launch) {
   return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
-// A built-in kernel, through halrt's CPU library: one call per workgroup.
-static hrt_cu_result_t fake_builtin(const fake_launch_t* launch) {
-  const halrt_kernel_library_t* library = hrt_local_builtin_kernel_library();
-  const halrt_kernel_entry_t* entry = NULL;
-  for (uint32_t i = 0; i < library->kernel_count && !entry; ++i) {
-    if (strcmp(library->kernels[i].name, launch->name) == 0) {
-      entry = &library->kernels[i];
-    }
+// Whether the guard bytes past `allocation`'s end are untouched. Under
+// AddressSanitizer they are poisoned instead, and a write there is its
+// report.
+static bool fake_guard_intact(const fake_allocation_t* allocation) {
+#ifdef FAKE_ASAN
+  (void)allocation;
+  return true;
+#else
+  const size_t end = allocation->capacity + FAKE_GUARD_BYTES;
+  for (size_t i = allocation->size; i < end; ++i) {
+    if ((uint8_t)allocation->base[i] != FAKE_GUARD_BYTE) return false;
   }
-  if (!entry) return HRT_CUDA_ERROR_LAUNCH_FAILED;
-  halrt_dispatch_state_t state = {
-      .workgroup_count = {launch->grid[0], launch->grid[1], launch->grid[2]},
-      .workgroup_size = {launch->block[0], launch->block[1], launch->block[2]},
-      .constant_count = launch->constant_count,
-      .binding_count = launch->binding_count,
-      .constants = launch->constants,
-      .bindings = launch->bindings,
-      .binding_lengths = launch->lengths,
-  };
-  halrt_workgroup_state_t workgroup = {{0, 0, 0}, 0};
-  for (uint32_t z = 0; z < launch->grid[2]; ++z) {
-    for (uint32_t y = 0; y < launch->grid[1]; ++y) {
-      for (uint32_t x = 0; x < launch->grid[0]; ++x) {
-        workgroup.workgroup_id[0] = x;
-        workgroup.workgroup_id[1] = y;
-        workgroup.workgroup_id[2] = z;
-        // halrt checks bindings before launching built-ins, so a rejected
-        // dispatch here is a bug: a GPU would fault on it.
-        if (entry->fn(&state, &workgroup) != HALRT_KERNEL_OK) {
-          return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
-        }
-      }
-    }
-  }
-  return HRT_CUDA_SUCCESS;
+  return true;
+#endif
 }
 
-// hrt_summary_partial(data, u64 count, partials, u32 type) of
-// src/hal/cuda/kernels/builtin.cu, through the host computation of
-// hal/tensor_summary.h: partials[b] = the partial of the elements block b's
-// threads take in the kernel's grid-stride loop (runs of blockDim.x,
-// gridDim.x * blockDim.x apart), folded run after run.
-static hrt_cu_result_t fake_summary_partial(const fake_launch_t* launch) {
-  uint64_t count = 0;
-  uint32_t type = 0;
-  if (!fake_param(launch, 1, 8, &count) || !fake_param(launch, 3, 4, &type) ||
-      type >= HRT_HAL_ELEMENT_TYPE_COUNT_ || launch->grid[1] != 1 ||
-      launch->grid[2] != 1 || launch->block[1] != 1 || launch->block[2] != 1) {
-    return HRT_CUDA_ERROR_LAUNCH_FAILED;
-  }
-  const size_t size = hrt_hal_element_type_size((hrt_hal_element_type_t)type);
-  const char* data = fake_param_buffer(launch, 0, count, size);
-  hrt_hal_tensor_summary_t* partials = fake_param_buffer(
-      launch, 2, launch->grid[0], sizeof(hrt_hal_tensor_summary_t));
-  if (!data || !partials) return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
-  const uint64_t run = launch->block[0];
-  const uint64_t stride = run * launch->grid[0];
-  for (uint32_t b = 0; b < launch->grid[0]; ++b) {
-    hrt_hal_tensor_summary_init(&partials[b]);
-    for (uint64_t begin = b * run; begin < count; begin += stride) {
-      const uint64_t n = count - begin < run ? count - begin : run;
-      hrt_hal_tensor_summary_accumulate(&partials[b], HRT_HAL_TRACE_SUMMARY,
-                                        (hrt_hal_element_type_t)type,
-                                        data + begin * size, n);
-    }
-  }
-  return HRT_CUDA_SUCCESS;
+static hrt_cu_result_t fake_kernel_error(const fake_launch_t* launch,
+                                         hrt_cu_result_t result,
+                                         const char* message) {
+  fprintf(stderr, "fakecuda: kernel '%s' (grid %u,%u,%u, block %u,%u,%u): %s\n",
+          launch->name, launch->grid[0], launch->grid[1], launch->grid[2],
+          launch->block[0], launch->block[1], launch->block[2], message);
+  return result;
 }
 
-// hrt_summary_final(partials, u32 partial_count, out, u32 mode): one block
-// merges the partials and finishes the summary in `mode`.
-static hrt_cu_result_t fake_summary_final(const fake_launch_t* launch) {
-  uint32_t partial_count = 0, mode = 0;
-  if (!fake_param(launch, 1, 4, &partial_count) ||
-      !fake_param(launch, 3, 4, &mode) || mode >= HRT_HAL_TRACE_MODE_COUNT_ ||
-      fake_thread_count(launch) != launch->block[0]) {
-    return HRT_CUDA_ERROR_LAUNCH_FAILED;
+// A kernel of our own CUDA C (src/hal/cuda/kernels), run by its host build
+// (test/support/cuda_model) with the launch's grid, block and parameters.
+// The parameters the PTX declares must be those the C++ declares, and each
+// pointer must point into a live allocation; a write past an allocation's
+// end is an illegal address, as a barrier some threads skip is a failed
+// launch (each also described on stderr).
+static hrt_cu_result_t fake_model_kernel(const fake_launch_t* launch) {
+  const hrt_model_kernel_t* kernel = hrt_model_builtin_kernel(launch->name);
+  char message[512];
+  if (kernel->param_count != launch->param_count) {
+    snprintf(message, sizeof(message),
+             "the PTX declares %u parameters, the host build %u",
+             launch->param_count, kernel->param_count);
+    return fake_kernel_error(launch, HRT_CUDA_ERROR_LAUNCH_FAILED, message);
   }
-  const hrt_hal_tensor_summary_t* partials = fake_param_buffer(
-      launch, 0, partial_count, sizeof(hrt_hal_tensor_summary_t));
-  hrt_hal_tensor_summary_t* out =
-      fake_param_buffer(launch, 2, 1, sizeof(hrt_hal_tensor_summary_t));
-  if (!partials || !out) return HRT_CUDA_ERROR_ILLEGAL_ADDRESS;
-  hrt_hal_tensor_summary_t result;
-  hrt_hal_tensor_summary_init(&result);
-  for (uint32_t i = 0; i < partial_count; ++i) {
-    hrt_hal_tensor_summary_merge(&result, &partials[i]);
+  for (uint32_t i = 0; i < kernel->param_count; ++i) {
+    if (kernel->param_sizes[i] != launch->param_sizes[i]) {
+      snprintf(message, sizeof(message),
+               "parameter %u is %u bytes in the PTX, %u in the host build", i,
+               launch->param_sizes[i], kernel->param_sizes[i]);
+      return fake_kernel_error(launch, HRT_CUDA_ERROR_LAUNCH_FAILED, message);
+    }
+    if (kernel->param_pointers[i] &&
+        !launch->allocations[launch->param_bindings[i]]) {
+      snprintf(message, sizeof(message),
+               "parameter %u points outside every live allocation", i);
+      return fake_kernel_error(launch, HRT_CUDA_ERROR_ILLEGAL_ADDRESS, message);
+    }
   }
-  hrt_hal_tensor_summary_finish(&result, (hrt_hal_trace_mode_t)mode);
-  *out = result;
+  const hrt_model_shape_t shape = {
+      {launch->grid[0], launch->grid[1], launch->grid[2]},
+      {launch->block[0], launch->block[1], launch->block[2]}};
+  if (kernel->run(launch->param_data, launch->param_offsets, &shape, message,
+                  sizeof(message)) != 0) {
+    return fake_kernel_error(launch, HRT_CUDA_ERROR_LAUNCH_FAILED, message);
+  }
+  for (uint32_t i = 0; i < kernel->param_count; ++i) {
+    const fake_allocation_t* allocation =
+        kernel->param_pointers[i]
+            ? launch->allocations[launch->param_bindings[i]]
+            : NULL;
+    if (allocation && !fake_guard_intact(allocation)) {
+      snprintf(message, sizeof(message),
+               "wrote past the end of parameter %u's allocation (%zu bytes)",
+               i, allocation->size);
+      return fake_kernel_error(launch, HRT_CUDA_ERROR_ILLEGAL_ADDRESS, message);
+    }
+  }
   return HRT_CUDA_SUCCESS;
 }
 
@@ -689,17 +683,11 @@ static fake_kernel_fn_t fake_kernel_for(const char* name) {
       {"scale_offset_f64", fake_scale_offset_f64},
       {"fault_illegal_address", fake_fault_illegal_address},
       {"sleep_ms", fake_sleep_ms},
-      {"hrt_summary_partial", fake_summary_partial},
-      {"hrt_summary_final", fake_summary_final},
   };
   for (size_t i = 0; i < sizeof(kTestKernels) / sizeof(kTestKernels[0]); ++i) {
     if (strcmp(kTestKernels[i].name, name) == 0) return kTestKernels[i].run;
   }
-  const halrt_kernel_library_t* library = hrt_local_builtin_kernel_library();
-  for (uint32_t i = 0; i < library->kernel_count; ++i) {
-    if (strcmp(library->kernels[i].name, name) == 0) return fake_builtin;
-  }
-  return NULL;
+  return hrt_model_builtin_kernel(name) ? fake_model_kernel : NULL;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1215,6 +1203,7 @@ hrt_cu_result_t cuLaunchKernel(hrt_cu_function_t function, unsigned int grid_x,
       launch->param_bindings[i] = b;
       launch->bindings[b] = fake_device_pointer(pointer);
       fake_allocation_t* allocation = fake_find(launch->bindings[b], 0, false);
+      launch->allocations[b] = allocation;
       launch->lengths[b] = allocation
                                ? (size_t)(allocation->base + allocation->size -
                                           (char*)launch->bindings[b])
@@ -1426,6 +1415,23 @@ hrt_cu_result_t cuGetErrorString(hrt_cu_result_t result, const char** text) {
 // Memory
 //===----------------------------------------------------------------------===//
 
+// Fills device memory past `allocation`'s size, to the end of its guard,
+// with FAKE_GUARD_BYTE, and poisons it for AddressSanitizer, so that a
+// kernel's write past the end shows (fake_guard_intact) and a read past it
+// is a report. Lock held.
+static void fake_guard(fake_allocation_t* allocation) {
+  const size_t end = allocation->capacity + FAKE_GUARD_BYTES;
+#ifdef FAKE_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(allocation->base, end);
+#endif
+  memset(allocation->base + allocation->size, FAKE_GUARD_BYTE,
+         end - allocation->size);
+#ifdef FAKE_ASAN
+  ASAN_POISON_MEMORY_REGION(allocation->base + allocation->size,
+                            end - allocation->size);
+#endif
+}
+
 static hrt_cu_result_t fake_allocate(void** pointer, size_t bytes,
                                      bool pinned) {
   if (!pointer || bytes == 0) return HRT_CUDA_ERROR_INVALID_VALUE;
@@ -1440,7 +1446,8 @@ static hrt_cu_result_t fake_allocate(void** pointer, size_t bytes,
     allocation = calloc(1, sizeof(*allocation));
     // Device memory is 256-byte aligned, as cuMemAlloc's is.
     size_t padded = (bytes + 255) & ~(size_t)255;
-    char* base = allocation ? aligned_alloc(256, padded) : NULL;
+    char* base = allocation ? aligned_alloc(256, padded + FAKE_GUARD_BYTES)
+                            : NULL;
     if (!base) {
       free(allocation);
       result = HRT_CUDA_ERROR_OUT_OF_MEMORY;
@@ -1452,6 +1459,7 @@ static hrt_cu_result_t fake_allocate(void** pointer, size_t bytes,
                                         .pinned = pinned};
       fake_allocations = allocation;
       if (!pinned) {
+        fake_guard(allocation);
         fake_device_bytes += padded;
         ++fake_counters.mem_alloc_calls;
       }
@@ -1568,7 +1576,8 @@ hrt_cu_result_t cuMemAllocAsync(hrt_cu_deviceptr_t* pointer, size_t bytes,
       result = HRT_CUDA_ERROR_OUT_OF_MEMORY;
     } else {
       allocation = calloc(1, sizeof(*allocation));
-      char* base = allocation ? aligned_alloc(256, padded) : NULL;
+      char* base =
+          allocation ? aligned_alloc(256, padded + FAKE_GUARD_BYTES) : NULL;
       if (!base) {
         free(allocation);
         allocation = NULL;
@@ -1583,6 +1592,7 @@ hrt_cu_result_t cuMemAllocAsync(hrt_cu_deviceptr_t* pointer, size_t bytes,
   }
   if (allocation) {
     allocation->size = bytes;
+    fake_guard(allocation);
     allocation->freed = false;
     allocation->next = fake_allocations;
     fake_allocations = allocation;

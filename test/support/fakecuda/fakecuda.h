@@ -49,22 +49,27 @@
 //   Each `.entry NAME(...)` becomes a function whose parameter sizes come
 //   from its `.param` types (`.b8 s[12]`: 12 bytes). cuLaunchKernel copies
 //   each parameter's bytes by its size (at most 4 KiB in all, else
-//   CUDA_ERROR_INVALID_VALUE). Launching runs a C implementation chosen by
-//   name: the built-in kernels (halrt's CPU library, called through its ABI
-//   with the grid as workgroup count, 8-byte parameters as bindings whose
-//   lengths run to the end of their allocation, 4-byte ones as constants)
-//   and the test kernels of test/gpu/kernels.cu (vector_add_f32,
-//   write_index_u32, scale_offset_f64, which reads its int64 and double
-//   parameters as 8 bytes at their offsets, fault_illegal_address), also
-//   write_index_u32 as the C++ template instance write_index_u32<unsigned
-//   int> (_Z15write_index_u32IjEvPT_j, compiled by NVRTC in
+//   CUDA_ERROR_INVALID_VALUE). Launching runs, by the kernel's name, either
+//   the host build of our own CUDA C (every kernel of
+//   src/hal/cuda/kernels/builtin.cu: the built-ins and the device's summary
+//   kernels hrt_summary_partial and hrt_summary_final) on the CUDA model of
+//   test/support/cuda_model, with the launch's grid, block and parameter
+//   bytes (their sizes as the PTX declares them must be the C++'s, and each
+//   pointer must point into a live allocation), or a C stand-in for the
+//   test kernels of test/gpu/kernels.cu (vector_add_f32, write_index_u32,
+//   scale_offset_f64, which reads its int64 and double parameters as 8
+//   bytes at their offsets, fault_illegal_address), also write_index_u32
+//   as the C++ template instance write_index_u32<unsigned int>
+//   (_Z15write_index_u32IjEvPT_j, compiled by NVRTC in
 //   test/nvrtc.test.js), and sleep_ms(buffer, u32 ms), which keeps its
 //   stream busy for `ms` milliseconds (the PTX in test/cuda-memory.test.js
-//   spins on %globaltimer for as long on a GPU), and the device's summary
-//   kernels hrt_summary_partial and hrt_summary_final (kernels/builtin.cu),
-//   through halrt's host computation of tensor summaries, each block's
-//   partial over the elements its threads take. Any other name fails
-//   cuModuleGetFunction with CUDA_ERROR_NOT_FOUND.
+//   spins on %globaltimer for as long on a GPU). Any other name fails
+//   cuModuleGetFunction with CUDA_ERROR_NOT_FOUND. The bytes of device memory
+//   past an allocation's requested size (its rounding to 256, and 256 more)
+//   are guard bytes, poisoned under AddressSanitizer (a kernel's read past
+//   a buffer's end is a report) and checked after each model launch (a
+//   write there is CUDA_ERROR_ILLEGAL_ADDRESS); a barrier some threads of a
+//   block skip is CUDA_ERROR_LAUNCH_FAILED. Both are described on stderr.
 // - A kernel that touches memory outside its bindings, or
 //   fault_illegal_address, fails with CUDA_ERROR_ILLEGAL_ADDRESS: the
 //   context is lost, queued work is dropped, and every later call on it
