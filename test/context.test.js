@@ -8,7 +8,7 @@ const os = require('os');
 const path = require('path');
 const halrt = require('..');
 const {
-  BUILTIN, DEVICE_URIS, assertThrowsHalrt, assertRejectsHalrt, assertClose, closeAll, makeProgram, randomFloats,
+  BUILTIN, DEVICE_URIS, SLEEP_PTX, assertThrowsHalrt, assertRejectsHalrt, assertClose, closeAll, makeProgram, randomFloats,
   inChild, liveBaseline, reference, settleLiveObjects, unreadableFiles, waitFor,
 } = require('./helpers');
 
@@ -298,13 +298,23 @@ describe('Context and Function', () => {
 
       it('the event loop keeps turning while a long function runs', async function () {
         this.timeout(30000);
-        const N = 512;
-        const p = makeProgram(uri, (b) => b.function('long', (f) => {
-          f.input('a', 'f32', [N, N]).input('b', 'f32', [N, N]).output('c', 'f32', [N, N]);
-          for (let i = 0; i < 24; ++i) {
-            f.dispatch('k.matmul_f32', { workgroups: [4, 4, 1], bindings: ['a', 'b', 'c'], constants: [N, N, N] });
-          }
-        }));
+        // On CUDA the time is sleep_ms's: a GPU does 24 matmuls of 512 in
+        // about a millisecond, and the test double runs each of their
+        // threads in turn, which takes half a minute.
+        const onCuda = uri === 'cuda';
+        const N = onCuda ? 128 : 512;
+        const p = makeProgram(uri, (b) => {
+          if (onCuda) b.executable('s', { cuda: { ptx: { text: SLEEP_PTX } } });
+          b.function('long', (f) => {
+            f.input('a', 'f32', [N, N]).input('b', 'f32', [N, N]).output('c', 'f32', [N, N]);
+            if (onCuda) {
+              f.dispatch('s.sleep_ms', { workgroups: [1], workgroupSize: [1], bindings: ['c'], constants: [300] });
+            }
+            for (let i = 0; i < (onCuda ? 1 : 24); ++i) {
+              f.dispatch('k.matmul_f32', { workgroups: [4, 4, 1], bindings: ['a', 'b', 'c'], constants: [N, N, N] });
+            }
+          });
+        });
         const fn = p.lookup('long');
         const a = p.device.tensor(new Float32Array(N * N).fill(0.5), [N, N]);
         const b = p.device.tensor(new Float32Array(N * N).fill(2), [N, N]);

@@ -13,38 +13,13 @@
 const assert = require('assert');
 const { spawnSync } = require('child_process');
 const halrt = require('..');
-const { BUILTIN, closeAll, cudaDriver } = require('./helpers');
+const { BUILTIN, SLEEP_PTX, closeAll, cudaDriver } = require('./helpers');
 
 const cuda = cudaDriver();
 const FAKE = /libfakecuda/.test(process.env.HALRT_CUDA_LIBRARY ?? '');
 const title = cuda.available
   ? `CUDA memory never blocks the JS thread (${FAKE ? 'driver test double' : 'CUDA driver'})`
   : `CUDA memory never blocks the JS thread (skipped: ${cuda.reason})`;
-
-// sleep_ms(unused, ms): one thread spins on the GPU's nanosecond timer for
-// `ms` milliseconds (a dispatch needs a binding; it is not touched). The
-// test double runs its own sleep_ms for the same time.
-const SLEEP_PTX = `.version 7.0
-.target sm_70
-.address_size 64
-
-.visible .entry sleep_ms(.param .u64 unused, .param .u32 ms)
-{
-  .reg .pred %p;
-  .reg .b32 %r<2>;
-  .reg .b64 %rd<6>;
-  ld.param.u32 %r1, [ms];
-  cvt.u64.u32 %rd1, %r1;
-  mul.lo.u64 %rd2, %rd1, 1000000;
-  mov.u64 %rd3, %globaltimer;
-WAIT:
-  mov.u64 %rd4, %globaltimer;
-  sub.u64 %rd5, %rd4, %rd3;
-  setp.lt.u64 %p, %rd5, %rd2;
-  @%p bra WAIT;
-  ret;
-}
-`;
 
 const BUSY_MS = 3000;
 // Each call must return well within this (a bound loose enough for a

@@ -222,6 +222,31 @@ function closeAll(...objects) {
   for (const object of objects.flat()) if (object && typeof object.close === 'function') object.close();
 }
 
+// sleep_ms(unused, ms): one thread spins on the GPU's nanosecond timer for
+// `ms` milliseconds (a dispatch needs a binding; it is not touched). The
+// test double runs its own sleep_ms for the same time.
+const SLEEP_PTX = `.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry sleep_ms(.param .u64 unused, .param .u32 ms)
+{
+  .reg .pred %p;
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<6>;
+  ld.param.u32 %r1, [ms];
+  cvt.u64.u32 %rd1, %r1;
+  mul.lo.u64 %rd2, %rd1, 1000000;
+  mov.u64 %rd3, %globaltimer;
+WAIT:
+  mov.u64 %rd4, %globaltimer;
+  sub.u64 %rd5, %rd4, %rd3;
+  setp.lt.u64 %p, %rd5, %rd2;
+  @%p bra WAIT;
+  ret;
+}
+`;
+
 /**
  * A HalModule + program Module + Context on a fresh device, for tests.
  * `define(builder)` adds executables and functions to ModuleBuilder(`name`);
@@ -374,6 +399,7 @@ function readNpyIndex(dir) {
 
 module.exports = {
   FAKE_CUDA,
+  SLEEP_PTX,
   TEST_KERNELS,
   plantedModule,
   buildNativeFixtures,

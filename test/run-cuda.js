@@ -6,14 +6,16 @@
 //   node test/run-cuda.js [extra mocha arguments, e.g. --grep trace]
 //
 // Needs the addon (npm run build) and build/ctest/libfakecuda.so
-// (make -s -C test/c fakecuda; npm run test:c builds it too). Exits with
-// mocha's status, or 1 when the library is missing.
+// (make -s -C test/c fakecuda; npm run test:c builds it too), or the
+// library HALRT_TEST_FAKECUDA names (test/sanitize/run.sh passes the
+// AddressSanitizer build, so that the kernels' own accesses are checked).
+// Exits with mocha's status, or 1 when the library is missing.
 const fs = require('fs');
 const path = require('path');
 const { spawnSync } = require('child_process');
 
 const root = path.join(__dirname, '..');
-const library = path.join(root, 'build', 'ctest', 'libfakecuda.so');
+const library = process.env.HALRT_TEST_FAKECUDA || path.join(root, 'build', 'ctest', 'libfakecuda.so');
 const FILES = ['tensor', 'context', 'debug-sink', 'sink-lifetime', 'sinks', 'trace-summary', 'cuda', 'cuda-memory', 'nvrtc', 'cuda-kernel', 'calls', 'host-module', 'array-limit', 'compare', 'docs', 'flight-recorder'];
 
 if (!fs.existsSync(library)) {

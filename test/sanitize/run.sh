@@ -3,7 +3,8 @@
 # tests, loaded through HALRT_ADDON:
 #   test/sanitize/run.sh address   npm run test:asan: AddressSanitizer +
 #       UndefinedBehaviorSanitizer; the whole mocha suite, then the CUDA pass
-#       (test/run-cuda.js, through the fakecuda driver double)
+#       (test/run-cuda.js) through the fakecuda driver double built with
+#       them too, so that our CUDA kernels' host builds are checked
 #   test/sanitize/run.sh thread    npm run test:tsan: ThreadSanitizer; the C
 #       unit tests (test/c, SANITIZE=thread), then the mocha files where the
 #       addon's threads (queue, workers, completion, JS, worker_threads) meet:
@@ -48,13 +49,14 @@ mkdir -p "$logs"
 status=0
 start=$SECONDS
 if [ "$mode" = address ]; then
-  make -s -C test/c fakecuda || exit 1 # build/ctest/libfakecuda.so, for run-cuda.js
+  make -s -C test/c fakecuda || exit 1 # build/ctest/libfakecuda.so, for the tests' children
+  make -s -C test/c fakecuda SANITIZE=1 || exit 1 # build/ctest-sanitize/libfakecuda.so
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
   export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:allow_user_segv_handler=0:fast_unwind_on_fatal=1:log_path=$logs/asan
   export UBSAN_OPTIONS=print_stacktrace=1:log_path=$logs/ubsan
   export HALRT_ADDON=$root/build/asan/halrt.node
   node node_modules/mocha/bin/mocha.js || status=1
-  node test/run-cuda.js || status=1
+  HALRT_TEST_FAKECUDA=$root/build/ctest-sanitize/libfakecuda.so node test/run-cuda.js || status=1
 else
   make -s -C test/c run SANITIZE=thread || status=1
   export LD_PRELOAD="$(gcc -print-file-name=libtsan.so)"

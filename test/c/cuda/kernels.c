@@ -173,15 +173,86 @@ static double tolerance_for(const builtin_case_t* test, uint8_t* const* data,
   return 0;
 }
 
-static void builtin_kernels_match_the_cpu_device(void) {
-  CUDA_SETUP();
-  hrt_hal_device_t* devices[2] = {NULL, NULL};
-  hrt_hal_executable_t* executables[2] = {NULL, NULL};
+// Runs `test` on both devices (CPU first) over the same random inputs;
+// returns whether they agree as docs/kernels.md says, describing any
+// difference on stderr.
+static bool case_matches(hrt_hal_device_t* const* devices,
+                         hrt_hal_executable_t* const* executables,
+                         const builtin_case_t* test) {
+  const hrt_builtin_signature_t* signature =
+      hrt_builtin_signature_find(test->name);
+  uint8_t* data[2][HRT_BUILTIN_MAX_BINDINGS] = {{NULL}};
+  uint8_t* inputs[HRT_BUILTIN_MAX_BINDINGS] = {NULL};
+  uint64_t sizes[HRT_BUILTIN_MAX_BINDINGS] = {0};
+  for (uint32_t b = 0; b < signature->binding_count; ++b) {
+    sizes[b] = hrt_builtin_binding_min_bytes(signature, b, test->constants);
+    for (int d = 0; d < 2; ++d) data[d][b] = malloc(sizes[b] + 1);
+    inputs[b] = malloc(sizes[b] + 1);
+    fill_binding(&signature->bindings[b], is_elementwise(test->name),
+                 data[0][b], sizes[b]);
+    memcpy(data[1][b], data[0][b], sizes[b]);
+    memcpy(inputs[b], data[0][b], sizes[b]);
+  }
+  hrt_status_t statuses[2];
+  for (int d = 0; d < 2; ++d) {
+    statuses[d] = run_builtin(devices[d], executables[d], test, signature,
+                              data[d], sizes);
+  }
+  int wrong = 0;
+  if (statuses[0] != HRT_OK || statuses[1] != HRT_OK) {
+    fprintf(stderr, "%s: cpu %s, cuda %s\n", test->name,
+            hrt_status_message(statuses[0]), hrt_status_message(statuses[1]));
+    ++wrong;
+  }
+  hrt_status_free(statuses[0]);
+  hrt_status_free(statuses[1]);
+  for (uint32_t b = 0; b < signature->binding_count && !wrong; ++b) {
+    const hrt_builtin_binding_t* binding = &signature->bindings[b];
+    const bool floats = !binding->any_type &&
+                        binding->element_type == HRT_HAL_ELEMENT_TYPE_F32;
+    for (uint64_t e = 0; floats && e < sizes[b] / 4; ++e) {
+      float x, y;
+      memcpy(&x, data[0][b] + e * 4, 4);
+      memcpy(&y, data[1][b] + e * 4, 4);
+      double tolerance =
+          binding->written ? tolerance_for(test, inputs, e, x) : 0;
+      if (!close_f32(x, y, tolerance)) {
+        if (wrong < 3) {
+          fprintf(stderr, "%s binding %u element %llu: cpu %.9g cuda %.9g\n",
+                  test->name, b, (unsigned long long)e, x, y);
+        }
+        ++wrong;
+      }
+    }
+    if (!floats && memcmp(data[0][b], data[1][b], sizes[b]) != 0) {
+      fprintf(stderr, "%s binding %u differs\n", test->name, b);
+      ++wrong;
+    }
+  }
+  for (uint32_t b = 0; b < signature->binding_count; ++b) {
+    free(data[0][b]);
+    free(data[1][b]);
+    free(inputs[b]);
+  }
+  return wrong == 0;
+}
+
+// Both devices with the built-in executable; released when the case ends.
+static void open_cpu_and_cuda(hrt_hal_device_t** devices,
+                              hrt_hal_executable_t** executables) {
   CHECK_OK(case_device("local-sync", &devices[0]));
   CHECK_OK(case_device("cuda", &devices[1]));
   for (int d = 0; d < 2; ++d) {
     CHECK_OK(case_builtins(devices[d], &executables[d]));
   }
+}
+
+static void builtin_kernels_match_the_cpu_device(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* devices[2] = {NULL, NULL};
+  hrt_hal_executable_t* executables[2] = {NULL, NULL};
+  open_cpu_and_cuda(devices, executables);
+  CHECK(executables[1] != NULL);
   CHECK_EQ_INT(executables[1]->entry_count, executables[0]->entry_count);
   for (uint32_t i = 0; i < executables[1]->entry_count; ++i) {
     const hrt_hal_executable_entry_t* entry = &executables[1]->entries[i];
@@ -194,66 +265,53 @@ static void builtin_kernels_match_the_cpu_device(void) {
   int failures = 0;
   for (size_t c = 0; c < sizeof(kBuiltinCases) / sizeof(kBuiltinCases[0]);
        ++c) {
-    const builtin_case_t* test = &kBuiltinCases[c];
-    const hrt_builtin_signature_t* signature =
-        hrt_builtin_signature_find(test->name);
-    CHECK(signature != NULL);
-    uint8_t* data[2][HRT_BUILTIN_MAX_BINDINGS] = {{NULL}};
-    uint8_t* inputs[HRT_BUILTIN_MAX_BINDINGS] = {NULL};
-    uint64_t sizes[HRT_BUILTIN_MAX_BINDINGS] = {0};
-    for (uint32_t b = 0; b < signature->binding_count; ++b) {
-      sizes[b] = hrt_builtin_binding_min_bytes(signature, b, test->constants);
-      for (int d = 0; d < 2; ++d) data[d][b] = malloc(sizes[b] + 1);
-      inputs[b] = malloc(sizes[b] + 1);
-      fill_binding(&signature->bindings[b], is_elementwise(test->name),
-                   data[0][b], sizes[b]);
-      memcpy(data[1][b], data[0][b], sizes[b]);
-      memcpy(inputs[b], data[0][b], sizes[b]);
-    }
-    hrt_status_t statuses[2];
-    for (int d = 0; d < 2; ++d) {
-      statuses[d] = run_builtin(devices[d], executables[d], test, signature,
-                                data[d], sizes);
-    }
-    int wrong = 0;
-    if (statuses[0] != HRT_OK || statuses[1] != HRT_OK) {
-      fprintf(stderr, "%s: cpu %s, cuda %s\n", test->name,
-              hrt_status_message(statuses[0]), hrt_status_message(statuses[1]));
-      ++wrong;
-    }
-    hrt_status_free(statuses[0]);
-    hrt_status_free(statuses[1]);
-    for (uint32_t b = 0; b < signature->binding_count && !wrong; ++b) {
-      const hrt_builtin_binding_t* binding = &signature->bindings[b];
-      const bool floats = !binding->any_type &&
-                          binding->element_type == HRT_HAL_ELEMENT_TYPE_F32;
-      for (uint64_t e = 0; floats && e < sizes[b] / 4; ++e) {
-        float x, y;
-        memcpy(&x, data[0][b] + e * 4, 4);
-        memcpy(&y, data[1][b] + e * 4, 4);
-        double tolerance =
-            binding->written ? tolerance_for(test, inputs, e, x) : 0;
-        if (!close_f32(x, y, tolerance)) {
-          if (wrong < 3) {
-            fprintf(stderr, "%s binding %u element %llu: cpu %.9g cuda %.9g\n",
-                    test->name, b, (unsigned long long)e, x, y);
-          }
-          ++wrong;
-        }
-      }
-      if (!floats && memcmp(data[0][b], data[1][b], sizes[b]) != 0) {
-        fprintf(stderr, "%s binding %u differs\n", test->name, b);
-        ++wrong;
-      }
-    }
-    if (wrong) {
-      fprintf(stderr, "case %zu (%s) differs\n", c, test->name);
+    if (!case_matches(devices, executables, &kBuiltinCases[c])) {
+      fprintf(stderr, "case %zu (%s) differs\n", c, kBuiltinCases[c].name);
       ++failures;
     }
-    for (uint32_t b = 0; b < signature->binding_count; ++b) {
-      free(data[0][b]);
-      free(data[1][b]);
-      free(inputs[b]);
+  }
+  CHECK_EQ_INT(failures, 0);
+}
+
+// Random sizes (zero included) and grids for every built-in, seeded
+// (HRT_TEST_SEED, default 1): the same agreement as above.
+static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
+  CUDA_SETUP();
+  hrt_hal_device_t* devices[2] = {NULL, NULL};
+  hrt_hal_executable_t* executables[2] = {NULL, NULL};
+  open_cpu_and_cuda(devices, executables);
+  CHECK(executables[1] != NULL);
+  const char* seed = getenv("HRT_TEST_SEED");
+  g_random = seed ? (uint32_t)strtoul(seed, NULL, 10) : 1;
+  printf("  seed %u (HRT_TEST_SEED)\n", g_random);
+  const uint32_t entries = executables[0]->entry_count;
+  int failures = 0;
+  for (int c = 0; c < 120; ++c) {
+    builtin_case_t test = {
+        .name = executables[0]->entries[c % entries].name,
+        .grid = {1 + random_u32() % 9, 1 + random_u32() % 3,
+                 1 + random_u32() % 2},
+    };
+    if (strcmp(test.name, "matmul_f32") == 0) {
+      test.grid[2] = 1;
+      for (int i = 0; i < 3; ++i) test.constants[i] = random_u32() % 80;
+    } else if (!is_elementwise(test.name)) {
+      test.constants[0] = random_u32() % 40;
+      test.constants[1] = random_u32() % 1200;
+    } else {
+      test.constants[0] = random_u32() % 6000;
+      // fill's value; axpy's alpha as the bits of a float in [-8, 8)
+      float alpha = ((float)(random_u32() % 16001) - 8000.0f) / 1000.0f;
+      memcpy(&test.constants[1], &alpha, 4);
+      if (strcmp(test.name, "fill_u32") == 0) test.constants[1] = random_u32();
+    }
+    if (!case_matches(devices, executables, &test)) {
+      fprintf(stderr,
+              "random case %d (%s, constants %u %u %u, grid %u %u %u) "
+              "differs\n",
+              c, test.name, test.constants[0], test.constants[1],
+              test.constants[2], test.grid[0], test.grid[1], test.grid[2]);
+      ++failures;
     }
   }
   CHECK_EQ_INT(failures, 0);
@@ -452,6 +510,7 @@ static void report_throughput(void) {
 
 TEST_SUITE(cuda_kernels,
            TEST_CASE(builtin_kernels_match_the_cpu_device),
+           TEST_CASE(builtin_kernels_match_the_cpu_device_on_random_cases),
            TEST_CASE(builtin_dispatches_are_checked_before_launch),
            TEST_CASE(dispatch_spans_many_workgroups),
            TEST_CASE(reused_command_buffer_runs_on_new_bindings),

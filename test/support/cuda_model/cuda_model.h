@@ -11,9 +11,10 @@
 // blocks of a grid run one after the other on the calling thread, each
 // block's threads as cooperative fibers that switch only at
 // __syncthreads(); a barrier releases when every thread of the block
-// waits at the same one (file and line), and the threads run in the
-// opposite order after each barrier, so a missing barrier shows in either
-// direction. A barrier some threads skip (a thread ends, or waits at
+// waits at the same one (file and line). Threads run in index order or
+// its reverse, the order flipping at each barrier and blocks next to each
+// other starting in opposite orders, so a missing barrier shows whichever
+// way the threads depend on each other (in a grid of two blocks or more). A barrier some threads skip (a thread ends, or waits at
 // another one) is reported as an error naming the block, the threads and
 // the barriers: on a GPU it would hang or misbehave. `__shared__`
 // variables are one instance per block in flight (per host thread).
