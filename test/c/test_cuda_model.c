@@ -5,6 +5,7 @@
 // block, barriers) and reports the barriers no GPU could pass.
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/wait.h>
 
 #include "../support/cuda_model/cuda_model_launch.h"
 #include "hal/cuda/builtin_ptx.h"
@@ -124,12 +125,19 @@ static void built_in_variables_follow_cuda(void) {
 // Threads run in one order until the first barrier and in the other after
 // it: with the barriers every thread reads its neighbours' writes; without
 // them it reads what the slot held before, both for the next thread and
-// for the previous one.
+// for the previous one. (Under ThreadSanitizer the launch without barriers
+// is a race report instead: a_missing_barrier_is_a_data_race.)
 static void a_missing_barrier_shows_in_either_direction(void) {
   enum { THREADS = 64 };
   static uint32_t out[2 * THREADS];
   char message[256];
-  for (uint32_t barriers = 1;; barriers = 0) {
+#ifdef __SANITIZE_THREAD__
+  const int runs = 1;
+#else
+  const int runs = 2;
+#endif
+  for (int run = 0; run < runs; ++run) {
+    const uint32_t barriers = run == 0;
     const uint64_t params[] = {address(out), barriers};
     CHECK_EQ_INT(launch("neighbours_u32", 1, 1, 1, THREADS, 1, 1, params,
                         message, sizeof(message)),
@@ -146,9 +154,47 @@ static void a_missing_barrier_shows_in_either_direction(void) {
       // The first thread to run reads before its neighbour has written.
       CHECK(next_seen < THREADS);
       CHECK(previous_seen < THREADS);
-      break;
     }
   }
+}
+
+// Under ThreadSanitizer the model orders a block's threads only where CUDA
+// does, so neighbours_u32 without its barriers is a data race report. The
+// racy launch runs in a child (this binary again, with
+// HRT_MODEL_RACE_CHILD set), whose report and exit status are checked.
+static void a_missing_barrier_is_a_data_race(void) {
+#ifndef __SANITIZE_THREAD__
+  printf("  (skipped: needs the ThreadSanitizer build)\n");
+#else
+  static uint32_t out[2 * 64];
+  char message[256];
+  if (getenv("HRT_MODEL_RACE_CHILD")) {
+    const uint64_t params[] = {address(out), 0};
+    CHECK_EQ_INT(launch("neighbours_u32", 1, 1, 1, 64, 1, 1, params, message,
+                        sizeof(message)),
+                 0);
+    return;
+  }
+  char self[512], command[640];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(n > 0);
+  self[n] = '\0';
+  snprintf(command, sizeof(command),
+           "HRT_MODEL_RACE_CHILD=1 '%s' a_missing_barrier_is_a_data_race 2>&1",
+           self);
+  FILE* child = popen(command, "r");
+  CHECK(child != NULL);
+  static char output[1 << 16];
+  const size_t length = fread(output, 1, sizeof(output) - 1, child);
+  output[length] = '\0';
+  const int status = pclose(child);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 66);
+  CHECK(strstr(output, "WARNING: ThreadSanitizer: data race") != NULL);
+  CHECK(strstr(output, "in neighbours_u32") != NULL);
+  const char* summary = strstr(output, "SUMMARY: ThreadSanitizer");
+  printf("  the child reported: %.*s\n",
+         summary ? (int)strcspn(summary, "\n") : 0, summary ? summary : "");
+#endif
 }
 
 static void a_thread_returning_before_a_barrier_is_reported(void) {
@@ -238,6 +284,7 @@ TEST_MAIN(TEST_CASE(every_builtin_ptx_entry_has_a_host_build),
           TEST_CASE(blocks_have_their_own_shared_memory),
           TEST_CASE(built_in_variables_follow_cuda),
           TEST_CASE(a_missing_barrier_shows_in_either_direction),
+          TEST_CASE(a_missing_barrier_is_a_data_race),
           TEST_CASE(a_thread_returning_before_a_barrier_is_reported),
           TEST_CASE(threads_at_different_barriers_are_reported),
           TEST_CASE(a_failed_launch_leaves_the_model_usable),

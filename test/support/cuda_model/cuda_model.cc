@@ -9,6 +9,20 @@
 // The switches are announced to AddressSanitizer and ThreadSanitizer,
 // which otherwise lose track of the stacks.
 //
+// Under ThreadSanitizer the model is also a race detector. Fibers switch
+// without synchronising, so that it sees a block's threads as CUDA orders
+// them: by barriers (each arriving thread releases the barrier's clock,
+// each released one acquires it; two clocks take turns, so that a thread
+// still to resume from one barrier does not acquire what a faster one did
+// before the next) and by the block's start and end (the
+// launching thread releases the start clock, which each kernel thread
+// acquires when it starts; each releases the end clock when it ends, which
+// the launching thread acquires after the block). Memory two threads of a
+// block touch between barriers, one of them writing, is a data race
+// report, whatever order the fibers ran in. The model's own bookkeeping (HRT_MODEL_UNCHECKED) is not
+// instrumented: it is ordered by the switches, which ThreadSanitizer is
+// told not to see as synchronisation.
+//
 // Threads: each host thread has its own fibers (made on its first launch,
 // freed when it exits); nothing is shared between host threads.
 #include <errno.h>
@@ -29,6 +43,9 @@
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define HRT_MODEL_TSAN 1
+#define HRT_MODEL_UNCHECKED __attribute__((no_sanitize_thread))
+#else
+#define HRT_MODEL_UNCHECKED
 #endif
 
 namespace hrt_model {
@@ -72,7 +89,28 @@ struct worker {
   void* tsan_scheduler;
   void (*body)(void*);
   void* args;
+  // ThreadSanitizer's synchronisation objects (see the top); barriers
+  // counts the barriers released, whose parity picks the barrier clock.
+  char start_clock, barrier_clocks[2], end_clock;
+  uint64_t barriers;
 };
+
+// The happens-before edges of CUDA's ordering, for ThreadSanitizer.
+HRT_MODEL_UNCHECKED void release(char* clock) {
+#ifdef HRT_MODEL_TSAN
+  __tsan_release(clock);
+#else
+  (void)clock;
+#endif
+}
+
+HRT_MODEL_UNCHECKED void acquire(char* clock) {
+#ifdef HRT_MODEL_TSAN
+  __tsan_acquire(clock);
+#else
+  (void)clock;
+#endif
+}
 
 thread_local worker* t_worker;
 pthread_key_t g_worker_key;
@@ -94,7 +132,7 @@ __attribute__((noinline, no_sanitize_address, no_sanitize_thread)) void jump(
   if (buffer) __builtin_longjmp(buffer, 1);
 }
 
-void arrived(worker* w, fiber* self) {
+HRT_MODEL_UNCHECKED void arrived(worker* w, fiber* self) {
 #ifdef HRT_MODEL_ASAN
   __sanitizer_finish_switch_fiber(self->asan_fake_stack, &w->scheduler_bottom,
                                   &w->scheduler_size);
@@ -105,33 +143,35 @@ void arrived(worker* w, fiber* self) {
 }
 
 // Suspends `self` and resumes the scheduler; returns when resumed.
-void to_scheduler(worker* w, fiber* self) {
+HRT_MODEL_UNCHECKED void to_scheduler(worker* w, fiber* self) {
   if (__builtin_setjmp(self->context) == 0) {
 #ifdef HRT_MODEL_ASAN
     __sanitizer_start_switch_fiber(&self->asan_fake_stack, w->scheduler_bottom,
                                    w->scheduler_size);
 #endif
 #ifdef HRT_MODEL_TSAN
-    __tsan_switch_to_fiber(w->tsan_scheduler, 0);
+    __tsan_switch_to_fiber(w->tsan_scheduler, __tsan_switch_to_fiber_no_sync);
 #endif
     jump(w->scheduler);
   }
   arrived(w, self);
 }
 
-void fiber_entry() {
+HRT_MODEL_UNCHECKED void fiber_entry() {
   worker* w = t_worker;
   fiber* self = w->current;
   arrived(w, self);
   for (;;) {
+    acquire(&w->start_clock);
     w->body(w->args);
+    release(&w->end_clock);
     self->state = fiber_state::done;
     to_scheduler(w, self);
   }
 }
 
 // Runs `f` until it waits at a barrier or its kernel thread ends.
-void resume(worker* w, fiber* f) {
+HRT_MODEL_UNCHECKED void resume(worker* w, fiber* f) {
   w->current = f;
   if (__builtin_setjmp(w->scheduler) == 0) {
 #ifdef HRT_MODEL_ASAN
@@ -139,7 +179,7 @@ void resume(worker* w, fiber* f) {
                                    kStackBytes);
 #endif
 #ifdef HRT_MODEL_TSAN
-    __tsan_switch_to_fiber(f->tsan_fiber, 0);
+    __tsan_switch_to_fiber(f->tsan_fiber, __tsan_switch_to_fiber_no_sync);
 #endif
     if (f->fresh) {
       f->fresh = false;
@@ -238,7 +278,7 @@ void describe_thread(const fiber* f, char* out, size_t size) {
 
 // After a round: 0 when the block ended or its barrier may release, else
 // -1 with `message` naming the threads that part ways.
-int check_barrier(fiber* const* fibers, uint32_t threads, uint64_t barrier,
+HRT_MODEL_UNCHECKED int check_barrier(fiber* const* fibers, uint32_t threads, uint64_t barrier,
                   bool* ended, char* message, size_t size) {
   const fiber* waiting = nullptr;
   const fiber* done = nullptr;
@@ -276,8 +316,10 @@ int check_barrier(fiber* const* fibers, uint32_t threads, uint64_t barrier,
   return -1;
 }
 
-int run_block(worker* w, uint32_t threads, char* message, size_t size) {
+HRT_MODEL_UNCHECKED int run_block(worker* w, uint32_t threads, char* message,
+                                  size_t size) {
   const dim3 b = block_dim;
+  release(&w->start_clock);
   for (uint32_t t = 0; t < threads; ++t) {
     fiber* f = w->fibers[t];
     f->index = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
@@ -295,34 +337,43 @@ int run_block(worker* w, uint32_t threads, char* message, size_t size) {
     }
     bool ended = false;
     if (check_barrier(w->fibers, threads, barrier, &ended, message, size)) {
+      acquire(&w->barrier_clocks[w->barriers % 2]);
+      acquire(&w->end_clock);
       for (uint32_t t = 0; t < threads; ++t) {
         fiber* f = w->fibers[t];
         if (f->state == fiber_state::waiting && !make_fresh(f)) abort();
       }
       return -1;
     }
-    if (ended) return 0;
+    if (ended) {
+      acquire(&w->end_clock);
+      return 0;
+    }
     for (uint32_t t = 0; t < threads; ++t) {
       w->fibers[t]->state = fiber_state::ready;
     }
+    ++w->barriers;
   }
 }
 
 }  // namespace
 
-uint3 thread_index() {
+HRT_MODEL_UNCHECKED uint3 thread_index() {
   const worker* w = t_worker;
   return w && w->current ? w->current->index : uint3{0, 0, 0};
 }
 
-void barrier(const char* file, int line) {
+HRT_MODEL_UNCHECKED void barrier(const char* file, int line) {
   worker* w = t_worker;
   if (!w || !w->current) return;
   fiber* f = w->current;
   f->file = file;
   f->line = line;
   f->state = fiber_state::waiting;
+  char* clock = &w->barrier_clocks[w->barriers % 2];
+  release(clock);
   to_scheduler(w, f);
+  acquire(clock);
 }
 
 int run_grid(const hrt_model_shape_t* shape, void (*body)(void*), void* args,
