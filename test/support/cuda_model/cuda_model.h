@@ -17,7 +17,9 @@
 // way the threads depend on each other (in a grid of two blocks or more). A barrier some threads skip (a thread ends, or waits at
 // another one) is reported as an error naming the block, the threads and
 // the barriers: on a GPU it would hang or misbehave. `__shared__`
-// variables are one instance per block in flight (per host thread).
+// variables are one instance per block in flight (per host thread). Built
+// with ThreadSanitizer, the model orders threads only as CUDA does, so a
+// missing barrier is also a data race report (cuda_model.cc).
 //
 // What our kernels may use here (anything else does not compile): the
 // built-in variables, __syncthreads, static __shared__ arrays, the

@@ -5,6 +5,10 @@
 // This file is compiled to PTX by scripts/build-cuda-ptx.js, which embeds
 // the PTX in src/hal/cuda/builtin_ptx.c; halrt itself needs no CUDA toolkit.
 // Edit this file, then run `node scripts/build-cuda-ptx.js` and commit both.
+// The tests also compile it as host C++ on the CUDA model
+// (test/support/cuda_model), which the driver test double runs: use only
+// what the model provides (no warp intrinsics, atomics or dynamic shared
+// memory), and list each new kernel in its builtin_kernels.cc.
 //
 // Launch contract (src/hal/cuda/cuda_issue.c): grid = the dispatch's
 // workgroup count, block = HRT_BUILTIN_BLOCK threads in x (the dispatch's
