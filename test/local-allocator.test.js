@@ -77,6 +77,46 @@ describe('local device buffer cache', function () {
         }
       });
 
+      it('a value whose first op writes all of it is not zero-filled first, and no call sees stale data either way', async () => {
+        const half = N / 2;
+        const p = makeProgram(uri, (b) => {
+          define(b);
+          b.function('mixed', (f) => f
+            .input('x', 'f32', [N])
+            .output('whole', 'f32', [N]).output('part', 'f32', [N]).output('z', 'f32', [N])
+            .local('t', 'f32', [N])
+            // Written whole by its first op: allocated without the fill.
+            .dispatch('k.add_f32', { workgroups: [4], bindings: ['x', 'x', 'whole'], constants: [N] })
+            // Half written: the other half must read as zero.
+            .dispatch('k.add_f32', { workgroups: [4], bindings: ['x', 'x', 'part'], constants: [half] })
+            // Read by its first op (in place): it must start as zero.
+            .dispatch('k.add_f32', { workgroups: [4], bindings: ['t', 'x', 't'], constants: [N] })
+            .copy('t', 'z'));
+        });
+        try {
+          const dirty = p.lookup('dirty');
+          const mixed = p.lookup('mixed');
+          const x = p.device.tensor(Float32Array.from({ length: N }, (_, i) => i % 251), [N]);
+          for (let round = 0; round < 3; ++round) {
+            closeAll(await dirty.invoke([]));
+            const cached = halrt.liveObjects().cachedBlock;
+            const [whole, part, z] = await mixed.invoke([x]);
+            assert.ok(halrt.liveObjects().cachedBlock < cached, 'blocks were reused');
+            const [w, q, t] = [await whole.read(), await part.read(), await z.read()];
+            for (let i = 0; i < N; ++i) {
+              const v = i % 251;
+              if (w[i] !== 2 * v || q[i] !== (i < half ? 2 * v : 0) || t[i] !== v) {
+                assert.fail(`round ${round}, element ${i}: whole ${w[i]}, part ${q[i]}, z ${t[i]} (x ${v})`);
+              }
+            }
+            closeAll(whole, part, z);
+          }
+          x.close();
+        } finally {
+          p.close();
+        }
+      });
+
       it('device.empty() on a reused block is zero-filled', async () => {
         const instance = new halrt.Instance();
         const device = instance.createDevice(uri);

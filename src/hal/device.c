@@ -27,6 +27,8 @@ const hrt_hal_device_info_t* hrt_hal_device_info(
   return &device->info;
 }
 
+const char hrt_hal_uninitialized_tag = 0;
+
 hrt_status_t hrt_hal_device_allocate_buffer(hrt_hal_device_t* device,
                                             uint64_t byte_length,
                                             const void* initial_data,

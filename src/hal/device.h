@@ -113,9 +113,14 @@ const hrt_hal_device_info_t* hrt_hal_device_info(
 
 // Allocates `byte_length` bytes, initialised from `initial_data` when it is
 // not NULL and zero-filled otherwise. RESOURCE_EXHAUSTED when out of memory.
+// `initial_data` HRT_HAL_UNINITIALIZED leaves the bytes unspecified (memory
+// reused from the device's cache keeps what it held, and no fill runs): for
+// a caller that overwrites every byte before anything can read one.
 hrt_status_t hrt_hal_device_allocate_buffer(
     hrt_hal_device_t* device, uint64_t byte_length, const void* initial_data,
     hrt_hal_buffer_t** out_buffer) HRT_MUST_USE;
+extern const char hrt_hal_uninitialized_tag;
+#define HRT_HAL_UNINITIALIZED ((const void*)&hrt_hal_uninitialized_tag)
 
 hrt_status_t hrt_hal_device_create_executable(
     hrt_hal_device_t* device, const hrt_hal_executable_params_t* params,

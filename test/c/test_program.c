@@ -7,6 +7,7 @@
 #include "base/threads.h"
 #include "hal/driver.h"
 #include "modules/hal_module.h"
+#include "modules/program/program_internal.h"
 #include "modules/program/program_module.h"
 #include "test.h"
 #include "vm/context.h"
@@ -846,6 +847,57 @@ static void fills_store_values_in_each_dtype(void) {
   CHECK(ok);
 }
 
+// Which outputs and locals a call allocates without zeroing
+// (hrt_function_t.overwritten): those whose first op writes every byte and
+// reads none.
+static void values_written_whole_by_their_first_op_skip_the_zero_fill(void) {
+  const char* json =
+      "{\"format\": \"halrt.module/1\", \"name\": \"m\", "
+      "\"executables\": {\"k\": {\"local\": {\"builtin\": true}}}, "
+      "\"functions\": {\"f\": {"
+      " \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4]}],"
+      " \"outputs\": ["
+      "  {\"name\": \"whole\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"part\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"unused\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"c\", \"dtype\": \"f32\", \"shape\": [2, 2]}],"
+      " \"locals\": ["
+      "  {\"name\": \"inplace\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"filled\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"copied\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"traced\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"source\", \"dtype\": \"f32\", \"shape\": [4]}],"
+      " \"body\": ["
+      "  {\"op\": \"dispatch\", \"kernel\": \"k.add_f32\", \"workgroups\": [1],"
+      "   \"bindings\": [\"x\", \"x\", \"whole\"], \"constants\": [4]},"
+      "  {\"op\": \"dispatch\", \"kernel\": \"k.add_f32\", \"workgroups\": [1],"
+      "   \"bindings\": [\"x\", \"x\", \"part\"], \"constants\": [3]},"
+      "  {\"op\": \"dispatch\", \"kernel\": \"k.matmul_f32\", \"workgroups\": [1],"
+      "   \"bindings\": [\"x\", \"x\", \"c\"], \"constants\": [2, 2, 2]},"
+      "  {\"op\": \"dispatch\", \"kernel\": \"k.add_f32\", \"workgroups\": [1],"
+      "   \"bindings\": [\"inplace\", \"x\", \"inplace\"], \"constants\": [4]},"
+      "  {\"op\": \"fill\", \"target\": \"filled\", \"value\": 1},"
+      "  {\"op\": \"copy\", \"source\": \"source\", \"target\": \"copied\"},"
+      "  {\"op\": \"trace\", \"key\": \"t\", \"values\": [\"traced\"]},"
+      "  {\"op\": \"fill\", \"target\": \"traced\", \"value\": 1}]}}}";
+  // x, whole, part, unused, c, inplace, filled, copied, traced, source
+  static const bool kWant[] = {false, true,  false, false, true,
+                               false, true,  true,  false, false};
+  hrt_vm_module_t* module = NULL;
+  CHECK_OK(hrt_program_module_create(json, strlen(json), NULL, &module));
+  const hrt_function_t* f = &((hrt_program_module_t*)module)->functions[0];
+  bool same = f->value_count == sizeof(kWant);
+  for (uint32_t v = 0; same && v < f->value_count; ++v) {
+    if (f->overwritten[v] != kWant[v]) {
+      fprintf(stderr, "value '%s': overwritten %d\n", f->types[v].name,
+              f->overwritten[v]);
+      same = false;
+    }
+  }
+  hrt_vm_module_release(module);
+  CHECK(same);
+}
+
 static void nonfinite_guard_rejects_naming_key_and_index(void) {
   const char* json =
       "{\"format\": \"halrt.module/1\", \"name\": \"m\","
@@ -904,6 +956,7 @@ TEST_MAIN(TEST_CASE(program_runs_and_traces_in_order),
           TEST_CASE(bad_modules_name_the_field),
           TEST_CASE(cuda_only_executables_fail_to_link_on_cpu),
           TEST_CASE(fills_store_values_in_each_dtype),
+          TEST_CASE(values_written_whole_by_their_first_op_skip_the_zero_fill),
           TEST_CASE(nonfinite_guard_rejects_naming_key_and_index),
           TEST_CASE(profiled_dispatches_report_timings),
           TEST_CASE(dispatch_trace_filters_pick_keys_functions_and_invocations),

@@ -167,7 +167,8 @@ static hrt_status_t hrt_cuda_upload(hrt_cuda_device_t* device,
   return HRT_OK;
 }
 
-// Allocates and initialises device memory; the context is current.
+// Allocates and initialises device memory (HRT_HAL_UNINITIALIZED: not at
+// all); the context is current.
 static hrt_status_t hrt_cuda_allocate_memory(hrt_cuda_device_t* device,
                                              uint64_t byte_length,
                                              const void* initial_data,
@@ -183,7 +184,9 @@ static hrt_status_t hrt_cuda_allocate_memory(hrt_cuda_device_t* device,
     hrt_mutex_unlock(&device->mutex);
     return status;
   }
-  if (byte_length && initial_data) {
+  if (initial_data == HRT_HAL_UNINITIALIZED) {
+    // The caller writes every byte first.
+  } else if (byte_length && initial_data) {
     status = hrt_cuda_upload(device, block->pointer, initial_data,
                              (size_t)byte_length);
   } else if (byte_length) {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/device.h"
+
 #define HRT_LOCAL_ALLOCATOR_ALIGNMENT ((size_t)64)
 
 // The byte bound: HALRT_LOCAL_CACHE_BYTES when set, else the default.
@@ -66,6 +68,13 @@ void* hrt_local_allocator_allocate(hrt_local_allocator_t* allocator,
                                    const void* initial_data) {
   size_t padded = hrt_local_padded_length(byte_length);
   void* storage = NULL;
+  if (initial_data == HRT_HAL_UNINITIALIZED) {
+    storage = hrt_local_allocator_caches(allocator, padded)
+                  ? hrt_block_pool_acquire(allocator->pool, padded)
+                  : aligned_alloc(HRT_LOCAL_ALLOCATOR_ALIGNMENT, padded);
+    if (storage) memset((char*)storage + byte_length, 0, padded - byte_length);
+    return storage;
+  }
   if (!hrt_local_allocator_caches(allocator, padded)) {
     storage = aligned_alloc(HRT_LOCAL_ALLOCATOR_ALIGNMENT, padded);
     if (storage && !initial_data) memset(storage, 0, padded);

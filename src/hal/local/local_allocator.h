@@ -25,7 +25,9 @@
 // without initial data reads as zero over its rounded length; one with
 // initial data holds that data and zeros after it. Reused blocks are
 // cleared with memset on the allocating thread; freshly mapped ones are
-// zero already.
+// zero already. With HRT_HAL_UNINITIALIZED (hal/device.h) only the bytes
+// after `byte_length` are zeroed: the caller overwrites the rest before
+// anything reads it.
 //
 // Trim: hrt_local_allocator_trim() frees every cached block; the device
 // calls it from its queue thread once it has been idle for
@@ -70,7 +72,8 @@ void hrt_local_allocator_deinitialize(hrt_local_allocator_t* allocator);
 
 // Storage for a buffer of `byte_length` bytes (the caller checked that it is
 // at most SIZE_MAX - 64), initialised from `initial_data` when it is not NULL
-// and zero-filled otherwise (see Zeros); NULL when out of memory.
+// and zero-filled otherwise, or left as it was with HRT_HAL_UNINITIALIZED
+// (see Zeros); NULL when out of memory.
 void* hrt_local_allocator_allocate(hrt_local_allocator_t* allocator,
                                    size_t byte_length,
                                    const void* initial_data);

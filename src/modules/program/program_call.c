@@ -182,9 +182,12 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
           call->state->placeholder, 0, 0, HRT_HAL_WHOLE_BUFFER};
       continue;
     }
+    // A value whose first op writes all of it needs no zero fill first.
+    const void* initial =
+        !extra && function->overwritten[v] ? HRT_HAL_UNINITIALIZED : NULL;
     hrt_hal_buffer_t* buffer = NULL;
     HRT_RETURN_IF_ERROR(
-        hrt_hal_device_allocate_buffer(device, bytes, NULL, &buffer));
+        hrt_hal_device_allocate_buffer(device, bytes, initial, &buffer));
     uint32_t output = v - def->input_count;
     if (!extra && output < def->output_count) {
       const hrt_vm_tensor_type_t* type = &function->types[v];

@@ -88,6 +88,9 @@ typedef struct hrt_function_s {
   uint64_t call_bytes;
   uint32_t op_count;
   hrt_op_t* ops;
+  // [value_count]: an output or local whose first use writes all of it
+  // (program_ops.h), which calls allocate without zeroing.
+  bool* overwritten;
 } hrt_function_t;
 
 typedef struct hrt_program_module_s {

@@ -388,3 +388,47 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
       "trace, barrier or call)",
       name);
 }
+
+// Whether `op`, which uses value `v`, writes every byte of it and reads
+// none (hrt_program_mark_overwritten).
+static bool hrt_op_overwrites(const hrt_function_t* function,
+                              const hrt_op_t* op, uint32_t v) {
+  switch (op->kind) {
+    case HRT_OP_FILL:
+      return true;
+    case HRT_OP_COPY:
+      return op->operands[0] != v;  // copies are of equal byte sizes
+    case HRT_OP_DISPATCH:
+      if (!op->signature) return false;  // a user kernel may read it
+      for (uint32_t b = 0; b < op->operand_count; ++b) {
+        if (op->operands[b] != v) continue;
+        if (!op->signature->bindings[b].written ||
+            hrt_builtin_binding_min_bytes(op->signature, b, op->constants) !=
+                function->byte_lengths[v]) {
+          return false;
+        }
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+hrt_status_t hrt_program_mark_overwritten(hrt_program_parser_t* parser,
+                                          hrt_function_t* function,
+                                          uint32_t first_value) {
+  HRT_RETURN_IF_ERROR(hrt_program_alloc(parser,
+                                        function->value_count * sizeof(bool),
+                                        (void**)&function->overwritten));
+  for (uint32_t v = first_value; v < function->value_count; ++v) {
+    const hrt_op_t* first = NULL;
+    for (uint32_t i = 0; i < function->op_count && !first; ++i) {
+      const hrt_op_t* op = &function->ops[i];
+      for (uint32_t k = 0; k < op->operand_count; ++k) {
+        if (op->operands[k] == v) first = op;
+      }
+    }
+    function->overwritten[v] = first && hrt_op_overwrites(function, first, v);
+  }
+  return HRT_OK;
+}

@@ -67,7 +67,7 @@ static hrt_status_t hrt_parse_function(hrt_program_parser_t* parser,
     op->key = key;
     parser->module->dispatch_count += 1;
   }
-  return HRT_OK;
+  return hrt_program_mark_overwritten(parser, function, input_count);
 }
 
 hrt_status_t hrt_program_parse_module(hrt_program_parser_t* parser,
