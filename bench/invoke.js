@@ -135,6 +135,21 @@ async function invokeOverhead({ quick, ref, instance, ort, uris }) {
         `(CLOCK_THREAD_CPUTIME_ID of the JS thread before and after each run, median): halrt ` +
         `${cpuText('halrtFlight')}, ${ortCall ? `ORT ${cpuText('ortFlight')}` : 'ORT unmeasured'}, bare round ` +
         `trip ${cpuText('pingFlight')}`;
+      rows.push(
+        row({
+          group: GROUP,
+          name: `JS-thread CPU per call, ${DEPTH} in flight (${uri})`,
+          halrt: `${cpuText('halrtFlight')}/call`,
+          baseline: `${cpuText('pingFlight')}/call round trip`,
+          ratio: cpu('halrtFlight') / cpu('pingFlight'),
+          target: { op: '<=', value: 2 },
+          note:
+            `CPU time of the JS thread per call (CLOCK_THREAD_CPUTIME_ID before and after each run, median of ` +
+            `${rounds} rounds) with ${DEPTH} invocations in flight, the runs of the throughput row below; ` +
+            `baseline: the same for the bare asynchronous round trip of the reference addon with ${DEPTH} in ` +
+            `flight (issue 25's target: at most twice its JS-thread work)`,
+        }),
+      );
       const flightName = `invoke throughput, ${DEPTH} in flight (${uri})`;
       const hFlight = `${si(rate('halrtFlight'), 'call/s')} (JS ${cpuText('halrtFlight')}/call)`;
       if (ortCall) {

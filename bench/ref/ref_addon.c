@@ -31,11 +31,15 @@
 //     JS thread) has used, clock_gettime(CLOCK_THREAD_CPUTIME_ID): read before
 //     and after a run, it gives the JS thread's own work, not the process's.
 //   addTimes(n, reps) -> Float64Array: c[i] = a[i] + b[i] over n floats.
+//   readTimes(n, reps) -> Float64Array: one read of n floats from a warm
+//     buffer, counting NaN, +Inf and -Inf (what a 'health' summary computes
+//     per element): the floor under checking traced bytes.
 //   matmulTimes(n, reps) -> Float64Array: naive i-j-k loop, c = a·b, n×n.
 //
 // Every timed loop runs on the calling thread with CLOCK_MONOTONIC; the
 // buffers are allocated and touched before the first rep.
 
+#include <math.h>
 #include <node_api.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -455,6 +459,32 @@ static napi_value ref_add_times(napi_env env, napi_callback_info info) {
   return result;
 }
 
+static napi_value ref_read_times(napi_env env, napi_callback_info info) {
+  napi_value argv[2], result = NULL;
+  int64_t n = 0, reps = 0;
+  double* times = NULL;
+  if (!ref_sizes(env, info, 2, argv, &n, &reps, &times, &result)) return NULL;
+  float* x = malloc((size_t)n * sizeof(float));
+  if (!x) {
+    napi_throw_error(env, NULL, "readTimes: out of memory");
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] = (float)(i & 1023);
+  for (int64_t r = 0; r < reps; ++r) {
+    double start = ref_now();
+    uint32_t nan = 0, pos = 0, neg = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      nan += x[i] != x[i];
+      pos += x[i] == INFINITY;
+      neg += x[i] == -INFINITY;
+    }
+    ref_sink = (float)(nan + pos + neg);
+    times[r] = ref_now() - start;
+  }
+  free(x);
+  return result;
+}
+
 static napi_value ref_matmul_times(napi_env env, napi_callback_info info) {
   napi_value argv[2], result = NULL;
   int64_t n = 0, reps = 0;
@@ -500,6 +530,8 @@ NAPI_MODULE_INIT() {
       {"memcpyTimes", NULL, ref_memcpy_times, NULL, NULL, NULL, napi_default,
        NULL},
       {"addTimes", NULL, ref_add_times, NULL, NULL, NULL, napi_default, NULL},
+      {"readTimes", NULL, ref_read_times, NULL, NULL, NULL, napi_default,
+       NULL},
       {"matmulTimes", NULL, ref_matmul_times, NULL, NULL, NULL, napi_default,
        NULL},
       {"pingOpen", NULL, ref_ping_open, NULL, NULL, NULL, napi_default, NULL},
@@ -509,7 +541,9 @@ NAPI_MODULE_INIT() {
       {"threadCpuTime", NULL, ref_thread_cpu_time, NULL, NULL, NULL,
        napi_default, NULL},
   };
-  if (napi_define_properties(env, exports, 8, properties) != napi_ok) {
+  if (napi_define_properties(env, exports,
+                             sizeof(properties) / sizeof(properties[0]),
+                             properties) != napi_ok) {
     return NULL;
   }
   return exports;
