@@ -417,18 +417,21 @@ static bool hrt_op_overwrites(const hrt_function_t* function,
 hrt_status_t hrt_program_mark_overwritten(hrt_program_parser_t* parser,
                                           hrt_function_t* function,
                                           uint32_t first_value) {
+  // One pass over the ops: a value is decided at its first use (`seen`).
+  bool* seen = NULL;
   HRT_RETURN_IF_ERROR(hrt_program_alloc(parser,
                                         function->value_count * sizeof(bool),
                                         (void**)&function->overwritten));
-  for (uint32_t v = first_value; v < function->value_count; ++v) {
-    const hrt_op_t* first = NULL;
-    for (uint32_t i = 0; i < function->op_count && !first; ++i) {
-      const hrt_op_t* op = &function->ops[i];
-      for (uint32_t k = 0; k < op->operand_count; ++k) {
-        if (op->operands[k] == v) first = op;
-      }
+  HRT_RETURN_IF_ERROR(hrt_program_alloc(
+      parser, function->value_count * sizeof(bool), (void**)&seen));
+  for (uint32_t i = 0; i < function->op_count; ++i) {
+    const hrt_op_t* op = &function->ops[i];
+    for (uint32_t k = 0; k < op->operand_count; ++k) {
+      const uint32_t v = op->operands[k];
+      if (v < first_value || seen[v]) continue;
+      seen[v] = true;
+      function->overwritten[v] = hrt_op_overwrites(function, op, v);
     }
-    function->overwritten[v] = first && hrt_op_overwrites(function, first, v);
   }
   return HRT_OK;
 }
