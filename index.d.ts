@@ -908,6 +908,22 @@ export interface ValueDescription {
   shape: readonly number[];
 }
 
+/**
+ * A module constant (docs/module-format.md, "Constants"): read-only data of
+ * the module, copied when the module is made, uploaded once per Context.
+ * Exactly one of `data` and `file`.
+ */
+export interface ConstantDescription {
+  dtype: DType;
+  shape: readonly number[];
+  /** The elements: Arrays nested as the shape (or flat), a TypedArray of the dtype, or bytes. */
+  data?: HostData | undefined;
+  /** An .npy file of this dtype and shape, or raw little-endian bytes (at most 4 GiB), relative to the module file or baseDir. */
+  file?: string | undefined;
+  /** Raw files only: the byte where the constant starts. Default 0. */
+  offset?: number | undefined;
+}
+
 export interface DispatchOp {
   op: 'dispatch';
   kernel: KernelName;
@@ -967,11 +983,13 @@ export interface ModuleDescription {
   format: 'halrt.module/1';
   name: string;
   executables?: { [name: string]: ExecutableKinds } | undefined;
+  /** Named like values by every function; at most 4096. */
+  constants?: { [name: string]: ConstantDescription } | undefined;
   functions: { [name: string]: FunctionDescription };
 }
 
 export interface ModuleOptions {
-  /** Folder relative executable paths resolve against. Default: the current directory. */
+  /** Folder relative executable and constant paths resolve against. Default: the current directory. */
   baseDir?: string | undefined;
 }
 
@@ -984,11 +1002,12 @@ export class Module implements Disposable {
    * a regular file of at most 64 MiB is read: a device, FIFO or directory
    * throws INVALID_ARGUMENT, a larger file RESOURCE_EXHAUSTED (naming its
    * size and the cap), a missing one NOT_FOUND; each names the path. Kernel
-   * files the module names are held to 1 GiB when a Context links it.
+   * files the module names are held to 1 GiB when a Context links it;
+   * constants' files are read now, each at most 4 GiB.
    */
   static load(instance: Instance, file: string): Module;
   static fromObject(instance: Instance, object: ModuleDescription, options?: ModuleOptions): Module;
-  /** `baseDir`: where relative paths resolve (none: they are an error). */
+  /** `baseDir`: where relative paths resolve (none: they are an error). Constants' data and files are read as Module.load reads them. */
   static fromJson(instance: Instance, text: string, baseDir?: string): Module;
   readonly name: string;
   /** A fresh array of the exported functions' signatures. */
@@ -1030,9 +1049,11 @@ export interface FunctionBuilder {
 export class ModuleBuilder {
   constructor(name: string);
   executable(name: string, kinds: ExecutableKinds): this;
+  /** A module constant; `data` is kept as given until the module is built (which copies it). */
+  constant(name: string, dtype: DType, shape: readonly number[], data: HostData): this;
   /** `define` is called at once with the function's builder. */
   function(name: string, define: (builder: FunctionBuilder) => void): this;
-  /** A deep copy of the description built so far. */
+  /** A deep copy of the description built so far (constants' data copied with structuredClone). */
   toObject(): ModuleDescription;
   /** Module.fromObject(instance, this.toObject(), options). */
   build(instance: Instance, options?: ModuleOptions): Module;

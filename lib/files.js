@@ -19,6 +19,8 @@ const LIMITS = Object.freeze({
   // An .npy input becomes one TypedArray, and 4 GiB is the largest Buffer
   // Node 18 and 20 can allocate (buffer.constants.MAX_LENGTH).
   npyInput: 4096 * MiB,
+  // A module constant's file (weights): one Buffer, so the same cap.
+  constantFile: 4096 * MiB,
 });
 
 // The largest read asked of the system at once (Node refuses reads of 2 GiB

@@ -11,11 +11,38 @@ const { HalrtError } = require('./errors');
 const { LIMITS, readRegularFile } = require('./files');
 const { setOwn } = require('./objects');
 const { checkOptions } = require('./args');
+const { constantData, withoutData } = require('./constants');
 
 const FORMAT = 'halrt.module/1';
 
-// Module.load and Module.fromObject, on the native class.
+// Module.load, Module.fromObject and Module.fromJson, on the native class,
+// whose own fromJson takes the constants' bytes as a fourth argument.
 const { Module } = binding;
+const nativeFromJson = Module.fromJson;
+
+// The module of JSON `text` (`description`: the same, parsed, or undefined
+// when it is not JSON) with its constants' bytes read.
+function create(instance, text, baseDir, description) {
+  // A baseDir that is not a string is named by the native reader.
+  const usable = baseDir === undefined || typeof baseDir === 'string';
+  return nativeFromJson.call(Module, instance, text, baseDir, usable ? constantData(description, baseDir) : undefined);
+}
+
+// JSON.parse of `text`, or undefined: malformed text is left to the native
+// reader, which names line and column.
+function parseOrUndefined(text) {
+  try {
+    return typeof text === 'string' ? JSON.parse(text) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// Module.fromJson(instance, text, baseDir?): relative paths resolve against
+// baseDir (none: they are an error).
+Module.fromJson = function fromJson(instance, text, baseDir) {
+  return create(instance, text, baseDir, parseOrUndefined(text));
+};
 // Module.load(instance, file): paths inside resolve against the file's folder.
 // Errors in the module name the file.
 Module.load = function load(instance, file) {
@@ -27,7 +54,8 @@ Module.load = function load(instance, file) {
   }
   const bytes = readRegularFile(file, { caller: 'Module.load', maxBytes: LIMITS.moduleFile, what: 'a module file' });
   try {
-    return Module.fromJson(instance, bytes.toString('utf8'), path.dirname(path.resolve(file)));
+    const text = bytes.toString('utf8');
+    return create(instance, text, path.dirname(path.resolve(file)), parseOrUndefined(text));
   } catch (error) {
     const inner = 'Module.fromJson: ';
     if (!(error instanceof HalrtError) || !error.message.startsWith(inner)) throw error;
@@ -45,7 +73,7 @@ Module.fromObject = function fromObject(instance, object, options = {}) {
     throw new HalrtError('Module.fromObject: options must be an object', 'INVALID_ARGUMENT');
   }
   const baseDir = options.baseDir === undefined ? process.cwd() : typeof options.baseDir === 'string' ? path.resolve(options.baseDir) : options.baseDir;
-  return Module.fromJson(instance, serialize(object, 'Module.fromObject: object'), baseDir);
+  return create(instance, serialize(withoutData(object), 'Module.fromObject: object'), baseDir, object);
 };
 
 function isPlainObject(value) {
@@ -141,6 +169,14 @@ class ModuleBuilder {
     return this;
   }
 
+  // constant('w', 'f32', [4, 8], data): a module constant; `data` is host
+  // data (a TypedArray of the dtype, bytes, or Arrays), kept as given.
+  constant(name, dtype, shape, data) {
+    this._object.constants ??= {};
+    setOwn(this._object.constants, name, { dtype, shape, data });
+    return this;
+  }
+
   // `define` receives a FunctionBuilder.
   function(name, define) {
     if (typeof define !== 'function') {
@@ -152,9 +188,15 @@ class ModuleBuilder {
     return this;
   }
 
-  // The module description, a plain object (deep copy).
+  // The module description, a plain object (deep copy; constants' data
+  // copied by structuredClone, which keeps TypedArrays).
   toObject() {
-    return JSON.parse(serialize(this._object, 'ModuleBuilder.toObject: the module'));
+    const copy = JSON.parse(serialize(withoutData(this._object), 'ModuleBuilder.toObject: the module'));
+    const { constants } = this._object;
+    for (const name of Object.keys(constants ?? {})) {
+      if (constants[name].data !== undefined) copy.constants[name].data = structuredClone(constants[name].data);
+    }
+    return copy;
   }
 
   build(instance, options) {

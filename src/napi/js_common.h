@@ -95,8 +95,9 @@ void hrt_js_throw_napi_failure(napi_env env, napi_status status,
   { (name), NULL, NULL, (fn), NULL, NULL, napi_configurable, NULL }
 #define HRT_JS_VALUE(name, value) \
   { (name), NULL, NULL, NULL, NULL, (value), napi_enumerable, NULL }
+// Writable: lib/ wraps it (Module.fromJson reads the constants' files).
 #define HRT_JS_STATIC(name, fn) \
-  { (name), NULL, (fn), NULL, NULL, NULL, napi_static, NULL }
+  { (name), NULL, (fn), NULL, NULL, NULL, napi_static | napi_writable, NULL }
 // For helpers that report failure as `false`.
 #define HRT_NAPI_CALL_BOOL(env, call) HRT_NAPI_CALL_BASE(env, call, false)
 // For helpers that return napi_status: returns the failed status itself.

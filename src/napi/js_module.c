@@ -1,5 +1,6 @@
 #include "napi/js_module.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,17 +45,52 @@ static napi_value hrt_js_module_construct(napi_env env,
       "Module.fromObject(instance, object) or a ModuleBuilder");
 }
 
-// Module.fromJson(instance, text, baseDir?) -> Module
+// The fourth argument of Module.fromJson: undefined, or an Array of
+// TypedArrays, one per constant (lib/constants.js). Elements are read
+// first (a getter may run), pointers taken after, so none is stale.
+static bool hrt_js_constant_data(napi_env env, napi_value value,
+                                 const char* method,
+                                 hrt_program_constant_data_t** out,
+                                 uint32_t* out_count) {
+  *out = NULL;
+  *out_count = 0;
+  if (hrt_js_arg_is_undefined(env, value)) return true;
+  uint32_t count = 0;
+  if (!hrt_js_arg_array(env, value, method, "constants", &count)) return false;
+  napi_value* items = calloc(count + 1, sizeof(*items));
+  hrt_program_constant_data_t* data = calloc(count + 1, sizeof(*data));
+  bool ok = items && data;
+  if (!ok) hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED, "out of host memory");
+  for (uint32_t i = 0; ok && i < count; ++i) {
+    ok = napi_get_element(env, value, i, &items[i]) == napi_ok;
+    if (!ok) hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT, "%s: constants[%u] cannot be read", method, i);
+  }
+  for (uint32_t i = 0; ok && i < count; ++i) {
+    char name[32];
+    snprintf(name, sizeof(name), "constants[%u]", i);
+    hrt_js_typed_array_t array;
+    ok = hrt_js_arg_typed_array(env, items[i], method, name, &array);
+    if (ok) data[i] = (hrt_program_constant_data_t){array.data, array.byte_length};
+  }
+  free(items);
+  if (!ok) {
+    free(data);
+    return false;
+  }
+  *out = data;
+  *out_count = count;
+  return true;
+}
+
+// Module.fromJson(instance, text, baseDir?, constants?) -> Module
 static napi_value hrt_js_module_from_json(napi_env env,
                                           napi_callback_info info) {
   static const char* const method = "Module.fromJson";
-  napi_value argv[3];
+  napi_value argv[4];
   hrt_js_wrap_t* instance = NULL;
   char* text = NULL;
   char* base_dir = NULL;
-  if (!hrt_js_args_get(env, info, 3, argv, NULL, NULL) ||
-      !hrt_js_arg_unwrap(env, argv[0], &hrt_js_instance_class, method,
-                         "instance", false, &instance) ||
+  if (!hrt_js_args_get(env, info, 4, argv, NULL, NULL) ||
       !hrt_js_arg_string(env, argv[1], method, "text", NULL, &text)) {
     return NULL;
   }
@@ -63,14 +99,29 @@ static napi_value hrt_js_module_from_json(napi_env env,
     free(text);
     return NULL;
   }
+  // The constants first: reading them may run user code, which may close
+  // the instance.
+  hrt_program_constant_data_t* constants = NULL;
+  uint32_t constant_count = 0;
+  if (!hrt_js_constant_data(env, argv[3], method, &constants,
+                            &constant_count) ||
+      !hrt_js_arg_unwrap(env, argv[0], &hrt_js_instance_class, method,
+                         "instance", false, &instance)) {
+    free(constants);
+    free(text);
+    free(base_dir);
+    return NULL;
+  }
   hrt_js_module_handle_t* handle = calloc(1, sizeof(*handle));
-  hrt_status_t status = handle
-                            ? hrt_program_module_create(
-                                  text, strlen(text), base_dir, &handle->module)
-                            : hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
-                                              "out of host memory");
+  hrt_status_t status =
+      handle ? hrt_program_module_create_with_constants(
+                   text, strlen(text), base_dir, constants, constant_count,
+                   &handle->module)
+             : hrt_status_make(HRT_STATUS_RESOURCE_EXHAUSTED,
+                               "out of host memory");
   free(text);
   free(base_dir);
+  free(constants);
   if (status != HRT_OK) {
     free(handle);
     hrt_js_throw_status(env, hrt_status_annotate(status, "%s", method));

@@ -10,9 +10,10 @@
 // is then invoked once on zero-filled inputs and must complete, with
 // outputs that match its signature or with a clean error. The sink checks
 // every trace it receives and refuses those whose key starts with "fail"
-// (the invocation must then fail). A fixed program module "lib" (LIB_JSON)
-// and a callback module "cb" (its echo copies its f32[4] input to its
-// output on the completion thread) are linked between the two, so that
+// (the invocation must then fail). A fixed program module "lib" (LIB_JSON,
+// with a constant its scale2 reads) and a callback module "cb" (its echo
+// copies its f32[4] input to its output on the completion thread) are
+// linked between the two, so that
 // call ops ("callee": "lib.scale2", "cb.echo") are resolved, inlined or
 // split at, and run. After each input every runtime object
 // made for it must be gone.
@@ -49,12 +50,16 @@
 // one with a local, one whose trace the sink refuses.
 static const char LIB_JSON[] =
     "{\"format\":\"halrt.module/1\",\"name\":\"lib\",\"executables\":"
-    "{\"k\":{\"local\":{\"builtin\":true}}},\"functions\":{"
+    "{\"k\":{\"local\":{\"builtin\":true}}},"
+    "\"constants\":{\"zero\":{\"dtype\":\"f32\",\"shape\":[4]}},"
+    "\"functions\":{"
     "\"scale2\":{\"inputs\":[{\"name\":\"a\",\"dtype\":\"f32\",\"shape\":[4]}],"
     "\"outputs\":[{\"name\":\"b\",\"dtype\":\"f32\",\"shape\":[4]}],"
     "\"locals\":[{\"name\":\"t\",\"dtype\":\"f32\",\"shape\":[4]}],\"body\":["
     "{\"op\":\"dispatch\",\"kernel\":\"k.add_f32\",\"workgroups\":[1],"
     "\"bindings\":[\"a\",\"a\",\"t\"],\"constants\":[4]},"
+    "{\"op\":\"dispatch\",\"kernel\":\"k.add_f32\",\"workgroups\":[1],"
+    "\"bindings\":[\"t\",\"zero\",\"t\"],\"constants\":[4]},"
     "{\"op\":\"trace\",\"key\":\"in_lib\",\"values\":[\"t\"]},"
     "{\"op\":\"copy\",\"source\":\"t\",\"target\":\"b\"}]},"
     "\"add_i32\":{\"inputs\":[{\"name\":\"a\",\"dtype\":\"i32\",\"shape\":[2,2]},"
@@ -92,8 +97,10 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
   FUZZ_CHECK_OK(hrt_vm_instance_create(&g_instance));
   FUZZ_CHECK_OK(
       hrt_vm_instance_create_device(g_instance, "local-sync", &g_device));
-  FUZZ_CHECK_OK(
-      hrt_program_module_create(LIB_JSON, sizeof(LIB_JSON) - 1, NULL, &g_lib));
+  static const float zero[4] = {0};
+  const hrt_program_constant_data_t lib_constants[1] = {{zero, sizeof(zero)}};
+  FUZZ_CHECK_OK(hrt_program_module_create_with_constants(
+      LIB_JSON, sizeof(LIB_JSON) - 1, NULL, lib_constants, 1, &g_lib));
   static const hrt_vm_tensor_type_t f32x4 = {"v", HRT_HAL_ELEMENT_TYPE_F32, 1,
                                              {4}};
   static const hrt_vm_function_def_t echo = {"echo", 1, 1, &f32x4, &f32x4};

@@ -45,6 +45,7 @@ import {
   TraceMode,
   TypedArrayOf,
   ValueDescription,
+  ConstantDescription,
 } from 'halrt';
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -314,6 +315,8 @@ async function programs(): Promise<void> {
   const builder = new ModuleBuilder('mlp')
     .executable('k', kinds)
     .executable('lib', { local: { library: 'k.so' }, cuda: { fatbin: 'k.fatbin' } })
+    .constant('bias', 'f32', [16], new Float32Array(16))
+    .constant('table', 'i32', [2, 2], [[1, 2], [3, 4]])
     .executable('typed', {
       cuda: { ptx: 'k.ptx', entries: { scale: ['buffer', 'i64', 'f64', 'buffer'], add: { params: ['buffer', 'u32'] }, any: {} } },
     })
@@ -336,6 +339,11 @@ async function programs(): Promise<void> {
     );
   const description: ModuleDescription = builder.toObject();
   const format: 'halrt.module/1' = description.format;
+  const weights: ConstantDescription = { dtype: 'f32', shape: [8, 16], file: 'w.bin', offset: 64 };
+  description.constants = { ...description.constants, weights };
+  // @ts-expect-error a constant needs its dtype
+  const untyped: ConstantDescription = { shape: [1], data: [1] };
+  void untyped;
   const firstOp: Op | undefined = description.functions['main']?.body[0];
   if (firstOp && firstOp.op === 'dispatch') {
     const kernel: `${string}.${string}` = firstOp.kernel;

@@ -182,6 +182,13 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
           call->state->placeholder, 0, 0, HRT_HAL_WHOLE_BUFFER};
       continue;
     }
+    if (!extra && v >= function->constant_base) {
+      // Commands bind constants directly; the slot holds one all the same.
+      call->bindings[v] = (hrt_hal_buffer_ref_t){
+          call->state->constants[v - function->constant_base], 0, 0,
+          HRT_HAL_WHOLE_BUFFER};
+      continue;
+    }
     // A value whose first op writes all of it needs no zero fill first.
     const void* initial =
         !extra && function->overwritten[v] ? HRT_HAL_UNINITIALIZED : NULL;

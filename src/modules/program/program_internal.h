@@ -81,7 +81,10 @@ typedef struct hrt_op_s {
 
 typedef struct hrt_function_s {
   const char* qualified_name;  // "module.function"
-  uint32_t value_count;        // inputs, then outputs, then locals
+  // inputs, then outputs, then locals, then the module's constants (from
+  // constant_base on, in the module's order)
+  uint32_t value_count;
+  uint32_t constant_base;
   hrt_vm_tensor_type_t* types;
   uint64_t* byte_lengths;
   // What one call allocates: the outputs' and locals' bytes (saturating).
@@ -93,13 +96,23 @@ typedef struct hrt_function_s {
   bool* overwritten;
 } hrt_function_t;
 
+// A module-level constant (program_values.h): read-only, uploaded once per
+// context that links the module (program_state.h).
+typedef struct hrt_module_constant_s {
+  hrt_vm_tensor_type_t type;
+  uint64_t byte_length;
+  void* data;  // byte_length bytes, owned (malloc; NULL when empty)
+} hrt_module_constant_t;
+
 typedef struct hrt_program_module_s {
   hrt_vm_module_t base;
   hrt_json_document_t* document;  // names point into it
   hrt_arena_t arena;              // everything else parsed
   uint32_t executable_count;
   hrt_executable_spec_t* executables;
-  hrt_function_t* functions;    // [base.function_count]
+  uint32_t constant_count;
+  hrt_module_constant_t* constants;  // [constant_count]
+  hrt_function_t* functions;         // [base.function_count]
   hrt_vm_function_def_t* defs;  // [base.function_count]
   uint32_t dispatch_count;
   const char** dispatch_keys;  // [dispatch_count]: every dispatch's op->key

@@ -7,6 +7,18 @@
 #include "modules/program/program_fields.h"
 #include "modules/program/program_values.h"
 
+// INVALID_ARGUMENT when value `v` is a module constant (read-only): `use`
+// says what the op would do with it.
+static hrt_status_t hrt_expect_writable(const hrt_function_t* function,
+                                        uint32_t v, const char* path,
+                                        const char* use) {
+  if (v < function->constant_base) return HRT_OK;
+  return hrt_program_field_error(
+      HRT_STATUS_INVALID_ARGUMENT, path,
+      "'%s' is a module constant, which is read-only: it cannot be %s",
+      function->types[v].name, use);
+}
+
 // The constants of a dispatch of a declared entry: one per scalar parameter,
 // in order, typed by it.
 static hrt_status_t hrt_parse_typed_constants(hrt_program_parser_t* parser,
@@ -211,6 +223,12 @@ static hrt_status_t hrt_parse_dispatch(hrt_program_parser_t* parser,
     const hrt_vm_tensor_type_t* type = &function->types[op->operands[i]];
     char item_path[HRT_PATH_MAX];
     hrt_program_path_format(item_path, "%s[%u]", field, i);
+    if (rule->written) {
+      char use[HRT_PATH_MAX];
+      hrt_program_path_format(use, "written by kernel '%s'", op->entry);
+      HRT_RETURN_IF_ERROR(
+          hrt_expect_writable(function, op->operands[i], item_path, use));
+    }
     if (!rule->any_type && type->element_type != rule->element_type) {
       return hrt_program_field_error(
           HRT_STATUS_INVALID_ARGUMENT, item_path,
@@ -284,6 +302,10 @@ static hrt_status_t hrt_parse_call(hrt_program_parser_t* parser,
     hrt_program_path_format(field, "%s.%s[%u]", path, lists[!arg], item);
     HRT_RETURN_IF_ERROR(hrt_program_find_value(
         function, &items[!arg]->items[item], field, &op->operands[i]));
+    HRT_RETURN_IF_ERROR(hrt_expect_writable(
+        function, op->operands[i], field,
+        arg ? "an argument of a call (copy it into a local first)"
+            : "a result of a call"));
     for (uint32_t j = op->arg_count; !arg && j < i; ++j) {
       if (op->operands[j] == op->operands[i]) {
         return hrt_program_field_error(
@@ -352,6 +374,8 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
     hrt_program_path_format(field, "%s.target", path);
     HRT_RETURN_IF_ERROR(hrt_program_find_value(
         function, hrt_json_get(json, "target"), field, &op->operands[0]));
+    HRT_RETURN_IF_ERROR(hrt_expect_writable(function, op->operands[0], field,
+                                            "the target of a fill"));
     hrt_hal_element_type_t type = function->types[op->operands[0]].element_type;
     op->pattern_length = (uint32_t)hrt_hal_element_type_size(type);
     hrt_program_path_format(field, "%s.value", path);
@@ -370,6 +394,8 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
     hrt_program_path_format(field, "%s.target", path);
     HRT_RETURN_IF_ERROR(hrt_program_find_value(
         function, hrt_json_get(json, "target"), field, &op->operands[1]));
+    HRT_RETURN_IF_ERROR(hrt_expect_writable(function, op->operands[1], field,
+                                            "the target of a copy"));
     uint64_t source = function->byte_lengths[op->operands[0]];
     uint64_t target = function->byte_lengths[op->operands[1]];
     if (source != target) {
@@ -428,7 +454,9 @@ hrt_status_t hrt_program_mark_overwritten(hrt_program_parser_t* parser,
     const hrt_op_t* op = &function->ops[i];
     for (uint32_t k = 0; k < op->operand_count; ++k) {
       const uint32_t v = op->operands[k];
-      if (v < first_value || seen[v]) continue;
+      if (v < first_value || v >= function->constant_base || seen[v]) {
+        continue;
+      }
       seen[v] = true;
       function->overwritten[v] = hrt_op_overwrites(function, op, v);
     }

@@ -1,8 +1,10 @@
 // One op of a program function's body (dispatch, fill, copy, trace,
-// barrier, call), parsed and checked against the function's values, the module's
-// executables, built-in kernel signatures and declared entries. Runs on the
-// creating thread; errors name the field (program_fields.h). What is parsed
-// goes into the module's arena (program_internal.h).
+// barrier, call), parsed and checked against the function's values, the
+// module's executables, built-in kernel signatures and declared entries.
+// Module constants are read-only: only a user kernel's dispatch may bind
+// one where it could write. Runs on the creating thread; errors name the
+// field (program_fields.h). What is parsed goes into the module's arena
+// (program_internal.h).
 #ifndef HRT_MODULES_PROGRAM_PROGRAM_OPS_H_
 #define HRT_MODULES_PROGRAM_PROGRAM_OPS_H_
 
@@ -17,7 +19,7 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
                                   hrt_op_t* op) HRT_MUST_USE;
 
 // Sets function->overwritten (allocated here) for each value from
-// `first_value` on: whether the first op that uses it writes every byte of
+// `first_value` up to the module's constants: whether the first op that uses it writes every byte of
 // it and reads none (a fill of it, a copy into it from another value, or a
 // built-in dispatch that binds it only as outputs its constants size to
 // the whole value). A call need not zero such a value before the op.

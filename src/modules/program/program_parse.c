@@ -73,9 +73,9 @@ static hrt_status_t hrt_parse_function(hrt_program_parser_t* parser,
 hrt_status_t hrt_program_parse_module(hrt_program_parser_t* parser,
                                       const hrt_json_t* root) {
   static const char* const known[] = {"format", "name", "executables",
-                                      "functions"};
+                                      "constants", "functions"};
   HRT_RETURN_IF_ERROR(hrt_program_expect(root, HRT_JSON_OBJECT, "module"));
-  HRT_RETURN_IF_ERROR(hrt_program_check_keys(root, known, 4, "module"));
+  HRT_RETURN_IF_ERROR(hrt_program_check_keys(root, known, 5, "module"));
   const hrt_json_t* format = hrt_json_get(root, "format");
   HRT_RETURN_IF_ERROR(hrt_program_expect(format, HRT_JSON_STRING, "format"));
   if (strcmp(format->string, HRT_PROGRAM_FORMAT) != 0) {
@@ -93,6 +93,10 @@ hrt_status_t hrt_program_parse_module(hrt_program_parser_t* parser,
   const hrt_json_t* executables = hrt_json_get(root, "executables");
   if (executables) {
     HRT_RETURN_IF_ERROR(hrt_program_parse_executables(parser, executables));
+  }
+  const hrt_json_t* constants = hrt_json_get(root, "constants");
+  if (constants) {
+    HRT_RETURN_IF_ERROR(hrt_program_parse_constants(parser, constants));
   }
   const hrt_json_t* functions = hrt_json_get(root, "functions");
   HRT_RETURN_IF_ERROR(

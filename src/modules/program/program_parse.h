@@ -1,5 +1,5 @@
-// The top level of a module description: format, name, executables and
-// functions (values and body), parsed into the parser's module
+// The top level of a module description: format, name, executables,
+// constants and functions (values and body), parsed into the parser's module
 // (program_internal.h). Runs on the creating thread; every error names the
 // field (program_fields.h).
 #ifndef HRT_MODULES_PROGRAM_PROGRAM_PARSE_H_

@@ -42,6 +42,16 @@ static hrt_hal_buffer_ref_t hrt_slot(uint32_t slot) {
   return (hrt_hal_buffer_ref_t){NULL, slot, 0, HRT_HAL_WHOLE_BUFFER};
 }
 
+// Where value `v` of `frame` is: its slot, or for a module constant the
+// buffer of the frame's state, bound directly.
+static hrt_hal_buffer_ref_t hrt_value_ref(const hrt_frame_t* frame,
+                                          uint32_t v) {
+  const uint32_t base = frame->function->constant_base;
+  if (v < base) return hrt_slot(frame->slots[v]);
+  return (hrt_hal_buffer_ref_t){frame->state->constants[v - base], 0, 0,
+                                HRT_HAL_WHOLE_BUFFER};
+}
+
 // The commands recorded since the last note came from op `op_index` of
 // `function`.
 static hrt_status_t hrt_note(hrt_recorder_t* recorder,
@@ -134,7 +144,7 @@ static hrt_status_t hrt_add_trace(hrt_recorder_t* recorder,
   hrt_hal_buffer_ref_t sources[HRT_HAL_MAX_TRACE_SOURCES];
   hrt_hal_element_type_t types[HRT_HAL_MAX_TRACE_SOURCES];
   for (uint32_t i = 0; i < count; ++i) {
-    sources[i] = hrt_slot(frame->slots[values[i]]);
+    sources[i] = hrt_value_ref(frame, values[i]);
     types[i] = frame->function->types[values[i]].element_type;
   }
   return hrt_hal_command_buffer_trace_mode(recorder->command_buffer, mode,
@@ -147,7 +157,8 @@ _Static_assert(HRT_HAL_MAX_DISPATCH_BINDINGS <= HRT_HAL_MAX_TRACE_SOURCES,
                "every binding a dispatch writes fits in one trace");
 
 // Traces what a dispatch writes: the bindings its signature marks written,
-// or (user kernels) every binding that is not an input of its function; only
+// or (user kernels) every binding that is neither an input of its function
+// nor a module constant; only
 // when the HAL module's dispatch-trace filters cover the dispatch.
 static hrt_status_t hrt_add_dispatch_trace(hrt_recorder_t* recorder,
                                            const hrt_frame_t* frame,
@@ -160,9 +171,11 @@ static hrt_status_t hrt_add_dispatch_trace(hrt_recorder_t* recorder,
                                          "trace", (void**)&written));
   uint32_t count = 0;
   for (uint32_t i = 0; i < op->operand_count; ++i) {
+    const uint32_t v = op->operands[i];
     bool writes = op->signature ? op->signature->bindings[i].written
-                                : op->operands[i] >= frame->def->input_count;
-    if (writes) written[count++] = op->operands[i];
+                                : v >= frame->def->input_count &&
+                                      v < frame->function->constant_base;
+    if (writes) written[count++] = v;
   }
   if (count == 0) return HRT_OK;
   const char* function_name = strchr(frame->function->qualified_name, '.') + 1;
@@ -184,7 +197,7 @@ static hrt_status_t hrt_record_dispatch(hrt_recorder_t* recorder,
   hrt_hal_buffer_ref_t bindings[HRT_HAL_MAX_DISPATCH_BINDINGS];
   uint32_t read_only = 0;
   for (uint32_t i = 0; i < op->operand_count; ++i) {
-    bindings[i] = hrt_slot(frame->slots[op->operands[i]]);
+    bindings[i] = hrt_value_ref(frame, op->operands[i]);
     if (op->signature && !op->signature->bindings[i].written) {
       read_only |= 1u << i;
     }
@@ -427,7 +440,7 @@ static hrt_status_t hrt_record_call(hrt_recorder_t* recorder,
     }
   }
   for (uint32_t v = def->input_count + def->output_count;
-       v < callee->value_count; ++v) {
+       v < callee->constant_base; ++v) {
     HRT_RETURN_IF_ERROR(
         hrt_extra_slot(recorder, callee->byte_lengths[v], &slots[v]));
   }
@@ -458,13 +471,13 @@ static hrt_status_t hrt_record_op(hrt_recorder_t* recorder,
     case HRT_OP_DISPATCH:
       return hrt_record_dispatch(recorder, frame, op);
     case HRT_OP_FILL:
-      return hrt_hal_command_buffer_fill(
-          command_buffer, hrt_slot(frame->slots[op->operands[0]]), op->pattern,
-          op->pattern_length);
+      return hrt_hal_command_buffer_fill(command_buffer,
+                                         hrt_value_ref(frame, op->operands[0]),
+                                         op->pattern, op->pattern_length);
     case HRT_OP_COPY:
-      return hrt_hal_command_buffer_copy(
-          command_buffer, hrt_slot(frame->slots[op->operands[0]]),
-          hrt_slot(frame->slots[op->operands[1]]));
+      return hrt_hal_command_buffer_copy(command_buffer,
+                                         hrt_value_ref(frame, op->operands[0]),
+                                         hrt_value_ref(frame, op->operands[1]));
     case HRT_OP_TRACE:
       return hrt_add_trace(
           recorder, frame, op_index, op->key,

@@ -24,6 +24,9 @@ void hrt_program_state_free(hrt_vm_module_t* base, void* opaque) {
     free(function->extra_bytes);
   }
   if (state->placeholder) hrt_hal_buffer_release(state->placeholder);
+  for (uint32_t i = 0; i < module->constant_count; ++i) {
+    if (state->constants[i]) hrt_hal_buffer_release(state->constants[i]);
+  }
   for (uint32_t i = 0; i < module->executable_count; ++i) {
     hrt_hal_executable_release(state->executables[i]);
   }
@@ -40,7 +43,8 @@ hrt_status_t hrt_program_state_create(hrt_vm_module_t* base,
   hrt_program_state_t* state = NULL;
   size_t size = sizeof(*state) +
                 module->executable_count * sizeof(hrt_hal_executable_t*) +
-                base->function_count * sizeof(hrt_recorded_function_t);
+                base->function_count * sizeof(hrt_recorded_function_t) +
+                module->constant_count * sizeof(hrt_hal_buffer_t*);
   HRT_RETURN_IF_ERROR(
       hrt_allocate_zeroed(size, "program state", (void**)&state));
   state->hal = hal;
@@ -48,7 +52,16 @@ hrt_status_t hrt_program_state_create(hrt_vm_module_t* base,
   state->functions = (hrt_recorded_function_t*)(state + 1);
   state->executables =
       (hrt_hal_executable_t**)(state->functions + base->function_count);
+  state->constants = (hrt_hal_buffer_t**)(state->executables +
+                                          module->executable_count);
   hrt_status_t status = HRT_OK;
+  for (uint32_t i = 0; i < module->constant_count && status == HRT_OK; ++i) {
+    const hrt_module_constant_t* constant = &module->constants[i];
+    status = hrt_status_annotate(
+        hrt_hal_device_allocate_buffer(state->device, constant->byte_length,
+                                       constant->data, &state->constants[i]),
+        "constants.%s", constant->type.name);
+  }
   for (uint32_t i = 0; i < module->executable_count && status == HRT_OK; ++i) {
     status = hrt_program_load_executable(state->device, &module->executables[i],
                                          &state->executables[i]);

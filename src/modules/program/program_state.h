@@ -1,12 +1,13 @@
 // The per-context state of a program module: its executables loaded on the
-// device of the HAL module linked before it, and each function recorded
-// into one reusable command buffer (program_record.h).
+// device of the HAL module linked before it, its constants uploaded there,
+// and each function recorded into one reusable command buffer
+// (program_record.h).
 //
 // Threads: created on the thread that creates the context and freed on the
 // one that destroys it (possibly a device completion thread, see
 // vm/module.h); calls (program_call.h) read it, never write it, on the
-// invoking and completion threads. The state owns its executables, command
-// buffers and arena; it borrows the HAL module and the program modules it
+// invoking and completion threads. The state owns its executables, constant
+// buffers, command buffers and arena; it borrows the HAL module and the program modules it
 // calls (their states' executables), which the context frees after it.
 #ifndef HRT_MODULES_PROGRAM_PROGRAM_STATE_H_
 #define HRT_MODULES_PROGRAM_PROGRAM_STATE_H_
@@ -84,6 +85,9 @@ struct hrt_program_state_s {
   hrt_vm_module_t* hal;      // borrowed: linked before us, freed after us
   hrt_hal_device_t* device;  // the HAL module's
   hrt_hal_executable_t** executables;  // [executable_count]
+  // [module constant_count]: the module's constants on the device, read by
+  // every call (commands bind them directly, not through slots)
+  hrt_hal_buffer_t** constants;
   hrt_recorded_function_t* functions;  // [function_count]
   // Bound to staging slots until a host call's outputs replace it.
   hrt_hal_buffer_t* placeholder;

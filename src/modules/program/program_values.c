@@ -6,18 +6,13 @@
 #include "modules/program/program_fields.h"
 
 #define HRT_PROGRAM_MAX_VALUES 1024
+#define HRT_PROGRAM_MAX_CONSTANTS 4096
 
-static hrt_status_t hrt_parse_value(const hrt_json_t* json, const char* path,
-                                    hrt_vm_tensor_type_t* out_type,
-                                    uint64_t* out_byte_length) {
-  static const char* const known[] = {"name", "dtype", "shape"};
-  HRT_RETURN_IF_ERROR(hrt_program_expect(json, HRT_JSON_OBJECT, path));
-  HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 3, path));
+// A value's or constant's "dtype" and "shape".
+static hrt_status_t hrt_parse_type(const hrt_json_t* json, const char* path,
+                                   hrt_vm_tensor_type_t* out_type,
+                                   uint64_t* out_byte_length) {
   char field[HRT_PATH_MAX];
-  hrt_program_path_format(field, "%s.name", path);
-  const hrt_json_t* name = hrt_json_get(json, "name");
-  HRT_RETURN_IF_ERROR(hrt_program_expect_identifier(name, field));
-  out_type->name = name->string;
   hrt_program_path_format(field, "%s.dtype", path);
   const hrt_json_t* dtype = hrt_json_get(json, "dtype");
   HRT_RETURN_IF_ERROR(hrt_program_expect(dtype, HRT_JSON_STRING, field));
@@ -46,6 +41,57 @@ static hrt_status_t hrt_parse_value(const hrt_json_t* json, const char* path,
   return HRT_OK;
 }
 
+static hrt_status_t hrt_parse_value(const hrt_json_t* json, const char* path,
+                                    hrt_vm_tensor_type_t* out_type,
+                                    uint64_t* out_byte_length) {
+  static const char* const known[] = {"name", "dtype", "shape"};
+  HRT_RETURN_IF_ERROR(hrt_program_expect(json, HRT_JSON_OBJECT, path));
+  HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 3, path));
+  char field[HRT_PATH_MAX];
+  hrt_program_path_format(field, "%s.name", path);
+  const hrt_json_t* name = hrt_json_get(json, "name");
+  HRT_RETURN_IF_ERROR(hrt_program_expect_identifier(name, field));
+  out_type->name = name->string;
+  return hrt_parse_type(json, path, out_type, out_byte_length);
+}
+
+hrt_status_t hrt_program_parse_constants(hrt_program_parser_t* parser,
+                                         const hrt_json_t* constants) {
+  // "data", "file" and "offset" say where the bytes come from; the creator
+  // reads them (lib/constants.js) and passes the bytes.
+  static const char* const known[] = {"dtype", "shape", "data", "file",
+                                      "offset"};
+  HRT_RETURN_IF_ERROR(
+      hrt_program_expect(constants, HRT_JSON_OBJECT, "constants"));
+  if (constants->length > HRT_PROGRAM_MAX_CONSTANTS) {
+    return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, "constants",
+                                   "has %zu constants (at most %d)",
+                                   constants->length,
+                                   HRT_PROGRAM_MAX_CONSTANTS);
+  }
+  hrt_program_module_t* module = parser->module;
+  HRT_RETURN_IF_ERROR(hrt_program_alloc(
+      parser, constants->length * sizeof(hrt_module_constant_t),
+      (void**)&module->constants));
+  for (size_t i = 0; i < constants->length; ++i) {
+    char path[HRT_PATH_MAX];
+    hrt_program_path_format(path, "constants.%s", constants->keys[i]);
+    hrt_module_constant_t* constant = &module->constants[i];
+    const hrt_json_t* json = &constants->items[i];
+    if (!hrt_program_is_identifier(constants->keys[i])) {
+      return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
+                                     "'%s' is not a name", constants->keys[i]);
+    }
+    HRT_RETURN_IF_ERROR(hrt_program_expect(json, HRT_JSON_OBJECT, path));
+    HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 5, path));
+    constant->type.name = constants->keys[i];
+    HRT_RETURN_IF_ERROR(
+        hrt_parse_type(json, path, &constant->type, &constant->byte_length));
+    module->constant_count = (uint32_t)i + 1;
+  }
+  return HRT_OK;
+}
+
 hrt_status_t hrt_program_parse_values(hrt_program_parser_t* parser,
                                       const hrt_json_t* function,
                                       const char* path, hrt_function_t* out,
@@ -68,11 +114,14 @@ hrt_status_t hrt_program_parse_values(hrt_program_parser_t* parser,
                                    "has %zu values (at most %d)", total,
                                    HRT_PROGRAM_MAX_VALUES);
   }
-  out->value_count = (uint32_t)total;
+  const hrt_program_module_t* module = parser->module;
+  out->constant_base = (uint32_t)total;
+  out->value_count = (uint32_t)total + module->constant_count;
+  HRT_RETURN_IF_ERROR(
+      hrt_program_alloc(parser, out->value_count * sizeof(hrt_vm_tensor_type_t),
+                        (void**)&out->types));
   HRT_RETURN_IF_ERROR(hrt_program_alloc(
-      parser, total * sizeof(hrt_vm_tensor_type_t), (void**)&out->types));
-  HRT_RETURN_IF_ERROR(hrt_program_alloc(parser, total * sizeof(uint64_t),
-                                        (void**)&out->byte_lengths));
+      parser, out->value_count * sizeof(uint64_t), (void**)&out->byte_lengths));
   uint32_t index = 0;
   for (int g = 0; g < 3; ++g) {
     if (!lists[g]) continue;
@@ -95,7 +144,20 @@ hrt_status_t hrt_program_parse_values(hrt_program_parser_t* parser,
               "value '%s' is declared twice", out->types[index].name);
         }
       }
+      for (uint32_t c = 0; c < module->constant_count; ++c) {
+        if (strcmp(module->constants[c].type.name, out->types[index].name) ==
+            0) {
+          return hrt_program_field_error(
+              HRT_STATUS_INVALID_ARGUMENT, value_path,
+              "value '%s' has the name of a module constant",
+              out->types[index].name);
+        }
+      }
     }
+  }
+  for (uint32_t c = 0; c < module->constant_count; ++c) {
+    out->types[index + c] = module->constants[c].type;
+    out->byte_lengths[index + c] = module->constants[c].byte_length;
   }
   *out_input_count = (uint32_t)lists[0]->length;
   *out_output_count = (uint32_t)lists[1]->length;

@@ -1,14 +1,23 @@
 // The values of a program function (inputs, outputs and locals) as its
-// description declares them, and op operands that name them. Runs on the
-// creating thread; errors name the field (program_fields.h). What is parsed
-// goes into the module's arena (program_internal.h).
+// description declares them, the module's constants, and op operands that
+// name them. Runs on the creating thread; errors name the field
+// (program_fields.h). What is parsed goes into the module's arena
+// (program_internal.h).
 #ifndef HRT_MODULES_PROGRAM_PROGRAM_VALUES_H_
 #define HRT_MODULES_PROGRAM_PROGRAM_VALUES_H_
 
 #include "base/json.h"
 #include "modules/program/program_internal.h"
 
-// Parses inputs, outputs and locals into one array, names unique.
+// The module's "constants" object (name -> {dtype, shape} and where the
+// creator finds the bytes: data, file, offset) into module->constants,
+// without their bytes (program_module.c copies those).
+hrt_status_t hrt_program_parse_constants(hrt_program_parser_t* parser,
+                                         const hrt_json_t* constants)
+    HRT_MUST_USE;
+
+// Parses inputs, outputs and locals into one array, names unique, followed
+// by the module's constants (parsed before the functions).
 hrt_status_t hrt_program_parse_values(hrt_program_parser_t* parser,
                                       const hrt_json_t* function,
                                       const char* path, hrt_function_t* out,
