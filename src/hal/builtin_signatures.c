@@ -6,34 +6,22 @@
 #define I32 HRT_HAL_ELEMENT_TYPE_I32
 #define U32 HRT_HAL_ELEMENT_TYPE_U32
 // An operand of `type` holding constants[a] elements, or constants[a]*[b].
-#define IN(type, a)                 \
-  {                                 \
-    type, false, false, 1, { a, 0 } \
-  }
-#define OUT(type, a)               \
-  {                                \
-    type, false, true, 1, { a, 0 } \
-  }
-#define IN2(type, a, b)             \
-  {                                 \
-    type, false, false, 2, { a, b } \
-  }
-#define OUT2(type, a, b)           \
-  {                                \
-    type, false, true, 2, { a, b } \
-  }
-#define BINARY(name, type)                                    \
-  {                                                           \
-    name, 3, 1, 0, { IN(type, 0), IN(type, 0), OUT(type, 0) } \
-  }
+#define IN(type, a) {type, false, false, 1, {a}, 0}
+#define OUT(type, a) {type, false, true, 1, {a}, 0}
+#define IN2(type, a, b) {type, false, false, 2, {a, b}, 0}
+#define OUT2(type, a, b) {type, false, true, 2, {a, b}, 0}
+#define BYTES(written) {0, true, written, 1, {0}, 0}
+// binary_f32's strided inputs (dims at constants 1..6, strides after them)
+// and its dense output.
+#define DIMS6 {1, 2, 3, 4, 5, 6}
+#define STRIDED(base) {F32, false, false, 6, DIMS6, base}
+#define DENSE6 {F32, false, true, 6, DIMS6, 0}
+#define BINARY(name, type) \
+  {name, 3, 1, 0, {IN(type, 0), IN(type, 0), OUT(type, 0)}, 0, 0}
 
 static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
-    {"fill_u32", 1, 2, 0, {OUT(U32, 0)}},
-    {"copy_u8",
-     2,
-     1,
-     0,
-     {{0, true, false, 1, {0, 0}}, {0, true, true, 1, {0, 0}}}},
+    {"fill_u32", 1, 2, 0, {OUT(U32, 0)}, 0, 0},
+    {"copy_u8", 2, 1, 0, {BYTES(false), BYTES(true)}, 0, 0},
     BINARY("add_f32", F32),
     BINARY("sub_f32", F32),
     BINARY("mul_f32", F32),
@@ -44,11 +32,19 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
     BINARY("mul_i32", I32),
     BINARY("div_i32", I32),
     BINARY("max_i32", I32),
-    {"axpy_f32", 3, 2, 1u << 1, {IN(F32, 0), IN(F32, 0), OUT(F32, 0)}},
-    {"relu_f32", 2, 1, 0, {IN(F32, 0), OUT(F32, 0)}},
-    {"matmul_f32", 3, 3, 0, {IN2(F32, 0, 1), IN2(F32, 1, 2), OUT2(F32, 0, 2)}},
-    {"softmax_rows_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT2(F32, 0, 1)}},
-    {"reduce_sum_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT(F32, 0)}},
+    {"axpy_f32", 3, 2, 1u << 1, {IN(F32, 0), IN(F32, 0), OUT(F32, 0)}, 0, 0},
+    {"relu_f32", 2, 1, 0, {IN(F32, 0), OUT(F32, 0)}, 0, 0},
+    {"matmul_f32",
+     3,
+     3,
+     0,
+     {IN2(F32, 0, 1), IN2(F32, 1, 2), OUT2(F32, 0, 2)},
+     0,
+     0},
+    {"softmax_rows_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT2(F32, 0, 1)}, 0, 0},
+    {"reduce_sum_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT(F32, 0)}, 0, 0},
+    {"binary_f32", 3, 19, 0, {STRIDED(7), STRIDED(13), DENSE6}, 0, 7},
+    {"unary_f32", 2, 4, 3u << 2, {IN(F32, 0), OUT(F32, 0)}, 1, 14},
 };
 
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {
@@ -67,10 +63,30 @@ uint64_t hrt_builtin_binding_min_bytes(const hrt_builtin_signature_t* signature,
                                        const uint32_t* constants) {
   const hrt_builtin_binding_t* binding = &signature->bindings[index];
   uint64_t count = 1;
-  for (uint8_t i = 0; i < binding->factor_count; ++i) {
-    count *= constants[binding->factors[i]];  // < 2^64: two 32-bit factors
+  if (binding->stride_base) {
+    // 1 + the sum of (dim - 1) * stride, saturated.
+    for (uint8_t i = 0; i < binding->factor_count && count != 0; ++i) {
+      const uint64_t dim = constants[binding->factors[i]];
+      const uint64_t step =
+          dim == 0 ? 0 : (dim - 1) * constants[binding->stride_base + i];
+      count = dim == 0                    ? 0
+              : step > UINT64_MAX - count ? UINT64_MAX
+                                          : count + step;
+    }
+  } else {
+    for (uint8_t i = 0; i < binding->factor_count; ++i) {
+      const uint64_t factor = constants[binding->factors[i]];
+      count = factor != 0 && count > UINT64_MAX / factor ? UINT64_MAX
+                                                         : count * factor;
+    }
   }
   uint64_t size =
       binding->any_type ? 1 : hrt_hal_element_type_size(binding->element_type);
   return count > UINT64_MAX / size ? UINT64_MAX : count * size;
+}
+
+bool hrt_builtin_op_valid(const hrt_builtin_signature_t* signature,
+                          const uint32_t* constants) {
+  return signature->op_limit == 0 ||
+         constants[signature->op_constant] < signature->op_limit;
 }

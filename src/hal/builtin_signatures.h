@@ -21,9 +21,13 @@ typedef struct hrt_builtin_binding_s {
   hrt_hal_element_type_t element_type;
   bool any_type;
   bool written;  // the kernel writes this binding
-  // Element count = product of constants[factors[0..factor_count)].
+  // Element count = product of constants[factors[0..factor_count)]; for a
+  // strided binding (stride_base != 0) the factors are dimensions read at
+  // element strides constants[stride_base + i], so the count is 1 + the
+  // last element's offset (0 when a dimension is 0).
   uint8_t factor_count;
-  uint8_t factors[2];
+  uint8_t factors[6];
+  uint8_t stride_base;
 } hrt_builtin_binding_t;
 
 typedef struct hrt_builtin_signature_s {
@@ -33,6 +37,10 @@ typedef struct hrt_builtin_signature_s {
   // Bit i set: constant i is an f32 (passed as its bits); else an integer.
   uint32_t float_constants;
   hrt_builtin_binding_t bindings[HRT_BUILTIN_MAX_BINDINGS];
+  // When op_limit != 0, constant op_constant selects an operation and must
+  // be below op_limit.
+  uint8_t op_constant;
+  uint8_t op_limit;
 } hrt_builtin_signature_t;
 
 // The signature of built-in kernel `name`, or NULL.
@@ -43,5 +51,10 @@ const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name);
 uint64_t hrt_builtin_binding_min_bytes(const hrt_builtin_signature_t* signature,
                                        uint32_t index,
                                        const uint32_t* constants);
+
+// Whether the constants select an operation the kernel has (always true
+// for kernels without one).
+bool hrt_builtin_op_valid(const hrt_builtin_signature_t* signature,
+                          const uint32_t* constants);
 
 #endif  // HRT_HAL_BUILTIN_SIGNATURES_H_

@@ -249,8 +249,8 @@ static void constants_are_read_only_and_checked(void) {
     const char* message;
   } declarations[] = {
       {"[]", HRT_STATUS_INVALID_ARGUMENT, "constants: must be an object"},
-      {"{\"1c\": {\"dtype\": \"f32\", \"shape\": [1]}}",
-       HRT_STATUS_INVALID_ARGUMENT, "constants.1c: '1c' is not a name"},
+      {"{\"c\\u0001\": {\"dtype\": \"f32\", \"shape\": [1]}}",
+       HRT_STATUS_INVALID_ARGUMENT, "constants.c\x01: 'c\x01' is not a value name"},
       {"{\"c\": {\"dtype\": \"f33\", \"shape\": [1]}}",
        HRT_STATUS_INVALID_ARGUMENT, "constants.c.dtype"},
       {"{\"c\": {\"dtype\": \"f32\", \"shape\": [-1]}}",

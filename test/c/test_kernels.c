@@ -174,7 +174,8 @@ static const struct {
     {"div_i32", 3, 1},          {"max_i32", 3, 1},
     {"axpy_f32", 3, 2},         {"relu_f32", 2, 1},
     {"matmul_f32", 3, 3},       {"softmax_rows_f32", 2, 2},
-    {"reduce_sum_f32", 2, 2},
+    {"reduce_sum_f32", 2, 2},   {"binary_f32", 3, 19},
+    {"unary_f32", 2, 4},
 };
 
 static void test_library_lists_every_documented_kernel(void) {
@@ -900,7 +901,7 @@ static void test_reduce_sum_is_accurate_for_long_rows(void) {
 // length and element size.
 static const struct {
   const char* name;
-  uint32_t constants[3];
+  uint32_t constants[19];
   size_t lengths[3];
   size_t element_size;
 } kValidCalls[] = {
@@ -917,6 +918,11 @@ static const struct {
     {"matmul_f32", {2, 3, 4}, {24, 48, 32}, 4},
     {"softmax_rows_f32", {2, 3}, {24, 24}, 4},
     {"reduce_sum_f32", {2, 3}, {24, 8}, 4},
+    {"binary_f32",
+     {0, 1, 1, 1, 1, 1, 5, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1},
+     {20, 20, 20},
+     4},
+    {"unary_f32", {5, 0, 0, 0}, {20, 20}, 4},
 };
 
 enum { BUFFER_BYTES = 64 };
@@ -944,7 +950,7 @@ static int run_on_poison(size_t c, const size_t* lengths,
       exact_lengths[i] = i < 3 ? lengths[i] : BUFFER_BYTES;
     }
     for (uint32_t i = 0; i < constant_count; ++i) {
-      constants[i] = i < 3 ? kValidCalls[c].constants[i] : 0;
+      constants[i] = i < 19 ? kValidCalls[c].constants[i] : 0;
     }
     code = run_kernel(kValidCalls[c].name, grid, bindings, exact_lengths,
                       binding_count, constants, constant_count);
@@ -1048,6 +1054,148 @@ static void test_overflowing_sizes_are_rejected(void) {
   CHECK(is_poisoned(buffers, sizeof(buffers)));
 }
 
+//===----------------------------------------------------------------------===//
+// binary_f32 and unary_f32
+//===----------------------------------------------------------------------===//
+
+static float ref_binary(uint32_t op, float x, float y) {
+  switch (op) {
+    case 0: return x + y;
+    case 1: return x - y;
+    case 2: return x * y;
+    case 3: return x / y;
+    case 4: return powf(x, y);
+    case 5: return fmaxf(x, y);
+    default: return fminf(x, y);
+  }
+}
+
+// Broadcasting as NumPy does, the reference computing each operand's offset
+// from the output's coordinates directly.
+static void test_binary_f32_broadcasts_every_op_for_any_grid(void) {
+  rng_t rng = {0xB0B};
+  // out [2,3,4,5]; a [3,1,5] (broadcast over dims 0 and 2); b transposed
+  // [5,4] as strides.
+  const uint32_t dims[6] = {1, 1, 2, 3, 4, 5};
+  const uint32_t sa[6] = {0, 0, 0, 5, 0, 1};
+  const uint32_t sb[6] = {0, 0, 0, 0, 1, 4};
+  enum { N = 120 };
+  float a[15], b[20];
+  for (int i = 0; i < 15; ++i) a[i] = rng_f32(&rng, -3.0f, 3.0f);
+  for (int i = 0; i < 20; ++i) b[i] = rng_f32(&rng, 0.25f, 2.0f);
+  a[3] = NAN;
+  for (uint32_t op = 0; op < 7; ++op) {
+    uint32_t constants[19] = {op};
+    memcpy(constants + 1, dims, sizeof(dims));
+    memcpy(constants + 7, sa, sizeof(sa));
+    memcpy(constants + 13, sb, sizeof(sb));
+    for (size_t g = 0; g < COUNT_OF(kGrids); ++g) {
+      float* out = alloc_poisoned(N * 4);
+      void* bindings[3] = {a, b, out};
+      const size_t lengths[3] = {sizeof(a), sizeof(b), N * 4};
+      CHECK_EQ_INT(run_kernel("binary_f32", kGrids[g], bindings, lengths, 3,
+                              constants, 19),
+                   0);
+      int wrong = 0;
+      for (uint32_t i0 = 0; i0 < 2; ++i0)
+        for (uint32_t i1 = 0; i1 < 3; ++i1)
+          for (uint32_t i2 = 0; i2 < 4; ++i2)
+            for (uint32_t i3 = 0; i3 < 5; ++i3) {
+              const float want =
+                  ref_binary(op, a[i1 * 5 + i3], b[i3 * 4 + i2]);
+              const float got = out[((i0 * 3 + i1) * 4 + i2) * 5 + i3];
+              wrong += !(memcmp(&want, &got, 4) == 0 ||
+                         (want != want && got != got));
+            }
+      CHECK_EQ_INT(wrong, 0);
+      CHECK(is_poisoned(out + N, SLACK));
+      free(out);
+    }
+  }
+  // An operation past the last, and a binding shorter than its strides
+  // reach, are refused before any write.
+  uint32_t constants[19] = {7, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1,
+                            0, 0, 0, 0, 0, 1};
+  float small[4] = {0}, out[4];
+  memset(out, POISON, sizeof(out));
+  void* bindings[3] = {small, small, out};
+  const size_t lengths[3] = {16, 16, 16};
+  const uint32_t one[3] = {1, 1, 1};
+  CHECK_EQ_INT(run_kernel("binary_f32", one, bindings, lengths, 3, constants,
+                          19),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  constants[0] = 0;
+  constants[12] = 2;  // a's last stride 2: 7 elements needed, 4 given
+  CHECK_EQ_INT(run_kernel("binary_f32", one, bindings, lengths, 3, constants,
+                          19),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  CHECK(is_poisoned(out, sizeof(out)));
+}
+
+static double ref_unary(uint32_t op, double x, double alpha, double beta) {
+  switch (op) {
+    case 0: return 1.0 / (1.0 + exp(-x));
+    case 1: return tanh(x);
+    case 2: return exp(x);
+    case 3: return log(x);
+    case 4: return sqrt(x);
+    case 5: return -x;
+    case 6: return fabs(x);
+    case 7: return 1.0 / x;
+    case 8: return erf(x);
+    case 9: return x < 0 ? alpha * x : x;
+    case 10: return fmax(0.0, fmin(1.0, alpha * x + beta));
+    case 11: return x * fmax(0.0, fmin(1.0, x / 6.0 + 0.5));
+    case 12: return fmax(alpha, fmin(beta, x));
+    default: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+  }
+}
+
+// Each op against a double-precision reference, within a few float ULPs.
+static void test_unary_f32_matches_reference(void) {
+  rng_t rng = {0xACE};
+  enum { N = 1000 };
+  float x[N];
+  for (int i = 0; i < N; ++i) x[i] = rng_f32(&rng, -9.0f, 9.0f);
+  x[0] = 0.0f;
+  const float alpha = 0.2f, beta = 0.5f;
+  for (uint32_t op = 0; op < 14; ++op) {
+    uint32_t constants[4] = {N, op, 0, 0};
+    const float clip_low = -2.0f, clip_high = 3.0f;
+    memcpy(&constants[2], op == 12 ? &clip_low : &alpha, 4);
+    memcpy(&constants[3], op == 12 ? &clip_high : &beta, 4);
+    float* out = alloc_poisoned(N * 4);
+    void* bindings[2] = {x, out};
+    const size_t lengths[2] = {sizeof(x), N * 4};
+    CHECK_EQ_INT(run_kernel("unary_f32", kGrids[op % COUNT_OF(kGrids)],
+                            bindings, lengths, 2, constants, 4),
+                 0);
+    int wrong = 0;
+    for (int i = 0; i < N; ++i) {
+      const double a = op == 12 ? clip_low : alpha;
+      const double b = op == 12 ? clip_high : beta;
+      const double want = ref_unary(op, x[i], a, b);
+      const double tolerance = 4.0 * fabs(want) / (1 << 23) + 1e-7;
+      if (!near_f32(out[i], want, tolerance)) {
+        if (wrong++ < 3) {
+          fprintf(stderr, "op %u x %.9g: got %.9g want %.9g\n", op, x[i],
+                  out[i], want);
+        }
+      }
+    }
+    CHECK_EQ_INT(wrong, 0);
+    CHECK(is_poisoned(out + N, SLACK));
+    free(out);
+  }
+  uint32_t constants[4] = {N, 14, 0, 0};
+  float out[N];
+  void* bindings[2] = {x, out};
+  const size_t lengths[2] = {sizeof(x), sizeof(out)};
+  const uint32_t one[3] = {1, 1, 1};
+  CHECK_EQ_INT(run_kernel("unary_f32", one, bindings, lengths, 2, constants, 4),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+}
+
 TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_fill_and_copy_cover_every_element_for_any_grid),
           TEST_CASE(test_binary_kernels_match_reference_for_any_grid),
@@ -1067,4 +1215,6 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_reduce_sum_is_accurate_for_long_rows),
           TEST_CASE(test_short_bindings_are_rejected_before_any_write),
           TEST_CASE(test_wrong_arity_or_grid_is_rejected),
-          TEST_CASE(test_overflowing_sizes_are_rejected))
+          TEST_CASE(test_overflowing_sizes_are_rejected),
+          TEST_CASE(test_binary_f32_broadcasts_every_op_for_any_grid),
+          TEST_CASE(test_unary_f32_matches_reference))

@@ -150,6 +150,14 @@ static hrt_status_t hrt_cuda_check_builtin(
                            dispatch->executable->name,
                            dispatch->workgroup_count[2]);
   }
+  if (!hrt_builtin_op_valid(signature, dispatch->constants)) {
+    return hrt_status_make(
+        HRT_STATUS_INVALID_ARGUMENT,
+        "kernel '%s' of executable '%s': constant %u selects operation %u, "
+        "but the kernel has %u",
+        signature->name, dispatch->executable->name, signature->op_constant,
+        dispatch->constants[signature->op_constant], signature->op_limit);
+  }
   for (uint32_t i = 0; i < signature->binding_count; ++i) {
     const uint64_t needed =
         hrt_builtin_binding_min_bytes(signature, i, dispatch->constants);

@@ -45,7 +45,9 @@
   X(relu_f32, 2, 1)          \
   X(matmul_f32, 3, 3)        \
   X(softmax_rows_f32, 2, 2)  \
-  X(reduce_sum_f32, 2, 2)
+  X(reduce_sum_f32, 2, 2)    \
+  X(binary_f32, 3, 19)       \
+  X(unary_f32, 2, 4)
 
 #define HRT_BINARY_INDEX(name, type, expr) HRT_KERNEL_INDEX_##name,
 #define HRT_OTHER_INDEX(name, bindings, constants) HRT_KERNEL_INDEX_##name,
@@ -267,6 +269,183 @@ static void hrt_relu_f32_body(const halrt_dispatch_state_t* dispatch,
 }
 
 HRT_ELEMENTWISE_KERNEL(relu_f32, sizeof(float))
+
+//===----------------------------------------------------------------------===//
+// Broadcasting and parameterised elementwise kernels
+//===----------------------------------------------------------------------===//
+
+// binary_f32: constants [op, dims[6], a strides[6], b strides[6]]; out is
+// the dense dims, a and b are read at their strides (0: broadcast).
+enum { HRT_ND = 6, HRT_BINARY_OP_COUNT = 7, HRT_UNARY_OP_COUNT = 14 };
+
+// C fminf as hrt_fmaxf spells fmaxf.
+static float hrt_fminf(float x, float y) { return (x < y || y != y) ? x : y; }
+
+// The elements a binding read at `strides` over `dims` spans: 1 + the
+// offset of the last element, or 0 when there is no element; saturated.
+static uint64_t hrt_strided_extent(const uint32_t* dims,
+                                   const uint32_t* strides) {
+  uint64_t last = 0;
+  for (int d = 0; d < HRT_ND; ++d) {
+    if (dims[d] == 0) return 0;
+    const uint64_t step = hrt_mul_saturate(dims[d] - 1, strides[d]);
+    last = step > UINT64_MAX - last ? UINT64_MAX : last + step;
+  }
+  return last == UINT64_MAX ? UINT64_MAX : last + 1;
+}
+
+static uint64_t hrt_dims_count(const uint32_t* dims) {
+  uint64_t n = 1;
+  for (int d = 0; d < HRT_ND; ++d) n = hrt_mul_saturate(n, dims[d]);
+  return n;
+}
+
+// One run of `count` outputs along the last dimension.
+#define HRT_BINARY_ROW(name, expr)                                          \
+  static void hrt_binary_row_##name(const float* a, uint64_t sa,           \
+                                    const float* b, uint64_t sb, float* out, \
+                                    size_t count) {                         \
+    for (size_t i = 0; i < count; ++i) {                                    \
+      const float x = a[i * sa], y = b[i * sb];                             \
+      out[i] = (expr);                                                      \
+    }                                                                       \
+  }
+HRT_BINARY_ROW(add, x + y)
+HRT_BINARY_ROW(sub, x - y)
+HRT_BINARY_ROW(mul, x* y)
+HRT_BINARY_ROW(div, x / y)
+HRT_BINARY_ROW(pow, powf(x, y))
+HRT_BINARY_ROW(max, hrt_fmaxf(x, y))
+HRT_BINARY_ROW(min, hrt_fminf(x, y))
+
+typedef void (*hrt_binary_row_t)(const float*, uint64_t, const float*,
+                                 uint64_t, float*, size_t);
+static const hrt_binary_row_t hrt_binary_rows[HRT_BINARY_OP_COUNT] = {
+    hrt_binary_row_add, hrt_binary_row_sub, hrt_binary_row_mul,
+    hrt_binary_row_div, hrt_binary_row_pow, hrt_binary_row_max,
+    hrt_binary_row_min};
+
+static void hrt_binary_f32_body(const halrt_dispatch_state_t* dispatch,
+                                hrt_range_t range) {
+  const uint32_t* dims = dispatch->constants + 1;
+  const uint32_t* sa = dispatch->constants + 1 + HRT_ND;
+  const uint32_t* sb = dispatch->constants + 1 + 2 * HRT_ND;
+  const hrt_binary_row_t row = hrt_binary_rows[dispatch->constants[0]];
+  const float* a = dispatch->bindings[0];
+  const float* b = dispatch->bindings[1];
+  float* out = dispatch->bindings[2];
+  // The coordinates of range.begin, then runs along the last dimension.
+  uint64_t coords[HRT_ND];
+  uint64_t rest = range.begin, oa = 0, ob = 0;
+  for (int d = HRT_ND - 1; d >= 0; --d) {
+    coords[d] = rest % dims[d];
+    rest /= dims[d];
+    oa += coords[d] * sa[d];
+    ob += coords[d] * sb[d];
+  }
+  const uint64_t last = dims[HRT_ND - 1];
+  for (size_t i = range.begin; i < range.end;) {
+    const uint64_t left = last - coords[HRT_ND - 1];
+    const size_t count =
+        (size_t)(left < range.end - i ? left : range.end - i);
+    row(a + oa, sa[HRT_ND - 1], b + ob, sb[HRT_ND - 1], out + i, count);
+    i += count;
+    coords[HRT_ND - 1] += count;
+    oa += count * sa[HRT_ND - 1];
+    ob += count * sb[HRT_ND - 1];
+    for (int d = HRT_ND - 1; d > 0 && coords[d] == dims[d]; --d) {
+      oa -= coords[d] * sa[d];
+      ob -= coords[d] * sb[d];
+      coords[d] = 0;
+      ++coords[d - 1];
+      oa += sa[d - 1];
+      ob += sb[d - 1];
+    }
+  }
+}
+
+static int hrt_kernel_binary_f32(const halrt_dispatch_state_t* dispatch,
+                                 const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_binary_f32) ||
+      dispatch->constants[0] >= HRT_BINARY_OP_COUNT) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint32_t* dims = dispatch->constants + 1;
+  const uint64_t n = hrt_dims_count(dims);
+  if (n > UINT32_MAX ||
+      !hrt_binding_holds(dispatch, 0,
+                         hrt_strided_extent(dims, dims + HRT_ND), 1, 4) ||
+      !hrt_binding_holds(dispatch, 1,
+                         hrt_strided_extent(dims, dims + 2 * HRT_ND), 1, 4) ||
+      !hrt_binding_holds(dispatch, 2, n, 1, 4)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, n);
+  if (range.begin < range.end) hrt_binary_f32_body(dispatch, range);
+  return HALRT_KERNEL_OK;
+}
+
+// unary_f32: constants [n, op, alpha bits, beta bits].
+static float hrt_unary_op(uint32_t op, float x, float alpha, float beta) {
+  switch (op) {
+    case 0:  // sigmoid
+      return 1.0f / (1.0f + expf(-x));
+    case 1:
+      return tanhf(x);
+    case 2:
+      return expf(x);
+    case 3:
+      return logf(x);
+    case 4:
+      return sqrtf(x);
+    case 5:
+      return -x;
+    case 6:
+      return fabsf(x);
+    case 7:
+      return 1.0f / x;
+    case 8:
+      return erff(x);
+    case 9:  // leaky relu
+      return x < 0.0f ? alpha * x : x;
+    case 10: {  // hard sigmoid
+      const float y = alpha * x + beta;
+      return y != y ? y : y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y;
+    }
+    case 11: {  // hard swish: x * hard sigmoid(x) with 1/6, 1/2
+      const float y = x / 6.0f + 0.5f;
+      return x * (y != y ? y : y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y);
+    }
+    case 12:  // clip to [alpha, beta]; NaN stays NaN
+      return x < alpha ? alpha : x > beta ? beta : x;
+    default: {  // gelu, exact: x/2 (1 + erf(x / sqrt 2))
+      const float half = 0.5f * x;
+      return half * (1.0f + erff(x * 0.70710678118654752f));
+    }
+  }
+}
+
+static void hrt_unary_f32_body(const halrt_dispatch_state_t* dispatch,
+                               hrt_range_t range) {
+  const float* x = dispatch->bindings[0];
+  float* out = dispatch->bindings[1];
+  const uint32_t op = dispatch->constants[1];
+  const float alpha = hrt_f32_from_bits(dispatch->constants[2]);
+  const float beta = hrt_f32_from_bits(dispatch->constants[3]);
+  for (size_t i = range.begin; i < range.end; ++i) {
+    out[i] = hrt_unary_op(op, x[i], alpha, beta);
+  }
+}
+
+static int hrt_kernel_unary_f32(const halrt_dispatch_state_t* dispatch,
+                                const halrt_workgroup_state_t* workgroup) {
+  if (dispatch->constant_count == 4 &&
+      dispatch->constants[1] >= HRT_UNARY_OP_COUNT) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_unary_f32,
+                             sizeof(float), hrt_unary_f32_body);
+}
 
 //===----------------------------------------------------------------------===//
 // Row kernels: constants [rows, cols], x is rows×cols, rows split linearly

@@ -76,6 +76,27 @@ hrt_status_t hrt_program_expect_identifier(const hrt_json_t* value,
   return HRT_OK;
 }
 
+bool hrt_program_is_value_name(const char* text) {
+  size_t length = 0;
+  for (const unsigned char* c = (const unsigned char*)text; *c; ++c) {
+    if (*c < 0x20 || *c == 0x7f) return false;
+    ++length;
+  }
+  return length > 0 && length <= HRT_PROGRAM_MAX_VALUE_NAME;
+}
+
+hrt_status_t hrt_program_expect_value_name(const hrt_json_t* value,
+                                           const char* path) {
+  HRT_RETURN_IF_ERROR(hrt_program_expect(value, HRT_JSON_STRING, path));
+  if (!hrt_program_is_value_name(value->string)) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "'%s' is not a value name (1 to %d bytes, no control characters)",
+        value->string, HRT_PROGRAM_MAX_VALUE_NAME);
+  }
+  return HRT_OK;
+}
+
 hrt_status_t hrt_program_expect_integer(const hrt_json_t* value, int64_t min,
                                         int64_t max, const char* path,
                                         int64_t* out) {

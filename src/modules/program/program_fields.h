@@ -45,6 +45,14 @@ bool hrt_program_is_identifier(const char* text);
 hrt_status_t hrt_program_expect_identifier(const hrt_json_t* value,
                                            const char* path) HRT_MUST_USE;
 
+// A value's or constant's name: any non-empty string of at most
+// HRT_PROGRAM_MAX_VALUE_NAME bytes without control characters (names from
+// other formats, such as ONNX's "onnx::Flatten_0", are kept as they are).
+#define HRT_PROGRAM_MAX_VALUE_NAME 255
+bool hrt_program_is_value_name(const char* text);
+hrt_status_t hrt_program_expect_value_name(const hrt_json_t* value,
+                                           const char* path) HRT_MUST_USE;
+
 // An integer in [min, max].
 hrt_status_t hrt_program_expect_integer(const hrt_json_t* value, int64_t min,
                                         int64_t max, const char* path,

@@ -218,6 +218,16 @@ static hrt_status_t hrt_parse_dispatch(hrt_program_parser_t* parser,
         op->entry, signature->binding_count, signature->constant_count,
         op->operand_count, op->constant_count);
   }
+  if (!hrt_builtin_op_valid(signature, op->constants)) {
+    char item_path[HRT_PATH_MAX];
+    hrt_program_path_format(item_path, "%s.constants[%u]", path,
+                            signature->op_constant);
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, item_path,
+        "kernel '%s' has operations 0 to %u (got %u; see docs/kernels.md)",
+        op->entry, signature->op_limit - 1u,
+        op->constants[signature->op_constant]);
+  }
   for (uint32_t i = 0; i < op->operand_count; ++i) {
     const hrt_builtin_binding_t* rule = &signature->bindings[i];
     const hrt_vm_tensor_type_t* type = &function->types[op->operands[i]];

@@ -50,7 +50,7 @@ static hrt_status_t hrt_parse_value(const hrt_json_t* json, const char* path,
   char field[HRT_PATH_MAX];
   hrt_program_path_format(field, "%s.name", path);
   const hrt_json_t* name = hrt_json_get(json, "name");
-  HRT_RETURN_IF_ERROR(hrt_program_expect_identifier(name, field));
+  HRT_RETURN_IF_ERROR(hrt_program_expect_value_name(name, field));
   out_type->name = name->string;
   return hrt_parse_type(json, path, out_type, out_byte_length);
 }
@@ -78,9 +78,11 @@ hrt_status_t hrt_program_parse_constants(hrt_program_parser_t* parser,
     hrt_program_path_format(path, "constants.%s", constants->keys[i]);
     hrt_module_constant_t* constant = &module->constants[i];
     const hrt_json_t* json = &constants->items[i];
-    if (!hrt_program_is_identifier(constants->keys[i])) {
-      return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                                     "'%s' is not a name", constants->keys[i]);
+    if (!hrt_program_is_value_name(constants->keys[i])) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, path,
+          "'%s' is not a value name (1 to %d bytes, no control characters)",
+          constants->keys[i], HRT_PROGRAM_MAX_VALUE_NAME);
     }
     HRT_RETURN_IF_ERROR(hrt_program_expect(json, HRT_JSON_OBJECT, path));
     HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 5, path));

@@ -14,9 +14,16 @@
 
 typedef struct {
   const char* name;
-  uint32_t constants[3];
+  uint32_t constants[19];
   uint32_t grid[3];
 } builtin_case_t;
+
+// binary_f32's constants: op, dims, a strides, b strides (6 each).
+#define BINARY_CASE(op, d0, d1, d2, d3, d4, d5, a0, a1, a2, a3, a4, a5, b0,   \
+                    b1, b2, b3, b4, b5, g0)                                    \
+  {"binary_f32",                                                               \
+   {op, d0, d1, d2, d3, d4, d5, a0, a1, a2, a3, a4, a5, b0, b1, b2, b3, b4, b5}, \
+   {g0, 1, 1}}
 
 static const builtin_case_t kBuiltinCases[] = {
     {"fill_u32", {1000, 0xDEADBEEF}, {3, 1, 1}},
@@ -41,6 +48,29 @@ static const builtin_case_t kBuiltinCases[] = {
     {"reduce_sum_f32", {9, 1000}, {2, 1, 1}},
     {"reduce_sum_f32", {4, 0}, {1, 1, 1}},
     {"add_f32", {0}, {1, 1, 1}},
+    // a [2,3,4,5] against b [4,1] and against a scalar, every op
+    BINARY_CASE(0, 1, 1, 2, 3, 4, 5, 0, 0, 60, 20, 5, 1, 0, 0, 0, 0, 1, 0, 3),
+    BINARY_CASE(1, 1, 1, 2, 3, 4, 5, 0, 0, 60, 20, 5, 1, 0, 0, 0, 0, 0, 0, 1),
+    BINARY_CASE(2, 2, 1, 3, 1, 7, 9, 0, 0, 0, 0, 9, 1, 189, 0, 63, 0, 9, 1, 5),
+    BINARY_CASE(3, 1, 1, 1, 1, 33, 33, 0, 0, 0, 0, 1, 33, 0, 0, 0, 0, 33, 1, 4),
+    BINARY_CASE(4, 1, 1, 1, 1, 10, 100, 0, 0, 0, 0, 100, 1, 0, 0, 0, 0, 1, 0, 2),
+    BINARY_CASE(5, 1, 1, 1, 2, 50, 3, 0, 0, 0, 150, 3, 1, 0, 0, 0, 0, 0, 1, 7),
+    BINARY_CASE(6, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1),
+    {"unary_f32", {1000, 0, 0, 0}, {3, 1, 1}},
+    {"unary_f32", {1000, 1, 0, 0}, {1, 1, 1}},
+    {"unary_f32", {1000, 2, 0, 0}, {2, 2, 1}},
+    {"unary_f32", {1000, 3, 0, 0}, {1, 1, 1}},
+    {"unary_f32", {1000, 4, 0, 0}, {5, 1, 1}},
+    {"unary_f32", {1000, 5, 0, 0}, {1, 1, 1}},
+    {"unary_f32", {1000, 6, 0, 0}, {1, 1, 1}},
+    {"unary_f32", {1000, 7, 0, 0}, {1, 1, 1}},
+    {"unary_f32", {1000, 8, 0, 0}, {1, 1, 1}},
+    {"unary_f32", {1000, 9, 0x3DCCCCCD /* 0.1 */, 0}, {1, 1, 1}},
+    {"unary_f32", {1000, 10, 0x3E4CCCCD /* 0.2 */, 0x3F000000}, {1, 1, 1}},
+    {"unary_f32", {1000, 11, 0, 0}, {1, 1, 1}},
+    {"unary_f32", {1000, 12, 0xC0000000 /* -2 */, 0x40C00000 /* 6 */}, {1, 1, 1}},
+    {"unary_f32", {1000, 13, 0, 0}, {9, 1, 1}},
+    {"unary_f32", {0, 13, 0, 0}, {1, 1, 1}},
 };
 
 static uint32_t g_random = 12345;
@@ -170,6 +200,15 @@ static double tolerance_for(const builtin_case_t* test, uint8_t* const* data,
   if (strcmp(test->name, "softmax_rows_f32") == 0) {
     return (2.0 * test->constants[1] + 8) * eps * fabs(expected);
   }
+  // Library functions (docs/kernels.md: powf, and unary_f32's sigmoid,
+  // tanh, exp, log, erf, gelu) agree to a few units in the last place.
+  const uint32_t op = test->constants[strcmp(test->name, "binary_f32") == 0 ? 0 : 1];
+  const bool library =
+      strcmp(test->name, "binary_f32") == 0
+          ? op == 4
+          : strcmp(test->name, "unary_f32") == 0 &&
+                (op <= 3 || op == 8 || op == 13);
+  if (library) return 8 * eps * fabs(expected) + 1e-37;
   return 0;
 }
 
@@ -295,6 +334,30 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
     if (strcmp(test.name, "matmul_f32") == 0) {
       test.grid[2] = 1;
       for (int i = 0; i < 3; ++i) test.constants[i] = random_u32() % 80;
+    } else if (strcmp(test.name, "binary_f32") == 0) {
+      // Random dims (a 0 now and then); each input dense or broadcast
+      // (stride 0) per dimension, or transposed.
+      test.constants[0] = random_u32() % 7;
+      for (int d = 0; d < 6; ++d) {
+        test.constants[1 + d] = random_u32() % 41 == 0 ? 0 : 1 + random_u32() % 4;
+      }
+      for (int input = 0; input < 2; ++input) {
+        uint32_t stride = 1;
+        const bool reverse = random_u32() % 3 == 0;
+        for (int k = 0; k < 6; ++k) {
+          const int d = reverse ? k : 5 - k;
+          const bool broadcast = random_u32() % 3 == 0;
+          test.constants[7 + 6 * input + d] = broadcast ? 0 : stride;
+          if (!broadcast) stride *= test.constants[1 + d] ? test.constants[1 + d] : 1;
+        }
+      }
+    } else if (strcmp(test.name, "unary_f32") == 0) {
+      test.constants[0] = random_u32() % 3000;
+      test.constants[1] = random_u32() % 14;
+      float alpha = ((float)(random_u32() % 2001) - 1000.0f) / 500.0f;
+      float beta = alpha + (float)(random_u32() % 1000) / 250.0f;
+      memcpy(&test.constants[2], &alpha, 4);
+      memcpy(&test.constants[3], &beta, 4);
     } else if (!is_elementwise(test.name)) {
       test.constants[0] = random_u32() % 40;
       test.constants[1] = random_u32() % 1200;

@@ -25,6 +25,8 @@ constexpr hrt_model_kernel_t kKernels[] = {
     HRT_MODEL_KERNEL(matmul_f32),
     HRT_MODEL_KERNEL(softmax_rows_f32),
     HRT_MODEL_KERNEL(reduce_sum_f32),
+    HRT_MODEL_KERNEL(binary_f32),
+    HRT_MODEL_KERNEL(unary_f32),
     HRT_MODEL_KERNEL(hrt_summary_partial),
     HRT_MODEL_KERNEL(hrt_summary_final),
 };

@@ -126,6 +126,7 @@ inline float __fadd_rn(float x, float y) { return x + y; }
 inline float __fsub_rn(float x, float y) { return x - y; }
 inline float __fmul_rn(float x, float y) { return x * y; }
 inline float __fdiv_rn(float x, float y) { return x / y; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline double __dadd_rn(double x, double y) { return x + y; }
 inline double __dmul_rn(double x, double y) { return x * y; }
 

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define HRT_MODEL_MAX_PARAMS 16
+#define HRT_MODEL_MAX_PARAMS 32
 
 typedef struct hrt_model_shape_s {
   uint32_t grid[3];

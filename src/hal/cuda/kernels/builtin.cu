@@ -110,6 +110,107 @@ extern "C" __global__ void relu_f32(const float* x, float* out, uint32_t n) {
   }
 }
 
+// C fminf as hrt_fmaxf spells fmaxf.
+__device__ static inline float hrt_fminf(float x, float y) {
+  return (x < y || y != y) ? x : y;
+}
+
+#define HRT_ND 6
+
+__device__ static inline float hrt_binary_op(uint32_t op, float x, float y) {
+  switch (op) {
+    case 0:
+      return __fadd_rn(x, y);
+    case 1:
+      return __fsub_rn(x, y);
+    case 2:
+      return __fmul_rn(x, y);
+    case 3:
+      return __fdiv_rn(x, y);
+    case 4:
+      return powf(x, y);
+    case 5:
+      return hrt_fmaxf(x, y);
+    default:
+      return hrt_fminf(x, y);
+  }
+}
+
+// out (dense over dims) = a op b, a and b read at element strides (0:
+// broadcast). The host checked op < 7 and the bindings' extents.
+extern "C" __global__ void binary_f32(
+    const float* a, const float* b, float* out, uint32_t op, uint32_t d0,
+    uint32_t d1, uint32_t d2, uint32_t d3, uint32_t d4, uint32_t d5,
+    uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t a4,
+    uint32_t a5, uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3,
+    uint32_t b4, uint32_t b5) {
+  const uint32_t dims[HRT_ND] = {d0, d1, d2, d3, d4, d5};
+  const uint32_t sa[HRT_ND] = {a0, a1, a2, a3, a4, a5};
+  const uint32_t sb[HRT_ND] = {b0, b1, b2, b3, b4, b5};
+  uint64_t n = 1;
+  for (int d = 0; d < HRT_ND; ++d) n *= dims[d];
+  HRT_GRID_STRIDE(i, n) {
+    uint64_t rest = i, oa = 0, ob = 0;
+    for (int d = HRT_ND - 1; d >= 0; --d) {
+      const uint64_t c = rest % dims[d];
+      rest /= dims[d];
+      oa += c * sa[d];
+      ob += c * sb[d];
+    }
+    out[i] = hrt_binary_op(op, a[oa], b[ob]);
+  }
+}
+
+// max(0, min(1, y)), NaN kept.
+__device__ static inline float hrt_unit_clamp(float y) {
+  return y != y ? y : y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y;
+}
+
+__device__ static inline float hrt_unary_op(uint32_t op, float x, float alpha,
+                                            float beta) {
+  switch (op) {
+    case 0:  // sigmoid
+      return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
+    case 1:
+      return tanhf(x);
+    case 2:
+      return expf(x);
+    case 3:
+      return logf(x);
+    case 4:
+      return __fsqrt_rn(x);
+    case 5:
+      return -x;
+    case 6:
+      return fabsf(x);
+    case 7:
+      return __fdiv_rn(1.0f, x);
+    case 8:
+      return erff(x);
+    case 9:  // leaky relu
+      return x < 0.0f ? __fmul_rn(alpha, x) : x;
+    case 10:  // hard sigmoid
+      return hrt_unit_clamp(__fadd_rn(__fmul_rn(alpha, x), beta));
+    case 11:  // hard swish
+      return __fmul_rn(x, hrt_unit_clamp(__fadd_rn(__fdiv_rn(x, 6.0f), 0.5f)));
+    case 12:  // clip to [alpha, beta]
+      return x < alpha ? alpha : x > beta ? beta : x;
+    default:  // gelu, exact
+      return __fmul_rn(
+          __fmul_rn(0.5f, x),
+          __fadd_rn(1.0f, erff(__fmul_rn(x, 0.70710678118654752f))));
+  }
+}
+
+// The host checked op < 14.
+extern "C" __global__ void unary_f32(const float* x, float* out, uint32_t n,
+                                     uint32_t op, uint32_t alpha_bits,
+                                     uint32_t beta_bits) {
+  const float alpha = __uint_as_float(alpha_bits);
+  const float beta = __uint_as_float(beta_bits);
+  HRT_GRID_STRIDE(i, n) out[i] = hrt_unary_op(op, x[i], alpha, beta);
+}
+
 // c (M×N) = a (M×K) · b (K×N). Each block computes 16×16 tiles of c,
 // striding over tile columns with the grid's x and tile rows with its y
 // (count[2] is 1, checked by the host), and sums each element's products in
