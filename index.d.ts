@@ -1168,7 +1168,34 @@ export interface LoadOptions extends HalModuleOptions {
    * which load() then uses instead of making its own (and does not close).
    */
   imports?: readonly HostModule[] | undefined;
+  /** ONNX models only: input name -> dimensions, binding symbolic ones (docs/onnx.md). */
+  shapes?: { readonly [input: string]: readonly number[] } | undefined;
+  /** ONNX models only: trace every node's outputs (true) or those of the nodes whose key matches, keyed by the node's name. */
+  traceNodes?: boolean | RegExp | undefined;
 }
+
+/** halrt.onnx.convert's options (docs/onnx.md). */
+export interface OnnxOptions {
+  /** The module's name. Default: the file's name made a name ('hello_deepa'), or 'onnx' for bytes. */
+  name?: string | undefined;
+  /** Input name -> dimensions: required for every symbolic dimension. */
+  shapes?: { readonly [input: string]: readonly number[] } | undefined;
+  /** A trace op after each node (or each whose key matches), keyed by the node's name, or `<op_type>_<index>`. */
+  traceNodes?: boolean | RegExp | undefined;
+  /** Where external data files are, for a model given as bytes. */
+  baseDir?: string | undefined;
+}
+
+/** ONNX models as halrt modules (docs/onnx.md). */
+export const onnx: {
+  /**
+   * The halrt.module/1 description of a model (a file path or its bytes):
+   * function `main` with the graph's inputs and outputs by their ONNX
+   * names, weights as constants (TypedArrays). An op, attribute, dtype or
+   * dimension it does not support throws, naming the node.
+   */
+  convert(model: string | Uint8Array | ArrayBuffer, options?: OnnxOptions): ModuleDescription;
+};
 
 /**
  * A module file made ready by halrt.load(): it owns an Instance, a Device, a
@@ -1217,9 +1244,11 @@ export interface LoadedFunctions {
 }
 
 /**
- * Loads a module file (Module.load) and links it on a new device
- * (`options.device`, default 'auto') with a HalModule given the other
- * options. Rejects with the first failure, having closed what it made.
+ * Loads a module file (Module.load), or an ONNX model (recognised by its
+ * content; halrt.onnx.convert with `shapes` and `traceNodes`), and links it
+ * on a new device (`options.device`, default 'auto') with a HalModule given
+ * the other options. Rejects with the first failure, having closed what it
+ * made.
  */
 export function load(file: string, options?: LoadOptions): Promise<LoadedModule & LoadedFunctions>;
 
@@ -1348,6 +1377,8 @@ export interface CompareOptions {
   atol?: number | undefined;
   /** Float elements at most this many ULPs apart (in their dtype) also agree: an integer >= 0. Default 0. */
   ulps?: number | undefined;
+  /** An ONNX model's input dimensions (as halrt.load's `shapes`). */
+  shapes?: { readonly [input: string]: readonly number[] } | undefined;
 }
 
 /** Where two devices first disagree (CompareResult.first). */
@@ -1414,8 +1445,9 @@ export interface CompareResult {
  * Runs a function on each of `options.devices` in turn, every dispatch
  * traced (traceDispatches) besides the module's own trace ops and the
  * outputs last, and compares each device's traces with the first device's
- * in program order. `module`: a module file path, a ModuleBuilder or a
- * module description object; `inputs`: host data as invoke() takes it (no
+ * in program order. `module`: a module file path, an ONNX model's path
+ * (every node traced by name instead of every dispatch), a ModuleBuilder or
+ * a module description object; `inputs`: host data as invoke() takes it (no
  * BufferViews). Everything it makes is closed before it settles; failures
  * reject with a HalrtError naming the argument.
  */

@@ -21,6 +21,7 @@ const npy = require('./npy');
 const { toF16Bits: f16Bits, toBF16Bits: bf16Bits } = require('./half');
 const { format, formatNumber } = require('./format');
 const { roundDecimal } = require('./float_round');
+const { isOnnxFile, moduleFromOnnx } = require('./onnx');
 
 // A usage problem: one line on stderr, exit code 2.
 class UsageError extends Error {}
@@ -363,8 +364,34 @@ function removeCreated(created) {
   }
 }
 
-// The Module in `file`; a file that does not load is a usage error.
-function loadModuleFile(instance, file) {
+// --shape NAME=1,3,48,192 (repeatable) as {NAME: [1, 3, 48, 192]}, or
+// undefined when none is given.
+function parseShapes(specs) {
+  if (specs === undefined || specs.length === 0) return undefined;
+  const shapes = {};
+  for (const spec of specs) {
+    const equals = spec.lastIndexOf('=');
+    const dims = spec.slice(equals + 1).split(',').map((d) => (/^\d+$/.test(d) ? Number(d) : NaN));
+    if (equals <= 0 || dims.some((d) => !Number.isSafeInteger(d))) {
+      throw new UsageError(`--shape '${spec}': expected NAME=D0,D1,... (non-negative integers)`);
+    }
+    const name = spec.slice(0, equals);
+    if (Object.hasOwn(shapes, name)) throw new UsageError(`--shape '${name}' is given twice`);
+    Object.defineProperty(shapes, name, { value: dims, enumerable: true });
+  }
+  return shapes;
+}
+
+// The Module in `file`: a module file, or an ONNX model (every node traced
+// when `traceNodes`); a file that does not load is a usage error.
+function loadModuleFile(instance, file, options, traceNodes = false) {
+  const shapes = parseShapes(options.shape);
+  try {
+    if (isOnnxFile(file)) return moduleFromOnnx(halrt.Module, instance, file, { shapes, traceNodes });
+  } catch (error) {
+    throw new UsageError(`${file}: ${error.message.replace(/^halrt\.load: /, '')}`);
+  }
+  if (shapes !== undefined) throw new UsageError(`--shape applies to ONNX models, and ${file} is not one`);
   try {
     return halrt.Module.load(instance, file);
   } catch (error) {
@@ -377,7 +404,7 @@ async function run(file, options, out) {
   const owned = [instance];
   const created = [];
   try {
-    const module = loadModuleFile(instance, file);
+    const module = loadModuleFile(instance, file, options, options.trace !== undefined);
     owned.push(module);
     const signature = chooseFunction(module, options.function);
     // Every argument and file is checked before a device is made.
@@ -444,7 +471,7 @@ async function run(file, options, out) {
 function diffInputs(file, options) {
   const instance = new halrt.Instance();
   try {
-    const module = loadModuleFile(instance, file);
+    const module = loadModuleFile(instance, file, options);
     try {
       const signature = chooseFunction(module, options.function);
       return [signature, parseInputs(options.input, signature).map(({ data }) => data)];
@@ -496,7 +523,7 @@ async function diff(file, options, out) {
   const { devices, rtol, atol, ulps } = options;
   let result;
   try {
-    result = await halrt.compare(file, inputs, { function: signature.name, devices, rtol, atol, ulps });
+    result = await halrt.compare(file, inputs, { function: signature.name, devices, rtol, atol, ulps, shapes: parseShapes(options.shape) });
   } catch (error) {
     const device = /^halrt\.compare: options\.devices\[\d+\] /.exec(error.message);
     if (device) throw new UsageError(`--devices ${error.message.slice(device[0].length)}`);
@@ -512,6 +539,7 @@ async function diff(file, options, out) {
 const HELP_OPTION = { short: 'h', help: 'display help for command' };
 const FUNCTION_OPTION = { short: 'f', value: 'name', help: 'the function to run (default: the only one)' };
 const INPUT_OPTION = { short: 'i', value: 'name=value', multiple: true, help: 'an input: NAME=@FILE.npy or NAME=JSON (once per input)' };
+const SHAPE_OPTION = { short: 's', value: 'name=dims', multiple: true, help: "an ONNX model input's dimensions: NAME=1,3,48,192 (binds symbolic ones)" };
 const PROGRAM_OPTIONS = { version: { help: 'print the version' }, help: HELP_OPTION };
 const COMMANDS = {
   devices: {
@@ -521,10 +549,11 @@ const COMMANDS = {
   },
   run: {
     help: 'run a function of a module file',
-    arguments: [['module', 'a .halrt.json module file']],
+    arguments: [['module', 'a .halrt.json module file or an ONNX model']],
     options: {
       function: FUNCTION_OPTION,
       input: INPUT_OPTION,
+      shape: SHAPE_OPTION,
       device: { short: 'd', value: 'uri', default: 'auto', help: 'device URI (default: auto)' },
       trace: { short: 't', value: 'sink', help: 'trace sink: stdio, stats or npy:DIR' },
       profile: { short: 'p', value: 'file', help: 'write a Chrome trace (Perfetto, chrome://tracing)' },
@@ -535,10 +564,11 @@ const COMMANDS = {
   },
   diff: {
     help: 'run a function on several devices and report where their traces first differ (exit 1 when they do)',
-    arguments: [['module', 'a .halrt.json module file']],
+    arguments: [['module', 'a .halrt.json module file or an ONNX model']],
     options: {
       function: FUNCTION_OPTION,
       input: INPUT_OPTION,
+      shape: SHAPE_OPTION,
       devices: { short: 'd', value: 'uris', parse: deviceList, help: 'comma-separated device URIs, the first the reference (default: local-sync,local-task)' },
       rtol: { value: 'r', parse: nonNegativeNumber, help: 'relative tolerance (default: 1e-5)' },
       atol: { value: 'a', parse: nonNegativeNumber, help: 'absolute tolerance (default: 1e-8)' },

@@ -14,10 +14,11 @@ const half = require('./half');
 const { isHostData, sameShape } = require('./host_data');
 const { ModuleBuilder } = require('./module');
 require('./invoke'); // fn.invoke of host data, {read}
+const { isOnnxFile, moduleFromOnnx } = require('./onnx');
 
 const DEFAULT_DEVICES = Object.freeze(['local-sync', 'local-task']);
 const DEFAULTS = { rtol: 1e-5, atol: 1e-8, ulps: 0 };
-const OPTIONS = ['function', 'devices', 'rtol', 'atol', 'ulps'];
+const OPTIONS = ['function', 'devices', 'rtol', 'atol', 'ulps', 'shapes'];
 const FLOATS = new Set(['f16', 'bf16', 'f32', 'f64']);
 // The sign bit of each float dtype's bits (f16 and bf16 data are bits).
 const SIGN = { f16: 0x8000, bf16: 0x8000, f32: 0x80000000 };
@@ -55,8 +56,17 @@ function checkDevices(devices) {
   return [...devices];
 }
 
-// The Module `target` names: a file path, a ModuleBuilder or a description object.
-function loadModule(instance, target) {
+// The Module `target` names: a file path (a module file, or an ONNX model:
+// every node traced, docs/onnx.md), a ModuleBuilder or a description object.
+function loadModule(instance, target, shapes) {
+  if (typeof target === 'string' && isOnnxFile(target)) {
+    try {
+      return moduleFromOnnx(Module, instance, target, { shapes, traceNodes: true });
+    } catch (error) {
+      throw invalid(error.message.replace(/^halrt\.load: /, ''), error.code);
+    }
+  }
+  if (shapes !== undefined) throw invalid('options.shapes applies to ONNX models');
   if (typeof target === 'string') return Module.load(instance, target);
   if (target instanceof ModuleBuilder) return target.build(instance);
   if (target !== null && typeof target === 'object' && !Array.isArray(target)) return Module.fromObject(instance, target);
@@ -96,7 +106,7 @@ function checkInputs(inputs) {
 
 // Runs `signature` of `module` on device `uri`: its traces in delivery
 // (program) order, the outputs last under the key 'outputs'.
-async function traceOn(instance, module, signature, uri, index, inputs) {
+async function traceOn(instance, module, signature, uri, index, inputs, traceDispatches) {
   const owned = [];
   try {
     let device;
@@ -114,7 +124,7 @@ async function traceOn(instance, module, signature, uri, index, inputs) {
         debugSink: (key, tensors, info) => {
           if (info.mode === 'full') traces.push({ key, function: info.function, op: info.op, tensors });
         },
-        traceDispatches: true,
+        traceDispatches,
       });
       owned.push(hal);
       const context = new Context(instance, [hal, module]);
@@ -307,11 +317,13 @@ async function compare(target, inputs, options = {}) {
   const instance = new Instance();
   let module;
   try {
-    module = loadModule(instance, target);
+    module = loadModule(instance, target, options.shapes);
     const signature = chooseFunction(module, options.function);
+    // An ONNX model's nodes are traced by name; its dispatches need not be.
+    const traceDispatches = !(typeof target === 'string' && isOnnxFile(target));
     const runs = [];
     for (let d = 0; d < devices.length; ++d) {
-      runs.push(await traceOn(instance, module, signature, devices[d], d, inputs));
+      runs.push(await traceOn(instance, module, signature, devices[d], d, inputs, traceDispatches));
     }
     let first = null;
     const summary = [];

@@ -17,6 +17,7 @@ const half = require('./half');
 const { format, formatNumber } = require('./format');
 const sinks = require('./sinks');
 const npy = require('./npy');
+const onnx = require('./onnx');
 const nvrtc = require('./nvrtc');
 const { cudaKernel } = require('./cuda_kernel');
 const { HostModule } = require('./host_module');
@@ -44,6 +45,7 @@ module.exports = {
   format,
   formatNumber,
   npy: Object.freeze({ read: npy.read, write: npy.write }),
+  onnx: Object.freeze({ convert: onnx.convert }),
   sinks: Object.freeze({
     stdio: sinks.stdio,
     npy: sinks.npy,

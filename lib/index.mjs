@@ -28,6 +28,7 @@ export const {
   format,
   formatNumber,
   npy,
+  onnx,
   sinks,
   dtypes,
   drivers,

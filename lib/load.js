@@ -1,5 +1,6 @@
 'use strict';
-// halrt.load(file, options): a module file made ready to call in one step.
+// halrt.load(file, options): a module file, or an ONNX model (by content;
+// docs/onnx.md), made ready to call in one step.
 // It creates and owns an Instance, a Device, a HalModule (with the debug
 // sink options), the Module and a Context, and exposes each function as a
 // method: `await m.main(x, w)` or `await m.main({x, w})`.
@@ -11,6 +12,7 @@ const { describe } = require('./half');
 require('./module'); // Module.load
 const { functionText, inspector, setOwn } = require('./objects');
 const { isPlainObject } = require('./args');
+const { isOnnxFile, moduleFromOnnx } = require('./onnx');
 
 // Names a function cannot take as a method: LoadedModule's own, and `then`
 // (with it, `await halrt.load()` would call the function, not give the object).
@@ -102,7 +104,11 @@ async function load(file, options = {}) {
   if (!isPlainObject(options)) {
     throw new HalrtError(`halrt.load: options must be an object (got ${typeof options})`, 'INVALID_ARGUMENT');
   }
-  const { device: uri = 'auto', imports = [], ...halOptions } = options;
+  const { device: uri = 'auto', imports = [], shapes, traceNodes, ...halOptions } = options;
+  const onnx = isOnnxFile(file);
+  if (!onnx && (shapes !== undefined || traceNodes !== undefined)) {
+    throw new HalrtError(`halrt.load: options.${shapes !== undefined ? 'shapes' : 'traceNodes'} applies to ONNX models, and ${describe(file)} is a module description`, 'INVALID_ARGUMENT');
+  }
   if (!Array.isArray(imports) || !imports.every((m) => m instanceof HostModule)) {
     throw new HalrtError(`halrt.load: options.imports must be an Array of HostModules (got ${describe(imports)})`, 'INVALID_ARGUMENT');
   }
@@ -125,7 +131,9 @@ async function load(file, options = {}) {
     const instance = imports.length > 0 ? imports[0].instance : step('new Instance: ', '', () => new Instance());
     const device = step('instance.createDevice: ', 'options.device: ', () => instance.createDevice(uri));
     const halModule = step('new HalModule: ', '', () => new HalModule(instance, device, halOptions));
-    const module = step('Module.load: ', '', () => Module.load(instance, file));
+    const module = onnx
+      ? step('Module.fromJson: ', '', () => moduleFromOnnx(Module, instance, file, { shapes, traceNodes }))
+      : step('Module.load: ', '', () => Module.load(instance, file));
     const context = step('new Context: ', '', () => new Context(instance, [halModule, ...imports, module]));
     const functions = {};
     for (const { name } of module.functions) {

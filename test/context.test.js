@@ -558,7 +558,7 @@ describe('bad input', () => {
           [0, 2 ** 32, 'takes a u32 here: 4294967296 is not an integer'],
           [0, 1.5, 'takes a u32 here: 1.5 is not an integer'],
           [1, 2 ** 31, 'takes an i32 here: 2147483648 is not an integer in [-2147483648, 2147483647]'],
-          [2, 'x', 'must be a number or {"f32": number}'],
+          [2, 'x', 'must be a number or {"f32": number | "inf" | "-inf" | "nan"}'],
           [3, -1, 'takes a u64 here: -1 is not an integer in [0, 9007199254740991] (a decimal string takes the whole'],
           [3, 2 ** 53, 'takes a u64 here: 9007199254740992 is not an integer'],
           [3, '18446744073709551616', "takes a u64 here: '18446744073709551616' is not a decimal u64 integer"],

@@ -13,6 +13,7 @@ const os = require('os');
 const path = require('path');
 const halrt = require('..');
 const { ROOT, docBlocks, fencedBlocks, matches, moduleSource, runModule } = require('./support/doc_blocks');
+const oracle = require('./support/onnx/oracle');
 
 const DOCS = [
   'README.md',
@@ -23,7 +24,11 @@ const DOCS = [
 ];
 const TIMEOUT_MS = 60000;
 const CUDA = halrt.drivers().find((driver) => driver.name === 'cuda');
-const USABLE = { cuda: CUDA?.available === true, nvrtc: CUDA?.nvrtc?.available === true };
+const USABLE = { cuda: CUDA?.available === true, nvrtc: CUDA?.nvrtc?.available === true, model: true };
+// needs=model: openwakeword's hello_deepa.onnx in the project folder,
+// fetched as test/onnx.test.js fetches it (skipped where the registry is
+// out of reach, except under CI).
+const MODEL = 'hello_deepa.onnx';
 
 // A project folder whose node_modules/halrt links to this checkout.
 let project = null;
@@ -59,12 +64,17 @@ describe('docs', function () {
   for (const block of docBlocks()) {
     it(`${block.file}:${block.line} runs as written${block.needs ? ` (needs ${block.needs})` : ''}`, function () {
       if (block.needs && !USABLE[block.needs]) this.skip();
+      if (block.needs === 'model' && !fs.existsSync(path.join(project, MODEL))) {
+        const model = oracle.model('hello_deepa');
+        oracle.need(this, model);
+        fs.copyFileSync(model.path, path.join(project, MODEL));
+      }
       const { status, output } = run(block);
       assert.strictEqual(status, 0, `${block.file}:${block.line}: the block failed:\n${output}`);
     });
   }
 
-  it('a block needs only what its fence says: cuda or nvrtc', () => {
+  it('a block needs only what its fence says: cuda, nvrtc or model', () => {
     const bad = docBlocks().filter(({ needs }) => needs !== null && !(needs in USABLE)).map(({ file, line, needs }) => `${file}:${line} needs=${needs}`);
     assert.deepStrictEqual(bad, []);
   });

@@ -16,7 +16,7 @@ const { spawnSync } = require('child_process');
 
 const root = path.join(__dirname, '..');
 const library = process.env.HALRT_TEST_FAKECUDA || path.join(root, 'build', 'ctest', 'libfakecuda.so');
-const FILES = ['tensor', 'context', 'debug-sink', 'sink-lifetime', 'sinks', 'trace-summary', 'cuda', 'cuda-memory', 'nvrtc', 'cuda-kernel', 'calls', 'constants', 'host-module', 'array-limit', 'compare', 'docs', 'flight-recorder'];
+const FILES = ['tensor', 'context', 'debug-sink', 'sink-lifetime', 'sinks', 'trace-summary', 'cuda', 'cuda-memory', 'nvrtc', 'cuda-kernel', 'calls', 'constants', 'onnx', 'host-module', 'array-limit', 'compare', 'docs', 'flight-recorder'];
 
 if (!fs.existsSync(library)) {
   process.stderr.write(`test/run-cuda.js: ${library} is missing; build it with \`make -s -C test/c fakecuda\`\n`);

@@ -130,8 +130,11 @@ function readTensor(tensor, what, modelDir, files) {
   return { name: tensor.name ?? '', dtype, dims, data };
 }
 
+// A graph input, output or value_info: {name, dtype, dims}; an output may
+// leave its type to inference (dtype and dims undefined).
 function readValueInfo(info, what) {
   const tensor = info.type?.tensor;
+  if (info.type === undefined && what === 'graph output') return { name: info.name ?? '', dtype: undefined, dims: undefined };
   if (tensor === undefined) throw invalid(`${what} '${info.name}': only tensor types are supported`);
   const dtype = dtypeOf(tensor.elemType, `${what} '${info.name}'`);
   const dims = tensor.shape === undefined ? undefined : tensor.shape.dim.map((d) => {

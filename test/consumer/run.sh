@@ -125,6 +125,10 @@ echo "test/consumer/run.sh: prebuilt: the examples run copied into the project"
 # built (npm test builds it), else they are skipped and say so.
 fake_cuda=$root/build/ctest/libfakecuda.so
 [ -f "$fake_cuda" ] || fake_cuda=
+# The needs=model blocks read hello_deepa.onnx from the project (fetched as
+# the ONNX tests fetch it; skipped, saying so, when it cannot be).
+model=$(node -e "const m = require('./test/support/onnx/oracle').model('hello_deepa'); if (m.path) console.log(m.path)" 2>/dev/null || true)
+[ -n "$model" ] && cp "$model" "$work/prebuilt/hello_deepa.onnx"
 node test/support/doc_blocks.js "$work/prebuilt" $fake_cuda > "$work/doc-blocks.log" 2>&1 ||
   { cat "$work/doc-blocks.log" >&2; fail 'prebuilt: a block of README.md or docs/ run verbatim in the project'; }
 grep -v '^ok' "$work/doc-blocks.log" || true

@@ -5,7 +5,8 @@
 // A ```js block is a complete ES module that imports 'halrt': it runs in a
 // project folder where node_modules/halrt is the package (a link to this
 // checkout, or the installed tarball), with that folder as cwd. A block
-// whose fence says `js needs=cuda` (or `needs=nvrtc`) runs only where that is
+// whose fence says `js needs=cuda` (or `needs=nvrtc`, or `needs=model`:
+// hello_deepa.onnx in the project folder) runs only where that is
 // usable.
 //
 // Two ways to run one: verbatim (the text a reader copies, saved as a .mjs
@@ -125,6 +126,10 @@ function main([project, cudaLibrary]) {
     const where = `${block.file}:${block.line}`;
     if (block.needs === 'cuda' && !cudaLibrary) {
       console.log(`skipped ${where} (needs=cuda: no driver library given)`);
+      continue;
+    }
+    if (block.needs === 'model' && !fs.existsSync(path.join(project, 'hello_deepa.onnx'))) {
+      console.log(`skipped ${where} (needs=model: no hello_deepa.onnx in the project)`);
       continue;
     }
     // What a block writes to os.tmpdir() stays in the project's tmp/.

@@ -340,6 +340,8 @@ async function programs(): Promise<void> {
   const description: ModuleDescription = builder.toObject();
   const format: 'halrt.module/1' = description.format;
   const weights: ConstantDescription = { dtype: 'f32', shape: [8, 16], file: 'w.bin', offset: 64 };
+  const fromOnnx: ModuleDescription = halrt.onnx.convert('model.onnx', { shapes: { x: [1, 3, 48, 192] }, traceNodes: /Conv/ });
+  void fromOnnx;
   description.constants = { ...description.constants, weights };
   // @ts-expect-error a constant needs its dtype
   const untyped: ConstantDescription = { shape: [1], data: [1] };

@@ -75,10 +75,25 @@ hrt_status_t hrt_program_parse_constant(const hrt_json_t* value,
     static const char* const known[] = {"f32"};
     HRT_RETURN_IF_ERROR(hrt_program_check_keys(value, known, 1, path));
     number = hrt_json_get(value, "f32");
+    // JSON has no infinities or NaN: {"f32": "inf" | "-inf" | "nan"}.
+    static const struct {
+      const char* text;
+      uint32_t bits;
+    } kSpecial[] = {{"inf", 0x7f800000u}, {"-inf", 0xff800000u},
+                    {"nan", 0x7fc00000u}};
+    for (size_t i = 0; number && number->type == HRT_JSON_STRING && i < 3;
+         ++i) {
+      if (strcmp(number->string, kSpecial[i].text) != 0) continue;
+      if (kind == HRT_CONSTANT_INTEGER) break;
+      *out = kSpecial[i].bits;
+      return HRT_OK;
+    }
   }
   if (!number || number->type != HRT_JSON_NUMBER) {
-    return hrt_program_field_error(HRT_STATUS_INVALID_ARGUMENT, path,
-                                   "must be a number or {\"f32\": number}");
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, path,
+        "must be a number or {\"f32\": number | \"inf\" | \"-inf\" | "
+        "\"nan\"}");
   }
   bool as_f32 = explicit_f32 || kind == HRT_CONSTANT_F32 ||
                 (kind == HRT_CONSTANT_ANY && !number->is_integer);

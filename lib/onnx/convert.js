@@ -1,0 +1,530 @@
+'use strict';
+// ONNX graph -> halrt.module/1 description (docs/onnx.md): one function
+// `main` whose inputs and outputs keep the graph's names, ops over built-in
+// kernels, initializers and Constant nodes as module constants. What can be
+// computed at import (shape arithmetic, ops on constants) is folded here;
+// anything not supported is an error naming the node, its op type and what
+// is missing, never a wrong result.
+//
+// Symbolic dimensions are bound by options.shapes (input name -> dims).
+
+const { HalrtError } = require('../errors');
+const { readModel } = require('./model');
+const { fold, reshapeDims } = require('./fold');
+
+const MAX_NAME = 255; // a value name's limit (docs/module-format.md)
+const BUILTIN = { local: { builtin: true }, cuda: { builtin: true } };
+
+// How many inputs each op takes: [fewest, most] (optional ones may be '').
+const ARITY = {
+  Add: [2, 2], Sub: [2, 2], Mul: [2, 2], Div: [2, 2], Pow: [2, 2], Max: [2, 2], Min: [2, 2],
+  Relu: [1, 1], Clip: [1, 3], Identity: [1, 1], Flatten: [1, 1], Reshape: [2, 2], Squeeze: [1, 2],
+  Unsqueeze: [1, 2], Transpose: [1, 1], Gemm: [2, 3], MatMul: [2, 2], Softmax: [1, 1],
+  ReduceMean: [1, 2], ReduceSum: [1, 2], Constant: [0, 0], Shape: [1, 1], Cast: [1, 1], Gather: [2, 2],
+  Concat: [1, Infinity], Slice: [1, 5],
+};
+
+const BINARY_OPS = { Add: 0, Sub: 1, Mul: 2, Div: 3, Pow: 4, Max: 5, Min: 6 };
+// unary_f32's ops, and how each ONNX op sets alpha and beta.
+const UNARY_OPS = {
+  Sigmoid: [0], Tanh: [1], Exp: [2], Log: [3], Sqrt: [4], Neg: [5], Abs: [6], Reciprocal: [7], Erf: [8],
+  LeakyRelu: [9, (a) => [a.float('alpha', 0.01), 0]],
+  HardSigmoid: [10, (a) => [a.float('alpha', 0.2), a.float('beta', 0.5)]],
+  HardSwish: [11],
+  Gelu: [13, (a) => {
+    if (a.string('approximate', 'none') !== 'none') throw a.unsupported("approximate 'tanh'");
+    return [0, 0];
+  }],
+};
+
+// An f32 dispatch constant; infinities and NaN as the module format spells
+// them.
+function f32Bits(value) {
+  if (Number.isNaN(value)) return { f32: 'nan' };
+  if (!Number.isFinite(value)) return { f32: value > 0 ? 'inf' : '-inf' };
+  return { f32: value };
+}
+
+// The attributes of a node, read with defaults; errors name the node.
+class Attributes {
+  constructor(node, where) {
+    this.node = node;
+    this.where = where;
+  }
+
+  get(name, kind) {
+    const attribute = this.node.attributes.get(name);
+    if (attribute === undefined) return undefined;
+    if (attribute.kind !== kind) throw this.error(`attribute '${name}' is ${attribute.kind}, expected ${kind}`);
+    return attribute.value;
+  }
+
+  int(name, fallback) {
+    const value = this.get(name, 'i');
+    return value === undefined ? fallback : Number(value);
+  }
+
+  float(name, fallback) {
+    const value = this.get(name, 'f');
+    return value === undefined ? fallback : value;
+  }
+
+  string(name, fallback) {
+    const value = this.get(name, 's');
+    return value === undefined ? fallback : value;
+  }
+
+  ints(name, fallback) {
+    const value = this.get(name, 'ints');
+    return value === undefined ? fallback : value.map(Number);
+  }
+
+  error(message) {
+    return new HalrtError(`onnx: ${this.where}: ${message}`, 'INVALID_ARGUMENT');
+  }
+
+  unsupported(what) {
+    return new HalrtError(`onnx: ${this.where}: ${what} is not supported`, 'UNIMPLEMENTED');
+  }
+}
+
+const count = (dims) => dims.reduce((n, d) => n * d, 1);
+
+// NumPy broadcasting of two shapes, or undefined when they do not broadcast.
+function broadcast(a, b) {
+  const rank = Math.max(a.length, b.length);
+  const out = [];
+  for (let i = 0; i < rank; ++i) {
+    const x = a[a.length - rank + i] ?? 1;
+    const y = b[b.length - rank + i] ?? 1;
+    if (x !== y && x !== 1 && y !== 1) return undefined;
+    out.push(x === 1 ? y : x);
+  }
+  return out;
+}
+
+// Element strides of an operand of `dims` read over `out` (6-D, padded
+// with leading 1s): 0 where it broadcasts.
+function broadcastStrides(dims, out) {
+  const strides = new Array(6).fill(0);
+  let stride = 1;
+  for (let i = 1; i <= dims.length; ++i) {
+    const d = dims[dims.length - i];
+    strides[6 - i] = d === 1 && out[out.length - i] !== 1 ? 0 : stride;
+    stride *= d;
+  }
+  return strides;
+}
+
+function pad6(dims) {
+  return [...new Array(6 - dims.length).fill(1), ...dims];
+}
+
+class Converter {
+  constructor(model, options) {
+    this.model = model;
+    this.options = options;
+    this.values = new Map(); // ONNX name -> {kind: 'const', tensor} | {kind: 'value', name, dtype, dims}
+    this.used = new Set(); // halrt value and constant names taken
+    this.inputs = [];
+    this.outputs = [];
+    this.locals = [];
+    this.body = [];
+    this.constants = {};
+    this.traced = [];
+    this.opset = model.opset[''] ?? model.opset['ai.onnx'] ?? 1;
+    for (const name of [...model.graph.inputs, ...model.graph.outputs].map((v) => v.name)) this.used.add(name);
+  }
+
+  // A fresh halrt name based on `base` (an ONNX name when it is usable).
+  fresh(base) {
+    let name = base.length > 0 && base.length <= MAX_NAME && !/[\x00-\x1f\x7f]/.test(base) ? base : `value_${this.used.size}`;
+    for (let i = 1; this.used.has(name); ++i) name = `${base.slice(0, MAX_NAME - 8)}#${i}`;
+    this.used.add(name);
+    return name;
+  }
+
+  // A runtime f32 value for ONNX name `onnx` (a graph output keeps its role).
+  define(onnx, dims, where) {
+    const output = this.model.graph.outputs.some((o) => o.name === onnx);
+    const name = output ? onnx : this.fresh(onnx);
+    const entry = { kind: 'value', name, dtype: 'f32', dims };
+    (output ? this.outputs : this.locals).push({ name, dtype: 'f32', shape: dims });
+    if (this.values.has(onnx)) throw new HalrtError(`onnx: ${where}: value '${onnx}' is produced twice`, 'INVALID_ARGUMENT');
+    this.values.set(onnx, entry);
+    return entry;
+  }
+
+  temp(base, dims) {
+    const name = this.fresh(base);
+    this.locals.push({ name, dtype: 'f32', shape: dims });
+    return { kind: 'value', name, dtype: 'f32', dims };
+  }
+
+  // The halrt name of `entry` as an operand: a runtime value, or a module
+  // constant made from a constant tensor on first use.
+  operand(entry) {
+    if (entry.kind === 'value') return entry.name;
+    if (entry.constantName === undefined) {
+      const { tensor } = entry;
+      if (tensor.dtype !== 'f32') throw new HalrtError(`onnx: constant '${tensor.name}' is ${tensor.dtype}; only f32 constants reach kernels`, 'UNIMPLEMENTED');
+      entry.constantName = this.fresh(tensor.name || 'constant');
+      this.constants[entry.constantName] = { dtype: 'f32', shape: tensor.dims, data: tensor.data };
+    }
+    return entry.constantName;
+  }
+
+  lookup(name, where) {
+    const entry = this.values.get(name);
+    if (entry === undefined) throw new HalrtError(`onnx: ${where}: input '${name}' is not produced before it`, 'INVALID_ARGUMENT');
+    return entry;
+  }
+
+  dims(entry) {
+    return entry.kind === 'value' ? entry.dims : entry.tensor.dims;
+  }
+
+  // A runtime input of an op that computes in f32.
+  f32(entry, where) {
+    const dtype = entry.kind === 'value' ? entry.dtype : entry.tensor.dtype;
+    if (dtype !== 'f32') throw new HalrtError(`onnx: ${where}: a ${dtype} operand computed at run time is not supported (only f32)`, 'UNIMPLEMENTED');
+    return entry;
+  }
+
+  dispatch(kernel, bindings, constants) {
+    this.body.push({ op: 'dispatch', kernel: `k.${kernel}`, workgroups: [this.workgroups(bindings)], bindings, constants });
+  }
+
+  // Enough workgroups to spread a kernel over local-task's workers and a
+  // GPU's blocks, few enough to keep each one busy.
+  workgroups() {
+    return 64;
+  }
+
+  binary(op, a, b, out) {
+    const dims = pad6(out.dims);
+    const sa = broadcastStrides(this.dims(a), out.dims);
+    const sb = broadcastStrides(this.dims(b), out.dims);
+    this.dispatch('binary_f32', [this.operand(a), this.operand(b), out.name], [op, ...dims, ...sa, ...sb]);
+  }
+
+  // `entry` read with its dims permuted (`perm`) into a new dense value.
+  transpose(entry, perm, out) {
+    const dims = this.dims(entry);
+    const dense = [];
+    let stride = 1;
+    for (let i = dims.length - 1; i >= 0; --i) {
+      dense[i] = stride;
+      stride *= dims[i];
+    }
+    const strides = [...new Array(6 - perm.length).fill(0), ...perm.map((p) => dense[p])];
+    const one = this.scalar(1);
+    this.dispatch('binary_f32', [this.operand(entry), this.operand(one), out.name], [2, ...pad6(out.dims), ...strides, 0, 0, 0, 0, 0, 0]);
+  }
+
+  scalar(value) {
+    return { kind: 'const', tensor: { name: `scalar_${value}`, dtype: 'f32', dims: [], data: new Float32Array([value]) } };
+  }
+
+  convert() {
+    const { graph } = this.model;
+    for (const name of Object.keys(this.options.shapes ?? {})) {
+      if (!graph.inputs.some((input) => input.name === name)) {
+        throw new HalrtError(`onnx: options.shapes names '${name}', which is not an input of the model (inputs: ${graph.inputs.map((i) => i.name).join(', ')})`, 'INVALID_ARGUMENT');
+      }
+    }
+    for (const tensor of graph.initializers) this.values.set(tensor.name, { kind: 'const', tensor });
+    for (const input of graph.inputs) {
+      if (this.values.has(input.name)) continue; // an initializer's default
+      const dims = this.inputDims(input);
+      if (input.dtype !== 'f32') throw new HalrtError(`onnx: graph input '${input.name}' is ${input.dtype}; only f32 inputs are supported`, 'UNIMPLEMENTED');
+      this.used.add(input.name);
+      this.inputs.push({ name: input.name, dtype: 'f32', shape: dims });
+      this.values.set(input.name, { kind: 'value', name: input.name, dtype: 'f32', dims });
+    }
+    for (const node of graph.nodes) this.node(node);
+    for (const output of graph.outputs) {
+      const entry = this.lookup(output.name, `graph output '${output.name}'`);
+      if (entry.kind === 'value' && this.outputs.some((o) => o.name === entry.name)) continue;
+      // An output that is an input, a constant or a value of another name: a copy.
+      const dims = this.dims(entry);
+      this.f32(entry, `graph output '${output.name}'`);
+      this.outputs.push({ name: output.name, dtype: 'f32', shape: dims });
+      this.body.push({ op: 'copy', source: this.operand(entry), target: output.name });
+    }
+    const order = new Map(graph.outputs.map((o, i) => [o.name, i]));
+    this.outputs.sort((x, y) => order.get(x.name) - order.get(y.name));
+    return {
+      format: 'halrt.module/1',
+      name: this.options.name,
+      executables: { k: BUILTIN },
+      constants: this.constants,
+      functions: { main: { inputs: this.inputs, outputs: this.outputs, locals: this.locals, body: this.body } },
+    };
+  }
+
+  inputDims(input) {
+    const given = this.options.shapes?.[input.name];
+    if (input.dims === undefined && given === undefined) {
+      throw new HalrtError(`onnx: graph input '${input.name}' has no shape; give it in options.shapes`, 'INVALID_ARGUMENT');
+    }
+    const declared = input.dims ?? given;
+    if (given !== undefined) {
+      if (!Array.isArray(given) || given.length !== declared.length || !given.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+        throw new HalrtError(`onnx: options.shapes['${input.name}'] must be ${declared.length} non-negative integers (the input is [${declared.map((d) => d ?? '?')}])`, 'INVALID_ARGUMENT');
+      }
+      declared.forEach((d, i) => {
+        if (typeof d === 'number' && d !== given[i]) {
+          throw new HalrtError(`onnx: options.shapes['${input.name}'][${i}] is ${given[i]}, but the model fixes that dimension to ${d}`, 'INVALID_ARGUMENT');
+        }
+      });
+      return given;
+    }
+    const symbolic = declared.find((d) => typeof d !== 'number');
+    if (symbolic !== undefined) {
+      throw new HalrtError(`onnx: graph input '${input.name}' has the symbolic dimension '${symbolic ?? '?'}': give its shape in options.shapes (e.g. { ${JSON.stringify(input.name)}: [${declared.map((d) => (typeof d === 'number' ? d : 1))}] })`, 'INVALID_ARGUMENT');
+    }
+    return declared;
+  }
+
+  node(node) {
+    const key = node.name || `${node.opType}_${node.index}`;
+    const where = `node ${node.index} '${key}' (${node.opType})`;
+    const attributes = new Attributes(node, where);
+    if (node.domain !== '' && node.domain !== 'ai.onnx') throw attributes.unsupported(`domain '${node.domain}'`);
+    const inputs = node.inputs.map((name) => (name === '' ? undefined : this.lookup(name, where)));
+    const [fewest, most] = ARITY[node.opType] ?? [1, 1];
+    const required = node.opType === 'Slice' && this.opset >= 10 ? 3 : fewest;
+    if (inputs.length < required || inputs.length > most || inputs.slice(0, required).includes(undefined) || node.outputs.length === 0) {
+      throw attributes.error(`takes ${required === most ? required : `${required} to ${most}`} inputs and an output (got ${inputs.filter((e) => e !== undefined).length} inputs, ${node.outputs.length} outputs)`);
+    }
+    try {
+      this.lower(node, key, inputs, attributes, where);
+    } catch (error) {
+      if (error instanceof HalrtError) throw error;
+      // A model this importer does not anticipate: an error, never a crash.
+      throw new HalrtError(`onnx: ${where}: cannot be imported: ${error.message}`, 'INVALID_ARGUMENT', { cause: error });
+    }
+  }
+
+  lower(node, key, inputs, attributes, where) {
+    // Ops on constants only are computed now.
+    if (inputs.every((e) => e === undefined || e.kind === 'const') || node.opType === 'Shape') {
+      const folded = fold(node, inputs.map((e) => e && (e.kind === 'const' ? e.tensor : { dims: e.dims, dtype: e.dtype })), attributes, this.opset);
+      if (folded !== undefined) {
+        folded.forEach((tensor, i) => this.values.set(node.outputs[i], { kind: 'const', tensor: { ...tensor, name: node.outputs[i] } }));
+        return;
+      }
+    }
+    const handler = HANDLERS[node.opType];
+    if (handler === undefined) throw attributes.unsupported(`op type '${node.opType}'`);
+    const before = this.body.length;
+    handler.call(this, node, inputs, attributes, where);
+    const trace = this.options.traceNodes;
+    if (trace && (trace === true || trace.test(key))) {
+      const values = node.outputs.map((o) => this.values.get(o)).filter((e) => e?.kind === 'value').map((e) => e.name);
+      if (values.length > 0 && this.body.length > before) {
+        this.body.push({ op: 'trace', key, values });
+        this.traced.push({ key, node: node.name, opType: node.opType, index: node.index, outputs: node.outputs });
+      }
+    }
+  }
+}
+
+// Output dims of an elementwise op, or an error naming the node.
+function broadcastOrFail(a, b, attributes) {
+  const out = broadcast(a, b);
+  if (out === undefined) throw attributes.error(`shapes [${a}] and [${b}] do not broadcast`);
+  return out;
+}
+
+const HANDLERS = {
+  Identity(node, [x], attributes, where) {
+    const out = this.define(node.outputs[0], this.dims(this.f32(x, where)), where);
+    this.body.push({ op: 'copy', source: this.operand(x), target: out.name });
+  },
+
+  Relu(node, [x], attributes, where) {
+    const out = this.define(node.outputs[0], this.dims(this.f32(x, where)), where);
+    this.dispatch('relu_f32', [this.operand(x), out.name], [count(out.dims)]);
+  },
+
+  Clip(node, [x, low, high], attributes, where) {
+    let min = attributes.float('min', -Infinity);
+    let max = attributes.float('max', Infinity);
+    for (const [bound, set] of [[low, (v) => { min = v; }], [high, (v) => { max = v; }]]) {
+      if (bound === undefined) continue;
+      if (bound.kind !== 'const' || count(bound.tensor.dims) !== 1) throw attributes.unsupported('a min or max computed at run time');
+      set(Number(bound.tensor.data[0]));
+    }
+    const out = this.define(node.outputs[0], this.dims(this.f32(x, where)), where);
+    this.dispatch('unary_f32', [this.operand(x), out.name], [count(out.dims), 12, f32Bits(min), f32Bits(max)]);
+  },
+
+  Flatten(node, [x], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    let axis = attributes.int('axis', 1);
+    if (axis < 0) axis += dims.length;
+    if (axis < 0 || axis > dims.length) throw attributes.error(`axis ${attributes.int('axis')} is out of range for rank ${dims.length}`);
+    const out = this.define(node.outputs[0], [count(dims.slice(0, axis)), count(dims.slice(axis))], where);
+    this.body.push({ op: 'copy', source: this.operand(x), target: out.name });
+  },
+
+  Reshape(node, [x, shape], attributes, where) {
+    if (shape === undefined || shape.kind !== 'const') throw attributes.unsupported('a shape computed at run time');
+    const dims = reshapeDims(this.dims(this.f32(x, where)), Array.from(shape.tensor.data, Number), attributes.int('allowzero', 0), attributes);
+    reshape.call(this, node, x, dims, where);
+  },
+
+  Squeeze(node, [x, axes], attributes, where) {
+    if (axes !== undefined && axes.kind !== 'const') throw attributes.unsupported('axes computed at run time');
+    const [folded] = fold({ ...node, opType: 'Squeeze' }, [{ dims: this.dims(this.f32(x, where)), data: [] }, axes && axes.tensor], attributes, this.opset);
+    reshape.call(this, node, x, folded.dims, where);
+  },
+
+  Unsqueeze(node, [x, axes], attributes, where) {
+    if (axes !== undefined && axes.kind !== 'const') throw attributes.unsupported('axes computed at run time');
+    const [folded] = fold({ ...node, opType: 'Unsqueeze' }, [{ dims: this.dims(this.f32(x, where)), data: [] }, axes && axes.tensor], attributes, this.opset);
+    reshape.call(this, node, x, folded.dims, where);
+  },
+
+  Transpose(node, [x], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    const perm = attributes.ints('perm', dims.map((_, i) => dims.length - 1 - i));
+    if (perm.length !== dims.length || perm.length > 6 || [...perm].sort().some((p, i) => p !== i)) {
+      throw attributes.error(`perm [${perm}] is not a permutation of rank ${dims.length} (at most 6)`);
+    }
+    const out = this.define(node.outputs[0], perm.map((p) => dims[p]), where);
+    this.transpose(x, perm, out);
+  },
+
+  Gemm(node, [a, b, c], attributes, where) {
+    const transA = attributes.int('transA', 0);
+    const transB = attributes.int('transB', 0);
+    const alpha = attributes.float('alpha', 1);
+    const beta = attributes.float('beta', 1);
+    let [M, K] = this.dims(this.f32(a, where));
+    if (transA) [M, K] = [K, M];
+    const bDims = this.dims(this.f32(b, where));
+    const [K2, N] = transB ? [bDims[1], bDims[0]] : bDims;
+    if (this.dims(a).length !== 2 || bDims.length !== 2 || K !== K2) {
+      throw attributes.error(`A [${this.dims(a)}] and B [${bDims}] do not multiply (transA ${transA}, transB ${transB})`);
+    }
+    const ta = transA ? this.temp(`${node.outputs[0]}/A^T`, [M, K]) : a;
+    if (transA) this.transpose(a, [1, 0], ta);
+    const tb = transB ? this.temp(`${node.outputs[0]}/B^T`, [K, N]) : b;
+    if (transB) this.transpose(b, [1, 0], tb);
+    const scaled = alpha !== 1 || (c !== undefined && beta !== 0);
+    const product = scaled ? this.temp(`${node.outputs[0]}/AB`, [M, N]) : this.define(node.outputs[0], [M, N], where);
+    this.dispatch('matmul_f32', [this.operand(ta), this.operand(tb), product.name], [M, K, N]);
+    if (!scaled) return;
+    let sum = product;
+    if (alpha !== 1) {
+      const last = c === undefined || beta === 0;
+      sum = last ? this.define(node.outputs[0], [M, N], where) : this.temp(`${node.outputs[0]}/alphaAB`, [M, N]);
+      this.binary(BINARY_OPS.Mul, product, this.scalar(alpha), sum);
+    }
+    if (c === undefined || beta === 0) return;
+    broadcastOrFail(this.dims(c), [M, N], attributes);
+    let bias = this.f32(c, where);
+    if (beta !== 1) {
+      bias = this.temp(`${node.outputs[0]}/betaC`, this.dims(c));
+      this.binary(BINARY_OPS.Mul, c, this.scalar(beta), bias);
+    }
+    const out = this.define(node.outputs[0], [M, N], where);
+    this.binary(BINARY_OPS.Add, sum, bias, out);
+  },
+
+  MatMul(node, [a, b], attributes, where) {
+    const aDims = this.dims(this.f32(a, where));
+    const bDims = this.dims(this.f32(b, where));
+    if (aDims.length !== 2 || bDims.length !== 2) throw attributes.unsupported(`MatMul of ranks ${aDims.length} and ${bDims.length} (2-D only so far)`);
+    if (aDims[1] !== bDims[0]) throw attributes.error(`[${aDims}] and [${bDims}] do not multiply`);
+    const out = this.define(node.outputs[0], [aDims[0], bDims[1]], where);
+    this.dispatch('matmul_f32', [this.operand(a), this.operand(b), out.name], [aDims[0], aDims[1], bDims[1]]);
+  },
+
+  Softmax(node, [x], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    let axis = attributes.int('axis', this.opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += dims.length;
+    if (axis < 0 || axis >= Math.max(dims.length, 1)) throw attributes.error(`axis ${attributes.int('axis')} is out of range for rank ${dims.length}`);
+    // Before opset 13 the input is seen as 2-D at axis; from 13, axis must
+    // be the last (the rows softmax_rows_f32 takes).
+    if (this.opset >= 13 && axis !== dims.length - 1) throw attributes.unsupported(`Softmax over axis ${axis} of rank ${dims.length} (only the last axis so far)`);
+    const out = this.define(node.outputs[0], dims, where);
+    this.dispatch('softmax_rows_f32', [this.operand(x), out.name], [count(dims.slice(0, axis)), count(dims.slice(axis))]);
+  },
+
+  ReduceMean(node, inputs, attributes, where) {
+    reduce.call(this, node, inputs, attributes, where, true);
+  },
+
+  ReduceSum(node, inputs, attributes, where) {
+    reduce.call(this, node, inputs, attributes, where, false);
+  },
+};
+
+// A new shape of the same elements: a copy (a value has one shape).
+function reshape(node, x, dims, where) {
+  const out = this.define(node.outputs[0], dims, where);
+  this.body.push({ op: 'copy', source: this.operand(x), target: out.name });
+}
+
+// ReduceMean and ReduceSum over trailing axes: the rows kernel, then the
+// mean's division.
+function reduce(node, [x, axesInput], attributes, where, mean) {
+  const dims = this.dims(this.f32(x, where));
+  let axes = attributes.ints('axes', undefined);
+  if (axesInput !== undefined) {
+    if (axesInput.kind !== 'const') throw attributes.unsupported('axes computed at run time');
+    axes = Array.from(axesInput.tensor.data, Number);
+  }
+  if (axes === undefined || axes.length === 0) {
+    axes = attributes.int('noop_with_empty_axes', 0) ? [] : dims.map((_, i) => i);
+  }
+  axes = [...new Set(axes.map((a) => (a < 0 ? a + dims.length : a)))].sort((p, q) => p - q);
+  if (axes.some((a) => a < 0 || a >= dims.length)) throw attributes.error(`axes [${attributes.ints('axes', [])}] are out of range for rank ${dims.length}`);
+  if (axes.some((a, i) => a !== dims.length - axes.length + i)) throw attributes.unsupported(`reducing axes [${axes}] of rank ${dims.length} (only trailing axes so far)`);
+  const keep = attributes.int('keepdims', 1);
+  const rows = count(dims.slice(0, dims.length - axes.length));
+  const cols = count(dims.slice(dims.length - axes.length));
+  const outDims = keep ? dims.map((d, i) => (axes.includes(i) ? 1 : d)) : dims.filter((_, i) => !axes.includes(i));
+  const sum = mean ? this.temp(`${node.outputs[0]}/sum`, outDims) : this.define(node.outputs[0], outDims, where);
+  this.dispatch('reduce_sum_f32', [this.operand(x), sum.name], [rows, cols]);
+  if (!mean) return;
+  const out = this.define(node.outputs[0], outDims, where);
+  this.binary(BINARY_OPS.Div, sum, this.scalar(cols), out);
+}
+
+for (const [opType, op] of Object.entries(BINARY_OPS)) {
+  HANDLERS[opType] = function binaryHandler(node, [a, b], attributes, where) {
+    if (b === undefined) throw attributes.error('needs two inputs');
+    const dims = broadcastOrFail(this.dims(this.f32(a, where)), this.dims(this.f32(b, where)), attributes);
+    const out = this.define(node.outputs[0], dims, where);
+    // x^2 as x*x: exact, and what ONNX Runtime computes.
+    if (opType === 'Pow' && b.kind === 'const' && count(b.tensor.dims) === 1 && Number(b.tensor.data[0]) === 2) {
+      this.binary(BINARY_OPS.Mul, a, a, out);
+      return;
+    }
+    this.binary(op, a, b, out);
+  };
+}
+
+for (const [opType, [op, params]] of Object.entries(UNARY_OPS)) {
+  HANDLERS[opType] = function unaryHandler(node, [x], attributes, where) {
+    const [alpha, beta] = params ? params(attributes) : [0, 0];
+    const out = this.define(node.outputs[0], this.dims(this.f32(x, where)), where);
+    this.dispatch('unary_f32', [this.operand(x), out.name], [count(out.dims), op, f32Bits(alpha), f32Bits(beta)]);
+  };
+}
+
+// convert(bytes | model, {name, shapes, traceNodes}) -> {description, traced}
+function convert(source, options = {}) {
+  const model = source instanceof Uint8Array ? readModel(source, options.baseDir) : source;
+  const converter = new Converter(model, { name: 'onnx', ...options });
+  const description = converter.convert();
+  return { description, traced: converter.traced, model };
+}
+
+module.exports = { convert, broadcast };

@@ -1,0 +1,258 @@
+'use strict';
+// Ops computed at import, on constant inputs (and Shape of any input with
+// known dimensions): the integer shape arithmetic ONNX exporters emit
+// (Shape, Gather, Slice, Concat, Unsqueeze, Cast, ...) and ops on small
+// constant tensors. fold() returns the output tensors, or undefined when
+// the op is not folded here (the converter then emits it, if it can).
+
+const { ARRAYS } = require('./model');
+
+const BIG = new Set(['i64', 'u64']);
+const count = (dims) => dims.reduce((n, d) => n * d, 1);
+
+function tensor(dtype, dims, values) {
+  const data = new ARRAYS[dtype](count(dims));
+  for (let i = 0; i < data.length; ++i) data[i] = BIG.has(dtype) ? BigInt(values[i]) : values[i];
+  return { dtype, dims, data };
+}
+
+// The elements as Numbers (i64 beyond 2^53 rounded: used for indices and
+// sizes, which are far smaller, and clamped bounds such as INT64_MAX).
+const numbers = (t) => Array.from(t.data, Number);
+
+// dims-strides of a dense row-major tensor.
+function strides(dims) {
+  const out = new Array(dims.length);
+  let s = 1;
+  for (let i = dims.length - 1; i >= 0; --i) {
+    out[i] = s;
+    s *= dims[i];
+  }
+  return out;
+}
+
+// Gathers into `dims` with `source(coords)` giving each element.
+function build(dtype, dims, source) {
+  const n = count(dims);
+  const values = new Array(n);
+  const coords = new Array(dims.length).fill(0);
+  for (let i = 0; i < n; ++i) {
+    values[i] = source(coords);
+    for (let d = dims.length - 1; d >= 0; --d) {
+      if (++coords[d] < dims[d]) break;
+      coords[d] = 0;
+    }
+  }
+  return tensor(dtype, dims, values);
+}
+
+function normalizeAxis(axis, rank, attributes) {
+  const a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) throw attributes.error(`axis ${axis} is out of range for rank ${rank}`);
+  return a;
+}
+
+// An int list from an attribute (opsets before the input form) or a
+// constant input.
+function intList(attributes, name, input) {
+  if (input !== undefined) return numbers(input);
+  return attributes.ints(name, undefined);
+}
+
+const BINARY = {
+  Add: (x, y) => x + y,
+  Sub: (x, y) => x - y,
+  Mul: (x, y) => x * y,
+  Div: (x, y, big) => (big ? (y === 0n ? 0n : x / y) : x / y),
+};
+
+function elementwise(opType, a, b, attributes) {
+  if (a.dtype !== b.dtype) throw attributes.error(`operands are ${a.dtype} and ${b.dtype}`);
+  const rank = Math.max(a.dims.length, b.dims.length);
+  const pa = [...new Array(rank - a.dims.length).fill(1), ...a.dims];
+  const pb = [...new Array(rank - b.dims.length).fill(1), ...b.dims];
+  const dims = pa.map((d, i) => (d === 1 ? pb[i] : d));
+  if (pa.some((d, i) => d !== pb[i] && d !== 1 && pb[i] !== 1)) throw attributes.error(`shapes [${a.dims}] and [${b.dims}] do not broadcast`);
+  const sa = strides(pa);
+  const sb = strides(pb);
+  const big = BIG.has(a.dtype);
+  const f32 = a.dtype === 'f32';
+  const op = BINARY[opType];
+  return build(a.dtype, dims, (c) => {
+    let ia = 0;
+    let ib = 0;
+    c.forEach((x, d) => {
+      ia += (pa[d] === 1 ? 0 : x) * sa[d];
+      ib += (pb[d] === 1 ? 0 : x) * sb[d];
+    });
+    const r = op(a.data[ia], b.data[ib], big);
+    // f32: +, -, *, / computed in double then rounded once are exact in f32.
+    return f32 ? Math.fround(r) : big ? BigInt.asIntN(64, r) : Math.trunc(r);
+  });
+}
+
+function cast(input, to, attributes) {
+  const dtypes = { 1: 'f32', 2: 'u8', 3: 'i8', 4: 'u16', 5: 'i16', 6: 'i32', 7: 'i64', 9: 'bool', 11: 'f64', 12: 'u32', 13: 'u64' };
+  const dtype = dtypes[to];
+  if (dtype === undefined) throw attributes.unsupported(`Cast to type ${to}`);
+  const big = BIG.has(dtype);
+  const values = Array.from(input.data, (v) => {
+    if (dtype === 'bool') return v ? 1 : 0;
+    if (big) return typeof v === 'bigint' ? v : BigInt(Math.trunc(v));
+    return typeof v === 'bigint' ? Number(v) : dtype === 'f32' || dtype === 'f64' ? v : Math.trunc(v);
+  });
+  return tensor(dtype, input.dims, values);
+}
+
+const FOLDERS = {
+  Constant(node, inputs, attributes) {
+    for (const [name, attribute] of node.attributes) {
+      const { value } = attribute;
+      if (name === 'value') return [value];
+      if (name === 'value_float') return [tensor('f32', [], [value])];
+      if (name === 'value_floats') return [tensor('f32', [value.length], value)];
+      if (name === 'value_int') return [tensor('i64', [], [value])];
+      if (name === 'value_ints') return [tensor('i64', [value.length], value)];
+      throw attributes.unsupported(`Constant attribute '${name}'`);
+    }
+    throw attributes.error('has no value');
+  },
+
+  Identity: (node, [x]) => [x],
+
+  Shape(node, [x], attributes, opset) {
+    const rank = x.dims.length;
+    let start = opset >= 15 ? attributes.int('start', 0) : 0;
+    let end = opset >= 15 ? attributes.int('end', rank) : rank;
+    start = Math.min(Math.max(start < 0 ? start + rank : start, 0), rank);
+    end = Math.min(Math.max(end < 0 ? end + rank : end, 0), rank);
+    const dims = x.dims.slice(start, Math.max(start, end));
+    return [tensor('i64', [dims.length], dims)];
+  },
+
+  Cast: (node, [x], attributes) => [cast(x, attributes.int('to', 0), attributes)],
+
+  Gather(node, [data, indices], attributes) {
+    if (indices.dtype !== 'i64' && indices.dtype !== 'i32') throw attributes.error(`indices are ${indices.dtype}, not i32 or i64`);
+    const axis = normalizeAxis(attributes.int('axis', 0), data.dims.length, attributes);
+    const size = data.dims[axis];
+    const idx = numbers(indices).map((i) => {
+      if (i < -size || i >= size) throw attributes.error(`index ${i} is out of range for dimension ${size}`);
+      return i < 0 ? i + size : i;
+    });
+    const dims = [...data.dims.slice(0, axis), ...indices.dims, ...data.dims.slice(axis + 1)];
+    const ds = strides(data.dims);
+    const is = strides(indices.dims);
+    const k = indices.dims.length;
+    return [build(data.dtype, dims, (c) => {
+      let flat = 0;
+      for (let j = 0; j < k; ++j) flat += c[axis + j] * is[j];
+      let offset = idx[flat] * ds[axis];
+      for (let d = 0; d < axis; ++d) offset += c[d] * ds[d];
+      for (let d = axis + 1; d < data.dims.length; ++d) offset += c[d + k - 1] * ds[d];
+      return data.data[offset];
+    })];
+  },
+
+  Unsqueeze(node, [x, axesInput], attributes) {
+    const axes = intList(attributes, 'axes', axesInput) ?? [];
+    const rank = x.dims.length + axes.length;
+    const normal = axes.map((a) => normalizeAxis(a, rank, attributes));
+    const dims = [];
+    let next = 0;
+    for (let i = 0; i < rank; ++i) dims.push(normal.includes(i) ? 1 : x.dims[next++]);
+    return [{ ...x, dims }];
+  },
+
+  Squeeze(node, [x, axesInput], attributes) {
+    const axes = intList(attributes, 'axes', axesInput);
+    const normal = axes === undefined ? x.dims.map((d, i) => (d === 1 ? i : -1)).filter((i) => i >= 0) : axes.map((a) => normalizeAxis(a, x.dims.length, attributes));
+    return [{ ...x, dims: x.dims.filter((_, i) => !normal.includes(i)) }];
+  },
+
+  Reshape(node, [x, shape], attributes) {
+    return [{ ...x, dims: reshapeDims(x.dims, numbers(shape), attributes.int('allowzero', 0), attributes) }];
+  },
+
+  Concat(node, inputs, attributes) {
+    const rank = inputs[0].dims.length;
+    const axis = normalizeAxis(attributes.int('axis', 0), rank, attributes);
+    for (const t of inputs) {
+      if (t === undefined || t.dtype !== inputs[0].dtype || t.dims.length !== rank || t.dims.some((d, i) => i !== axis && d !== inputs[0].dims[i])) {
+        throw attributes.error(`inputs [${inputs.map((u) => u && `${u.dtype}[${u.dims}]`).join(', ')}] do not concatenate on axis ${axis}`);
+      }
+    }
+    const dims = [...inputs[0].dims];
+    dims[axis] = inputs.reduce((n, t) => n + t.dims[axis], 0);
+    const starts = [];
+    let at = 0;
+    for (const t of inputs) {
+      starts.push(at);
+      at += t.dims[axis];
+    }
+    return [build(inputs[0].dtype, dims, (c) => {
+      let which = inputs.length - 1;
+      while (c[axis] < starts[which]) --which;
+      const t = inputs[which];
+      const s = strides(t.dims);
+      return t.data[c.reduce((o, x, d) => o + (d === axis ? x - starts[which] : x) * s[d], 0)];
+    })];
+  },
+
+  Slice(node, [x, startsInput, endsInput, axesInput, stepsInput], attributes, opset) {
+    const rank = x.dims.length;
+    const starts = opset >= 10 ? numbers(startsInput) : attributes.ints('starts', []);
+    const ends = opset >= 10 ? numbers(endsInput) : attributes.ints('ends', []);
+    const axes = (opset >= 10 ? axesInput && numbers(axesInput) : attributes.ints('axes', undefined)) ?? starts.map((_, i) => i);
+    const steps = (stepsInput && numbers(stepsInput)) ?? starts.map(() => 1);
+    const begin = new Array(rank).fill(0);
+    const step = new Array(rank).fill(1);
+    const dims = [...x.dims];
+    axes.forEach((axis, i) => {
+      const a = normalizeAxis(axis, rank, attributes);
+      const size = x.dims[a];
+      if (steps[i] === 0) throw attributes.error('a step of 0');
+      const clamp = (v, low, high) => Math.min(Math.max(v < 0 ? v + size : v, low), high);
+      const s = steps[i] > 0 ? clamp(starts[i], 0, size) : clamp(starts[i], -1, size - 1);
+      const e = steps[i] > 0 ? clamp(ends[i], 0, size) : clamp(ends[i], -1, size - 1);
+      begin[a] = s;
+      step[a] = steps[i];
+      dims[a] = Math.max(0, Math.ceil((e - s) / steps[i]));
+    });
+    const s = strides(x.dims);
+    return [build(x.dtype, dims, (c) => x.data[c.reduce((o, v, d) => o + (begin[d] + v * step[d]) * s[d], 0)])];
+  },
+};
+
+for (const opType of Object.keys(BINARY)) {
+  FOLDERS[opType] = (node, [a, b], attributes) => [elementwise(opType, a, b, attributes)];
+}
+
+// Reshape's target dims: 0 copies the input's dimension (unless allowzero),
+// -1 is inferred.
+function reshapeDims(dims, shape, allowzero, attributes) {
+  const out = shape.map((d, i) => (d === 0 && !allowzero ? dims[i] : d));
+  const known = out.filter((d) => d !== -1).reduce((n, d) => n * d, 1);
+  const inferred = out.filter((d) => d === -1).length;
+  if (inferred > 1 || out.some((d) => d < -1 || d === undefined)) throw attributes.error(`shape [${shape}] is not a valid Reshape target`);
+  if (inferred === 1) {
+    if (known === 0 || count(dims) % known !== 0) throw attributes.error(`[${dims}] cannot be reshaped to [${shape}]`);
+    out[out.indexOf(-1)] = count(dims) / known;
+  }
+  if (count(out) !== count(dims)) throw attributes.error(`[${dims}] cannot be reshaped to [${shape}]`);
+  return out;
+}
+
+// The folded outputs of `node` (inputs: constant tensors, or {dims, dtype}
+// without data for Shape's runtime input), or undefined.
+function fold(node, inputs, attributes, opset) {
+  const folder = FOLDERS[node.opType];
+  if (folder === undefined) return undefined;
+  if (node.opType !== 'Shape' && inputs.some((t) => t !== undefined && t.data === undefined)) return undefined;
+  // Elementwise ops on f32 are left to the kernels when large (the same
+  // results: +, -, *, / are exact either way).
+  if (BINARY[node.opType] && inputs.some((t) => count(t.dims) > 4096)) return undefined;
+  return folder(node, inputs, attributes, opset);
+}
+
+module.exports = { fold, reshapeDims };

@@ -1,0 +1,313 @@
+'use strict';
+// ONNX models (docs/onnx.md): the reader against malformed and mutated
+// bytes, every supported op as a one-node graph against ONNX Runtime, and
+// openwakeword's hello_deepa (an MLP with LayerNorm decomposed) against ONNX
+// Runtime: its outputs, and each node's traced value against the same
+// intermediate exposed by ONNX Runtime.
+const assert = require('assert');
+const halrt = require('..');
+const { DEVICE_URIS, assertThrowsHalrt } = require('./helpers');
+const { model: writeModel, withOutputs } = require('./support/onnx/writer');
+const oracle = require('./support/onnx/oracle');
+const { readModel } = require('../lib/onnx/model');
+
+// Seeded uniform floats in [lo, hi).
+function randoms(count, seed, lo = -1, hi = 1) {
+  const out = new Float32Array(count);
+  let s = seed >>> 0;
+  for (let i = 0; i < count; ++i) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = lo + ((s >>> 8) / 2 ** 24) * (hi - lo);
+  }
+  return out;
+}
+
+const count = (dims) => dims.reduce((n, d) => n * d, 1);
+
+// |got - want| <= atol + rtol |want| everywhere (NaN where NaN).
+function assertClose(got, want, { atol = 1e-5, rtol = 1e-5, what = '' } = {}) {
+  assert.strictEqual(got.length, want.length, `${what}: ${got.length} elements, ONNX Runtime has ${want.length}`);
+  for (let i = 0; i < got.length; ++i) {
+    const [g, w] = [got[i], want[i]];
+    if (Number.isNaN(w) ? Number.isNaN(g) : g === w || Math.abs(g - w) <= atol + rtol * Math.abs(w)) continue;
+    assert.fail(`${what}: element ${i} is ${g}, ONNX Runtime gives ${w}`);
+  }
+}
+
+describe('ONNX reader', () => {
+  const small = () => writeModel({
+    opset: 13,
+    graph: {
+      nodes: [{ opType: 'Add', name: 'add', inputs: ['x', 'b'], outputs: ['y'] }],
+      inputs: [{ name: 'x', dtype: 'f32', dims: [2, 3] }],
+      outputs: [{ name: 'y', dtype: 'f32', dims: [2, 3] }],
+      initializers: [{ name: 'b', dtype: 'f32', dims: [3], data: new Float32Array([1, 2, 3]) }],
+    },
+  });
+
+  it('reads nodes, attributes, inputs with symbolic dimensions and initializers', () => {
+    const bytes = writeModel({
+      opset: 11,
+      graph: {
+        nodes: [{ opType: 'LeakyRelu', name: 'n', inputs: ['x'], outputs: ['y'], attributes: { alpha: { f: 0.5 }, axes: { ints: [-1, 2] }, mode: { s: 'x' } } }],
+        inputs: [{ name: 'x', dtype: 'f32', dims: ['batch', 4] }],
+        outputs: [{ name: 'y', dtype: 'f32', dims: ['batch', 4] }],
+        initializers: [{ name: 'w', dtype: 'i64', dims: [2], data: new BigInt64Array([-1n, 9223372036854775807n]) }],
+      },
+    });
+    const { opset, graph } = readModel(bytes);
+    assert.deepStrictEqual(opset, { '': 11 });
+    assert.deepStrictEqual(graph.inputs, [{ name: 'x', dtype: 'f32', dims: ['batch', 4] }]);
+    const [node] = graph.nodes;
+    assert.strictEqual(node.attributes.get('alpha').value, 0.5);
+    assert.deepStrictEqual(node.attributes.get('axes').value, [-1n, 2n]);
+    assert.strictEqual(node.attributes.get('mode').value, 'x');
+    assert.deepStrictEqual(Array.from(graph.initializers[0].data), [-1n, 9223372036854775807n]);
+  });
+
+  it('refuses malformed bytes with an error naming the message and byte', () => {
+    const bytes = small();
+    assertThrowsHalrt(() => readModel(bytes.subarray(0, bytes.length - 3)), 'INVALID_ARGUMENT', 'onnx: model', 'runs past the end');
+    assertThrowsHalrt(() => readModel(Buffer.from([0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01])), 'INVALID_ARGUMENT', 'varint longer than 10 bytes');
+    assertThrowsHalrt(() => readModel(Buffer.from([0x3a, 0x02, 0x1b, 0x00])), 'INVALID_ARGUMENT', 'wire type 3 is not supported');
+    assertThrowsHalrt(() => readModel(Buffer.from([0x08, 0x01])), 'INVALID_ARGUMENT', 'onnx: the model has no graph');
+    assertThrowsHalrt(() => halrt.onnx.convert(Buffer.from('{"format": "halrt.module/1"}')), 'INVALID_ARGUMENT', 'halrt.onnx.convert:');
+  });
+
+  it('mutated models give errors only, never a crash or a hang (2000 seeded mutations)', () => {
+    const base = small();
+    let s = 7;
+    const next = (n) => {
+      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+      return s % n;
+    };
+    const codes = new Set();
+    for (let i = 0; i < 2000; ++i) {
+      const bytes = Buffer.from(base);
+      for (let k = 1 + next(4); k > 0; --k) bytes[next(bytes.length)] = next(256);
+      const cut = next(8) === 0 ? bytes.subarray(0, next(bytes.length)) : bytes;
+      try {
+        halrt.onnx.convert(cut, { shapes: { x: [2, 3] } });
+        codes.add('OK');
+      } catch (error) {
+        assert.ok(error instanceof halrt.HalrtError, `mutation ${i}: ${error.stack}`);
+        codes.add(error.code);
+      }
+    }
+    assert.ok(codes.has('INVALID_ARGUMENT'));
+  });
+});
+
+// One-node graphs: [opType, opset, inputs [{name, dims, data?}], attributes, outputs dims?]
+const CASES = [
+  ['Add', 13, [[2, 3, 4], [4]]],
+  ['Add', 13, [[2, 1, 4], [3, 1]]],
+  ['Sub', 13, [[3, 4], [3, 1]]],
+  ['Mul', 13, [[1], [2, 0, 3]]],
+  ['Div', 13, [[2, 3], [2, 3]], {}, { b: [0.5, 4] }],
+  ['Pow', 13, [[4, 5], []], {}, { b: [2, 2] }],
+  ['Pow', 13, [[4, 5], [5]], {}, { a: [0.1, 3], b: [-2, 2] }],
+  ['Max', 13, [[3, 4], [4]]],
+  ['Min', 13, [[3, 4], [3, 1]]],
+  ['Relu', 13, [[5, 7]]],
+  ['Sigmoid', 13, [[100]], {}, { a: [-9, 9] }],
+  ['Tanh', 13, [[100]], {}, { a: [-5, 5] }],
+  ['Exp', 13, [[100]], {}, { a: [-9, 9] }],
+  ['Log', 13, [[100]], {}, { a: [0.001, 9] }],
+  ['Sqrt', 13, [[100]], {}, { a: [0, 9] }],
+  ['Neg', 13, [[10]]],
+  ['Abs', 13, [[10]]],
+  ['Reciprocal', 13, [[10]], {}, { a: [0.5, 3] }],
+  ['Erf', 13, [[100]], {}, { a: [-3, 3] }],
+  ['LeakyRelu', 13, [[50]], { alpha: { f: 0.3 } }],
+  ['HardSigmoid', 13, [[50]], { alpha: { f: 0.1666667 }, beta: { f: 0.5 } }, { a: [-8, 8] }],
+  ['HardSwish', 14, [[50]], {}, { a: [-5, 5] }],
+  ['Gelu', 20, [[100]], {}, { a: [-4, 4] }],
+  ['Clip', 10, [[50]], { min: { f: 0 }, max: { f: 6 } }, { a: [-9, 9] }],
+  ['Clip', 13, [[50], [], []], {}, { a: [-9, 9], b: [-1, -1], c: [2, 2] }, { b: 'const', c: 'const' }],
+  ['Identity', 13, [[3, 2]]],
+  ['Flatten', 13, [[2, 3, 4]], { axis: { i: 2 } }],
+  ['Reshape', 13, [[2, 3, 4], [3]], {}, {}, { b: [4, 0, -1] }],
+  ['Squeeze', 13, [[2, 1, 3], [1]], {}, {}, { b: [1] }],
+  ['Unsqueeze', 13, [[2, 3], [2]], {}, {}, { b: [0, -1] }],
+  ['Transpose', 13, [[2, 3, 4]], { perm: { ints: [2, 0, 1] } }],
+  ['Transpose', 13, [[2, 3]]],
+  ['Gemm', 13, [[3, 5], [4, 5], [4]], { transB: { i: 1 } }],
+  ['Gemm', 13, [[5, 3], [5, 4], [3, 1]], { transA: { i: 1 }, alpha: { f: 0.5 }, beta: { f: 2 } }],
+  ['Gemm', 13, [[3, 5], [5, 4]], { alpha: { f: -1.5 } }],
+  ['MatMul', 13, [[7, 9], [9, 2]]],
+  ['Softmax', 13, [[3, 4, 17]]],
+  ['Softmax', 11, [[3, 4, 5]], { axis: { i: 1 } }],
+  ['ReduceMean', 13, [[3, 4, 6]], { axes: { ints: [-1] } }],
+  ['ReduceMean', 13, [[3, 4, 6]], { axes: { ints: [1, 2] }, keepdims: { i: 0 } }],
+  ['ReduceSum', 13, [[3, 4, 6], [1]], {}, {}, { b: [-1] }],
+];
+
+// Integer inputs given as constants (initializers) of the graph: i64.
+function caseModel([opType, opset, shapes, attributes = {}, ranges = {}, constants = {}]) {
+  const names = ['a', 'b', 'c'];
+  const inputs = [];
+  const initializers = [];
+  const feeds = {};
+  shapes.forEach((dims, i) => {
+    const name = names[i];
+    if (Array.isArray(constants[name])) {
+      initializers.push({ name, dtype: 'i64', dims, data: BigInt64Array.from(constants[name], BigInt) });
+      return;
+    }
+    const [lo, hi] = ranges[name] ?? [-2, 2];
+    const data = randoms(count(dims), 31 * i + opType.length, lo, hi);
+    if (constants[name] === 'const') {
+      initializers.push({ name, dtype: 'f32', dims, data });
+      return;
+    }
+    inputs.push({ name, dtype: 'f32', dims });
+    feeds[name] = { data, dims };
+  });
+  const bytes = writeModel({
+    opset,
+    graph: {
+      nodes: [{ opType, name: `the_${opType}`, inputs: names.slice(0, shapes.length), outputs: ['out'], attributes }],
+      inputs,
+      outputs: [{ name: 'out', dtype: 'f32' }],
+      initializers,
+    },
+  });
+  return { bytes, feeds };
+}
+
+describe('ONNX ops against ONNX Runtime', function () {
+  let ort;
+  before(function () {
+    const loaded = oracle.ort();
+    oracle.need(this, loaded);
+    ort = loaded.ort;
+  });
+
+  for (const uri of DEVICE_URIS) {
+    for (const test of CASES) {
+      const [opType, opset, shapes] = test;
+      it(`${opType} (opset ${opset}, inputs ${shapes.map((s) => `[${s}]`).join(' ')}) on ${uri}`, async () => {
+        const { bytes, feeds } = caseModel(test);
+        const session = await ort.InferenceSession.create(bytes);
+        const want = (await session.run(Object.fromEntries(Object.entries(feeds).map(([n, f]) => [n, new ort.Tensor('float32', f.data, f.dims)])))).out;
+        const instance = new halrt.Instance();
+        try {
+          const device = instance.createDevice(uri);
+          const module = halrt.Module.fromObject(instance, halrt.onnx.convert(bytes));
+          const context = new halrt.Context(instance, [new halrt.HalModule(instance, device), module]);
+          const fn = context.lookupFunction('onnx.main');
+          assert.deepStrictEqual(fn.outputs[0].shape, want.dims.map(Number));
+          const out = await fn.invoke(Object.fromEntries(Object.entries(feeds).map(([n, f]) => [n, device.tensor(f.data, f.dims)])), { named: true, read: true });
+          assertClose(out.out, want.data, { atol: 2e-6, rtol: 2e-6, what: opType });
+        } finally {
+          instance.close();
+        }
+      });
+    }
+  }
+
+  it('ops it does not support are errors naming the node and op type', () => {
+    const bytes = writeModel({
+      opset: 13,
+      graph: { nodes: [{ opType: 'NonZero', name: 'nz', inputs: ['x'], outputs: ['y'] }], inputs: [{ name: 'x', dtype: 'f32', dims: [3] }], outputs: [{ name: 'y' }] },
+    });
+    assertThrowsHalrt(() => halrt.onnx.convert(bytes), 'UNIMPLEMENTED', "halrt.onnx.convert: node 0 'nz' (NonZero): op type 'NonZero' is not supported");
+    const gelu = writeModel({
+      opset: 20,
+      graph: { nodes: [{ opType: 'Gelu', inputs: ['x'], outputs: ['y'], attributes: { approximate: { s: 'tanh' } } }], inputs: [{ name: 'x', dtype: 'f32', dims: [3] }], outputs: [{ name: 'y' }] },
+    });
+    assertThrowsHalrt(() => halrt.onnx.convert(gelu), 'UNIMPLEMENTED', "node 0 'Gelu_0' (Gelu): approximate 'tanh' is not supported");
+    const symbolic = writeModel({
+      opset: 13,
+      graph: { nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }], inputs: [{ name: 'x', dtype: 'f32', dims: ['n', 3] }], outputs: [{ name: 'y' }] },
+    });
+    assertThrowsHalrt(() => halrt.onnx.convert(symbolic), 'INVALID_ARGUMENT', "graph input 'x' has the symbolic dimension 'n'");
+    assertThrowsHalrt(() => halrt.onnx.convert(symbolic, { shapes: { x: [2, 4] } }), 'INVALID_ARGUMENT', "options.shapes['x'][1] is 4, but the model fixes that dimension to 3");
+    assert.deepStrictEqual(halrt.onnx.convert(symbolic, { shapes: { x: [2, 3] } }).functions.main.inputs, [{ name: 'x', dtype: 'f32', shape: [2, 3] }]);
+  });
+});
+
+describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {
+  this.timeout(120000);
+  let ort, file;
+  before(function () {
+    const loaded = oracle.ort();
+    oracle.need(this, loaded);
+    const model = oracle.model('hello_deepa');
+    oracle.need(this, model);
+    ort = loaded.ort;
+    file = model.path;
+  });
+
+  it('the command line runs it with every node traced, and diff names the nodes', function () {
+    const { spawnSync } = require('child_process');
+    const path = require('path');
+    const os = require('os');
+    const fs = require('fs');
+    const cli = path.join(__dirname, '..', 'bin', 'halrt.js');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-onnx-cli-'));
+    try {
+      const input = path.join(dir, 'x.npy');
+      halrt.npy.write(input, randoms(2400, 5), { shape: [1, 25, 96] });
+      const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+      const traced = run('run', file, '--input', `onnx::Flatten_0=@${input}`, '--device', 'local-sync', '--trace', 'stdio');
+      assert.strictEqual(traced.status, 0, traced.stderr);
+      assert.match(traced.stdout, /^=== \/flatten\/Flatten \(hello_deepa\.main op \d+, invocation 1\) ===$/m);
+      assert.match(traced.stdout, /^=== \/last_act\/Sigmoid \(hello_deepa\.main op \d+, invocation 1\) ===\n39: 1x1xf32=/m);
+      assert.match(traced.stdout, /^39: 1x1xf32=\[\[/m);
+      const diff = run('diff', file, '--input', `onnx::Flatten_0=@${input}`);
+      assert.strictEqual(diff.status, 0, diff.stderr);
+      assert.match(diff.stdout, /devices agree/);
+      assert.match(diff.stdout, /^\/layernorm1\/ReduceMean +local-task +1 +0 /m);
+      const badShape = run('run', file, '--input', `onnx::Flatten_0=@${input}`, '--shape', 'x=1,2');
+      assert.strictEqual(badShape.status, 2);
+      assert.match(badShape.stderr, /options\.shapes names 'x', which is not an input of the model \(inputs: onnx::Flatten_0\)/);
+      const notOnnx = run('run', path.join(__dirname, '..', 'examples', 'mlp.halrt.json'), '--shape', 'x=1');
+      assert.strictEqual(notOnnx.status, 2);
+      assert.match(notOnnx.stderr, /--shape applies to ONNX models/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('halrt.load options that apply to ONNX models only are refused for module files', async () => {
+    const mlp = require('path').join(__dirname, '..', 'examples', 'mlp.halrt.json');
+    await assert.rejects(halrt.load(mlp, { traceNodes: true }), /halrt\.load: options\.traceNodes applies to ONNX models/);
+    await assert.rejects(halrt.load(file, { traceNodes: 'all' }), /options\.traceNodes must be true, false or a RegExp/);
+  });
+
+  for (const uri of DEVICE_URIS) {
+    it(`every output, and every node's traced value, on ${uri}`, async () => {
+      const description = halrt.onnx.convert(file, { traceNodes: true });
+      const inputName = description.functions.main.inputs[0].name;
+      assert.strictEqual(inputName, 'onnx::Flatten_0');
+      // The intermediates halrt traces, made outputs of ONNX Runtime's graph.
+      const traced = description.functions.main.body.filter((op) => op.op === 'trace');
+      const names = [...new Set(traced.flatMap((op) => op.values))];
+      const fs = require('fs');
+      const session = await ort.InferenceSession.create(withOutputs(fs.readFileSync(file), names));
+      const seen = new Map();
+      const m = await halrt.load(file, {
+        device: uri,
+        traceNodes: true,
+        debugSink: (key, tensors) => seen.set(key, tensors.map((t) => [t.name, t.data])),
+      });
+      try {
+        for (const seed of [1, 2, 3]) {
+          seen.clear();
+          const x = randoms(25 * 96, seed, -3, 3);
+          const want = await session.run({ [inputName]: new ort.Tensor('float32', x, [1, 25, 96]) });
+          const out = await m.main({ [inputName]: m.device.tensor(x, [1, 25, 96]) }, { named: true, read: true });
+          assertClose(out['39'], want['39'].data, { atol: 1e-4, rtol: 1e-3, what: 'output 39' });
+          assert.strictEqual(seen.size, traced.length);
+          for (const op of traced) {
+            for (const [name, data] of seen.get(op.key)) assertClose(data, want[name].data, { atol: 1e-4, rtol: 1e-3, what: `${op.key} (${name})` });
+          }
+        }
+      } finally {
+        m.close();
+      }
+    });
+  }
+});
