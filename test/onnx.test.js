@@ -98,6 +98,25 @@ describe('ONNX reader', () => {
   });
 });
 
+describe('the kernels ONNX ops run on', () => {
+  it('binary_f32 and unary_f32 name an operation they do not have when the module is made', () => {
+    const instance = new halrt.Instance();
+    try {
+      const module = (kernel, constants, bindings) => new halrt.ModuleBuilder('m').executable('k', { local: { builtin: true } })
+        .function('f', (f) => f.input('a', 'f32', [4]).output('b', 'f32', [4]).dispatch(`k.${kernel}`, { workgroups: [1], bindings, constants }))
+        .build(instance);
+      assertThrowsHalrt(() => module('binary_f32', [9, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1], ['a', 'a', 'b']), 'INVALID_ARGUMENT',
+        "functions.f.body[0].constants[0]: kernel 'binary_f32' has operations 0 to 6 (got 9; see docs/kernels.md)");
+      assertThrowsHalrt(() => module('unary_f32', [4, 14, 0, 0], ['a', 'b']), 'INVALID_ARGUMENT', "functions.f.body[0].constants[1]: kernel 'unary_f32' has operations 0 to 13 (got 14");
+      // A stride that reaches past a binding is refused too.
+      assertThrowsHalrt(() => module('binary_f32', [0, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1], ['a', 'a', 'b']), 'INVALID_ARGUMENT',
+        "kernel 'binary_f32' needs 28 bytes here for its constants but 'a' has 16");
+    } finally {
+      instance.close();
+    }
+  });
+});
+
 // One-node graphs: [opType, opset, inputs [{name, dims, data?}], attributes, outputs dims?]
 const CASES = [
   ['Add', 13, [[2, 3, 4], [4]]],

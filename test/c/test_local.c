@@ -965,11 +965,23 @@ static void builtin_signatures_match_the_kernel_library(void) {
       "fill_u32", "copy_u8", "add_f32", "sub_f32", "mul_f32", "div_f32",
       "max_f32", "add_i32", "sub_i32", "mul_i32", "div_i32", "max_i32",
       "axpy_f32", "relu_f32", "matmul_f32", "softmax_rows_f32",
-      "reduce_sum_f32"};
+      "reduce_sum_f32", "binary_f32", "unary_f32"};
   CHECK_EQ_INT(matched, sizeof(names) / sizeof(names[0]));
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
     CHECK(hrt_builtin_signature_find(names[i]) != NULL);
   }
+  // Strided bindings need 1 + the last element's offset; dense ones the
+  // product; a zero dimension nothing.
+  const hrt_builtin_signature_t* binary =
+      hrt_builtin_signature_find("binary_f32");
+  uint32_t broadcast[19] = {0, 1, 1, 1, 1, 2, 3, 0, 0, 0, 0, 3, 1,
+                            0, 0, 0, 0, 0, 1};
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 0, broadcast), 24);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 1, broadcast), 12);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 2, broadcast), 24);
+  broadcast[2] = 0;
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 0, broadcast), 0);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 2, broadcast), 0);
   uint32_t constants[3] = {3, 5, 7};
   const hrt_builtin_signature_t* matmul =
       hrt_builtin_signature_find("matmul_f32");
