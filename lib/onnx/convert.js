@@ -21,7 +21,8 @@ const ARITY = {
   Relu: [1, 1], Clip: [1, 3], Identity: [1, 1], Flatten: [1, 1], Reshape: [2, 2], Squeeze: [1, 2],
   Unsqueeze: [1, 2], Transpose: [1, 1], Gemm: [2, 3], MatMul: [2, 2], Softmax: [1, 1],
   ReduceMean: [1, 2], ReduceSum: [1, 2], Constant: [0, 0], Shape: [1, 1], Cast: [1, 1], Gather: [2, 2],
-  Concat: [1, Infinity], Slice: [1, 5],
+  Concat: [1, Infinity], Slice: [1, 5], Conv: [2, 3], BatchNormalization: [5, 5], MaxPool: [1, 1],
+  AveragePool: [1, 1], GlobalAveragePool: [1, 1],
 };
 
 const BINARY_OPS = { Add: 0, Sub: 1, Mul: 2, Div: 3, Pow: 4, Max: 5, Min: 6 };
@@ -398,6 +399,77 @@ const HANDLERS = {
     this.transpose(x, perm, out);
   },
 
+  Conv(node, [x, w, b], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    const wDims = this.dims(this.f32(w, where));
+    const group = attributes.int('group', 1);
+    if (wDims.length !== 4) throw attributes.unsupported(`weights of rank ${wDims.length} (2-D convolutions only)`);
+    const kernel = attributes.ints('kernel_shape', wDims.slice(2));
+    const win = window2d(attributes, dims, kernel, where);
+    const [N, C, H, W] = dims;
+    const [M, Cg] = wDims;
+    if (group < 1 || C !== Cg * group || M % group !== 0 || kernel[0] !== wDims[2] || kernel[1] !== wDims[3]) {
+      throw attributes.error(`x [${dims}], W [${wDims}], group ${group} and kernel_shape [${kernel}] do not agree`);
+    }
+    if (b !== undefined && (this.dims(this.f32(b, where)).length !== 1 || this.dims(b)[0] !== M)) throw attributes.error(`B must be [${M}]`);
+    const outDims = [N, M, win.oh, win.ow];
+    const pointwise = N === 1 && group === 1 && (b === undefined || b.kind === 'const') && kernel[0] === 1 && kernel[1] === 1 && win.strides.every((v) => v === 1) &&
+      win.pt === 0 && win.pl === 0 && win.oh === H && win.ow === W;
+    if (pointwise) {
+      // A 1x1 convolution of one image is a matrix product: W [M, C] · x [C, H·W].
+      const product = b === undefined ? this.define(node.outputs[0], outDims, where) : this.temp(`${node.outputs[0]}/Wx`, outDims);
+      this.dispatch('matmul_f32', [this.operand(w), this.operand(x), product.name], [M, C, H * W]);
+      if (b === undefined) return;
+      const out = this.define(node.outputs[0], outDims, where);
+      this.binary(BINARY_OPS.Add, product, channelConstant(b.tensor.name, b.tensor.data), out);
+      return;
+    }
+    const bias = b ?? { kind: 'const', tensor: { name: `${node.outputs[0]}/zero_bias`, dtype: 'f32', dims: [M], data: new Float32Array(M) } };
+    const out = this.define(node.outputs[0], outDims, where);
+    this.dispatch('conv2d_f32', [this.operand(x), this.operand(w), this.operand(bias), out.name],
+      [N, C, H, W, M, Cg, kernel[0], kernel[1], win.oh, win.ow, win.strides[0], win.strides[1], win.pt, win.pl, win.dilations[0], win.dilations[1]]);
+  },
+
+  BatchNormalization(node, [x, scale, bias, mean, variance], attributes, where) {
+    if (node.outputs.length > 1 || attributes.int('training_mode', 0)) throw attributes.unsupported('training mode (more than one output)');
+    const dims = this.dims(this.f32(x, where));
+    const C = dims[1];
+    const params = [scale, bias, mean, variance];
+    if (params.some((p) => p.kind !== 'const' || p.tensor.dtype !== 'f32' || p.tensor.data.length !== C) || dims.length < 2) {
+      throw attributes.unsupported(`scale, B, mean and var other than constants of [${C}]`);
+    }
+    // y = x·s + t with s = scale / sqrt(var + eps), t = B − mean·s, in f32.
+    const eps = Math.fround(attributes.float('epsilon', 1e-5));
+    const f = Math.fround;
+    const s = Float32Array.from(scale.tensor.data, (v, c) => f(v / f(Math.sqrt(f(variance.tensor.data[c] + eps)))));
+    const t = Float32Array.from(bias.tensor.data, (v, c) => f(v - f(mean.tensor.data[c] * s[c])));
+    const shape = [1, C, ...new Array(dims.length - 2).fill(1)];
+    const scaled = this.temp(`${node.outputs[0]}/xs`, dims);
+    this.binary(BINARY_OPS.Mul, x, { kind: 'const', tensor: { name: `${node.outputs[0]}/scale`, dtype: 'f32', dims: shape, data: s } }, scaled);
+    const out = this.define(node.outputs[0], dims, where);
+    this.binary(BINARY_OPS.Add, scaled, { kind: 'const', tensor: { name: `${node.outputs[0]}/shift`, dtype: 'f32', dims: shape, data: t } }, out);
+  },
+
+  MaxPool(node, [x], attributes, where) {
+    if (node.outputs.length > 1) throw attributes.unsupported('the Indices output');
+    if (attributes.int('storage_order', 0) !== 0) throw attributes.unsupported('storage_order 1');
+    if (attributes.ints('dilations', [1, 1]).some((d) => d !== 1)) throw attributes.unsupported('dilations');
+    pool.call(this, node, x, attributes, where, 0, attributes.ints('kernel_shape', undefined));
+  },
+
+  AveragePool(node, [x], attributes, where) {
+    if (attributes.int('ceil_mode', 0)) throw attributes.unsupported('ceil_mode 1');
+    if (attributes.ints('dilations', [1, 1]).some((d) => d !== 1)) throw attributes.unsupported('dilations');
+    pool.call(this, node, x, attributes, where, attributes.int('count_include_pad', 0) ? 2 : 1, attributes.ints('kernel_shape', undefined));
+  },
+
+  GlobalAveragePool(node, [x], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    if (dims.length !== 4) throw attributes.unsupported(`an input of rank ${dims.length} ([N, C, H, W] only)`);
+    const out = this.define(node.outputs[0], [dims[0], dims[1], 1, 1], where);
+    this.dispatch('pool2d_f32', [this.operand(x), out.name], [dims[0], dims[1], dims[2], dims[3], 1, 1, dims[2], dims[3], 1, 1, 0, 0, 1]);
+  },
+
   Gemm(node, [a, b, c], attributes, where) {
     const transA = attributes.int('transA', 0);
     const transB = attributes.int('transB', 0);
@@ -464,6 +536,57 @@ const HANDLERS = {
     reduce.call(this, node, inputs, attributes, where, false);
   },
 };
+
+// Padding and output size of a window sweep over `size` (one spatial
+// dimension `d` of `rank`): [pad before, output size].
+function sweep(attributes, size, span, stride, d, rank, pads) {
+  const autoPad = attributes.string('auto_pad', 'NOTSET');
+  if (autoPad === 'SAME_UPPER' || autoPad === 'SAME_LOWER') {
+    const out = Math.ceil(size / stride);
+    const total = Math.max(0, (out - 1) * stride + span - size);
+    return [autoPad === 'SAME_UPPER' ? Math.floor(total / 2) : Math.ceil(total / 2), out];
+  }
+  if (autoPad === 'VALID') return [0, Math.max(0, Math.floor((size - span) / stride) + 1)];
+  if (autoPad !== 'NOTSET') throw attributes.error(`auto_pad '${autoPad}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID`);
+  const [before, after] = [pads[d], pads[d + rank]];
+  const room = size + before + after - span;
+  const ceil = attributes.int('ceil_mode', 0);
+  return [before, room < 0 ? 0 : (ceil ? Math.ceil(room / stride) : Math.floor(room / stride)) + 1];
+}
+
+// The spatial attributes of a 2-D Conv or pool over x [N, C, H, W].
+function window2d(attributes, dims, kernel, where) {
+  if (dims.length !== 4) throw attributes.unsupported(`an input of rank ${dims.length} (2-D windows over [N, C, H, W] only)`);
+  const strides = attributes.ints('strides', [1, 1]);
+  const dilations = attributes.ints('dilations', [1, 1]);
+  const pads = attributes.ints('pads', [0, 0, 0, 0]);
+  if (strides.length !== 2 || dilations.length !== 2 || pads.length !== 4 || kernel.length !== 2) {
+    throw attributes.error(`kernel_shape, strides, dilations and pads must describe 2 spatial dimensions (${where})`);
+  }
+  if ([...strides, ...dilations, ...kernel].some((v) => v < 1) || pads.some((v) => v < 0)) {
+    throw attributes.error(`strides [${strides}], dilations [${dilations}] and kernel_shape [${kernel}] must be positive, pads [${pads}] non-negative`);
+  }
+  const spans = kernel.map((k, d) => dilations[d] * (k - 1) + 1);
+  const [pt, oh] = sweep(attributes, dims[2], spans[0], strides[0], 0, 2, pads);
+  const [pl, ow] = sweep(attributes, dims[3], spans[1], strides[1], 1, 2, pads);
+  return { strides, dilations, pt, pl, oh, ow };
+}
+
+// A per-channel constant [C] as [1, C, 1, 1] for broadcasting.
+function channelConstant(name, data) {
+  return { kind: 'const', tensor: { name, dtype: 'f32', dims: [1, data.length, 1, 1], data } };
+}
+
+// MaxPool (op 0) and AveragePool (op 1: taps inside the input; op 2: all
+// kernel taps) over [N, C, H, W].
+function pool(node, x, attributes, where, op, kernel) {
+  const dims = this.dims(this.f32(x, where));
+  if (kernel === undefined) throw attributes.error('needs kernel_shape');
+  const win = window2d(attributes, dims, kernel, where);
+  const out = this.define(node.outputs[0], [dims[0], dims[1], win.oh, win.ow], where);
+  this.dispatch('pool2d_f32', [this.operand(x), out.name],
+    [dims[0], dims[1], dims[2], dims[3], win.oh, win.ow, kernel[0], kernel[1], win.strides[0], win.strides[1], win.pt, win.pl, op]);
+}
 
 // A new shape of the same elements: a copy (a value has one shape).
 function reshape(node, x, dims, where) {

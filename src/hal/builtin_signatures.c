@@ -17,11 +17,24 @@
 #define STRIDED(base) {F32, false, false, 6, DIMS6, base}
 #define DENSE6 {F32, false, true, 6, DIMS6, 0}
 #define BINARY(name, type) \
-  {name, 3, 1, 0, {IN(type, 0), IN(type, 0), OUT(type, 0)}, 0, 0}
+  {name, 3, 1, 0, {IN(type, 0), IN(type, 0), OUT(type, 0)}, 0, 0, NULL}
+// conv2d_f32 and pool2d_f32 (NCHW): products of their size constants.
+#define F32_OF(written, ...) {F32, false, written, 4, {__VA_ARGS__}, 0}
+
+bool hrt_builtin_conv2d_valid(const uint32_t* k) {
+  // N, C, H, W, M, Cg, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW
+  return k[5] != 0 && k[1] != 0 && k[1] % k[5] == 0 &&
+         k[4] % (k[1] / k[5]) == 0 && k[10] && k[11] && k[14] && k[15];
+}
+
+// pool2d_f32: strides positive.
+static bool hrt_builtin_pool2d_valid(const uint32_t* k) {
+  return k[8] != 0 && k[9] != 0;
+}
 
 static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
-    {"fill_u32", 1, 2, 0, {OUT(U32, 0)}, 0, 0},
-    {"copy_u8", 2, 1, 0, {BYTES(false), BYTES(true)}, 0, 0},
+    {"fill_u32", 1, 2, 0, {OUT(U32, 0)}, 0, 0, NULL},
+    {"copy_u8", 2, 1, 0, {BYTES(false), BYTES(true)}, 0, 0, NULL},
     BINARY("add_f32", F32),
     BINARY("sub_f32", F32),
     BINARY("mul_f32", F32),
@@ -32,19 +45,39 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
     BINARY("mul_i32", I32),
     BINARY("div_i32", I32),
     BINARY("max_i32", I32),
-    {"axpy_f32", 3, 2, 1u << 1, {IN(F32, 0), IN(F32, 0), OUT(F32, 0)}, 0, 0},
-    {"relu_f32", 2, 1, 0, {IN(F32, 0), OUT(F32, 0)}, 0, 0},
+    {"axpy_f32", 3, 2, 1u << 1, {IN(F32, 0), IN(F32, 0), OUT(F32, 0)}, 0, 0, NULL},
+    {"relu_f32", 2, 1, 0, {IN(F32, 0), OUT(F32, 0)}, 0, 0, NULL},
     {"matmul_f32",
      3,
      3,
      0,
      {IN2(F32, 0, 1), IN2(F32, 1, 2), OUT2(F32, 0, 2)},
      0,
-     0},
-    {"softmax_rows_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT2(F32, 0, 1)}, 0, 0},
-    {"reduce_sum_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT(F32, 0)}, 0, 0},
-    {"binary_f32", 3, 19, 0, {STRIDED(7), STRIDED(13), DENSE6}, 0, 7},
-    {"unary_f32", 2, 4, 3u << 2, {IN(F32, 0), OUT(F32, 0)}, 1, 14},
+     0,
+     NULL},
+    {"softmax_rows_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT2(F32, 0, 1)}, 0, 0, NULL},
+    {"reduce_sum_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT(F32, 0)}, 0, 0, NULL},
+    {"binary_f32", 3, 19, 0, {STRIDED(7), STRIDED(13), DENSE6}, 0, 7, NULL},
+    {"unary_f32", 2, 4, 3u << 2, {IN(F32, 0), OUT(F32, 0)}, 1, 14, NULL},
+    // x N·C·H·W, w M·Cg·KH·KW, bias M, out N·M·OH·OW
+    {"conv2d_f32",
+     4,
+     16,
+     0,
+     {F32_OF(false, 0, 1, 2, 3), F32_OF(false, 4, 5, 6, 7), IN(F32, 4),
+      F32_OF(true, 0, 4, 8, 9)},
+     0,
+     0,
+     hrt_builtin_conv2d_valid},
+    // x N·C·H·W, out N·C·OH·OW; op 0 max, 1 average inside, 2 average all
+    {"pool2d_f32",
+     2,
+     13,
+     0,
+     {F32_OF(false, 0, 1, 2, 3), F32_OF(true, 0, 1, 4, 5)},
+     12,
+     3,
+     hrt_builtin_pool2d_valid},
 };
 
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {

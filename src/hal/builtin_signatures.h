@@ -13,7 +13,7 @@
 
 #include "hal/element_type.h"
 
-#define HRT_BUILTIN_MAX_BINDINGS 3
+#define HRT_BUILTIN_MAX_BINDINGS 4
 
 typedef struct hrt_builtin_binding_s {
   // The element type the binding holds; `any_type` accepts every dtype
@@ -41,6 +41,8 @@ typedef struct hrt_builtin_signature_s {
   // be below op_limit.
   uint8_t op_constant;
   uint8_t op_limit;
+  // Further rules on the constants (NULL: none).
+  bool (*check)(const uint32_t* constants);
 } hrt_builtin_signature_t;
 
 // The signature of built-in kernel `name`, or NULL.
@@ -53,8 +55,13 @@ uint64_t hrt_builtin_binding_min_bytes(const hrt_builtin_signature_t* signature,
                                        const uint32_t* constants);
 
 // Whether the constants select an operation the kernel has (always true
-// for kernels without one).
+// for kernels without one); signature->check says whether they meet its
+// other rules (docs/kernels.md, "Validation").
 bool hrt_builtin_op_valid(const hrt_builtin_signature_t* signature,
                           const uint32_t* constants);
+
+// conv2d_f32's rules: C >= 1, Cg >= 1 divides C, the groups (C / Cg)
+// divide M, strides and dilations positive.
+bool hrt_builtin_conv2d_valid(const uint32_t* constants);
 
 #endif  // HRT_HAL_BUILTIN_SIGNATURES_H_

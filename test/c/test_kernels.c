@@ -175,7 +175,8 @@ static const struct {
     {"axpy_f32", 3, 2},         {"relu_f32", 2, 1},
     {"matmul_f32", 3, 3},       {"softmax_rows_f32", 2, 2},
     {"reduce_sum_f32", 2, 2},   {"binary_f32", 3, 19},
-    {"unary_f32", 2, 4},
+    {"unary_f32", 2, 4},        {"conv2d_f32", 4, 16},
+    {"pool2d_f32", 2, 13},
 };
 
 static void test_library_lists_every_documented_kernel(void) {
@@ -473,11 +474,17 @@ static void test_elementwise_outputs_may_alias_inputs(void) {
 
 static void test_zero_elements_is_valid_and_touches_nothing(void) {
   const uint32_t grid[3] = {4, 1, 1};
-  const uint32_t constants[3] = {0, 0, 0};
-  const size_t lengths[3] = {0, 0, 0};
-  void* bindings[3] = {NULL, NULL, NULL};
+  // Sizes 0; conv2d's and pool2d's strides, dilations and groups 1.
+  const uint32_t zeros[19] = {0};
+  const uint32_t conv[16] = {0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1};
+  const uint32_t pool[13] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0};
+  const size_t lengths[4] = {0, 0, 0, 0};
+  void* bindings[4] = {NULL, NULL, NULL, NULL};
   for (size_t i = 0; i < COUNT_OF(kExpected); ++i) {
     const char* name = kExpected[i].name;
+    const uint32_t* constants = strcmp(name, "conv2d_f32") == 0   ? conv
+                                : strcmp(name, "pool2d_f32") == 0 ? pool
+                                                                  : zeros;
     CHECK_EQ_INT(run_kernel(name, grid, bindings, lengths,
                             kExpected[i].binding_count, constants,
                             kExpected[i].constant_count),
@@ -500,8 +507,12 @@ static void test_empty_work_returns_without_walking_other_sizes(void) {
   static const struct {
     const char* name;
     uint32_t binding_count;
-    uint32_t constants[3];
+    uint32_t constants[19];
   } kCases[] = {
+      {"binary_f32",
+       3,
+       {0, 0xFFFFu, 0xFFFFu, 0xFFFFu, 0, 0xFFFFu, 0xFFFFu, 1, 1, 1, 1, 1, 1,
+        1, 1, 1, 1, 1, 1}},
       {"softmax_rows_f32", 2, {0xFFFFFFF0u, 0}},
       {"reduce_sum_f32", 2, {0, 0xFFFFFFF0u}},
       {"matmul_f32", 3, {0xFFFFFFF0u, 0, 0}},
@@ -902,7 +913,7 @@ static void test_reduce_sum_is_accurate_for_long_rows(void) {
 static const struct {
   const char* name;
   uint32_t constants[19];
-  size_t lengths[3];
+  size_t lengths[4];
   size_t element_size;
 } kValidCalls[] = {
 #define BINARY_CALL(name) {name, {5}, {20, 20, 20}, 4}
@@ -923,6 +934,13 @@ static const struct {
      {20, 20, 20},
      4},
     {"unary_f32", {5, 0, 0, 0}, {20, 20}, 4},
+    // x 1x1x2x2, w 1x1x1x2, bias 1, out 1x1x2x1
+    {"conv2d_f32",
+     {1, 1, 2, 2, 1, 1, 1, 2, 2, 1, 1, 1, 0, 0, 1, 1},
+     {16, 8, 4, 8},
+     4},
+    // x 1x1x2x2 -> out 1x1x1x1
+    {"pool2d_f32", {1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 0, 0, 1}, {16, 4}, 4},
 };
 
 enum { BUFFER_BYTES = 64 };
@@ -947,7 +965,7 @@ static int run_on_poison(size_t c, const size_t* lengths,
   if (bindings != NULL && exact_lengths != NULL && constants != NULL) {
     for (uint32_t i = 0; i < binding_count; ++i) {
       bindings[i] = buffers[i % 3];
-      exact_lengths[i] = i < 3 ? lengths[i] : BUFFER_BYTES;
+      exact_lengths[i] = i < 4 ? lengths[i] : BUFFER_BYTES;
     }
     for (uint32_t i = 0; i < constant_count; ++i) {
       constants[i] = i < 19 ? kValidCalls[c].constants[i] : 0;
@@ -968,7 +986,7 @@ static void test_short_bindings_are_rejected_before_any_write(void) {
     const halrt_kernel_entry_t* entry = find_kernel(kValidCalls[c].name);
     CHECK(entry != NULL);
     for (uint32_t shorten = 0; shorten < entry->binding_count; ++shorten) {
-      size_t lengths[3];
+      size_t lengths[4];
       memcpy(lengths, kValidCalls[c].lengths, sizeof(lengths));
       lengths[shorten] -= kValidCalls[c].element_size;
       const int code = run_on_poison(c, lengths, entry->binding_count,
@@ -980,8 +998,8 @@ static void test_short_bindings_are_rejected_before_any_write(void) {
     }
     // The unshortened call is valid, so the rejections above are the
     // lengths' doing.
-    uint8_t buffers[3][BUFFER_BYTES];
-    void* bindings[3] = {buffers[0], buffers[1], buffers[2]};
+    uint8_t buffers[4][BUFFER_BYTES];
+    void* bindings[4] = {buffers[0], buffers[1], buffers[2], buffers[3]};
     memset(buffers, 0, sizeof(buffers));
     CHECK_EQ_INT(run_kernel(entry->name, grid, bindings,
                             kValidCalls[c].lengths, entry->binding_count,
@@ -1196,6 +1214,139 @@ static void test_unary_f32_matches_reference(void) {
                HALRT_KERNEL_INVALID_ARGUMENT);
 }
 
+//===----------------------------------------------------------------------===//
+// conv2d_f32 and pool2d_f32
+//===----------------------------------------------------------------------===//
+
+// A naive NCHW convolution in double: the reference.
+static double ref_conv(const float* x, const float* w, const float* bias,
+                       const uint32_t* k, uint32_t n, uint32_t m, uint32_t oh,
+                       uint32_t ow) {
+  const uint32_t C = k[1], H = k[2], W = k[3], M = k[4], Cg = k[5];
+  const uint32_t KH = k[6], KW = k[7];
+  const uint32_t group = m / (M / (C / Cg));
+  double sum = bias[m];
+  for (uint32_t c = 0; c < Cg; ++c) {
+    for (uint32_t i = 0; i < KH; ++i) {
+      for (uint32_t j = 0; j < KW; ++j) {
+        const int64_t ih = (int64_t)oh * k[10] - k[12] + (int64_t)i * k[14];
+        const int64_t iw = (int64_t)ow * k[11] - k[13] + (int64_t)j * k[15];
+        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+        sum += (double)w[((m * Cg + c) * KH + i) * KW + j] *
+               x[((n * C + group * Cg + c) * H + ih) * W + iw];
+      }
+    }
+  }
+  return sum;
+}
+
+// Convolutions with groups (depthwise too), strides, pads and dilations
+// against the reference, for several grids.
+static void test_conv2d_matches_reference(void) {
+  // N C H W M Cg KH KW OH OW SH SW PT PL DH DW
+  static const uint32_t cases[][16] = {
+      {1, 3, 9, 11, 4, 3, 3, 3, 5, 6, 2, 2, 1, 1, 1, 1},
+      {2, 4, 7, 7, 4, 1, 3, 3, 7, 7, 1, 1, 1, 1, 1, 1},      // depthwise
+      {1, 6, 8, 5, 4, 3, 2, 3, 3, 5, 2, 1, 0, 1, 2, 1},      // 2 groups, dilated
+      {1, 2, 4, 6, 3, 2, 1, 1, 4, 6, 1, 1, 0, 0, 1, 1},      // pointwise
+      {1, 1, 2, 2, 1, 1, 5, 5, 2, 2, 1, 1, 2, 2, 1, 1},      // kernel > input
+  };
+  rng_t rng = {0xC0};
+  for (size_t t = 0; t < COUNT_OF(cases); ++t) {
+    const uint32_t* k = cases[t];
+    const size_t xs = (size_t)k[0] * k[1] * k[2] * k[3];
+    const size_t ws = (size_t)k[4] * k[5] * k[6] * k[7];
+    const size_t os = (size_t)k[0] * k[4] * k[8] * k[9];
+    float* x = malloc(xs * 4);
+    float* w = malloc(ws * 4);
+    float* bias = malloc(k[4] * 4);
+    for (size_t i = 0; i < xs; ++i) x[i] = rng_f32(&rng, -2.0f, 2.0f);
+    for (size_t i = 0; i < ws; ++i) w[i] = rng_f32(&rng, -1.0f, 1.0f);
+    for (size_t i = 0; i < k[4]; ++i) bias[i] = rng_f32(&rng, -1.0f, 1.0f);
+    for (size_t g = 0; g < COUNT_OF(kGrids); ++g) {
+      float* out = alloc_poisoned(os * 4);
+      void* bindings[4] = {x, w, bias, out};
+      const size_t lengths[4] = {xs * 4, ws * 4, k[4] * 4, os * 4};
+      CHECK_EQ_INT(run_kernel("conv2d_f32", kGrids[g], bindings, lengths, 4, k,
+                              16),
+                   0);
+      int wrong = 0;
+      for (uint32_t n = 0; n < k[0]; ++n)
+        for (uint32_t m = 0; m < k[4]; ++m)
+          for (uint32_t oh = 0; oh < k[8]; ++oh)
+            for (uint32_t ow = 0; ow < k[9]; ++ow) {
+              const double want = ref_conv(x, w, bias, k, n, m, oh, ow);
+              const float got = out[((n * k[4] + m) * k[8] + oh) * k[9] + ow];
+              wrong += !near_f32(got, want, 1e-5 * (1 + fabs(want)));
+            }
+      CHECK_EQ_INT(wrong, 0);
+      CHECK(is_poisoned(out + os, SLACK));
+      free(out);
+    }
+    free(x);
+    free(w);
+    free(bias);
+  }
+  // Groups that do not divide the channels, and a zero stride, are refused.
+  float buffer[64] = {0};
+  void* bindings[4] = {buffer, buffer, buffer, buffer};
+  const size_t lengths[4] = {sizeof(buffer), sizeof(buffer), sizeof(buffer),
+                             sizeof(buffer)};
+  const uint32_t one[3] = {1, 1, 1};
+  uint32_t bad[16] = {1, 4, 2, 2, 4, 3, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1};
+  CHECK_EQ_INT(run_kernel("conv2d_f32", one, bindings, lengths, 4, bad, 16),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  bad[5] = 2;
+  bad[10] = 0;
+  CHECK_EQ_INT(run_kernel("conv2d_f32", one, bindings, lengths, 4, bad, 16),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+}
+
+// Max and both averages over padded windows against a direct reference.
+static void test_pool2d_matches_reference(void) {
+  // N C H W OH OW KH KW SH SW PT PL op
+  enum { N = 2, C = 3, H = 7, W = 9, OH = 4, OW = 5 };
+  rng_t rng = {0x9001};
+  float x[N * C * H * W];
+  for (size_t i = 0; i < COUNT_OF(x); ++i) x[i] = rng_f32(&rng, -5.0f, 5.0f);
+  for (uint32_t op = 0; op < 3; ++op) {
+    const uint32_t k[13] = {N, C, H, W, OH, OW, 3, 3, 2, 2, 1, 1, op};
+    float* out = alloc_poisoned(N * C * OH * OW * 4);
+    void* bindings[2] = {x, out};
+    const size_t lengths[2] = {sizeof(x), N * C * OH * OW * 4};
+    CHECK_EQ_INT(run_kernel("pool2d_f32", kGrids[op], bindings, lengths, 2, k,
+                            13),
+                 0);
+    int wrong = 0;
+    for (int p = 0; p < N * C; ++p)
+      for (int oh = 0; oh < OH; ++oh)
+        for (int ow = 0; ow < OW; ++ow) {
+          double acc = op == 0 ? -INFINITY : 0;
+          int taps = 0;
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 3; ++j) {
+              const int ih = oh * 2 - 1 + i, iw = ow * 2 - 1 + j;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+              const float v = x[(p * H + ih) * W + iw];
+              acc = op == 0 ? fmax(acc, v) : acc + v;
+              ++taps;
+            }
+          const double want = op == 0 ? acc : acc / (op == 1 ? taps : 9);
+          wrong += !near_f32(out[(p * OH + oh) * OW + ow], want, 1e-5);
+        }
+    CHECK_EQ_INT(wrong, 0);
+    CHECK(is_poisoned(out + N * C * OH * OW, SLACK));
+    free(out);
+  }
+  const uint32_t bad[13] = {1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 0, 0, 3};
+  float buffer[4] = {0}, out[4];
+  void* bindings[2] = {buffer, out};
+  const size_t lengths[2] = {sizeof(buffer), sizeof(out)};
+  const uint32_t one[3] = {1, 1, 1};
+  CHECK_EQ_INT(run_kernel("pool2d_f32", one, bindings, lengths, 2, bad, 13),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+}
+
 TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_fill_and_copy_cover_every_element_for_any_grid),
           TEST_CASE(test_binary_kernels_match_reference_for_any_grid),
@@ -1217,4 +1368,6 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_wrong_arity_or_grid_is_rejected),
           TEST_CASE(test_overflowing_sizes_are_rejected),
           TEST_CASE(test_binary_f32_broadcasts_every_op_for_any_grid),
-          TEST_CASE(test_unary_f32_matches_reference))
+          TEST_CASE(test_unary_f32_matches_reference),
+          TEST_CASE(test_conv2d_matches_reference),
+          TEST_CASE(test_pool2d_matches_reference))

@@ -209,6 +209,44 @@ function builtinCases() {
     inputs: [{ name: 'x', dtype: 'f32', data: rx }], outputs: [['out', 'f32', [rrows]]],
     dispatches: [{ workgroups: [2], bindings: ['x', 'out'], constants: [rrows, rcols] }],
   });
+  // binary_f32: a [R, C] against b broadcast over rows, every op; pow
+  // within the library bound (docs/kernels.md), the others exact.
+  const [br, bc] = [Math.floor(n / 50), 50];
+  const binary = (label, ops, compare, bound) => ({
+    kernel: 'binary_f32', label, compare, bound,
+    inputs: [f32('a', fa), f32('b', fb)], outputs: ops.map((op) => [`out${op}`, 'f32', [br * bc]]),
+    dispatches: ops.map((op) => ({
+      workgroups: [5], bindings: ['a', 'b', `out${op}`], constants: [op, 1, 1, 1, 1, br, bc, 0, 0, 0, 0, bc, 1, 0, 0, 0, 0, 0, 1],
+    })),
+  });
+  const library = ({ expected }) => 8 * EPS * Math.abs(expected) + F32_TINY;
+  cases.push(binary('binary_f32', [0, 1, 2, 3, 5, 6], 'max'));
+  cases.push(binary('binary_f32 pow', [4], library, '8·2^-23·|cpu| + 2^-149'));
+  // unary_f32: every op on the edge values; the exact ones, then those of
+  // the device's expf, tanhf, logf, erff.
+  const unary = (label, ops, compare, bound) => ({
+    kernel: 'unary_f32', label, compare, bound,
+    inputs: [f32('x', fa)], outputs: ops.map((op) => [`out${op}`, 'f32', [n]]),
+    dispatches: ops.map((op) => ({ workgroups: [3], bindings: ['x', `out${op}`], constants: [n, op, { f32: 0.2 }, { f32: 0.5 }] })),
+  });
+  cases.push(unary('unary_f32', [4, 5, 6, 7, 9, 10, 11, 12], 'exact'));
+  cases.push(unary('unary_f32 library', [0, 1, 2, 3, 8, 13], library, '8·2^-23·|cpu| + 2^-149'));
+  // conv2d_f32: 2 groups, stride 2, pad 1 (x [1,4,9,11], w [6,2,3,3]); and
+  // pool2d_f32's three ops: the same order of operations on both, so exact.
+  const cx = randomFloats(4 * 9 * 11, 51, 2);
+  const cw = randomFloats(6 * 2 * 9, 52, 1);
+  const cb = randomFloats(6, 53, 1);
+  cases.push({
+    kernel: 'conv2d_f32', compare: 'exact',
+    inputs: [f32('x', new Uint32Array(cx.buffer)), f32('w', new Uint32Array(cw.buffer)), f32('b', new Uint32Array(cb.buffer))],
+    outputs: [['out', 'f32', [6 * 5 * 6]]],
+    dispatches: [{ workgroups: [4], bindings: ['x', 'w', 'b', 'out'], constants: [1, 4, 9, 11, 6, 2, 3, 3, 5, 6, 2, 2, 1, 1, 1, 1] }],
+  });
+  cases.push({
+    kernel: 'pool2d_f32', compare: 'exact',
+    inputs: [f32('x', new Uint32Array(cx.buffer))], outputs: [0, 1, 2].map((op) => [`out${op}`, 'f32', [4 * 5 * 6]]),
+    dispatches: [0, 1, 2].map((op) => ({ workgroups: [2], bindings: ['x', `out${op}`], constants: [1, 4, 9, 11, 5, 6, 3, 3, 2, 2, 1, 1, op] })),
+  });
   return cases;
 }
 
@@ -296,7 +334,8 @@ async function checkBuiltins() {
   cases.forEach((c, i) => {
     const reports = cpu[i].map((out, j) => compareOutput(c, gpu[i][j], out));
     const sum = (key) => reports.reduce((total, r) => total + r[key], 0);
-    kernels[c.kernel] = {
+    const label = c.label ?? c.kernel;
+    kernels[label] = {
       compare: typeof c.compare === 'function' ? `within ${c.bound}` : c.compare === 'max' ? 'exact (max(-0,+0) either zero)' : 'exact bits',
       elements: sum('elements'),
       mismatches: sum('mismatches'),
@@ -304,8 +343,8 @@ async function checkBuiltins() {
       maxUlps: Math.max(...reports.map((r) => r.maxUlps)),
       examples: reports.flatMap((r) => r.examples).slice(0, 3),
     };
-    mismatches += kernels[c.kernel].mismatches;
-    payloads += kernels[c.kernel].nanPayloadDiffs;
+    mismatches += kernels[label].mismatches;
+    payloads += kernels[label].nanPayloadDiffs;
   });
   // relu(-0) and max of signed zeros, device by device: element
   // i·edges + j holds a = F32_EDGES[i], b = F32_EDGES[j].
@@ -328,7 +367,7 @@ async function checkBuiltins() {
   const maxZeros = ['cuda', 'local-task']
     .map((d) => `${d} ${zeros['max(-0,+0)'][d]}/${zeros['max(+0,-0)'][d]}`).join(', ');
   const summary = [
-    `${cases.length} kernels`,
+    `${covered.size} kernels in ${cases.length} cases`,
     reluText,
     `max(-0,+0)/max(+0,-0): ${maxZeros}`,
     `max ulps ${worst.join(', ') || '0'}`,

@@ -158,6 +158,12 @@ static hrt_status_t hrt_cuda_check_builtin(
         signature->name, dispatch->executable->name, signature->op_constant,
         dispatch->constants[signature->op_constant], signature->op_limit);
   }
+  if (signature->check && !signature->check(dispatch->constants)) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "kernel '%s' of executable '%s': the constants do "
+                           "not describe a dispatch of it",
+                           signature->name, dispatch->executable->name);
+  }
   for (uint32_t i = 0; i < signature->binding_count; ++i) {
     const uint64_t needed =
         hrt_builtin_binding_min_bytes(signature, i, dispatch->constants);

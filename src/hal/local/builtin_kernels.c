@@ -7,6 +7,8 @@
 // calls, so workgroups may run concurrently on any threads.
 #include "hal/local/builtin_kernels.h"
 
+#include "hal/builtin_signatures.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -47,7 +49,9 @@
   X(softmax_rows_f32, 2, 2)  \
   X(reduce_sum_f32, 2, 2)    \
   X(binary_f32, 3, 19)       \
-  X(unary_f32, 2, 4)
+  X(unary_f32, 2, 4)         \
+  X(conv2d_f32, 4, 16)       \
+  X(pool2d_f32, 2, 13)
 
 #define HRT_BINARY_INDEX(name, type, expr) HRT_KERNEL_INDEX_##name,
 #define HRT_OTHER_INDEX(name, bindings, constants) HRT_KERNEL_INDEX_##name,
@@ -445,6 +449,164 @@ static int hrt_kernel_unary_f32(const halrt_dispatch_state_t* dispatch,
   }
   return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_unary_f32,
                              sizeof(float), hrt_unary_f32_body);
+}
+
+//===----------------------------------------------------------------------===//
+// conv2d_f32 and pool2d_f32: NCHW images, output rows split linearly
+//===----------------------------------------------------------------------===//
+
+// The valid kernel taps [*first, *end) of an output coordinate whose window
+// starts at `start` (may be negative) with `dilation`, over an input of
+// `size`: the taps that land inside it.
+static void hrt_taps(int64_t start, uint32_t taps, uint32_t dilation,
+                     uint32_t size, uint32_t* first, uint32_t* end) {
+  uint32_t k = 0;
+  while (k < taps && start + (int64_t)k * dilation < 0) ++k;
+  uint32_t e = k;
+  while (e < taps && start + (int64_t)e * dilation < (int64_t)size) ++e;
+  *first = k;
+  *end = e;
+}
+
+// conv2d_f32 constants: N, C, H, W, M, Cg, KH, KW, OH, OW, SH, SW, PT, PL,
+// DH, DW (groups = C / Cg).
+enum {
+  HRT_CONV_N, HRT_CONV_C, HRT_CONV_H, HRT_CONV_W, HRT_CONV_M, HRT_CONV_CG,
+  HRT_CONV_KH, HRT_CONV_KW, HRT_CONV_OH, HRT_CONV_OW, HRT_CONV_SH,
+  HRT_CONV_SW, HRT_CONV_PT, HRT_CONV_PL, HRT_CONV_DH, HRT_CONV_DW,
+};
+
+// Each output element adds its products (each rounded, never fused) in
+// channel, then row, then column order from +0, then the bias.
+static void hrt_conv2d_f32_body(const halrt_dispatch_state_t* dispatch,
+                                hrt_range_t range) {
+  const uint32_t* k = dispatch->constants;
+  const float* x = dispatch->bindings[0];
+  const float* w = dispatch->bindings[1];
+  const float* bias = dispatch->bindings[2];
+  float* out = dispatch->bindings[3];
+  const uint64_t C = k[HRT_CONV_C], H = k[HRT_CONV_H], W = k[HRT_CONV_W];
+  const uint64_t M = k[HRT_CONV_M], Cg = k[HRT_CONV_CG];
+  const uint64_t KH = k[HRT_CONV_KH], KW = k[HRT_CONV_KW];
+  const uint64_t OH = k[HRT_CONV_OH], OW = k[HRT_CONV_OW];
+  const uint64_t per_group = M / (C / Cg);
+  for (size_t r = range.begin; r < range.end; ++r) {
+    const uint64_t oh = r % OH, m = r / OH % M, n = r / OH / M;
+    const uint64_t c0 = m / per_group * Cg;
+    const int64_t ih0 = (int64_t)(oh * k[HRT_CONV_SH]) - k[HRT_CONV_PT];
+    uint32_t kh0, kh1;
+    hrt_taps(ih0, (uint32_t)KH, k[HRT_CONV_DH], (uint32_t)H, &kh0, &kh1);
+    float* row = out + r * OW;
+    for (uint64_t ow = 0; ow < OW; ++ow) {
+      const int64_t iw0 = (int64_t)(ow * k[HRT_CONV_SW]) - k[HRT_CONV_PL];
+      uint32_t kw0, kw1;
+      hrt_taps(iw0, (uint32_t)KW, k[HRT_CONV_DW], (uint32_t)W, &kw0, &kw1);
+      float sum = 0.0f;
+      for (uint64_t c = 0; c < Cg; ++c) {
+        const float* plane = x + ((n * C + c0 + c) * H) * W;
+        const float* taps = w + ((m * Cg + c) * KH) * KW;
+        for (uint32_t i = kh0; i < kh1; ++i) {
+          const float* line =
+              plane + (uint64_t)(ih0 + (int64_t)i * k[HRT_CONV_DH]) * W;
+          for (uint32_t j = kw0; j < kw1; ++j) {
+            const float product =
+                taps[i * KW + j] * line[iw0 + (int64_t)j * k[HRT_CONV_DW]];
+            sum += product;
+          }
+        }
+      }
+      row[ow] = sum + bias[m];
+    }
+  }
+}
+
+static int hrt_kernel_conv2d_f32(const halrt_dispatch_state_t* dispatch,
+                                 const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_conv2d_f32) ||
+      !hrt_builtin_conv2d_valid(dispatch->constants)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint32_t* k = dispatch->constants;
+  const uint64_t rows =
+      hrt_mul_saturate(hrt_mul_saturate(k[HRT_CONV_N], k[HRT_CONV_M]),
+                       k[HRT_CONV_OH]);
+  if (!hrt_binding_holds(dispatch, 0,
+                         hrt_mul_saturate(k[HRT_CONV_N], k[HRT_CONV_C]),
+                         hrt_mul_saturate(k[HRT_CONV_H], k[HRT_CONV_W]), 4) ||
+      !hrt_binding_holds(dispatch, 1,
+                         hrt_mul_saturate(k[HRT_CONV_M], k[HRT_CONV_CG]),
+                         hrt_mul_saturate(k[HRT_CONV_KH], k[HRT_CONV_KW]), 4) ||
+      !hrt_binding_holds(dispatch, 2, k[HRT_CONV_M], 1, 4) ||
+      !hrt_binding_holds(dispatch, 3, rows, k[HRT_CONV_OW], 4) ||
+      rows > UINT32_MAX) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  if (k[HRT_CONV_OW] == 0) return HALRT_KERNEL_OK;
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, rows);
+  if (range.begin < range.end) hrt_conv2d_f32_body(dispatch, range);
+  return HALRT_KERNEL_OK;
+}
+
+// pool2d_f32 constants: N, C, H, W, OH, OW, KH, KW, SH, SW, PT, PL, op
+// (0 max, 1 average over the taps inside the input, 2 average over all
+// KH*KW taps).
+enum {
+  HRT_POOL_N, HRT_POOL_C, HRT_POOL_H, HRT_POOL_W, HRT_POOL_OH, HRT_POOL_OW,
+  HRT_POOL_KH, HRT_POOL_KW, HRT_POOL_SH, HRT_POOL_SW, HRT_POOL_PT,
+  HRT_POOL_PL, HRT_POOL_OP,
+};
+
+static void hrt_pool2d_f32_body(const halrt_dispatch_state_t* dispatch,
+                                hrt_range_t range) {
+  const uint32_t* k = dispatch->constants;
+  const float* x = dispatch->bindings[0];
+  float* out = dispatch->bindings[1];
+  const uint64_t H = k[HRT_POOL_H], W = k[HRT_POOL_W], OH = k[HRT_POOL_OH];
+  const uint64_t OW = k[HRT_POOL_OW];
+  const uint32_t op = k[HRT_POOL_OP];
+  for (size_t r = range.begin; r < range.end; ++r) {
+    const uint64_t oh = r % OH, plane_index = r / OH;
+    const float* plane = x + plane_index * H * W;
+    const int64_t ih0 = (int64_t)(oh * k[HRT_POOL_SH]) - k[HRT_POOL_PT];
+    uint32_t kh0, kh1;
+    hrt_taps(ih0, k[HRT_POOL_KH], 1, (uint32_t)H, &kh0, &kh1);
+    for (uint64_t ow = 0; ow < OW; ++ow) {
+      const int64_t iw0 = (int64_t)(ow * k[HRT_POOL_SW]) - k[HRT_POOL_PL];
+      uint32_t kw0, kw1;
+      hrt_taps(iw0, k[HRT_POOL_KW], 1, (uint32_t)W, &kw0, &kw1);
+      float acc = op == 0 ? -INFINITY : 0.0f;
+      for (uint32_t i = kh0; i < kh1; ++i) {
+        const float* line = plane + (uint64_t)(ih0 + i) * W + iw0;
+        for (uint32_t j = kw0; j < kw1; ++j) {
+          acc = op == 0 ? hrt_fmaxf(acc, line[j]) : acc + line[j];
+        }
+      }
+      const uint64_t taps = op == 2 ? (uint64_t)k[HRT_POOL_KH] * k[HRT_POOL_KW]
+                                    : (uint64_t)(kh1 - kh0) * (kw1 - kw0);
+      out[r * OW + ow] = op == 0 ? acc : acc / (float)taps;
+    }
+  }
+}
+
+static int hrt_kernel_pool2d_f32(const halrt_dispatch_state_t* dispatch,
+                                 const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_pool2d_f32)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint32_t* k = dispatch->constants;
+  const uint64_t planes = hrt_mul_saturate(k[HRT_POOL_N], k[HRT_POOL_C]);
+  const uint64_t rows = hrt_mul_saturate(planes, k[HRT_POOL_OH]);
+  if (k[HRT_POOL_OP] > 2 || !k[HRT_POOL_SH] || !k[HRT_POOL_SW] ||
+      !hrt_binding_holds(dispatch, 0, planes,
+                         hrt_mul_saturate(k[HRT_POOL_H], k[HRT_POOL_W]), 4) ||
+      !hrt_binding_holds(dispatch, 1, rows, k[HRT_POOL_OW], 4) ||
+      rows > UINT32_MAX) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  if (k[HRT_POOL_OW] == 0) return HALRT_KERNEL_OK;
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, rows);
+  if (range.begin < range.end) hrt_pool2d_f32_body(dispatch, range);
+  return HALRT_KERNEL_OK;
 }
 
 //===----------------------------------------------------------------------===//

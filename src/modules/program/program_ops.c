@@ -228,6 +228,14 @@ static hrt_status_t hrt_parse_dispatch(hrt_program_parser_t* parser,
         op->entry, signature->op_limit - 1u,
         op->constants[signature->op_constant]);
   }
+  if (signature->check && !signature->check(op->constants)) {
+    char item_path[HRT_PATH_MAX];
+    hrt_program_path_format(item_path, "%s.constants", path);
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, item_path,
+        "do not describe a '%s' dispatch (docs/kernels.md, \"Validation\")",
+        op->entry);
+  }
   for (uint32_t i = 0; i < op->operand_count; ++i) {
     const hrt_builtin_binding_t* rule = &signature->bindings[i];
     const hrt_vm_tensor_type_t* type = &function->types[op->operands[i]];

@@ -71,7 +71,23 @@ static const builtin_case_t kBuiltinCases[] = {
     {"unary_f32", {1000, 12, 0xC0000000 /* -2 */, 0x40C00000 /* 6 */}, {1, 1, 1}},
     {"unary_f32", {1000, 13, 0, 0}, {9, 1, 1}},
     {"unary_f32", {0, 13, 0, 0}, {1, 1, 1}},
+    // N C H W M Cg KH KW OH OW SH SW PT PL DH DW: 2 groups; depthwise
+    {"conv2d_f32", {1, 4, 9, 11, 6, 2, 3, 3, 5, 6, 2, 2, 1, 1, 1, 1}, {3, 1, 1}},
+    {"conv2d_f32", {2, 3, 7, 7, 3, 1, 3, 3, 4, 4, 2, 2, 1, 1, 1, 1}, {5, 1, 1}},
+    {"conv2d_f32", {1, 8, 5, 6, 16, 8, 1, 1, 5, 6, 1, 1, 0, 0, 1, 1}, {1, 1, 1}},
+    // N C H W OH OW KH KW SH SW PT PL op
+    {"pool2d_f32", {1, 3, 7, 9, 4, 5, 3, 3, 2, 2, 1, 1, 0}, {2, 1, 1}},
+    {"pool2d_f32", {2, 2, 7, 9, 4, 5, 3, 3, 2, 2, 1, 1, 1}, {1, 1, 1}},
+    {"pool2d_f32", {1, 3, 6, 6, 2, 3, 3, 2, 3, 2, 0, 0, 2}, {4, 1, 1}},
 };
+
+// The output size of a window sweep: floor((size + 2 pad - span) / stride)
+// + 1, or 0 when the window does not fit.
+static uint32_t sweep(uint32_t size, uint32_t pad, uint32_t span,
+                      uint32_t stride) {
+  const int64_t room = (int64_t)size + 2 * pad - span;
+  return room < 0 ? 0 : (uint32_t)(room / stride + 1);
+}
 
 static uint32_t g_random = 12345;
 
@@ -351,6 +367,40 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
           if (!broadcast) stride *= test.constants[1 + d] ? test.constants[1 + d] : 1;
         }
       }
+    } else if (strcmp(test.name, "conv2d_f32") == 0) {
+      uint32_t* k = test.constants;
+      const uint32_t groups = 1 + random_u32() % 3;
+      k[0] = 1 + random_u32() % 2;
+      k[5] = 1 + random_u32() % 3;
+      k[1] = groups * k[5];
+      k[4] = groups * (1 + random_u32() % 3);
+      k[2] = 1 + random_u32() % 9;
+      k[3] = 1 + random_u32() % 9;
+      k[6] = 1 + random_u32() % 3;
+      k[7] = 1 + random_u32() % 3;
+      k[10] = 1 + random_u32() % 2;
+      k[11] = 1 + random_u32() % 2;
+      k[12] = random_u32() % 2;
+      k[13] = random_u32() % 2;
+      k[14] = 1 + random_u32() % 2;
+      k[15] = 1 + random_u32() % 2;
+      k[8] = sweep(k[2], k[12], k[14] * (k[6] - 1) + 1, k[10]);
+      k[9] = sweep(k[3], k[13], k[15] * (k[7] - 1) + 1, k[11]);
+    } else if (strcmp(test.name, "pool2d_f32") == 0) {
+      uint32_t* k = test.constants;
+      k[0] = 1 + random_u32() % 2;
+      k[1] = 1 + random_u32() % 4;
+      k[2] = 1 + random_u32() % 9;
+      k[3] = 1 + random_u32() % 9;
+      k[6] = 1 + random_u32() % 3;
+      k[7] = 1 + random_u32() % 3;
+      k[8] = 1 + random_u32() % 3;
+      k[9] = 1 + random_u32() % 3;
+      k[10] = random_u32() % k[6];
+      k[11] = random_u32() % k[7];
+      k[12] = random_u32() % 3;
+      k[4] = sweep(k[2], k[10], k[6], k[8]);
+      k[5] = sweep(k[3], k[11], k[7], k[9]);
     } else if (strcmp(test.name, "unary_f32") == 0) {
       test.constants[0] = random_u32() % 3000;
       test.constants[1] = random_u32() % 14;

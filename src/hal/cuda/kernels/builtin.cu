@@ -211,6 +211,83 @@ extern "C" __global__ void unary_f32(const float* x, float* out, uint32_t n,
   HRT_GRID_STRIDE(i, n) out[i] = hrt_unary_op(op, x[i], alpha, beta);
 }
 
+// The valid taps [*first, *end) of a window starting at `start` with
+// `dilation` over an input of `size` (as the CPU library finds them).
+__device__ static inline void hrt_taps(int64_t start, uint32_t taps,
+                                       uint32_t dilation, uint32_t size,
+                                       uint32_t* first, uint32_t* end) {
+  uint32_t k = 0;
+  while (k < taps && start + (int64_t)k * dilation < 0) ++k;
+  uint32_t e = k;
+  while (e < taps && start + (int64_t)e * dilation < (int64_t)size) ++e;
+  *first = k;
+  *end = e;
+}
+
+// One thread per output element; the products rounded and added in the
+// CPU's order (channel, row, column, then the bias), so the result is the
+// CPU's bit for bit. The host checked the constants (groups, strides).
+extern "C" __global__ void conv2d_f32(
+    const float* x, const float* w, const float* bias, float* out, uint32_t N,
+    uint32_t C, uint32_t H, uint32_t W, uint32_t M, uint32_t Cg, uint32_t KH,
+    uint32_t KW, uint32_t OH, uint32_t OW, uint32_t SH, uint32_t SW,
+    uint32_t PT, uint32_t PL, uint32_t DH, uint32_t DW) {
+  const uint64_t total = (uint64_t)N * M * OH * OW;
+  const uint64_t per_group = M / (C / Cg);
+  HRT_GRID_STRIDE(i, total) {
+    const uint64_t ow = i % OW, oh = i / OW % OH, m = i / OW / OH % M;
+    const uint64_t n = i / OW / OH / M;
+    const uint64_t c0 = m / per_group * Cg;
+    const int64_t ih0 = (int64_t)(oh * SH) - PT;
+    const int64_t iw0 = (int64_t)(ow * SW) - PL;
+    uint32_t kh0, kh1, kw0, kw1;
+    hrt_taps(ih0, KH, DH, H, &kh0, &kh1);
+    hrt_taps(iw0, KW, DW, W, &kw0, &kw1);
+    float sum = 0.0f;
+    for (uint64_t c = 0; c < Cg; ++c) {
+      const float* plane = x + ((n * C + c0 + c) * H) * W;
+      const float* taps = w + ((m * Cg + c) * KH) * KW;
+      for (uint32_t a = kh0; a < kh1; ++a) {
+        const float* line = plane + (uint64_t)(ih0 + (int64_t)a * DH) * W;
+        for (uint32_t b = kw0; b < kw1; ++b) {
+          sum = __fadd_rn(
+              sum, __fmul_rn(taps[a * KW + b], line[iw0 + (int64_t)b * DW]));
+        }
+      }
+    }
+    out[i] = __fadd_rn(sum, bias[m]);
+  }
+}
+
+// One thread per output element, in the CPU's order. op: 0 max, 1 average
+// over the taps inside the input, 2 average over all KH·KW.
+extern "C" __global__ void pool2d_f32(const float* x, float* out, uint32_t N,
+                                      uint32_t C, uint32_t H, uint32_t W,
+                                      uint32_t OH, uint32_t OW, uint32_t KH,
+                                      uint32_t KW, uint32_t SH, uint32_t SW,
+                                      uint32_t PT, uint32_t PL, uint32_t op) {
+  const uint64_t total = (uint64_t)N * C * OH * OW;
+  HRT_GRID_STRIDE(i, total) {
+    const uint64_t ow = i % OW, oh = i / OW % OH, plane_index = i / OW / OH;
+    const float* plane = x + plane_index * H * W;
+    const int64_t ih0 = (int64_t)(oh * SH) - PT;
+    const int64_t iw0 = (int64_t)(ow * SW) - PL;
+    uint32_t kh0, kh1, kw0, kw1;
+    hrt_taps(ih0, KH, 1, H, &kh0, &kh1);
+    hrt_taps(iw0, KW, 1, W, &kw0, &kw1);
+    float acc = op == 0 ? __int_as_float(0xff800000) : 0.0f;  // -inf
+    for (uint32_t a = kh0; a < kh1; ++a) {
+      const float* line = plane + (uint64_t)(ih0 + a) * W + iw0;
+      for (uint32_t b = kw0; b < kw1; ++b) {
+        acc = op == 0 ? hrt_fmaxf(acc, line[b]) : __fadd_rn(acc, line[b]);
+      }
+    }
+    const uint64_t taps =
+        op == 2 ? (uint64_t)KH * KW : (uint64_t)(kh1 - kh0) * (kw1 - kw0);
+    out[i] = op == 0 ? acc : __fdiv_rn(acc, (float)taps);
+  }
+}
+
 // c (M×N) = a (M×K) · b (K×N). Each block computes 16×16 tiles of c,
 // striding over tile columns with the grid's x and tile rows with its y
 // (count[2] is 1, checked by the host), and sums each element's products in
