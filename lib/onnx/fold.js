@@ -199,30 +199,41 @@ const FOLDERS = {
     })];
   },
 
-  Slice(node, [x, startsInput, endsInput, axesInput, stepsInput], attributes, opset) {
-    const rank = x.dims.length;
-    const starts = opset >= 10 ? numbers(startsInput) : attributes.ints('starts', []);
-    const ends = opset >= 10 ? numbers(endsInput) : attributes.ints('ends', []);
-    const axes = (opset >= 10 ? axesInput && numbers(axesInput) : attributes.ints('axes', undefined)) ?? starts.map((_, i) => i);
-    const steps = (stepsInput && numbers(stepsInput)) ?? starts.map(() => 1);
-    const begin = new Array(rank).fill(0);
-    const step = new Array(rank).fill(1);
-    const dims = [...x.dims];
-    axes.forEach((axis, i) => {
-      const a = normalizeAxis(axis, rank, attributes);
-      const size = x.dims[a];
-      if (steps[i] === 0) throw attributes.error('a step of 0');
-      const clamp = (v, low, high) => Math.min(Math.max(v < 0 ? v + size : v, low), high);
-      const s = steps[i] > 0 ? clamp(starts[i], 0, size) : clamp(starts[i], -1, size - 1);
-      const e = steps[i] > 0 ? clamp(ends[i], 0, size) : clamp(ends[i], -1, size - 1);
-      begin[a] = s;
-      step[a] = steps[i];
-      dims[a] = Math.max(0, Math.ceil((e - s) / steps[i]));
-    });
+  Slice(node, [x, ...bounds], attributes, opset) {
+    const { begin, step, dims } = sliceWindow(x.dims, bounds, attributes, opset);
     const s = strides(x.dims);
     return [build(x.dtype, dims, (c) => x.data[c.reduce((o, v, d) => o + (begin[d] + v * step[d]) * s[d], 0)])];
   },
 };
+
+// What Slice takes of `dims`: per dimension the first index, the step and
+// the count. `bounds`: the constant starts, ends, axes and steps inputs
+// (opset >= 10; the attributes before).
+function sliceWindow(dims, [startsInput, endsInput, axesInput, stepsInput], attributes, opset) {
+  const rank = dims.length;
+  const starts = opset >= 10 ? numbers(startsInput) : attributes.ints('starts', []);
+  const ends = opset >= 10 ? numbers(endsInput) : attributes.ints('ends', []);
+  const axes = (opset >= 10 ? axesInput && numbers(axesInput) : attributes.ints('axes', undefined)) ?? starts.map((_, i) => i);
+  const steps = (stepsInput && numbers(stepsInput)) ?? starts.map(() => 1);
+  if (ends.length !== starts.length || axes.length !== starts.length || steps.length !== starts.length) {
+    throw attributes.error('starts, ends, axes and steps differ in length');
+  }
+  const begin = new Array(rank).fill(0);
+  const step = new Array(rank).fill(1);
+  const out = [...dims];
+  axes.forEach((axis, i) => {
+    const a = normalizeAxis(axis, rank, attributes);
+    const size = dims[a];
+    if (steps[i] === 0) throw attributes.error('a step of 0');
+    const clamp = (v, low, high) => Math.min(Math.max(v < 0 ? v + size : v, low), high);
+    const s = steps[i] > 0 ? clamp(starts[i], 0, size) : clamp(starts[i], -1, size - 1);
+    const e = steps[i] > 0 ? clamp(ends[i], 0, size) : clamp(ends[i], -1, size - 1);
+    begin[a] = s;
+    step[a] = steps[i];
+    out[a] = Math.max(0, Math.ceil((e - s) / steps[i]));
+  });
+  return { begin, step, dims: out };
+}
 
 for (const opType of Object.keys(BINARY)) {
   FOLDERS[opType] = (node, [a, b], attributes) => [elementwise(opType, a, b, attributes)];
@@ -255,4 +266,4 @@ function fold(node, inputs, attributes, opset) {
   return folder(node, inputs, attributes, opset);
 }
 
-module.exports = { fold, reshapeDims };
+module.exports = { fold, reshapeDims, sliceWindow, strides };

@@ -6,20 +6,20 @@
 #define I32 HRT_HAL_ELEMENT_TYPE_I32
 #define U32 HRT_HAL_ELEMENT_TYPE_U32
 // An operand of `type` holding constants[a] elements, or constants[a]*[b].
-#define IN(type, a) {type, false, false, 1, {a}, 0}
-#define OUT(type, a) {type, false, true, 1, {a}, 0}
-#define IN2(type, a, b) {type, false, false, 2, {a, b}, 0}
-#define OUT2(type, a, b) {type, false, true, 2, {a, b}, 0}
-#define BYTES(written) {0, true, written, 1, {0}, 0}
+#define IN(type, a) {type, false, false, 1, {a}, 0, 0}
+#define OUT(type, a) {type, false, true, 1, {a}, 0, 0}
+#define IN2(type, a, b) {type, false, false, 2, {a, b}, 0, 0}
+#define OUT2(type, a, b) {type, false, true, 2, {a, b}, 0, 0}
+#define BYTES(written) {0, true, written, 1, {0}, 0, 0}
 // binary_f32's strided inputs (dims at constants 1..6, strides after them)
 // and its dense output.
 #define DIMS6 {1, 2, 3, 4, 5, 6}
-#define STRIDED(base) {F32, false, false, 6, DIMS6, base}
-#define DENSE6 {F32, false, true, 6, DIMS6, 0}
+#define STRIDED(base) {F32, false, false, 6, DIMS6, base, 0}
+#define DENSE6 {F32, false, true, 6, DIMS6, 0, 0}
 #define BINARY(name, type) \
   {name, 3, 1, 0, {IN(type, 0), IN(type, 0), OUT(type, 0)}, 0, 0, NULL}
 // conv2d_f32 and pool2d_f32 (NCHW): products of their size constants.
-#define F32_OF(written, ...) {F32, false, written, 4, {__VA_ARGS__}, 0}
+#define F32_OF(written, ...) {F32, false, written, 4, {__VA_ARGS__}, 0, 0}
 
 bool hrt_builtin_conv2d_valid(const uint32_t* k) {
   // N, C, H, W, M, Cg, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW
@@ -78,6 +78,27 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      12,
      3,
      hrt_builtin_pool2d_valid},
+    // a [batch, M, K] and b [batch, K, N] at strides, c dense batch·M·N
+    {"bmm_f32",
+     3,
+     10,
+     0,
+     {{F32, false, false, 3, {0, 1, 2}, 4, 0},
+      {F32, false, false, 3, {0, 2, 3}, 7, 0},
+      {F32, false, true, 3, {0, 1, 3}, 0, 0}},
+     0,
+     0,
+     NULL},
+    // src and dst at offsets and strides over dims (constants 2..7)
+    {"strided_copy_f32",
+     2,
+     20,
+     0,
+     {{F32, false, false, 6, {2, 3, 4, 5, 6, 7}, 8, 1},
+      {F32, false, true, 6, {2, 3, 4, 5, 6, 7}, 14, 2}},
+     0,
+     0,
+     NULL},
 };
 
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {
@@ -105,6 +126,10 @@ uint64_t hrt_builtin_binding_min_bytes(const hrt_builtin_signature_t* signature,
       count = dim == 0                    ? 0
               : step > UINT64_MAX - count ? UINT64_MAX
                                           : count + step;
+    }
+    if (binding->offset_index && count != 0) {
+      const uint64_t offset = constants[binding->offset_index - 1];
+      count = offset > UINT64_MAX - count ? UINT64_MAX : count + offset;
     }
   } else {
     for (uint8_t i = 0; i < binding->factor_count; ++i) {

@@ -28,6 +28,9 @@ typedef struct hrt_builtin_binding_s {
   uint8_t factor_count;
   uint8_t factors[6];
   uint8_t stride_base;
+  // Strided bindings: when not 0, constants[offset_index - 1] elements come
+  // first (the count grows by it when there is an element).
+  uint8_t offset_index;
 } hrt_builtin_binding_t;
 
 typedef struct hrt_builtin_signature_s {

@@ -176,7 +176,8 @@ static const struct {
     {"matmul_f32", 3, 3},       {"softmax_rows_f32", 2, 2},
     {"reduce_sum_f32", 2, 2},   {"binary_f32", 3, 19},
     {"unary_f32", 2, 4},        {"conv2d_f32", 4, 16},
-    {"pool2d_f32", 2, 13},
+    {"pool2d_f32", 2, 13},      {"bmm_f32", 3, 10},
+    {"strided_copy_f32", 2, 20},
 };
 
 static void test_library_lists_every_documented_kernel(void) {
@@ -475,7 +476,7 @@ static void test_elementwise_outputs_may_alias_inputs(void) {
 static void test_zero_elements_is_valid_and_touches_nothing(void) {
   const uint32_t grid[3] = {4, 1, 1};
   // Sizes 0; conv2d's and pool2d's strides, dilations and groups 1.
-  const uint32_t zeros[19] = {0};
+  const uint32_t zeros[20] = {0};
   const uint32_t conv[16] = {0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1};
   const uint32_t pool[13] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0};
   const size_t lengths[4] = {0, 0, 0, 0};
@@ -507,7 +508,7 @@ static void test_empty_work_returns_without_walking_other_sizes(void) {
   static const struct {
     const char* name;
     uint32_t binding_count;
-    uint32_t constants[19];
+    uint32_t constants[20];
   } kCases[] = {
       {"binary_f32",
        3,
@@ -912,7 +913,7 @@ static void test_reduce_sum_is_accurate_for_long_rows(void) {
 // length and element size.
 static const struct {
   const char* name;
-  uint32_t constants[19];
+  uint32_t constants[20];
   size_t lengths[4];
   size_t element_size;
 } kValidCalls[] = {
@@ -941,6 +942,13 @@ static const struct {
      4},
     // x 1x1x2x2 -> out 1x1x1x1
     {"pool2d_f32", {1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 0, 0, 1}, {16, 4}, 4},
+    // 1 batch of [1x2]·[2x2]
+    {"bmm_f32", {1, 1, 2, 2, 2, 2, 1, 4, 2, 1}, {8, 16, 8}, 4},
+    // 5 elements from src[1..5] to dst[0..4]
+    {"strided_copy_f32",
+     {1, 0, 1, 1, 1, 1, 1, 5, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1},
+     {24, 20},
+     4},
 };
 
 enum { BUFFER_BYTES = 64 };
@@ -968,7 +976,7 @@ static int run_on_poison(size_t c, const size_t* lengths,
       exact_lengths[i] = i < 4 ? lengths[i] : BUFFER_BYTES;
     }
     for (uint32_t i = 0; i < constant_count; ++i) {
-      constants[i] = i < 19 ? kValidCalls[c].constants[i] : 0;
+      constants[i] = i < 20 ? kValidCalls[c].constants[i] : 0;
     }
     code = run_kernel(kValidCalls[c].name, grid, bindings, exact_lengths,
                       binding_count, constants, constant_count);
@@ -1347,6 +1355,120 @@ static void test_pool2d_matches_reference(void) {
                HALRT_KERNEL_INVALID_ARGUMENT);
 }
 
+// Batched products with dense, transposed and broadcast (stride 0)
+// operands against a reference; dense ones give matmul_f32's bits.
+static void test_bmm_matches_reference_and_matmul(void) {
+  enum { B = 3, M = 5, K = 300, N = 7 };
+  rng_t rng = {0xB33};
+  float* a = malloc(B * M * K * 4);
+  float* b = malloc(B * K * N * 4);
+  for (int i = 0; i < B * M * K; ++i) a[i] = rng_f32(&rng, -1.0f, 1.0f);
+  for (int i = 0; i < B * K * N; ++i) b[i] = rng_f32(&rng, -1.0f, 1.0f);
+  // batch M K N | a: batch row k | b: batch k col
+  const uint32_t cases[][10] = {
+      {B, M, K, N, M * K, K, 1, K * N, N, 1},  // dense
+      {B, M, K, N, M * K, 1, M, K * N, 1, K},  // a and b transposed
+      {B, M, K, N, 0, K, 1, K * N, N, 1},      // a broadcast over the batch
+      {B, M, K, N, M * K, K, 1, 0, N, 1},      // b broadcast
+  };
+  for (size_t t = 0; t < COUNT_OF(cases); ++t) {
+    const uint32_t* k = cases[t];
+    float* c = alloc_poisoned(B * M * N * 4);
+    void* bindings[3] = {a, b, c};
+    const size_t lengths[3] = {B * M * K * 4, B * K * N * 4, B * M * N * 4};
+    const uint32_t grid[3] = {2, 3, 2};
+    CHECK_EQ_INT(run_kernel("bmm_f32", grid, bindings, lengths, 3, k, 10), 0);
+    int wrong = 0;
+    for (uint32_t z = 0; z < B; ++z)
+      for (uint32_t i = 0; i < M; ++i)
+        for (uint32_t j = 0; j < N; ++j) {
+          double want = 0, magnitude = 0;
+          for (uint32_t q = 0; q < K; ++q) {
+            const double product = (double)a[z * k[4] + i * k[5] + q * k[6]] *
+                                   b[z * k[7] + q * k[8] + j * k[9]];
+            want += product;
+            magnitude += fabs(product);
+          }
+          wrong += !near_f32(c[(z * M + i) * N + j], want,
+                             2.0 * K * magnitude / (1 << 23));
+        }
+    CHECK_EQ_INT(wrong, 0);
+    CHECK(is_poisoned(c + B * M * N, SLACK));
+    if (t == 0) {
+      // Batch 1 of the dense case is matmul_f32 of that batch, bit for bit.
+      float* d = malloc(M * N * 4);
+      void* mm[3] = {a + M * K, b + K * N, d};
+      const size_t mm_lengths[3] = {M * K * 4, K * N * 4, M * N * 4};
+      const uint32_t mkn[3] = {M, K, N};
+      const uint32_t one[3] = {1, 1, 1};
+      CHECK_EQ_INT(run_kernel("matmul_f32", one, mm, mm_lengths, 3, mkn, 3), 0);
+      CHECK(memcmp(d, c + M * N, M * N * 4) == 0);
+      free(d);
+    }
+    free(c);
+  }
+  // A stride that reaches past a is refused.
+  uint32_t bad[10] = {B, M, K, N, M * K + 1, K, 1, K * N, N, 1};
+  float c[B * M * N];
+  void* bindings[3] = {a, b, c};
+  const size_t lengths[3] = {B * M * K * 4, B * K * N * 4, sizeof(c)};
+  const uint32_t one[3] = {1, 1, 1};
+  CHECK_EQ_INT(run_kernel("bmm_f32", one, bindings, lengths, 3, bad, 10),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  free(a);
+  free(b);
+}
+
+// A transpose, a stepped slice, a broadcast and a write into part of a
+// larger value, against direct index arithmetic; bits kept.
+static void test_strided_copy_moves_bits(void) {
+  enum { A = 3, B = 4, C = 5 };
+  uint32_t src[A * B * C];
+  for (uint32_t i = 0; i < A * B * C; ++i) src[i] = 0x7fc00000u + i;  // NaNs
+  src[7] = 0x80000000u;                                             // -0
+  // dst [C, A, B] = src transposed (2, 0, 1)
+  const uint32_t transpose[20] = {0, 0, 1, 1, 1, C, A, B,     0, 0, 0, 1, B * C,
+                                  C, 0, 0, 0, A * B, B, 1};
+  uint32_t dst[A * B * C + 4];
+  memset(dst, POISON, sizeof(dst));
+  void* bindings[2] = {src, dst};
+  const size_t lengths[2] = {sizeof(src), A * B * C * 4};
+  CHECK_EQ_INT(run_kernel("strided_copy_f32", kGrids[2], bindings, lengths, 2,
+                          transpose, 20),
+               0);
+  int wrong = 0;
+  for (uint32_t c = 0; c < C; ++c)
+    for (uint32_t a = 0; a < A; ++a)
+      for (uint32_t b = 0; b < B; ++b)
+        wrong += dst[(c * A + a) * B + b] != src[(a * B + b) * C + c];
+  CHECK_EQ_INT(wrong, 0);
+  CHECK(is_poisoned(dst + A * B * C, 16));
+  // Rows 0 and 2 of src as [2, B, C], written at offset 3 of a larger dst
+  // with a gap between rows: the other elements keep their bytes.
+  const uint32_t slice[20] = {0, 3, 1, 1, 1, 2, B, C, 0, 0, 0, 2 * B * C,
+                              C, 1, 0, 0, 0, B * C + 1, C, 1};
+  uint32_t big[2 * (B * C + 1) + 3];
+  memset(big, POISON, sizeof(big));
+  void* slice_bindings[2] = {src, big};
+  const size_t slice_lengths[2] = {sizeof(src), sizeof(big)};
+  CHECK_EQ_INT(run_kernel("strided_copy_f32", kGrids[1], slice_bindings,
+                          slice_lengths, 2, slice, 20),
+               0);
+  for (uint32_t r = 0; r < 2; ++r)
+    for (uint32_t i = 0; i < B * C; ++i)
+      CHECK(big[3 + r * (B * C + 1) + i] == src[2 * r * B * C + i]);
+  CHECK(big[3 + B * C] == 0xFFFFFFFFu && big[0] == 0xFFFFFFFFu);
+  // A dst offset past its binding is refused before any write.
+  uint32_t past[20];
+  memcpy(past, slice, sizeof(past));
+  past[1] = 5;
+  memset(big, POISON, sizeof(big));
+  CHECK_EQ_INT(run_kernel("strided_copy_f32", kGrids[0], slice_bindings,
+                          slice_lengths, 2, past, 20),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  CHECK(is_poisoned(big, sizeof(big)));
+}
+
 TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_fill_and_copy_cover_every_element_for_any_grid),
           TEST_CASE(test_binary_kernels_match_reference_for_any_grid),
@@ -1370,4 +1492,6 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_binary_f32_broadcasts_every_op_for_any_grid),
           TEST_CASE(test_unary_f32_matches_reference),
           TEST_CASE(test_conv2d_matches_reference),
-          TEST_CASE(test_pool2d_matches_reference))
+          TEST_CASE(test_pool2d_matches_reference),
+          TEST_CASE(test_bmm_matches_reference_and_matmul),
+          TEST_CASE(test_strided_copy_moves_bits))

@@ -247,6 +247,31 @@ function builtinCases() {
     inputs: [f32('x', new Uint32Array(cx.buffer))], outputs: [0, 1, 2].map((op) => [`out${op}`, 'f32', [4 * 5 * 6]]),
     dispatches: [0, 1, 2].map((op) => ({ workgroups: [2], bindings: ['x', `out${op}`], constants: [1, 4, 9, 11, 5, 6, 3, 3, 2, 2, 1, 1, op] })),
   });
+  // bmm_f32: 3 batches of a [M, K] against b transposed (strides), as the
+  // matmul bound says.
+  const [bz, bm, bk, bn] = [3, 9, 40, 11];
+  const ba = randomFloats(bz * bm * bk, 61, 2);
+  const bb = randomFloats(bz * bk * bn, 62, 2);
+  const bmmStrides = [bm * bk, bk, 1, bk * bn, 1, bk];
+  cases.push({
+    kernel: 'bmm_f32',
+    compare: ({ element }) => {
+      const [z, i, j] = [Math.floor(element / (bm * bn)), Math.floor(element / bn) % bm, element % bn];
+      let magnitude = 0;
+      for (let q = 0; q < bk; ++q) magnitude += Math.abs(ba[z * bmmStrides[0] + i * bk + q] * bb[z * bmmStrides[3] + q + j * bk]);
+      return 2 * bk * EPS * magnitude + bk * F32_TINY;
+    },
+    bound: '2·K·2^-23·Σ|a·b| + K·2^-149',
+    inputs: [f32('a', new Uint32Array(ba.buffer)), f32('b', new Uint32Array(bb.buffer))], outputs: [['c', 'f32', [bz * bm * bn]]],
+    dispatches: [{ workgroups: [2, 2, 2], bindings: ['a', 'b', 'c'], constants: [bz, bm, bk, bn, ...bmmStrides] }],
+  });
+  // strided_copy_f32: the edge values' bits transposed (as [R, 50] to
+  // [50, R]): the same bits, NaN payloads included.
+  cases.push({
+    kernel: 'strided_copy_f32', compare: 'exact',
+    inputs: [f32('x', fa)], outputs: [['out', 'f32', [br * bc]]],
+    dispatches: [{ workgroups: [3], bindings: ['x', 'out'], constants: [0, 0, 1, 1, 1, 1, bc, br, 0, 0, 0, 0, 1, bc, 0, 0, 0, 0, br, 1] }],
+  });
   return cases;
 }
 
@@ -374,7 +399,7 @@ async function checkBuiltins() {
     payloads ? `${payloads} NaN payload differences (allowed)` : 'NaN payloads equal',
     ...(missing.length ? [`no case for ${missing.join(', ')}`] : []),
     ...(bad.length ? [`MISMATCH ${bad.join('; ')}`] : []),
-    ...(FAKE ? ['(test double: the CPU library on both sides)'] : []),
+    ...(FAKE ? ['(test double: builtin.cu on the CUDA model of the CPU, not a GPU)'] : []),
   ].join('; ');
   return outcome(mismatches === 0 && missing.length === 0 ? 'PASS' : 'FAIL', summary, { kernels, signedZeros: zeros });
 }

@@ -51,7 +51,9 @@
   X(binary_f32, 3, 19)       \
   X(unary_f32, 2, 4)         \
   X(conv2d_f32, 4, 16)       \
-  X(pool2d_f32, 2, 13)
+  X(pool2d_f32, 2, 13)       \
+  X(bmm_f32, 3, 10)          \
+  X(strided_copy_f32, 2, 20)
 
 #define HRT_BINARY_INDEX(name, type, expr) HRT_KERNEL_INDEX_##name,
 #define HRT_OTHER_INDEX(name, bindings, constants) HRT_KERNEL_INDEX_##name,
@@ -386,6 +388,50 @@ static int hrt_kernel_binary_f32(const halrt_dispatch_state_t* dispatch,
   }
   const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, n);
   if (range.begin < range.end) hrt_binary_f32_body(dispatch, range);
+  return HALRT_KERNEL_OK;
+}
+
+// strided_copy_f32: constants [src offset, dst offset, dims[6], src
+// strides[6], dst strides[6]]; elements copied as bits (NaN payloads, -0).
+static void hrt_strided_copy_f32_body(const halrt_dispatch_state_t* dispatch,
+                                     hrt_range_t range) {
+  const uint32_t* k = dispatch->constants;
+  const uint32_t* dims = k + 2;
+  const uint32_t* ss = k + 2 + HRT_ND;
+  const uint32_t* ds = k + 2 + 2 * HRT_ND;
+  const uint32_t* src = dispatch->bindings[0];
+  uint32_t* dst = dispatch->bindings[1];
+  for (size_t i = range.begin; i < range.end; ++i) {
+    uint64_t rest = i, from = k[0], to = k[1];
+    for (int d = HRT_ND - 1; d >= 0; --d) {
+      const uint64_t c = rest % dims[d];
+      rest /= dims[d];
+      from += c * ss[d];
+      to += c * ds[d];
+    }
+    dst[to] = src[from];
+  }
+}
+
+static int hrt_kernel_strided_copy_f32(
+    const halrt_dispatch_state_t* dispatch,
+    const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_strided_copy_f32)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint32_t* k = dispatch->constants;
+  const uint32_t* dims = k + 2;
+  const uint64_t n = hrt_dims_count(dims);
+  const uint64_t src = hrt_strided_extent(dims, dims + HRT_ND);
+  const uint64_t dst = hrt_strided_extent(dims, dims + 2 * HRT_ND);
+  // An offset counts only when there is an element to read or write.
+  if (n > UINT32_MAX ||
+      !hrt_binding_holds(dispatch, 0, src == 0 ? 0 : src + k[0], 1, 4) ||
+      !hrt_binding_holds(dispatch, 1, dst == 0 ? 0 : dst + k[1], 1, 4)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, n);
+  if (range.begin < range.end) hrt_strided_copy_f32_body(dispatch, range);
   return HALRT_KERNEL_OK;
 }
 
@@ -1052,4 +1098,65 @@ static int hrt_kernel_matmul_f32(const halrt_dispatch_state_t* dispatch,
                                  const halrt_workgroup_state_t* workgroup) {
   pthread_once(&hrt_matmul_once, hrt_matmul_choose);
   return hrt_matmul_best(dispatch, workgroup);
+}
+
+//===----------------------------------------------------------------------===//
+// bmm_f32: batched, strided matmul
+//===----------------------------------------------------------------------===//
+
+// Constants: batch, M, K, N, a strides (batch, row, k), b strides (batch,
+// k, column); c is dense [batch, M, N]. Columns split over x, rows over y,
+// batches over z. Each element is summed as matmul_f32 sums it (products
+// rounded, k order within slices of HRT_MATMUL_KC from +0, slices added in
+// order), so dense operands give matmul_f32's bits.
+static int hrt_kernel_bmm_f32(const halrt_dispatch_state_t* dispatch,
+                              const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_bmm_f32)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint32_t* k = dispatch->constants;
+  const uint32_t batch_a[3] = {k[0], k[1], k[2]};  // batch, M, K
+  const uint32_t batch_b[3] = {k[0], k[2], k[3]};  // batch, K, N
+  uint32_t dims_a[HRT_ND] = {1, 1, 1, batch_a[0], batch_a[1], batch_a[2]};
+  uint32_t dims_b[HRT_ND] = {1, 1, 1, batch_b[0], batch_b[1], batch_b[2]};
+  uint32_t strides_a[HRT_ND] = {0, 0, 0, k[4], k[5], k[6]};
+  uint32_t strides_b[HRT_ND] = {0, 0, 0, k[7], k[8], k[9]};
+  const uint64_t batch = k[0], M = k[1], K = k[2], N = k[3];
+  const uint64_t c_rows = hrt_mul_saturate(batch, M);
+  if (!hrt_binding_holds(dispatch, 0, hrt_strided_extent(dims_a, strides_a), 1,
+                         4) ||
+      !hrt_binding_holds(dispatch, 1, hrt_strided_extent(dims_b, strides_b), 1,
+                         4) ||
+      !hrt_binding_holds(dispatch, 2, c_rows, N, 4)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const float* a = dispatch->bindings[0];
+  const float* b = dispatch->bindings[1];
+  float* c = dispatch->bindings[2];
+  const hrt_range_t cols =
+      hrt_chunk(N, dispatch->workgroup_count[0], workgroup->workgroup_id[0]);
+  const hrt_range_t rows =
+      hrt_chunk(M, dispatch->workgroup_count[1], workgroup->workgroup_id[1]);
+  const hrt_range_t batches =
+      hrt_chunk(batch, dispatch->workgroup_count[2], workgroup->workgroup_id[2]);
+  for (size_t z = batches.begin; z < batches.end; ++z) {
+    for (size_t i = rows.begin; i < rows.end; ++i) {
+      const float* a_row = a + z * k[4] + i * k[5];
+      for (size_t j = cols.begin; j < cols.end; ++j) {
+        const float* b_col = b + z * k[7] + j * k[9];
+        float total = 0.0f;
+        for (size_t p = 0; p < K; p += HRT_MATMUL_KC) {
+          const size_t end = K - p < HRT_MATMUL_KC ? K : p + HRT_MATMUL_KC;
+          float acc = 0.0f;
+          for (size_t q = p; q < end; ++q) {
+            const float product = a_row[q * k[6]] * b_col[q * k[8]];
+            acc += product;
+          }
+          total = p == 0 ? acc : total + acc;
+        }
+        c[(z * M + i) * N + j] = total;
+      }
+    }
+  }
+  return HALRT_KERNEL_OK;
 }

@@ -446,7 +446,9 @@ static bool hrt_op_overwrites(const hrt_function_t* function,
       if (!op->signature) return false;  // a user kernel may read it
       for (uint32_t b = 0; b < op->operand_count; ++b) {
         if (op->operands[b] != v) continue;
+        // A strided binding may skip elements, whatever bytes it spans.
         if (!op->signature->bindings[b].written ||
+            op->signature->bindings[b].stride_base != 0 ||
             hrt_builtin_binding_min_bytes(op->signature, b, op->constants) !=
                 function->byte_lengths[v]) {
           return false;

@@ -14,7 +14,7 @@
 
 typedef struct {
   const char* name;
-  uint32_t constants[19];
+  uint32_t constants[20];
   uint32_t grid[3];
 } builtin_case_t;
 
@@ -79,6 +79,14 @@ static const builtin_case_t kBuiltinCases[] = {
     {"pool2d_f32", {1, 3, 7, 9, 4, 5, 3, 3, 2, 2, 1, 1, 0}, {2, 1, 1}},
     {"pool2d_f32", {2, 2, 7, 9, 4, 5, 3, 3, 2, 2, 1, 1, 1}, {1, 1, 1}},
     {"pool2d_f32", {1, 3, 6, 6, 2, 3, 3, 2, 3, 2, 0, 0, 2}, {4, 1, 1}},
+    // batch M K N | a strides | b strides: dense; transposed b; broadcast a
+    {"bmm_f32", {3, 37, 70, 45, 2590, 70, 1, 3150, 45, 1}, {3, 2, 2}},
+    {"bmm_f32", {2, 17, 40, 21, 680, 40, 1, 840, 1, 40}, {1, 1, 1}},
+    {"bmm_f32", {4, 9, 33, 16, 0, 33, 1, 528, 16, 1}, {2, 2, 3}},
+    // a transpose of [3, 4, 5] at offset 2 into dst offset 1
+    {"strided_copy_f32",
+     {2, 1, 1, 1, 1, 5, 3, 4, 0, 0, 0, 1, 20, 5, 0, 0, 0, 12, 4, 1},
+     {3, 1, 1}},
 };
 
 // The output size of a window sweep: floor((size + 2 pad - span) / stride)
@@ -185,7 +193,7 @@ static bool close_f32(float a, float b, double tolerance) {
 // Whether the case's kernel is elementwise (not matmul, softmax, reduce).
 static bool is_elementwise(const char* name) {
   return strncmp(name, "matmul", 6) != 0 && strncmp(name, "softmax", 7) != 0 &&
-         strncmp(name, "reduce", 6) != 0;
+         strncmp(name, "reduce", 6) != 0 && strcmp(name, "bmm_f32") != 0;
 }
 
 // How far the device may be from the CPU's `expected` output `element`
@@ -202,6 +210,19 @@ static double tolerance_for(const builtin_case_t* test, uint8_t* const* data,
     for (uint32_t k = 0; k < K; ++k) {
       magnitude += fabs((double)a[(element / N) * K + k] *
                         (double)b[k * N + element % N]);
+    }
+    return 2.0 * K * eps * magnitude;
+  }
+  if (strcmp(test->name, "bmm_f32") == 0) {
+    const uint32_t* k = test->constants;
+    const uint64_t M = k[1], K = k[2], N = k[3];
+    const uint64_t z = element / (M * N), i = element / N % M, j = element % N;
+    const float* a = (const float*)data[0];
+    const float* b = (const float*)data[1];
+    double magnitude = 0;
+    for (uint64_t q = 0; q < K; ++q) {
+      magnitude += fabs((double)a[z * k[4] + i * k[5] + q * k[6]] *
+                        (double)b[z * k[7] + q * k[8] + j * k[9]]);
     }
     return 2.0 * K * eps * magnitude;
   }
@@ -386,6 +407,46 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
       k[15] = 1 + random_u32() % 2;
       k[8] = sweep(k[2], k[12], k[14] * (k[6] - 1) + 1, k[10]);
       k[9] = sweep(k[3], k[13], k[15] * (k[7] - 1) + 1, k[11]);
+    } else if (strcmp(test.name, "strided_copy_f32") == 0) {
+      // A random permutation (dense dst) of random dims, at random offsets.
+      uint32_t* k = test.constants;
+      uint32_t dims[6], perm[6] = {0, 1, 2, 3, 4, 5}, dense[6];
+      for (int d = 0; d < 6; ++d) dims[d] = 1 + random_u32() % 3;
+      for (int d = 5; d > 0; --d) {
+        const uint32_t j = random_u32() % (d + 1), t = perm[d];
+        perm[d] = perm[j];
+        perm[j] = t;
+      }
+      uint32_t stride = 1;
+      for (int d = 5; d >= 0; --d) {
+        dense[d] = stride;
+        stride *= dims[d];
+      }
+      k[0] = random_u32() % 5;
+      k[1] = random_u32() % 5;
+      for (int d = 0; d < 6; ++d) {
+        k[2 + d] = dims[perm[d]];
+        k[8 + d] = dense[perm[d]];
+      }
+      stride = 1;
+      for (int d = 5; d >= 0; --d) {
+        k[14 + d] = stride;
+        stride *= k[2 + d];
+      }
+    } else if (strcmp(test.name, "bmm_f32") == 0) {
+      // Dense, transposed or broadcast operands of random sizes.
+      uint32_t* k = test.constants;
+      k[0] = 1 + random_u32() % 4;
+      k[1] = random_u32() % 40;
+      k[2] = random_u32() % 50;
+      k[3] = random_u32() % 40;
+      const bool ta = random_u32() % 2, tb = random_u32() % 2;
+      k[4] = random_u32() % 3 == 0 ? 0 : k[1] * k[2];
+      k[5] = ta ? 1 : k[2];
+      k[6] = ta ? k[1] : 1;
+      k[7] = random_u32() % 3 == 0 ? 0 : k[2] * k[3];
+      k[8] = tb ? 1 : k[3];
+      k[9] = tb ? k[2] : 1;
     } else if (strcmp(test.name, "pool2d_f32") == 0) {
       uint32_t* k = test.constants;
       k[0] = 1 + random_u32() % 2;

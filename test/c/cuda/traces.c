@@ -345,10 +345,12 @@ static void summary_traces_make_later_writers_wait_not_readers(void) {
   CHECK_OK(submit(device, cb, NULL, 0, &completion));
   wait_for_stream_operations(trace_stream, 3);
   // The stream reads as waiting once its next operation waits, which may
-  // be while the copy before it still runs: wait for the copy too.
+  // be while the copy before it still runs: wait for the copy too. And it
+  // may stop before the fill is enqueued at all (the device's queue thread
+  // enqueues the commands one by one): wait until the fill waits.
   int64_t deadline = hrt_time_now_ns() + 10000000000LL;
   fakecuda_stream_state_t held = wait_until_stream_stops(main_stream);
-  while (held.enqueued - enqueued - held.unfinished < 2 &&
+  while ((!held.waiting || held.enqueued - enqueued - held.unfinished < 2) &&
          hrt_time_now_ns() < deadline) {
     struct timespec pause = {0, 1000000};
     nanosleep(&pause, NULL);

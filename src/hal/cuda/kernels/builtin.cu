@@ -161,6 +161,31 @@ extern "C" __global__ void binary_f32(
   }
 }
 
+// dst[dst_offset + Σ c·ds] = src[src_offset + Σ c·ss] over dims, as bits.
+// The host checked both extents.
+extern "C" __global__ void strided_copy_f32(
+    const uint32_t* src, uint32_t* dst, uint32_t src_offset,
+    uint32_t dst_offset, uint32_t d0, uint32_t d1, uint32_t d2, uint32_t d3,
+    uint32_t d4, uint32_t d5, uint32_t s0, uint32_t s1, uint32_t s2,
+    uint32_t s3, uint32_t s4, uint32_t s5, uint32_t t0, uint32_t t1,
+    uint32_t t2, uint32_t t3, uint32_t t4, uint32_t t5) {
+  const uint32_t dims[HRT_ND] = {d0, d1, d2, d3, d4, d5};
+  const uint32_t ss[HRT_ND] = {s0, s1, s2, s3, s4, s5};
+  const uint32_t ds[HRT_ND] = {t0, t1, t2, t3, t4, t5};
+  uint64_t n = 1;
+  for (int d = 0; d < HRT_ND; ++d) n *= dims[d];
+  HRT_GRID_STRIDE(i, n) {
+    uint64_t rest = i, from = src_offset, to = dst_offset;
+    for (int d = HRT_ND - 1; d >= 0; --d) {
+      const uint64_t c = rest % dims[d];
+      rest /= dims[d];
+      from += c * ss[d];
+      to += c * ds[d];
+    }
+    dst[to] = src[from];
+  }
+}
+
 // max(0, min(1, y)), NaN kept.
 __device__ static inline float hrt_unit_clamp(float y) {
   return y != y ? y : y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y;
@@ -324,6 +349,53 @@ extern "C" __global__ void matmul_f32(const float* a, const float* b, float* c,
         __syncthreads();
       }
       if (row < M && col < N) c[row * N + col] = sum;
+    }
+  }
+}
+
+// bmm_f32: c[z] (M×N, dense) = a[z] · b[z], a and b read at their batch,
+// row and k (column) strides. Tiles as matmul_f32's over x and y, batches
+// over the grid's z.
+extern "C" __global__ void bmm_f32(const float* a, const float* b, float* c,
+                                   uint32_t batch, uint32_t M, uint32_t K,
+                                   uint32_t N, uint32_t sa_batch,
+                                   uint32_t sa_row, uint32_t sa_k,
+                                   uint32_t sb_batch, uint32_t sb_k,
+                                   uint32_t sb_col) {
+  __shared__ float a_part[HRT_MATMUL_TILE][HRT_MATMUL_TILE];
+  __shared__ float b_part[HRT_MATMUL_TILE][HRT_MATMUL_TILE];
+  // The same in every thread of the grid: no barrier is skipped.
+  if (M == 0 || N == 0) return;
+  const uint32_t tx = threadIdx.x % HRT_MATMUL_TILE;
+  const uint32_t ty = threadIdx.x / HRT_MATMUL_TILE;
+  const uint32_t tile_rows =
+      (uint32_t)(((uint64_t)M + HRT_MATMUL_TILE - 1) / HRT_MATMUL_TILE);
+  const uint32_t tile_cols =
+      (uint32_t)(((uint64_t)N + HRT_MATMUL_TILE - 1) / HRT_MATMUL_TILE);
+  for (uint32_t z = blockIdx.z; z < batch; z += gridDim.z) {
+    const float* az = a + (uint64_t)z * sa_batch;
+    const float* bz = b + (uint64_t)z * sb_batch;
+    float* cz = c + (uint64_t)z * M * N;
+    for (uint32_t tr = blockIdx.y; tr < tile_rows; tr += gridDim.y) {
+      for (uint32_t tc = blockIdx.x; tc < tile_cols; tc += gridDim.x) {
+        const uint64_t row = (uint64_t)tr * HRT_MATMUL_TILE + ty;
+        const uint64_t col = (uint64_t)tc * HRT_MATMUL_TILE + tx;
+        float sum = 0.0f;
+        for (uint64_t k0 = 0; k0 < K; k0 += HRT_MATMUL_TILE) {
+          a_part[ty][tx] = row < M && k0 + tx < K
+                               ? az[row * sa_row + (k0 + tx) * sa_k]
+                               : 0.0f;
+          b_part[ty][tx] = k0 + ty < K && col < N
+                               ? bz[(k0 + ty) * sb_k + col * sb_col]
+                               : 0.0f;
+          __syncthreads();
+          for (uint32_t k = 0; k < HRT_MATMUL_TILE; ++k) {
+            sum = fmaf(a_part[ty][k], b_part[k][tx], sum);
+          }
+          __syncthreads();
+        }
+        if (row < M && col < N) cz[row * N + col] = sum;
+      }
     }
   }
 }
