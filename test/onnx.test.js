@@ -82,6 +82,45 @@ describe('ONNX reader', () => {
     assert.deepStrictEqual(Array.from(graph.initializers[0].data), [-1n, 9223372036854775807n]);
   });
 
+  it('reads initializers from external data files beside the model, and refuses paths outside its folder', async () => {
+    const fs = require('fs');
+    const os = require('os');
+    const path = require('path');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-onnx-external-'));
+    try {
+      const weights = Buffer.alloc(40);
+      new Float32Array(weights.buffer, 8, 3).set([10, 20, 30]);
+      fs.writeFileSync(path.join(dir, 'weights.bin'), weights);
+      const model = (location) => writeModel({
+        opset: 13,
+        graph: {
+          nodes: [{ opType: 'Add', name: 'add', inputs: ['x', 'b'], outputs: ['y'] }],
+          inputs: [{ name: 'x', dtype: 'f32', dims: [2, 3] }],
+          outputs: [{ name: 'y', dtype: 'f32', dims: [2, 3] }],
+          initializers: [{ name: 'b', dtype: 'f32', dims: [3], external: { location, offset: 8, length: 12 } }],
+        },
+      });
+      fs.writeFileSync(path.join(dir, 'm.onnx'), model('weights.bin'));
+      const m = await halrt.load(path.join(dir, 'm.onnx'), { device: 'local-sync' });
+      try {
+        assert.deepStrictEqual(Array.from(await m.main([[1, 2, 3], [4, 5, 6]], { read: true }).then(([y]) => y)), [11, 22, 33, 14, 25, 36]);
+      } finally {
+        m.close();
+      }
+      assertThrowsHalrt(() => halrt.onnx.convert(model('weights.bin')), 'INVALID_ARGUMENT', "its data is in external file 'weights.bin', and the model was not read from a file");
+      assert.strictEqual(halrt.onnx.convert(model('weights.bin'), { baseDir: dir }).constants.b.data[2], 30);
+      fs.writeFileSync(path.join(dir, 'up.onnx'), model('../weights.bin'));
+      assertThrowsHalrt(() => halrt.onnx.convert(path.join(dir, 'up.onnx')), 'INVALID_ARGUMENT', "external data location '../weights.bin' must be a path inside the model's folder");
+      fs.writeFileSync(path.join(dir, 'short.onnx'), writeModel({
+        opset: 13,
+        graph: { nodes: [], inputs: [], outputs: [], initializers: [{ name: 'b', dtype: 'f32', dims: [3], external: { location: 'weights.bin', offset: 36 } }] },
+      }));
+      assertThrowsHalrt(() => halrt.onnx.convert(path.join(dir, 'short.onnx')), 'INVALID_ARGUMENT', "initializer 0 'b': holds 4 bytes, but f32[3] needs 12");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('refuses malformed bytes with an error naming the message and byte', () => {
     const bytes = small();
     assertThrowsHalrt(() => readModel(bytes.subarray(0, bytes.length - 3)), 'INVALID_ARGUMENT', 'onnx: model', 'runs past the end');
@@ -353,7 +392,6 @@ describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {
   const needs = needModel('hello_deepa');
 
   it('the command line runs it with every node traced, and diff names the nodes', function () {
-
     const { file } = needs;
     const { spawnSync } = require('child_process');
     const path = require('path');

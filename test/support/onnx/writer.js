@@ -6,7 +6,8 @@
 // model({opset, graph: {nodes, inputs, outputs, initializers}}) -> Buffer
 //   nodes: {opType, inputs, outputs, name?, attributes?: {name: {f|i|s|t|floats|ints: value}}}
 //   inputs/outputs: {name, dtype?, dims?} (dims entries: numbers or symbol strings)
-//   initializers: {name, dtype, dims, data (TypedArray)}
+//   initializers: {name, dtype, dims, data (TypedArray)} or, for data in a
+//     file beside the model, external: {location, offset, length}
 // withOutputs(bytes, names) -> bytes whose graph also outputs `names` (a
 //   second `graph` field, which protobuf merges into the first).
 
@@ -41,14 +42,15 @@ function float(field, value) {
   return Buffer.concat([key(field, FIXED32), b]);
 }
 
-// TensorProto {dims = 1, data_type = 2, name = 8, raw_data = 9}.
-function tensor({ name = '', dtype, dims, data }) {
-  return Buffer.concat([
-    ...dims.map((d) => int(1, d)),
-    int(2, TYPES[dtype]),
-    bytes(8, name),
-    bytes(9, new Uint8Array(data.buffer, data.byteOffset, data.byteLength)),
-  ]);
+// TensorProto {dims = 1, data_type = 2, name = 8, raw_data = 9,
+// external_data = 13 (StringStringEntryProto {key = 1, value = 2}),
+// data_location = 14}. `external`: {location, offset?, length?} instead of
+// the data.
+function tensor({ name = '', dtype, dims, data, external }) {
+  const where = external === undefined
+    ? [bytes(9, new Uint8Array(data.buffer, data.byteOffset, data.byteLength))]
+    : [...Object.entries(external).map(([k, v]) => bytes(13, Buffer.concat([bytes(1, k), bytes(2, String(v))]))), int(14, 1)];
+  return Buffer.concat([...dims.map((d) => int(1, d)), int(2, TYPES[dtype]), bytes(8, name), ...where]);
 }
 
 // ValueInfoProto {name = 1, type = 2}; TypeProto {tensor_type = 1};
