@@ -126,6 +126,9 @@ class Converter {
     this.model = model;
     this.options = options;
     this.values = new Map(); // ONNX name -> {kind: 'const', tensor} | {kind: 'value', name, dtype, dims}
+    this.shapes = new Map(); // halrt value name -> dims, of the values ops write
+    this.consumers = new Map(); // ONNX value name -> the nodes that read it
+    this.folded = new Set(); // indices of nodes folded into the node before them
     this.used = new Set(); // halrt value and constant names taken
     this.inputs = [];
     this.outputs = [];
@@ -151,6 +154,7 @@ class Converter {
     const name = output ? onnx : this.fresh(onnx);
     const entry = { kind: 'value', name, dtype: 'f32', dims };
     (output ? this.outputs : this.locals).push({ name, dtype: 'f32', shape: dims });
+    this.shapes.set(name, dims);
     if (this.values.has(onnx)) throw new HalrtError(`onnx: ${where}: value '${onnx}' is produced twice`, 'INVALID_ARGUMENT');
     this.values.set(onnx, entry);
     return entry;
@@ -159,6 +163,7 @@ class Converter {
   temp(base, dims) {
     const name = this.fresh(base);
     this.locals.push({ name, dtype: 'f32', shape: dims });
+    this.shapes.set(name, dims);
     return { kind: 'value', name, dtype: 'f32', dims };
   }
 
@@ -193,10 +198,19 @@ class Converter {
   }
 
   // Enough workgroups to spread a kernel over local-task's workers and a
-  // GPU's blocks, few enough to keep each one busy (bmm_f32: tiles of
-  // columns and rows, and batches).
+  // GPU's blocks, few enough that each has work worth its scheduling: one
+  // per 64 Ki multiply-adds or elements written, 1 to 64 (bmm_f32: tiles
+  // of columns and rows, and batches).
   dispatch(kernel, bindings, constants) {
-    const workgroups = kernel === 'bmm_f32' ? [2, 2, Math.max(1, Math.min(constants[0], 16))] : [64];
+    const out = this.shapes.get(bindings[bindings.length - 1]);
+    const perElement = kernel === 'matmul_f32' ? constants[1] : kernel === 'conv2d_f32' ? constants[5] * constants[6] * constants[7] : 1;
+    const share = Math.min(64, Math.max(1, Math.ceil((count(out) * perElement) / 65536)));
+    const clamp = (n) => Math.min(8, Math.max(1, Math.ceil(n)));
+    // matmul_f32 splits columns over x and rows over y: pieces of at least
+    // 256 columns and 128 rows keep its register tiles full.
+    const workgroups = kernel === 'bmm_f32' ? [2, 2, clamp(constants[0])]
+      : kernel === 'matmul_f32' ? [clamp(constants[2] / 256), clamp(constants[0] / 128)]
+        : [share];
     this.body.push({ op: 'dispatch', kernel: `k.${kernel}`, workgroups, bindings, constants });
   }
 
@@ -213,6 +227,36 @@ class Converter {
     const pad = (list, fill) => [...new Array(6 - list.length).fill(fill), ...list];
     this.dispatch('strided_copy_f32', [this.operand(src), out.name],
       [srcOffset, dstOffset, ...pad(dims, 1), ...pad(srcStrides, 0), ...pad(dstStrides, 0)]);
+  }
+
+  // A BatchNormalization that alone reads a Conv's output, with constant
+  // parameters, folded into the Conv's constant weights and bias (as ONNX
+  // Runtime does): [w, b, node] with the Conv writing the normalised
+  // output. Not when nodes are traced, whose traces show each node's own
+  // output.
+  foldBatchNormalization(node, w, b) {
+    const readers = this.consumers.get(node.outputs[0]) ?? [];
+    const bn = readers[0];
+    const constant = (e) => e !== undefined && e.kind === 'const' && e.tensor.dtype === 'f32';
+    if (this.options.traceNodes || readers.length !== 1 || bn.opType !== 'BatchNormalization' || bn.outputs.length !== 1 ||
+      this.model.graph.outputs.some((o) => o.name === node.outputs[0]) || !constant(w) || (b !== undefined && !constant(b))) {
+      return [w, b, node];
+    }
+    const params = bn.inputs.slice(1).map((name) => this.values.get(name));
+    const M = w.tensor.dims[0];
+    if (params.length !== 4 || !params.every((p) => constant(p) && p.tensor.data.length === M) || bn.inputs[0] !== node.outputs[0]) return [w, b, node];
+    const f = Math.fround;
+    const attributes = new Attributes(bn, `node ${bn.index}`);
+    if (attributes.int('training_mode', 0)) return [w, b, node];
+    const eps = f(attributes.float('epsilon', 1e-5));
+    const [scale, shift, mean, variance] = params.map((p) => p.tensor.data);
+    const s = Float32Array.from(scale, (v, m) => f(v / f(Math.sqrt(f(variance[m] + eps)))));
+    const per = w.tensor.data.length / M;
+    const weights = Float32Array.from(w.tensor.data, (v, i) => f(v * s[Math.floor(i / per)]));
+    const bias = Float32Array.from(s, (sm, m) => f(f((b ? b.tensor.data[m] : 0) - mean[m]) * sm + shift[m]));
+    this.folded.add(bn.index);
+    const tensor = (name, dims, data) => ({ kind: 'const', tensor: { name, dtype: 'f32', dims, data } });
+    return [tensor(`${w.tensor.name}*bn`, w.tensor.dims, weights), tensor(`${bn.outputs[0]}/bias`, [M], bias), { ...node, outputs: bn.outputs }];
   }
 
   // `entry` read with its dims permuted (`perm`) into the dense `out`.
@@ -241,7 +285,10 @@ class Converter {
       this.inputs.push({ name: input.name, dtype: 'f32', shape: dims });
       this.values.set(input.name, { kind: 'value', name: input.name, dtype: 'f32', dims });
     }
-    for (const node of graph.nodes) this.node(node);
+    for (const node of graph.nodes) {
+      for (const input of node.inputs) this.consumers.set(input, [...(this.consumers.get(input) ?? []), node]);
+    }
+    for (const node of graph.nodes) if (!this.folded.has(node.index)) this.node(node);
     for (const output of graph.outputs) {
       const entry = this.lookup(output.name, `graph output '${output.name}'`);
       if (entry.kind === 'value' && this.outputs.some((o) => o.name === entry.name)) continue;
@@ -398,6 +445,7 @@ const HANDLERS = {
   },
 
   Conv(node, [x, w, b], attributes, where) {
+    [w, b, node] = this.foldBatchNormalization(node, w, b);
     const dims = this.dims(this.f32(x, where));
     const wDims = this.dims(this.f32(w, where));
     const group = attributes.int('group', 1);
@@ -420,6 +468,26 @@ const HANDLERS = {
       if (b === undefined) return;
       const out = this.define(node.outputs[0], outDims, where);
       this.binary(BINARY_OPS.Add, product, channelConstant(b.tensor.name, b.tensor.data), out);
+      return;
+    }
+    if (N === 1 && group === 1 && (b === undefined || b.kind === 'const')) {
+      // One image, one group: columns of every window (im2col, a strided
+      // copy of the input, padded first when the windows reach past it),
+      // then one matrix product W [M, C·KH·KW] · cols.
+      const [KH, KW] = kernel;
+      const Hp = Math.max(H + win.pt, (win.oh - 1) * win.strides[0] + win.dilations[0] * (KH - 1) + 1);
+      const Wp = Math.max(W + win.pl, (win.ow - 1) * win.strides[1] + win.dilations[1] * (KW - 1) + 1);
+      let source = x;
+      if (Hp !== H || Wp !== W) {
+        source = this.temp(`${node.outputs[0]}/padded`, [C, Hp, Wp]);
+        this.stridedCopy(x, 0, denseStrides([C, H, W]), source, win.pt * Wp + win.pl, [Hp * Wp, Wp, 1], [C, H, W]);
+      }
+      const colsDims = [C, KH, KW, win.oh, win.ow];
+      const cols = this.temp(`${node.outputs[0]}/cols`, colsDims);
+      this.stridedCopy(source, 0, [Hp * Wp, win.dilations[0] * Wp, win.dilations[1], win.strides[0] * Wp, win.strides[1]], cols, 0, denseStrides(colsDims), colsDims);
+      const product = b === undefined ? this.define(node.outputs[0], outDims, where) : this.temp(`${node.outputs[0]}/Wcols`, outDims);
+      this.dispatch('matmul_f32', [this.operand(w), cols.name, product.name], [M, C * KH * KW, win.oh * win.ow]);
+      if (b !== undefined) this.binary(BINARY_OPS.Add, product, channelConstant(b.tensor.name, b.tensor.data), this.define(node.outputs[0], outDims, where));
       return;
     }
     const bias = b ?? { kind: 'const', tensor: { name: `${node.outputs[0]}/zero_bias`, dtype: 'f32', dims: [M], data: new Float32Array(M) } };

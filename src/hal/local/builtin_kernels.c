@@ -306,14 +306,35 @@ static uint64_t hrt_dims_count(const uint32_t* dims) {
   return n;
 }
 
-// One run of `count` outputs along the last dimension.
+// One run of `count` outputs along the last dimension; the common stride
+// pairs (dense, or one side broadcast) get loops of their own, which the
+// compiler vectorises.
 #define HRT_BINARY_ROW(name, expr)                                          \
   static void hrt_binary_row_##name(const float* a, uint64_t sa,           \
                                     const float* b, uint64_t sb, float* out, \
                                     size_t count) {                         \
-    for (size_t i = 0; i < count; ++i) {                                    \
-      const float x = a[i * sa], y = b[i * sb];                             \
-      out[i] = (expr);                                                      \
+    if (sa == 1 && sb == 1) {                                               \
+      for (size_t i = 0; i < count; ++i) {                                  \
+        const float x = a[i], y = b[i];                                     \
+        out[i] = (expr);                                                    \
+      }                                                                     \
+    } else if (sa == 1 && sb == 0) {                                        \
+      const float y = b[0];                                                 \
+      for (size_t i = 0; i < count; ++i) {                                  \
+        const float x = a[i];                                               \
+        out[i] = (expr);                                                    \
+      }                                                                     \
+    } else if (sa == 0 && sb == 1) {                                        \
+      const float x = a[0];                                                 \
+      for (size_t i = 0; i < count; ++i) {                                  \
+        const float y = b[i];                                               \
+        out[i] = (expr);                                                    \
+      }                                                                     \
+    } else {                                                                \
+      for (size_t i = 0; i < count; ++i) {                                  \
+        const float x = a[i * sa], y = b[i * sb];                           \
+        out[i] = (expr);                                                    \
+      }                                                                     \
     }                                                                       \
   }
 HRT_BINARY_ROW(add, x + y)
