@@ -129,6 +129,7 @@ class Converter {
     this.shapes = new Map(); // halrt value name -> dims, of the values ops write
     this.consumers = new Map(); // ONNX value name -> the nodes that read it
     this.folded = new Set(); // indices of nodes folded into the node before them
+    this.scalars = new Map(); // value -> its f32 scalar constant
     this.used = new Set(); // halrt value and constant names taken
     this.inputs = [];
     this.outputs = [];
@@ -245,15 +246,13 @@ class Converter {
     const params = bn.inputs.slice(1).map((name) => this.values.get(name));
     const M = w.tensor.dims[0];
     if (params.length !== 4 || !params.every((p) => constant(p) && p.tensor.data.length === M) || bn.inputs[0] !== node.outputs[0]) return [w, b, node];
-    const f = Math.fround;
     const attributes = new Attributes(bn, `node ${bn.index}`);
     if (attributes.int('training_mode', 0)) return [w, b, node];
-    const eps = f(attributes.float('epsilon', 1e-5));
-    const [scale, shift, mean, variance] = params.map((p) => p.tensor.data);
-    const s = Float32Array.from(scale, (v, m) => f(v / f(Math.sqrt(f(variance[m] + eps)))));
+    const { s, t } = scaleShift(attributes, params);
+    const f = Math.fround;
     const per = w.tensor.data.length / M;
     const weights = Float32Array.from(w.tensor.data, (v, i) => f(v * s[Math.floor(i / per)]));
-    const bias = Float32Array.from(s, (sm, m) => f(f((b ? b.tensor.data[m] : 0) - mean[m]) * sm + shift[m]));
+    const bias = Float32Array.from(t, (tm, m) => f(f((b ? b.tensor.data[m] : 0) * s[m]) + tm));
     this.folded.add(bn.index);
     const tensor = (name, dims, data) => ({ kind: 'const', tensor: { name, dtype: 'f32', dims, data } });
     return [tensor(`${w.tensor.name}*bn`, w.tensor.dims, weights), tensor(`${bn.outputs[0]}/bias`, [M], bias), { ...node, outputs: bn.outputs }];
@@ -265,8 +264,12 @@ class Converter {
     this.stridedCopy(entry, 0, perm.map((p) => dense[p]), out, 0, denseStrides(out.dims), out.dims);
   }
 
+  // An f32 scalar constant: one module constant per value.
   scalar(value) {
-    return { kind: 'const', tensor: { name: `scalar_${value}`, dtype: 'f32', dims: [], data: new Float32Array([value]) } };
+    if (!this.scalars.has(value)) {
+      this.scalars.set(value, { kind: 'const', tensor: { name: `scalar_${value}`, dtype: 'f32', dims: [], data: new Float32Array([value]) } });
+    }
+    return this.scalars.get(value);
   }
 
   convert() {
@@ -504,11 +507,7 @@ const HANDLERS = {
     if (params.some((p) => p.kind !== 'const' || p.tensor.dtype !== 'f32' || p.tensor.data.length !== C) || dims.length < 2) {
       throw attributes.unsupported(`scale, B, mean and var other than constants of [${C}]`);
     }
-    // y = x·s + t with s = scale / sqrt(var + eps), t = B − mean·s, in f32.
-    const eps = Math.fround(attributes.float('epsilon', 1e-5));
-    const f = Math.fround;
-    const s = Float32Array.from(scale.tensor.data, (v, c) => f(v / f(Math.sqrt(f(variance.tensor.data[c] + eps)))));
-    const t = Float32Array.from(bias.tensor.data, (v, c) => f(v - f(mean.tensor.data[c] * s[c])));
+    const { s, t } = scaleShift(attributes, params);
     const shape = [1, C, ...new Array(dims.length - 2).fill(1)];
     const scaled = this.temp(`${node.outputs[0]}/xs`, dims);
     this.binary(BINARY_OPS.Mul, x, { kind: 'const', tensor: { name: `${node.outputs[0]}/scale`, dtype: 'f32', dims: shape, data: s } }, scaled);
@@ -725,6 +724,18 @@ function window2d(attributes, dims, kernel, where) {
   return { strides, dilations, pt, pl, oh, ow };
 }
 
+// BatchNormalization (inference) as y = x·s + t per channel, in f32:
+// s = scale / sqrt(var + eps), t = B − mean·s. `params`: its constant
+// scale, B, mean and var.
+function scaleShift(attributes, params) {
+  const f = Math.fround;
+  const eps = f(attributes.float('epsilon', 1e-5));
+  const [scale, shift, mean, variance] = params.map((p) => p.tensor.data);
+  const s = Float32Array.from(scale, (v, c) => f(v / f(Math.sqrt(f(variance[c] + eps)))));
+  const t = Float32Array.from(shift, (v, c) => f(v - f(mean[c] * s[c])));
+  return { s, t };
+}
+
 // A per-channel constant [C] as [1, C, 1, 1] for broadcasting.
 function channelConstant(name, data) {
   return { kind: 'const', tensor: { name, dtype: 'f32', dims: [1, data.length, 1, 1], data } };
@@ -803,4 +814,4 @@ function convert(source, options = {}) {
   return { description, traced: converter.traced, model };
 }
 
-module.exports = { convert, broadcast };
+module.exports = { convert };

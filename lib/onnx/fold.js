@@ -5,13 +5,13 @@
 // constant tensors. fold() returns the output tensors, or undefined when
 // the op is not folded here (the converter then emits it, if it can).
 
-const { ARRAYS } = require('./model');
+const { ARRAY_OF } = require('../host_data');
 
 const BIG = new Set(['i64', 'u64']);
 const count = (dims) => dims.reduce((n, d) => n * d, 1);
 
 function tensor(dtype, dims, values) {
-  const data = new ARRAYS[dtype](count(dims));
+  const data = new ARRAY_OF[dtype](count(dims));
   for (let i = 0; i < data.length; ++i) data[i] = BIG.has(dtype) ? BigInt(values[i]) : values[i];
   return { dtype, dims, data };
 }

@@ -10,6 +10,7 @@
 const path = require('path');
 const { HalrtError } = require('../errors');
 const { LIMITS, readRegularFile } = require('../files');
+const { ARRAY_OF } = require('../host_data');
 const { decode } = require('./protobuf');
 
 const StringEntry = { 1: ['key', 'string'], 2: ['value', 'string'] };
@@ -51,11 +52,6 @@ const TYPE_NAMES = {
   0: 'UNDEFINED', 8: 'STRING', 14: 'COMPLEX64', 15: 'COMPLEX128', 17: 'FLOAT8E4M3FN', 18: 'FLOAT8E4M3FNUZ', 19: 'FLOAT8E5M2',
   20: 'FLOAT8E5M2FNUZ', 21: 'UINT4', 22: 'INT4', 23: 'FLOAT4E2M1',
 };
-const ARRAYS = {
-  f32: Float32Array, f64: Float64Array, u8: Uint8Array, i8: Int8Array, u16: Uint16Array, i16: Int16Array, i32: Int32Array,
-  u32: Uint32Array, i64: BigInt64Array, u64: BigUint64Array, bool: Uint8Array, f16: Uint16Array, bf16: Uint16Array,
-};
-
 function invalid(message) {
   return new HalrtError(`onnx: ${message}`, 'INVALID_ARGUMENT');
 }
@@ -106,7 +102,7 @@ function readTensor(tensor, what, modelDir, files) {
   const dtype = dtypeOf(tensor.dataType, what);
   const dims = dimsOf(tensor.dims, what);
   const count = dims.reduce((n, d) => n * d, 1);
-  const Type = ARRAYS[dtype];
+  const Type = ARRAY_OF[dtype];
   let data;
   let bytes = tensor.rawData;
   if (tensor.dataLocation === 1) bytes = externalBytes(tensor, what, modelDir, files);
@@ -208,4 +204,4 @@ function readModelFile(file) {
   return readModel(bytes, path.dirname(path.resolve(file)));
 }
 
-module.exports = { readModel, readModelFile, ARRAYS };
+module.exports = { readModel, readModelFile };
