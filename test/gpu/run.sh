@@ -11,7 +11,9 @@
 #   4. test/gpu/checks.js: built-ins on edge values, an     90 s
 #      illegal address, profile timings, launch overhead
 #      against a raw cuLaunchKernel loop (launch_loop.c),
-#      JS-thread stalls, an NVRTC source kernel
+#      JS-thread stalls, an NVRTC source kernel, the three
+#      ONNX models of test/onnx.test.js node by node
+#      against local-task (halrt.compare)
 #
 # and prints one table (step/check, PASS/FAIL/SKIP, seconds, key figures).
 # Into $OUT (default ./gpu-out), at most 8 files as the device tool brings
@@ -25,12 +27,15 @@
 #   npm ci                          addon (npm run build deletes build/)
 #   make -C test/c all              build/ctest: test_cuda, libfakecuda.so
 #   ../shared/tools/device-pack.sh  .device/: node and env.sh
-#   bash test/gpu/prepare.sh        build/gpu/launch_loop, and what the run
-#                                   needs of node_modules in .device/; prints
-#                                   the size of the carry and fails over 64 MiB
-# then carry [".device", "build"] (not node_modules: typescript alone is
-# 23 MiB) and run there:  source .device/env.sh && bash test/gpu/run.sh
-# A missing build/ctest/test_cuda (test/c/test_cuda.c with its sections,
+#   bash test/gpu/prepare.sh        build/gpu: launch_loop, ctest/ (test_cuda
+#                                   and its shared objects), models/ (the
+#                                   ONNX models); what the run needs of
+#                                   node_modules in .device/; prints the size
+#                                   of the carry and fails over 64 MiB
+# then carry [".device", "build/Release", "build/gpu"] (not node_modules:
+# typescript alone is 23 MiB; not all of build: the C tests' other builds)
+# and run there:  source .device/env.sh && bash test/gpu/run.sh
+# A missing test_cuda (test/c/test_cuda.c with its sections,
 # test/c/cuda/*.c) or build/gpu/launch_loop is built here with cc (no node
 # needed; launch_loop before step 3, whose rows use it).
 #
@@ -124,11 +129,13 @@ note "$(grep -A1 '^name' "$out/environment.txt" | tail -1 || true)"
 
 # 1. C tests on the GPU.
 if wanted ctest; then
+  # make -C test/c's build, prepare.sh's copy of it, or one built here.
   test_cuda=$root/build/ctest/test_cuda
+  [ -x "$test_cuda" ] || test_cuda=$root/build/gpu/ctest/test_cuda
   [ -x "$test_cuda" ] || test_cuda=$work/test_cuda
   mapfile -t runtime < <(find src/base src/hal src/vm src/modules -name '*.c' | sort)
   if build test_cuda "$test_cuda" test/c/test_cuda.c test/c/cuda/*.c "${runtime[@]}"; then
-    HRT_TEST_ROOT=$root HRT_TEST_KERNEL_DIR=$root/build/ctest \
+    HRT_TEST_ROOT=$root HRT_TEST_KERNEL_DIR=$(dirname "$test_cuda") \
       step "C tests (test_cuda)" test_cuda.log 60 "$test_cuda"
   else
     row "C tests (test_cuda)" FAIL 0 "building test_cuda failed; see build.log"

@@ -53,4 +53,4 @@ function need(context, result) {
   context.skip();
 }
 
-module.exports = { model, ort, need };
+module.exports = { MODELS, model, ort, need };
