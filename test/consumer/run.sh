@@ -111,10 +111,20 @@ install prebuilt "$tarball" PATH="$tools" CC="$work/no-compiler" CXX="$work/no-c
 [ ! -e "$work/prebuilt/node_modules/halrt/build" ] || fail 'prebuilt: the install made node_modules/halrt/build'
 check prebuilt "$prebuild"
 # The examples, copied into a CommonJS folder of the project, run as they
-# are: they require('halrt') and nothing private.
+# are: they require('halrt') and nothing private. onnx-debug.js reads the
+# cls model from the project (fetched as the ONNX tests fetch it; the
+# example is skipped, saying so, when it cannot be).
 mkdir "$work/prebuilt/examples"
 cp "$work/prebuilt/node_modules/halrt/examples/"* "$work/prebuilt/examples/"
 echo '{"type": "commonjs"}' > "$work/prebuilt/examples/package.json"
+cls=$(node -e "const m = require('./test/support/onnx/oracle').model('cls'); if (m.path) console.log(m.path)" 2>/dev/null || true)
+if [ -n "$cls" ]; then
+  cp "$cls" "$work/prebuilt/"
+else
+  [ -z "${CI:-}" ] || fail 'prebuilt: the cls model of examples/onnx-debug.js could not be fetched (needed under CI)'
+  echo "test/consumer/run.sh: prebuilt: examples/onnx-debug.js skipped: the cls model could not be fetched"
+  rm "$work/prebuilt/examples/onnx-debug.js"
+fi
 for example in "$work/prebuilt/examples/"*.js; do
   (cd "$work/prebuilt" && node "examples/$(basename "$example")" > "$work/example.log" 2>&1) ||
     { cat "$work/example.log" >&2; fail "prebuilt: examples/$(basename "$example") copied into the project"; }
