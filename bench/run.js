@@ -8,7 +8,7 @@
 //   node bench/run.js --only trace,invoke --no-install
 //
 // Options: --quick; --only GROUPS (comma-separated: trace, invoke, dispatch,
-// alloc, cuda); --no-install (never npm-install onnxruntime-node; its rows are then
+// alloc, models, cuda); --no-install (never npm-install onnxruntime-node; its rows are then
 // "unavailable"); --json FILE (also write the rows as JSON).
 // Exit status: 0 when every benchmark ran (missed targets included), 1 when
 // one failed to run, 2 for bad options (--help prints the usage).
@@ -23,8 +23,9 @@ const { invokeOverhead, hostCall } = require('./invoke');
 const { allocatingCall } = require('./alloc');
 const dispatch = require('./dispatch');
 const cuda = require('./cuda');
+const { modelRows } = require('./models');
 
-const GROUPS = ['trace', 'invoke', 'dispatch', 'alloc', 'cuda'];
+const GROUPS = ['trace', 'invoke', 'dispatch', 'alloc', 'models', 'cuda'];
 
 const USAGE = `usage: node bench/run.js [--quick] [--only ${GROUPS.join(',')}] [--no-install] [--json FILE]`;
 
@@ -188,7 +189,7 @@ async function main() {
   const started = Date.now();
   const ref = loadReference();
   const instance = new halrt.Instance();
-  const needsOrt = opts.only.includes('invoke') || opts.only.includes('dispatch');
+  const needsOrt = ['invoke', 'dispatch', 'models'].some((group) => opts.only.includes(group));
   const ort = needsOrt ? loadOrt({ allowInstall: opts.allowInstall, log }) : { unavailable: 'not needed' };
   if (ort.unavailable && needsOrt) log(`onnxruntime-node unavailable: ${ort.unavailable}`);
   const device = instance.createDevice('local-task');
@@ -217,6 +218,7 @@ async function main() {
     plan.push(['trace overhead', () => trace.traceOverhead(context)], ['trace loop lag', () => trace.traceLoopLag(context)]);
   }
   if (opts.only.includes('alloc')) plan.push(['allocating call', () => allocatingCall(context)]);
+  if (opts.only.includes('models')) plan.push(['ONNX models', () => modelRows(context)]);
   if (opts.only.includes('cuda')) plan.push(['cuda', () => cudaRows(context)]);
 
   const rows = [];

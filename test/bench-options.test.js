@@ -7,7 +7,7 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 
 const ROOT = path.join(__dirname, '..');
-const USAGE = 'usage: node bench/run.js [--quick] [--only trace,invoke,dispatch,alloc,cuda] [--no-install] [--json FILE]';
+const USAGE = 'usage: node bench/run.js [--quick] [--only trace,invoke,dispatch,alloc,models,cuda] [--no-install] [--json FILE]';
 
 function bench(...args) {
   return spawnSync(process.execPath, ['bench/run.js', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60000 });
@@ -23,7 +23,7 @@ describe('bench/run.js options', () => {
   it('an unknown option or group is named, with the usage, exit status 2', () => {
     for (const [args, message] of [
       [['--bogus'], "bench/run.js: Unknown option '--bogus'"],
-      [['--only', 'trace,nope'], "bench/run.js: --only: unknown group 'nope' (trace, invoke, dispatch, alloc, cuda)"],
+      [['--only', 'trace,nope'], "bench/run.js: --only: unknown group 'nope' (trace, invoke, dispatch, alloc, models, cuda)"],
     ]) {
       const result = bench(...args);
       assert.strictEqual(result.status, 2, result.stderr);
