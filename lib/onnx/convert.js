@@ -11,6 +11,7 @@
 const { HalrtError } = require('../errors');
 const { readModel } = require('./model');
 const { fold, reshapeDims, sliceWindow, strides: denseStrides } = require('./fold');
+const { fuse } = require('./fuse');
 
 const MAX_NAME = 255; // a value name's limit (docs/module-format.md)
 const BUILTIN = { local: { builtin: true }, cuda: { builtin: true } };
@@ -117,8 +118,29 @@ function broadcastStrides(dims, out) {
   return strides;
 }
 
-function pad6(dims) {
-  return [...new Array(6 - dims.length).fill(1), ...dims];
+// `list` with leading `fill`s to 6 entries (dims: 1s; strides: 0s).
+function pad6(list, fill = 1) {
+  return [...new Array(6 - list.length).fill(fill), ...list];
+}
+
+// `dims` and each list of `strides` (as long) with neighbouring dims merged
+// where every list steps over the outer one as over the inner run (and
+// dims of 1 dropped): the same elements in the same order, in longer
+// innermost runs.
+function coalesce(dims, ...strides) {
+  const out = { dims: [], strides: strides.map(() => []) };
+  for (let i = 0; i < dims.length; ++i) {
+    if (dims[i] === 1) continue;
+    const last = out.dims.length - 1;
+    if (last >= 0 && strides.every((list, s) => list[i] * dims[i] === out.strides[s][last])) {
+      out.dims[last] *= dims[i];
+      strides.forEach((list, s) => { out.strides[s][last] = list[i]; });
+    } else {
+      out.dims.push(dims[i]);
+      strides.forEach((list, s) => out.strides[s].push(list[i]));
+    }
+  }
+  return out;
 }
 
 class Converter {
@@ -130,6 +152,7 @@ class Converter {
     this.consumers = new Map(); // ONNX value name -> the nodes that read it
     this.folded = new Set(); // indices of nodes folded into the node before them
     this.scalars = new Map(); // value -> its f32 scalar constant
+    this.tags = new Map(); // unary_f32 and binary_f32 ops -> what they compute (fuse.js)
     this.used = new Set(); // halrt value and constant names taken
     this.inputs = [];
     this.outputs = [];
@@ -203,6 +226,12 @@ class Converter {
   // per 64 Ki multiply-adds or elements written, 1 to 64 (bmm_f32: tiles
   // of columns and rows, and batches).
   dispatch(kernel, bindings, constants) {
+    const op = this.dispatchOp(kernel, bindings, constants);
+    this.body.push(op);
+    return op;
+  }
+
+  dispatchOp(kernel, bindings, constants) {
     const out = this.shapes.get(bindings[bindings.length - 1]);
     const perElement = kernel === 'matmul_f32' ? constants[1] : kernel === 'conv2d_f32' ? constants[5] * constants[6] * constants[7] : 1;
     const share = Math.min(64, Math.max(1, Math.ceil((count(out) * perElement) / 65536)));
@@ -212,22 +241,56 @@ class Converter {
     const workgroups = kernel === 'bmm_f32' ? [2, 2, clamp(constants[0])]
       : kernel === 'matmul_f32' ? [clamp(constants[2] / 256), clamp(constants[0] / 128)]
         : [share];
-    this.body.push({ op: 'dispatch', kernel: `k.${kernel}`, workgroups, bindings, constants });
+    return { op: 'dispatch', kernel: `k.${kernel}`, workgroups, bindings, constants };
+  }
+
+  // An operand as fuse.js sees it: its name, dims, and its value when it
+  // is an f32 scalar constant.
+  tagOperand(entry) {
+    const scalar = entry.kind === 'const' && entry.tensor.dtype === 'f32' && count(entry.tensor.dims) === 1;
+    return { name: this.operand(entry), dims: this.dims(entry), scalar: scalar ? Math.fround(Number(entry.tensor.data[0])) : undefined };
+  }
+
+  unary(op, x, out, alpha = 0, beta = 0) {
+    const dispatch = this.dispatch('unary_f32', [this.operand(x), out.name], [count(out.dims), op, f32Bits(alpha), f32Bits(beta)]);
+    this.tags.set(dispatch, { kind: 'unary', op, alpha, beta, x: this.tagOperand(x), out: { name: out.name, dims: out.dims } });
   }
 
   binary(op, a, b, out) {
-    const dims = pad6(out.dims);
-    const sa = broadcastStrides(this.dims(a), out.dims);
-    const sb = broadcastStrides(this.dims(b), out.dims);
-    this.dispatch('binary_f32', [this.operand(a), this.operand(b), out.name], [op, ...dims, ...sa, ...sb]);
+    const c = coalesce(pad6(out.dims), broadcastStrides(this.dims(a), out.dims),
+      broadcastStrides(this.dims(b), out.dims), denseStrides(pad6(out.dims)));
+    const dispatch = this.dispatch('binary_f32', [this.operand(a), this.operand(b), out.name],
+      [op, ...pad6(c.dims), ...pad6(c.strides[0], 0), ...pad6(c.strides[1], 0)]);
+    this.tags.set(dispatch, { kind: 'binary', op, a: this.tagOperand(a), b: this.tagOperand(b), out: { name: out.name, dims: out.dims } });
+  }
+
+  // The chain_f32 dispatch of a fused chain (fuse.js) writing `out`.
+  chainDispatch(chain, out) {
+    const dims = pad6(chain.dims);
+    const c = coalesce(dims, denseStrides(dims), chain.y ? broadcastStrides(chain.y.dims, chain.dims) : new Array(6).fill(0));
+    const steps = [...chain.steps, ...new Array(6 - chain.steps.length).fill([0, 0, 0, 0])]
+      .flatMap(([op, operand, alpha, beta]) => [op | (operand << 8), f32Bits(alpha), f32Bits(beta)]);
+    return this.dispatchOp('chain_f32', [chain.x.name, (chain.y ?? chain.x).name, out],
+      [chain.steps.length, ...pad6(c.dims), ...pad6(c.strides[1], 0), ...steps]);
+  }
+
+  // Elementwise chains fused (not when nodes are traced: each node's
+  // output is then a value of its own), and the locals and constants no op
+  // reads or writes any more dropped.
+  fuseChains() {
+    if (this.options.traceNodes) return;
+    this.body = fuse(this.body, this.tags, new Set(this.outputs.map((o) => o.name)), (chain, out) => this.chainDispatch(chain, out));
+    const named = new Set(this.body.flatMap((op) => (op.op === 'dispatch' ? op.bindings : op.op === 'copy' ? [op.source, op.target] : op.values)));
+    this.locals = this.locals.filter((l) => named.has(l.name));
+    for (const name of Object.keys(this.constants)) if (!named.has(name)) delete this.constants[name];
   }
 
   // out (at dstOffset, dstStrides) = src (at srcOffset, srcStrides) over
   // `dims` (rank <= 6), element by element.
   stridedCopy(src, srcOffset, srcStrides, out, dstOffset, dstStrides, dims) {
-    const pad = (list, fill) => [...new Array(6 - list.length).fill(fill), ...list];
+    const c = coalesce(dims, srcStrides, dstStrides);
     this.dispatch('strided_copy_f32', [this.operand(src), out.name],
-      [srcOffset, dstOffset, ...pad(dims, 1), ...pad(srcStrides, 0), ...pad(dstStrides, 0)]);
+      [srcOffset, dstOffset, ...pad6(c.dims), ...pad6(c.strides[0], 0), ...pad6(c.strides[1], 0)]);
   }
 
   // A BatchNormalization that alone reads a Conv's output, with constant
@@ -301,6 +364,7 @@ class Converter {
       this.outputs.push({ name: output.name, dtype: 'f32', shape: dims });
       this.body.push({ op: 'copy', source: this.operand(entry), target: output.name });
     }
+    this.fuseChains();
     const order = new Map(graph.outputs.map((o, i) => [o.name, i]));
     this.outputs.sort((x, y) => order.get(x.name) - order.get(y.name));
     return {
@@ -406,8 +470,7 @@ const HANDLERS = {
       if (bound.kind !== 'const' || count(bound.tensor.dims) !== 1) throw attributes.unsupported('a min or max computed at run time');
       set(Number(bound.tensor.data[0]));
     }
-    const out = this.define(node.outputs[0], this.dims(this.f32(x, where)), where);
-    this.dispatch('unary_f32', [this.operand(x), out.name], [count(out.dims), 12, f32Bits(min), f32Bits(max)]);
+    this.unary(12, x, this.define(node.outputs[0], this.dims(this.f32(x, where)), where), min, max);
   },
 
   Flatten(node, [x], attributes, where) {
@@ -801,8 +864,7 @@ for (const [opType, op] of Object.entries(BINARY_OPS)) {
 for (const [opType, [op, params]] of Object.entries(UNARY_OPS)) {
   HANDLERS[opType] = function unaryHandler(node, [x], attributes, where) {
     const [alpha, beta] = params ? params(attributes) : [0, 0];
-    const out = this.define(node.outputs[0], this.dims(this.f32(x, where)), where);
-    this.dispatch('unary_f32', [this.operand(x), out.name], [count(out.dims), op, f32Bits(alpha), f32Bits(beta)]);
+    this.unary(op, x, this.define(node.outputs[0], this.dims(this.f32(x, where)), where), alpha, beta);
   };
 }
 

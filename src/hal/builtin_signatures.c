@@ -27,6 +27,19 @@ bool hrt_builtin_conv2d_valid(const uint32_t* k) {
          k[4] % (k[1] / k[5]) == 0 && k[10] && k[11] && k[14] && k[15];
 }
 
+bool hrt_builtin_chain_valid(const uint32_t* k) {
+  if (k[0] < 1 || k[0] > 6) return false;
+  for (uint32_t j = 0; j < k[0]; ++j) {
+    const uint32_t word = k[13 + 3 * j], op = word & 0xffu;
+    const uint32_t operand = word >> 8;
+    const bool unary = op < 14 && operand == 0;
+    const bool binary = ((op >= 16 && op < 23) || (op >= 32 && op < 39)) &&
+                        operand <= 2;
+    if (!unary && !binary) return false;
+  }
+  return true;
+}
+
 // pool2d_f32: strides positive.
 static bool hrt_builtin_pool2d_valid(const uint32_t* k) {
   return k[8] != 0 && k[9] != 0;
@@ -99,6 +112,16 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      0,
      0,
      NULL},
+    // x dense, y at strides, out dense over dims (constants 1..6); each
+    // step's alpha and beta are f32
+    {"chain_f32",
+     3,
+     31,
+     0x6db6c000u,
+     {{F32, false, false, 6, DIMS6, 0, 0}, STRIDED(7), DENSE6},
+     0,
+     0,
+     hrt_builtin_chain_valid},
 };
 
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {

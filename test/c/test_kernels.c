@@ -177,7 +177,7 @@ static const struct {
     {"reduce_sum_f32", 2, 2},   {"binary_f32", 3, 19},
     {"unary_f32", 2, 4},        {"conv2d_f32", 4, 16},
     {"pool2d_f32", 2, 13},      {"bmm_f32", 3, 10},
-    {"strided_copy_f32", 2, 20},
+    {"strided_copy_f32", 2, 20}, {"chain_f32", 3, 31},
 };
 
 static void test_library_lists_every_documented_kernel(void) {
@@ -476,16 +476,18 @@ static void test_elementwise_outputs_may_alias_inputs(void) {
 static void test_zero_elements_is_valid_and_touches_nothing(void) {
   const uint32_t grid[3] = {4, 1, 1};
   // Sizes 0; conv2d's and pool2d's strides, dilations and groups 1.
-  const uint32_t zeros[20] = {0};
+  const uint32_t zeros[31] = {0};
   const uint32_t conv[16] = {0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1};
   const uint32_t pool[13] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0};
+  const uint32_t chain[31] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
   const size_t lengths[4] = {0, 0, 0, 0};
   void* bindings[4] = {NULL, NULL, NULL, NULL};
   for (size_t i = 0; i < COUNT_OF(kExpected); ++i) {
     const char* name = kExpected[i].name;
-    const uint32_t* constants = strcmp(name, "conv2d_f32") == 0   ? conv
-                                : strcmp(name, "pool2d_f32") == 0 ? pool
-                                                                  : zeros;
+    const uint32_t* constants = strcmp(name, "conv2d_f32") == 0    ? conv
+                                : strcmp(name, "pool2d_f32") == 0  ? pool
+                                : strcmp(name, "chain_f32") == 0   ? chain
+                                                                   : zeros;
     CHECK_EQ_INT(run_kernel(name, grid, bindings, lengths,
                             kExpected[i].binding_count, constants,
                             kExpected[i].constant_count),
@@ -913,7 +915,7 @@ static void test_reduce_sum_is_accurate_for_long_rows(void) {
 // length and element size.
 static const struct {
   const char* name;
-  uint32_t constants[20];
+  uint32_t constants[31];
   size_t lengths[4];
   size_t element_size;
 } kValidCalls[] = {
@@ -949,6 +951,11 @@ static const struct {
      {1, 0, 1, 1, 1, 1, 1, 5, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1},
      {24, 20},
      4},
+    // out = y - (-x) over 5 elements, y dense
+    {"chain_f32",
+     {2, 1, 1, 1, 1, 1, 5, 0, 0, 0, 0, 0, 1, 5, 0, 0, 33 | 1 << 8, 0, 0},
+     {20, 20, 20},
+     4},
 };
 
 enum { BUFFER_BYTES = 64 };
@@ -976,7 +983,7 @@ static int run_on_poison(size_t c, const size_t* lengths,
       exact_lengths[i] = i < 4 ? lengths[i] : BUFFER_BYTES;
     }
     for (uint32_t i = 0; i < constant_count; ++i) {
-      constants[i] = i < 20 ? kValidCalls[c].constants[i] : 0;
+      constants[i] = i < 31 ? kValidCalls[c].constants[i] : 0;
     }
     code = run_kernel(kValidCalls[c].name, grid, bindings, exact_lengths,
                       binding_count, constants, constant_count);
@@ -1220,6 +1227,95 @@ static void test_unary_f32_matches_reference(void) {
   const uint32_t one[3] = {1, 1, 1};
   CHECK_EQ_INT(run_kernel("unary_f32", one, bindings, lengths, 2, constants, 4),
                HALRT_KERNEL_INVALID_ARGUMENT);
+}
+
+// chain_f32 against its steps run one kernel at a time (unary_f32, then
+// binary_f32 with x, a broadcast y or the scalar, in either order): the
+// same bits, for every unary op and every binary op, operand and order.
+static void test_chain_f32_gives_the_bits_of_its_steps(void) {
+  rng_t rng = {0xC4A1};
+  enum { N = 6 * 7 * 9, C = 7 };
+  float x[N], y[C], scalar[1];
+  for (int i = 0; i < N; ++i) x[i] = rng_f32(&rng, -9.0f, 9.0f);
+  for (int i = 0; i < C; ++i) y[i] = rng_f32(&rng, -3.0f, 3.0f);
+  x[0] = 0.0f;
+  x[1] = -0.0f;
+  x[2] = NAN;
+  x[3] = INFINITY;
+  const uint32_t dims[6] = {1, 1, 1, 6, C, 9};
+  const uint32_t y_strides[6] = {0, 0, 0, 0, 1, 0};
+  const uint32_t dense[6] = {0, 0, 0, C * 9, 9, 1};
+  const uint32_t none[6] = {0};
+  const size_t bytes = sizeof(x);
+  int wrong = 0;
+  for (uint32_t u = 0; u < 14; ++u) {
+    for (uint32_t b = 0; b < 7 * 3 * 2; ++b) {
+      const uint32_t op = b % 7, operand = b / 7 % 3, reversed = b / 21;
+      const float alpha = u == 12 ? -2.0f : 0.25f, beta = 3.0f;
+      scalar[0] = 1.5f;
+      uint32_t k[31] = {2};
+      memcpy(k + 1, dims, sizeof(dims));
+      memcpy(k + 7, y_strides, sizeof(y_strides));
+      k[13] = u;
+      memcpy(&k[14], &alpha, 4);
+      memcpy(&k[15], &beta, 4);
+      k[16] = (reversed ? 32 : 16) + op + (operand << 8);
+      memcpy(&k[17], scalar, 4);
+      float* fused = alloc_poisoned(bytes);
+      void* chain_bindings[3] = {x, y, fused};
+      const size_t chain_lengths[3] = {bytes, sizeof(y), bytes};
+      CHECK_EQ_INT(run_kernel("chain_f32", kGrids[b % COUNT_OF(kGrids)],
+                              chain_bindings, chain_lengths, 3, k, 31),
+                   0);
+      // The same two steps, one kernel each.
+      float t[N], out[N];
+      uint32_t unary[4] = {N, u, k[14], k[15]};
+      void* unary_bindings[2] = {x, t};
+      const size_t unary_lengths[2] = {bytes, bytes};
+      CHECK_EQ_INT(run_kernel("unary_f32", kGrids[0], unary_bindings,
+                              unary_lengths, 2, unary, 4),
+                   0);
+      const float* other = operand == 0 ? x : operand == 1 ? y : scalar;
+      const uint32_t* other_strides =
+          operand == 0 ? dense : operand == 1 ? y_strides : none;
+      uint32_t binary[19] = {op};
+      memcpy(binary + 1, dims, sizeof(dims));
+      memcpy(binary + (reversed ? 13 : 7), dense, sizeof(dense));
+      memcpy(binary + (reversed ? 7 : 13), other_strides, sizeof(dense));
+      void* binary_bindings[3] = {reversed ? (void*)other : t,
+                                  reversed ? t : (void*)other, out};
+      const size_t other_bytes = operand == 0   ? bytes
+                                 : operand == 1 ? sizeof(y)
+                                                : sizeof(scalar);
+      const size_t binary_lengths[3] = {reversed ? other_bytes : bytes,
+                                        reversed ? bytes : other_bytes, bytes};
+      CHECK_EQ_INT(run_kernel("binary_f32", kGrids[1], binary_bindings,
+                              binary_lengths, 3, binary, 19),
+                   0);
+      if (memcmp(fused, out, bytes) != 0 && wrong++ < 3) {
+        fprintf(stderr, "unary %u, binary %u operand %u reversed %u differ\n",
+                u, op, operand, reversed);
+      }
+      CHECK(is_poisoned((uint8_t*)fused + bytes, SLACK));
+      free(fused);
+    }
+  }
+  CHECK_EQ_INT(wrong, 0);
+  // Bad programs: no steps, 7 steps, an unknown op, an operand past 2, a
+  // unary op with an operand.
+  const uint32_t bad[][5] = {
+      {0, 5, 0}, {7, 5, 0}, {1, 14, 0}, {1, 23, 0}, {1, 16 | 3 << 8, 0},
+      {1, 5 | 1 << 8, 0}};
+  for (size_t i = 0; i < COUNT_OF(bad); ++i) {
+    uint32_t k[31] = {bad[i][0], 1, 1, 1, 1, 1, 1};
+    for (int j = 0; j < 6; ++j) k[13 + 3 * j] = bad[i][1];
+    float out[1];
+    void* bindings[3] = {x, y, out};
+    const size_t lengths[3] = {4, 4, 4};
+    CHECK_EQ_INT(run_kernel("chain_f32", kGrids[0], bindings, lengths, 3, k,
+                            31),
+                 HALRT_KERNEL_INVALID_ARGUMENT);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1494,4 +1590,5 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_conv2d_matches_reference),
           TEST_CASE(test_pool2d_matches_reference),
           TEST_CASE(test_bmm_matches_reference_and_matmul),
-          TEST_CASE(test_strided_copy_moves_bits))
+          TEST_CASE(test_strided_copy_moves_bits),
+          TEST_CASE(test_chain_f32_gives_the_bits_of_its_steps))

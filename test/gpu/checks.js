@@ -273,6 +273,19 @@ function builtinCases() {
     inputs: [f32('x', fa)], outputs: [['out', 'f32', [br * bc]]],
     dispatches: [{ workgroups: [3], bindings: ['x', 'out'], constants: [0, 0, 1, 1, 1, 1, bc, br, 0, 0, 0, 0, 1, bc, 0, 0, 0, 0, br, 1] }],
   });
+  // chain_f32: hard swish written out, scaled by y ([R] broadcast over 50
+  // columns) and subtracted from it: the exact ops, the same bits.
+  const chainY = randomFloats(br, 71, 2);
+  const step = (op, operand, alpha = 0, beta = 0) => [op | (operand << 8), { f32: alpha }, { f32: beta }];
+  cases.push({
+    kernel: 'chain_f32', compare: 'exact',
+    inputs: [f32('x', fa), f32('y', new Uint32Array(chainY.buffer))], outputs: [['out', 'f32', [br * bc]]],
+    dispatches: [{
+      workgroups: [3], bindings: ['x', 'y', 'out'],
+      constants: [6, 1, 1, 1, 1, br, bc, 0, 0, 0, 0, 1, 0,
+        ...step(16, 2, 3), ...step(12, 0, 0, 6), ...step(18, 0), ...step(19, 2, 6), ...step(18, 1), ...step(33, 1)],
+    }],
+  });
   return cases;
 }
 

@@ -53,7 +53,8 @@
   X(conv2d_f32, 4, 16)       \
   X(pool2d_f32, 2, 13)       \
   X(bmm_f32, 3, 10)          \
-  X(strided_copy_f32, 2, 20)
+  X(strided_copy_f32, 2, 20) \
+  X(chain_f32, 3, 31)
 
 #define HRT_BINARY_INDEX(name, type, expr) HRT_KERNEL_INDEX_##name,
 #define HRT_OTHER_INDEX(name, bindings, constants) HRT_KERNEL_INDEX_##name,
@@ -306,6 +307,51 @@ static uint64_t hrt_dims_count(const uint32_t* dims) {
   return n;
 }
 
+// A walk over the elements of `dims` in order, from a given index, with the
+// offsets it reaches in up to two operands read at element strides; it
+// steps in runs along the last dimension.
+typedef struct hrt_walk_t {
+  const uint32_t* dims;
+  const uint32_t* strides[2];
+  uint64_t at[HRT_ND];
+  uint64_t offset[2];
+} hrt_walk_t;
+
+static hrt_walk_t hrt_walk_start(const uint32_t* dims, const uint32_t* s0,
+                                 uint64_t base0, const uint32_t* s1,
+                                 uint64_t base1, uint64_t index) {
+  hrt_walk_t w = {dims, {s0, s1}, {0}, {base0, base1}};
+  for (int d = HRT_ND - 1; d >= 0; --d) {
+    w.at[d] = index % dims[d];
+    index /= dims[d];
+    w.offset[0] += w.at[d] * s0[d];
+    w.offset[1] += w.at[d] * s1[d];
+  }
+  return w;
+}
+
+// The elements left in the current run, at most `limit`.
+static uint64_t hrt_walk_run(const hrt_walk_t* w, uint64_t limit) {
+  const uint64_t left = w->dims[HRT_ND - 1] - w->at[HRT_ND - 1];
+  return left < limit ? left : limit;
+}
+
+// Moves `run` elements on (at most hrt_walk_run's), carrying into the
+// outer coordinates.
+static void hrt_walk_advance(hrt_walk_t* w, uint64_t run) {
+  const int last = HRT_ND - 1;
+  w->at[last] += run;
+  w->offset[0] += run * w->strides[0][last];
+  w->offset[1] += run * w->strides[1][last];
+  for (int d = last; d > 0 && w->at[d] == w->dims[d]; --d) {
+    for (int o = 0; o < 2; ++o) {
+      w->offset[o] += w->strides[o][d - 1] - w->at[d] * w->strides[o][d];
+    }
+    w->at[d] = 0;
+    ++w->at[d - 1];
+  }
+}
+
 // One run of `count` outputs along the last dimension; the common stride
 // pairs (dense, or one side broadcast) get loops of their own, which the
 // compiler vectorises.
@@ -355,39 +401,18 @@ static const hrt_binary_row_t hrt_binary_rows[HRT_BINARY_OP_COUNT] = {
 static void hrt_binary_f32_body(const halrt_dispatch_state_t* dispatch,
                                 hrt_range_t range) {
   const uint32_t* dims = dispatch->constants + 1;
-  const uint32_t* sa = dispatch->constants + 1 + HRT_ND;
-  const uint32_t* sb = dispatch->constants + 1 + 2 * HRT_ND;
   const hrt_binary_row_t row = hrt_binary_rows[dispatch->constants[0]];
   const float* a = dispatch->bindings[0];
   const float* b = dispatch->bindings[1];
   float* out = dispatch->bindings[2];
-  // The coordinates of range.begin, then runs along the last dimension.
-  uint64_t coords[HRT_ND];
-  uint64_t rest = range.begin, oa = 0, ob = 0;
-  for (int d = HRT_ND - 1; d >= 0; --d) {
-    coords[d] = rest % dims[d];
-    rest /= dims[d];
-    oa += coords[d] * sa[d];
-    ob += coords[d] * sb[d];
-  }
-  const uint64_t last = dims[HRT_ND - 1];
+  hrt_walk_t w = hrt_walk_start(dims, dims + HRT_ND, 0, dims + 2 * HRT_ND, 0,
+                                range.begin);
   for (size_t i = range.begin; i < range.end;) {
-    const uint64_t left = last - coords[HRT_ND - 1];
-    const size_t count =
-        (size_t)(left < range.end - i ? left : range.end - i);
-    row(a + oa, sa[HRT_ND - 1], b + ob, sb[HRT_ND - 1], out + i, count);
+    const size_t count = (size_t)hrt_walk_run(&w, range.end - i);
+    row(a + w.offset[0], dims[2 * HRT_ND - 1], b + w.offset[1],
+        dims[3 * HRT_ND - 1], out + i, count);
     i += count;
-    coords[HRT_ND - 1] += count;
-    oa += count * sa[HRT_ND - 1];
-    ob += count * sb[HRT_ND - 1];
-    for (int d = HRT_ND - 1; d > 0 && coords[d] == dims[d]; --d) {
-      oa -= coords[d] * sa[d];
-      ob -= coords[d] * sb[d];
-      coords[d] = 0;
-      ++coords[d - 1];
-      oa += sa[d - 1];
-      ob += sb[d - 1];
-    }
+    hrt_walk_advance(&w, count);
   }
 }
 
@@ -413,24 +438,28 @@ static int hrt_kernel_binary_f32(const halrt_dispatch_state_t* dispatch,
 }
 
 // strided_copy_f32: constants [src offset, dst offset, dims[6], src
-// strides[6], dst strides[6]]; elements copied as bits (NaN payloads, -0).
+// strides[6], dst strides[6]]; elements copied as bits (NaN payloads, -0),
+// a run of the last dimension at a time.
 static void hrt_strided_copy_f32_body(const halrt_dispatch_state_t* dispatch,
                                      hrt_range_t range) {
   const uint32_t* k = dispatch->constants;
   const uint32_t* dims = k + 2;
-  const uint32_t* ss = k + 2 + HRT_ND;
-  const uint32_t* ds = k + 2 + 2 * HRT_ND;
+  const uint64_t s = dims[2 * HRT_ND - 1], t = dims[3 * HRT_ND - 1];
   const uint32_t* src = dispatch->bindings[0];
   uint32_t* dst = dispatch->bindings[1];
-  for (size_t i = range.begin; i < range.end; ++i) {
-    uint64_t rest = i, from = k[0], to = k[1];
-    for (int d = HRT_ND - 1; d >= 0; --d) {
-      const uint64_t c = rest % dims[d];
-      rest /= dims[d];
-      from += c * ss[d];
-      to += c * ds[d];
+  hrt_walk_t w = hrt_walk_start(dims, dims + HRT_ND, k[0], dims + 2 * HRT_ND,
+                                k[1], range.begin);
+  for (uint64_t i = range.begin; i < range.end;) {
+    const uint64_t run = hrt_walk_run(&w, range.end - i);
+    const uint32_t* from = src + w.offset[0];
+    uint32_t* to = dst + w.offset[1];
+    if (s == 1 && t == 1) {
+      memcpy(to, from, run * sizeof(uint32_t));
+    } else {
+      for (uint64_t j = 0; j < run; ++j) to[j * t] = from[j * s];
     }
-    dst[to] = src[from];
+    i += run;
+    hrt_walk_advance(&w, run);
   }
 }
 
@@ -456,56 +485,54 @@ static int hrt_kernel_strided_copy_f32(
   return HALRT_KERNEL_OK;
 }
 
-// unary_f32: constants [n, op, alpha bits, beta bits].
-static float hrt_unary_op(uint32_t op, float x, float alpha, float beta) {
+// max(0, min(1, y)), NaN kept.
+static float hrt_unit_clamp(float y) {
+  return y != y ? y : y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y;
+}
+
+// out[i] = unary op `op` of in[i] (in may be out) for i < count, a loop per
+// op (which the compiler vectorises where it can).
+#define HRT_UNARY_CASE(code, expr)             \
+  case code:                                   \
+    for (size_t i = 0; i < count; ++i) {       \
+      const float x = in[i];                   \
+      out[i] = (expr);                         \
+    }                                          \
+    return;
+static void hrt_unary_row(uint32_t op, const float* in, float* out,
+                          size_t count, float alpha, float beta) {
   switch (op) {
-    case 0:  // sigmoid
-      return 1.0f / (1.0f + expf(-x));
-    case 1:
-      return tanhf(x);
-    case 2:
-      return expf(x);
-    case 3:
-      return logf(x);
-    case 4:
-      return sqrtf(x);
-    case 5:
-      return -x;
-    case 6:
-      return fabsf(x);
-    case 7:
-      return 1.0f / x;
-    case 8:
-      return erff(x);
-    case 9:  // leaky relu
-      return x < 0.0f ? alpha * x : x;
-    case 10: {  // hard sigmoid
-      const float y = alpha * x + beta;
-      return y != y ? y : y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y;
-    }
-    case 11: {  // hard swish: x * hard sigmoid(x) with 1/6, 1/2
-      const float y = x / 6.0f + 0.5f;
-      return x * (y != y ? y : y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y);
-    }
-    case 12:  // clip to [alpha, beta]; NaN stays NaN
-      return x < alpha ? alpha : x > beta ? beta : x;
-    default: {  // gelu, exact: x/2 (1 + erf(x / sqrt 2))
-      const float half = 0.5f * x;
-      return half * (1.0f + erff(x * 0.70710678118654752f));
-    }
+    HRT_UNARY_CASE(0, 1.0f / (1.0f + expf(-x)))  // sigmoid
+    HRT_UNARY_CASE(1, tanhf(x))
+    HRT_UNARY_CASE(2, expf(x))
+    HRT_UNARY_CASE(3, logf(x))
+    HRT_UNARY_CASE(4, sqrtf(x))
+    HRT_UNARY_CASE(5, -x)
+    HRT_UNARY_CASE(6, fabsf(x))
+    HRT_UNARY_CASE(7, 1.0f / x)
+    HRT_UNARY_CASE(8, erff(x))
+    HRT_UNARY_CASE(9, x < 0.0f ? alpha * x : x)  // leaky relu
+    HRT_UNARY_CASE(10, hrt_unit_clamp(alpha * x + beta))  // hard sigmoid
+    // hard swish: x * hard sigmoid(x) with 1/6, 1/2
+    HRT_UNARY_CASE(11, x * hrt_unit_clamp(x / 6.0f + 0.5f))
+    // clip to [alpha, beta]; NaN stays NaN
+    HRT_UNARY_CASE(12, x < alpha ? alpha : x > beta ? beta : x)
+    // gelu, exact: x/2 (1 + erf(x / sqrt 2))
+    HRT_UNARY_CASE(13, (0.5f * x) * (1.0f + erff(x * 0.70710678118654752f)))
+    default:
+      return;
   }
 }
 
+// unary_f32: constants [n, op, alpha bits, beta bits].
 static void hrt_unary_f32_body(const halrt_dispatch_state_t* dispatch,
                                hrt_range_t range) {
   const float* x = dispatch->bindings[0];
   float* out = dispatch->bindings[1];
-  const uint32_t op = dispatch->constants[1];
-  const float alpha = hrt_f32_from_bits(dispatch->constants[2]);
-  const float beta = hrt_f32_from_bits(dispatch->constants[3]);
-  for (size_t i = range.begin; i < range.end; ++i) {
-    out[i] = hrt_unary_op(op, x[i], alpha, beta);
-  }
+  hrt_unary_row(dispatch->constants[1], x + range.begin, out + range.begin,
+                range.end - range.begin,
+                hrt_f32_from_bits(dispatch->constants[2]),
+                hrt_f32_from_bits(dispatch->constants[3]));
 }
 
 static int hrt_kernel_unary_f32(const halrt_dispatch_state_t* dispatch,
@@ -516,6 +543,81 @@ static int hrt_kernel_unary_f32(const halrt_dispatch_state_t* dispatch,
   }
   return hrt_run_elementwise(dispatch, workgroup, HRT_KERNEL_INDEX_unary_f32,
                              sizeof(float), hrt_unary_f32_body);
+}
+
+// chain_f32: constants [steps, dims[6], y strides[6], then per step: op |
+// operand << 8, alpha bits, beta bits] (docs/kernels.md). t = x, then each
+// step on t, a block of elements at a time: the same roundings, so the
+// same bits, as the unfused kernels.
+enum { HRT_CHAIN_BLOCK = 256, HRT_CHAIN_FIRST_STEP = 13 };
+
+static void hrt_chain_f32_body(const halrt_dispatch_state_t* dispatch,
+                               hrt_range_t range) {
+  static const uint32_t kNoStrides[HRT_ND] = {0};
+  const uint32_t* k = dispatch->constants;
+  const uint32_t* dims = k + 1;
+  const float* x = dispatch->bindings[0];
+  const float* y = dispatch->bindings[1];
+  float* out = dispatch->bindings[2];
+  bool reads_y = false;
+  for (uint32_t j = 0; j < k[0]; ++j) {
+    const uint32_t word = k[HRT_CHAIN_FIRST_STEP + 3 * j];
+    reads_y |= (word & 0xffu) >= 16 && word >> 8 == 1;
+  }
+  hrt_walk_t w = hrt_walk_start(dims, dims + HRT_ND, 0, kNoStrides, 0,
+                                range.begin);
+  const uint64_t y_step = dims[2 * HRT_ND - 1];
+  float t[HRT_CHAIN_BLOCK], v[HRT_CHAIN_BLOCK];
+  for (size_t i = range.begin; i < range.end;) {
+    const size_t count =
+        range.end - i < HRT_CHAIN_BLOCK ? range.end - i : HRT_CHAIN_BLOCK;
+    for (size_t done = 0; reads_y && done < count;) {
+      const uint64_t run = hrt_walk_run(&w, count - done);
+      const float* from = y + w.offset[0];
+      for (uint64_t e = 0; e < run; ++e) v[done + e] = from[e * y_step];
+      done += run;
+      hrt_walk_advance(&w, run);
+    }
+    memcpy(t, x + i, count * sizeof(float));
+    for (uint32_t j = 0; j < k[0]; ++j) {
+      const uint32_t* step = k + HRT_CHAIN_FIRST_STEP + 3 * j;
+      const uint32_t op = step[0] & 0xffu, operand = step[0] >> 8;
+      const float alpha = hrt_f32_from_bits(step[1]);
+      if (op < 16) {
+        hrt_unary_row(op, t, t, count, alpha, hrt_f32_from_bits(step[2]));
+        continue;
+      }
+      const float* other = operand == 0 ? x + i : operand == 1 ? v : &alpha;
+      const uint64_t stride = operand == 2 ? 0 : 1;
+      const hrt_binary_row_t row = hrt_binary_rows[op & 15u];
+      if (op < 32) {
+        row(t, 1, other, stride, t, count);
+      } else {
+        row(other, stride, t, 1, t, count);
+      }
+    }
+    memcpy(out + i, t, count * sizeof(float));
+    i += count;
+  }
+}
+
+static int hrt_kernel_chain_f32(const halrt_dispatch_state_t* dispatch,
+                                const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_chain_f32) ||
+      !hrt_builtin_chain_valid(dispatch->constants)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint32_t* dims = dispatch->constants + 1;
+  const uint64_t n = hrt_dims_count(dims);
+  if (n > UINT32_MAX || !hrt_binding_holds(dispatch, 0, n, 1, 4) ||
+      !hrt_binding_holds(dispatch, 1,
+                         hrt_strided_extent(dims, dims + HRT_ND), 1, 4) ||
+      !hrt_binding_holds(dispatch, 2, n, 1, 4)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, n);
+  if (range.begin < range.end) hrt_chain_f32_body(dispatch, range);
+  return HALRT_KERNEL_OK;
 }
 
 //===----------------------------------------------------------------------===//
@@ -543,8 +645,23 @@ enum {
   HRT_CONV_SW, HRT_CONV_PT, HRT_CONV_PL, HRT_CONV_DH, HRT_CONV_DW,
 };
 
+// The outputs [*lo, *hi) of a row of `out` outputs whose windows (`taps`
+// taps `dilation` apart, from `stride` * o - `pad`) lie inside `size`.
+static void hrt_interior(uint64_t out, uint64_t taps, uint64_t stride,
+                         uint64_t pad, uint64_t dilation, uint64_t size,
+                         uint64_t* lo, uint64_t* hi) {
+  const uint64_t reach = (taps - 1) * dilation;
+  *lo = (pad + stride - 1) / stride;
+  *hi = reach + 1 > size + pad ? 0 : (size + pad - reach - 1) / stride + 1;
+  if (*hi > out) *hi = out;
+  if (*lo > *hi) *lo = *hi;
+}
+
 // Each output element adds its products (each rounded, never fused) in
-// channel, then row, then column order from +0, then the bias.
+// channel, then row, then column order from +0, then the bias. Outputs
+// whose windows lie inside the row are summed together, a tap at a time
+// over the row (the same order per element, so the same bits), which the
+// compiler vectorises; the others one by one.
 static void hrt_conv2d_f32_body(const halrt_dispatch_state_t* dispatch,
                                 hrt_range_t range) {
   const uint32_t* k = dispatch->constants;
@@ -556,7 +673,10 @@ static void hrt_conv2d_f32_body(const halrt_dispatch_state_t* dispatch,
   const uint64_t M = k[HRT_CONV_M], Cg = k[HRT_CONV_CG];
   const uint64_t KH = k[HRT_CONV_KH], KW = k[HRT_CONV_KW];
   const uint64_t OH = k[HRT_CONV_OH], OW = k[HRT_CONV_OW];
+  const uint64_t SW = k[HRT_CONV_SW], DW = k[HRT_CONV_DW];
   const uint64_t per_group = M / (C / Cg);
+  uint64_t lo, hi;
+  hrt_interior(OW, KW, SW, k[HRT_CONV_PL], DW, W, &lo, &hi);
   for (size_t r = range.begin; r < range.end; ++r) {
     const uint64_t oh = r % OH, m = r / OH % M, n = r / OH / M;
     const uint64_t c0 = m / per_group * Cg;
@@ -565,9 +685,11 @@ static void hrt_conv2d_f32_body(const halrt_dispatch_state_t* dispatch,
     hrt_taps(ih0, (uint32_t)KH, k[HRT_CONV_DH], (uint32_t)H, &kh0, &kh1);
     float* row = out + r * OW;
     for (uint64_t ow = 0; ow < OW; ++ow) {
-      const int64_t iw0 = (int64_t)(ow * k[HRT_CONV_SW]) - k[HRT_CONV_PL];
+      if (ow == lo) ow = hi;
+      if (ow == OW) break;
+      const int64_t iw0 = (int64_t)(ow * SW) - k[HRT_CONV_PL];
       uint32_t kw0, kw1;
-      hrt_taps(iw0, (uint32_t)KW, k[HRT_CONV_DW], (uint32_t)W, &kw0, &kw1);
+      hrt_taps(iw0, (uint32_t)KW, (uint32_t)DW, (uint32_t)W, &kw0, &kw1);
       float sum = 0.0f;
       for (uint64_t c = 0; c < Cg; ++c) {
         const float* plane = x + ((n * C + c0 + c) * H) * W;
@@ -576,14 +698,42 @@ static void hrt_conv2d_f32_body(const halrt_dispatch_state_t* dispatch,
           const float* line =
               plane + (uint64_t)(ih0 + (int64_t)i * k[HRT_CONV_DH]) * W;
           for (uint32_t j = kw0; j < kw1; ++j) {
-            const float product =
-                taps[i * KW + j] * line[iw0 + (int64_t)j * k[HRT_CONV_DW]];
+            const float product = taps[i * KW + j] * line[iw0 + (int64_t)(j * DW)];
             sum += product;
           }
         }
       }
       row[ow] = sum + bias[m];
     }
+    if (lo == hi) continue;
+    float* acc = row + lo;
+    const uint64_t count = hi - lo;
+    for (uint64_t o = 0; o < count; ++o) acc[o] = 0.0f;
+    for (uint64_t c = 0; c < Cg; ++c) {
+      const float* plane = x + ((n * C + c0 + c) * H) * W;
+      const float* taps = w + ((m * Cg + c) * KH) * KW;
+      for (uint32_t i = kh0; i < kh1; ++i) {
+        const float* line = plane +
+                            (uint64_t)(ih0 + (int64_t)i * k[HRT_CONV_DH]) * W +
+                            lo * SW - k[HRT_CONV_PL];
+        for (uint64_t j = 0; j < KW; ++j) {
+          const float tap = taps[i * KW + j];
+          const float* in = line + j * DW;
+          if (SW == 1) {
+            for (uint64_t o = 0; o < count; ++o) {
+              const float product = tap * in[o];
+              acc[o] += product;
+            }
+          } else {
+            for (uint64_t o = 0; o < count; ++o) {
+              const float product = tap * in[o * SW];
+              acc[o] += product;
+            }
+          }
+        }
+      }
+    }
+    for (uint64_t o = 0; o < count; ++o) acc[o] = acc[o] + bias[m];
   }
 }
 

@@ -14,7 +14,7 @@
 
 typedef struct {
   const char* name;
-  uint32_t constants[20];
+  uint32_t constants[31];
   uint32_t grid[3];
 } builtin_case_t;
 
@@ -86,6 +86,17 @@ static const builtin_case_t kBuiltinCases[] = {
     // a transpose of [3, 4, 5] at offset 2 into dst offset 1
     {"strided_copy_f32",
      {2, 1, 1, 1, 1, 5, 3, 4, 0, 0, 0, 1, 20, 5, 0, 0, 0, 12, 4, 1},
+     {3, 1, 1}},
+    // x [2, 3, 4, 5], y [3, 1, 1]: ((x * clip(x + 3, 0, 6)) / 6) * y, then
+    // y - that
+    {"chain_f32",
+     {6, 1, 1, 2, 3, 4, 5, 0, 0, 0, 1, 0, 0,
+      16 | 2 << 8, 0x40400000 /* 3 */, 0,
+      12, 0, 0x40C00000 /* 6 */,
+      18, 0, 0,
+      19 | 2 << 8, 0x40C00000, 0,
+      18 | 1 << 8, 0, 0,
+      33 | 1 << 8, 0, 0},
      {3, 1, 1}},
 };
 
@@ -462,6 +473,33 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
       k[12] = random_u32() % 3;
       k[4] = sweep(k[2], k[10], k[6], k[8]);
       k[5] = sweep(k[3], k[11], k[7], k[9]);
+    } else if (strcmp(test.name, "chain_f32") == 0) {
+      // Random dims, y dense or broadcast per dimension, 1 to 6 steps of
+      // the ops whose results are exact (docs/kernels.md), so the bits agree.
+      static const uint32_t kExactUnary[] = {4, 5, 6, 7, 9, 10, 11, 12};
+      static const uint32_t kExactBinary[] = {0, 1, 2, 3, 5, 6};
+      uint32_t* k = test.constants;
+      k[0] = 1 + random_u32() % 6;
+      uint32_t stride = 1;
+      for (int d = 5; d >= 0; --d) {
+        k[1 + d] = random_u32() % 41 == 0 ? 0 : 1 + random_u32() % 5;
+        const bool broadcast = random_u32() % 3 == 0;
+        k[7 + d] = broadcast ? 0 : stride;
+        if (!broadcast) stride *= k[1 + d] ? k[1 + d] : 1;
+      }
+      for (uint32_t j = 0; j < k[0]; ++j) {
+        uint32_t* step = k + 13 + 3 * j;
+        float alpha = ((float)(random_u32() % 2001) - 1000.0f) / 250.0f;
+        float beta = alpha + (float)(random_u32() % 1000) / 250.0f;
+        if (random_u32() % 3 == 0) {
+          step[0] = kExactUnary[random_u32() % 8];
+        } else {
+          step[0] = (random_u32() % 2 ? 16 : 32) + kExactBinary[random_u32() % 6];
+          step[0] |= (random_u32() % 3) << 8;
+        }
+        memcpy(&step[1], &alpha, 4);
+        memcpy(&step[2], &beta, 4);
+      }
     } else if (strcmp(test.name, "unary_f32") == 0) {
       test.constants[0] = random_u32() % 3000;
       test.constants[1] = random_u32() % 14;

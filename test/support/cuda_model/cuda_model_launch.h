@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define HRT_MODEL_MAX_PARAMS 32
+#define HRT_MODEL_MAX_PARAMS 48
 
 typedef struct hrt_model_shape_s {
   uint32_t grid[3];

@@ -236,6 +236,46 @@ extern "C" __global__ void unary_f32(const float* x, float* out, uint32_t n,
   HRT_GRID_STRIDE(i, n) out[i] = hrt_unary_op(op, x[i], alpha, beta);
 }
 
+// t = x, then up to 6 steps on t (docs/kernels.md): a unary op (op < 16) or
+// a binary one of t and v (16..22: t op v; 32..38: v op t), v being x,
+// y (at element strides) or alpha by operand. The host checked the steps
+// and the extents.
+#define HRT_CHAIN_STEP(j) uint32_t op##j, uint32_t alpha##j, uint32_t beta##j
+extern "C" __global__ void chain_f32(
+    const float* x, const float* y, float* out, uint32_t steps, uint32_t d0,
+    uint32_t d1, uint32_t d2, uint32_t d3, uint32_t d4, uint32_t d5,
+    uint32_t y0, uint32_t y1, uint32_t y2, uint32_t y3, uint32_t y4,
+    uint32_t y5, HRT_CHAIN_STEP(0), HRT_CHAIN_STEP(1), HRT_CHAIN_STEP(2),
+    HRT_CHAIN_STEP(3), HRT_CHAIN_STEP(4), HRT_CHAIN_STEP(5)) {
+  const uint32_t dims[HRT_ND] = {d0, d1, d2, d3, d4, d5};
+  const uint32_t sy[HRT_ND] = {y0, y1, y2, y3, y4, y5};
+  const uint32_t ops[6] = {op0, op1, op2, op3, op4, op5};
+  const uint32_t alphas[6] = {alpha0, alpha1, alpha2, alpha3, alpha4, alpha5};
+  const uint32_t betas[6] = {beta0, beta1, beta2, beta3, beta4, beta5};
+  uint64_t n = 1;
+  for (int d = 0; d < HRT_ND; ++d) n *= dims[d];
+  HRT_GRID_STRIDE(i, n) {
+    uint64_t rest = i, oy = 0;
+    for (int d = HRT_ND - 1; d >= 0; --d) {
+      oy += rest % dims[d] * sy[d];
+      rest /= dims[d];
+    }
+    float t = x[i];
+    for (uint32_t j = 0; j < steps; ++j) {
+      const uint32_t op = ops[j] & 0xffu, operand = ops[j] >> 8;
+      const float alpha = __uint_as_float(alphas[j]);
+      if (op < 16) {
+        t = hrt_unary_op(op, t, alpha, __uint_as_float(betas[j]));
+        continue;
+      }
+      const float v = operand == 0 ? x[i] : operand == 1 ? y[oy] : alpha;
+      t = op < 32 ? hrt_binary_op(op & 15u, t, v) : hrt_binary_op(op & 15u, v, t);
+    }
+    out[i] = t;
+  }
+}
+#undef HRT_CHAIN_STEP
+
 // The valid taps [*first, *end) of a window starting at `start` with
 // `dilation` over an input of `size` (as the CPU library finds them).
 __device__ static inline void hrt_taps(int64_t start, uint32_t taps,
