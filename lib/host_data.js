@@ -61,10 +61,8 @@ function sameShape(a, b) {
   return a.length === b.length && a.every((dim, i) => dim === b[i]);
 }
 
-// '[1,3,48,?]': a dimension of -1 is one an invocation binds (an ONNX
-// model's symbolic dimension, lib/onnx/specialize.js).
 function shapeText(shape) {
-  return `[${shape.map((d) => (d < 0 ? '?' : d)).join(',')}]`;
+  return `[${shape.join(',')}]`;
 }
 
 // `data[i][j]` of the flat index in a tensor of `shape` (a scalar: `data`).

@@ -60,7 +60,9 @@ function deviceUri(device) {
 }
 
 function signatureText(signatures) {
-  return signatures.map((s) => `${s.name}: ${s.dtype}${shapeText(s.shape)}`).join(', ');
+  // A dimension of -1 is one each invocation binds (an ONNX model's
+  // symbolic dimension, lib/onnx/specialize.js): '?'.
+  return signatures.map((s) => `${s.name}: ${s.dtype}${shapeText(s.shape.map((d) => (d < 0 ? '?' : d)))}`).join(', ');
 }
 
 function functionText(name, inputs, outputs) {

@@ -239,6 +239,20 @@ const CASES = [
   ['Split', 13, [[4, 6], [3]], { axis: { i: 1 } }, {}, { b: [1, 2, 3] }, 3],
   ['Split', 11, [[6, 2]], {}, {}, {}, 2],
   ['Expand', 13, [[3, 1], [3]], {}, {}, { b: [2, 3, 4] }],
+  ['LogSoftmax', 13, [[3, 7]], {}, { a: [-60, 60] }],
+  ['LogSoftmax', 11, [[2, 3, 4]], { axis: { i: 1 } }],
+  ['ReduceMax', 13, [[2, 3, 4]], { axes: { ints: [2] }, keepdims: { i: 0 } }],
+  ['ReduceMax', 18, [[2, 3, 4], [2]], {}, {}, { b: [1, 2] }],
+  ['LayerNormalization', 17, [[2, 3, 8], [8], [8]], { epsilon: { f: 1e-3 } }, {}, { b: 'const', c: 'const' }],
+  ['LayerNormalization', 17, [[2, 3, 4], [3, 4]], { axis: { i: 1 } }],
+  ['MatMul', 13, [[9], [9, 4]]],
+  ['MatMul', 13, [[3, 7, 9], [9]]],
+  ['MatMul', 13, [[9], [9]]],
+  ['Gather', 13, [[5, 6, 7], [2]], { axis: { i: 1 } }, {}, { b: [4, 1] }],
+  ['Gather', 13, [[5, 6], []], {}, {}, { b: [-2] }],
+  ['Gather', 13, [[4, 6], [3]], { axis: { i: 1 } }, {}, { b: [1, 3, 5] }],
+  ['Pad', 13, [[2, 3, 4], [6], []], {}, {}, { b: [0, 1, 2, 1, 0, 3], c: 'const' }],
+  ['Pad', 10, [[3, 4]], { pads: { ints: [1, 0, 2, 3] }, value: { f: 1.5 } }],
 ];
 
 // Integer inputs given as constants (initializers) of the graph: i64.
@@ -318,6 +332,22 @@ describe('ONNX ops against ONNX Runtime', function () {
       graph: { nodes: [{ opType: 'Gelu', inputs: ['x'], outputs: ['y'], attributes: { approximate: { s: 'tanh' } } }], inputs: [{ name: 'x', dtype: 'f32', dims: [3] }], outputs: [{ name: 'y' }] },
     });
     assertThrowsHalrt(() => halrt.onnx.convert(gelu), 'UNIMPLEMENTED', "node 0 'Gelu_0' (Gelu): approximate 'tanh' is not supported");
+    const one = (opType, inputs, attributes, extra = {}) => writeModel({
+      opset: extra.opset ?? 13,
+      graph: {
+        nodes: [{ opType, inputs, outputs: extra.outputs ?? ['y'], attributes }],
+        inputs: inputs.filter((n) => !(extra.initializers ?? []).some((t) => t.name === n)).map((name) => ({ name, dtype: 'f32', dims: [2, 3] })),
+        outputs: [{ name: 'y' }],
+        initializers: extra.initializers ?? [],
+      },
+    });
+    const pads = { name: 'p', dtype: 'i64', dims: [4], data: BigInt64Array.of(1n, 1n, 1n, 1n) };
+    assertThrowsHalrt(() => halrt.onnx.convert(one('Pad', ['x', 'p'], { mode: { s: 'reflect' } }, { initializers: [pads] })), 'UNIMPLEMENTED', "(Pad): mode 'reflect' is not supported");
+    const negative = { ...pads, data: BigInt64Array.of(-1n, 0n, 0n, 0n) };
+    assertThrowsHalrt(() => halrt.onnx.convert(one('Pad', ['x', 'p'], {}, { initializers: [negative] })), 'UNIMPLEMENTED', '(Pad): a negative pad is not supported');
+    assertThrowsHalrt(() => halrt.onnx.convert(one('Gather', ['x', 'i'], {})), 'UNIMPLEMENTED', '(Gather): a Gather at indices computed at run time is not supported');
+    const scale = { name: 's', dtype: 'f32', dims: [3], data: Float32Array.of(1, 2, 3) };
+    assertThrowsHalrt(() => halrt.onnx.convert(one('LayerNormalization', ['x', 's'], {}, { opset: 17, initializers: [scale], outputs: ['y', 'mean'] })), 'UNIMPLEMENTED', '(LayerNormalization): an output Mean or InvStdDev is not supported');
     const symbolic = writeModel({
       opset: 13,
       graph: { nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }], inputs: [{ name: 'x', dtype: 'f32', dims: ['n', 3] }], outputs: [{ name: 'y' }] },

@@ -10,7 +10,7 @@
 
 const { HalrtError } = require('../errors');
 const { readModel } = require('./model');
-const { fold, reshapeDims, sliceWindow, strides: denseStrides } = require('./fold');
+const { fold, gatherIndices, reshapeDims, sliceWindow, strides: denseStrides } = require('./fold');
 const { fuse } = require('./fuse');
 
 const MAX_NAME = 255; // a value name's limit (docs/module-format.md)
@@ -23,7 +23,8 @@ const ARITY = {
   Unsqueeze: [1, 2], Transpose: [1, 1], Gemm: [2, 3], MatMul: [2, 2], Softmax: [1, 1],
   ReduceMean: [1, 2], ReduceSum: [1, 2], Constant: [0, 0], Shape: [1, 1], Cast: [1, 1], Gather: [2, 2],
   Concat: [1, Infinity], Slice: [1, 5], Expand: [2, 2], Split: [1, 2], Conv: [2, 3], BatchNormalization: [5, 5], MaxPool: [1, 1],
-  AveragePool: [1, 1], GlobalAveragePool: [1, 1],
+  AveragePool: [1, 1], GlobalAveragePool: [1, 1], ReduceMax: [1, 2], LogSoftmax: [1, 1],
+  LayerNormalization: [2, 3], Pad: [1, 4],
 };
 
 const BINARY_OPS = { Add: 0, Sub: 1, Mul: 2, Div: 3, Pow: 4, Max: 5, Min: 6 };
@@ -280,7 +281,8 @@ class Converter {
   fuseChains() {
     if (this.options.traceNodes) return;
     this.body = fuse(this.body, this.tags, new Set(this.outputs.map((o) => o.name)), (chain, out) => this.chainDispatch(chain, out));
-    const named = new Set(this.body.flatMap((op) => (op.op === 'dispatch' ? op.bindings : op.op === 'copy' ? [op.source, op.target] : op.values)));
+    const names = { dispatch: (op) => op.bindings, copy: (op) => [op.source, op.target], fill: (op) => [op.target], trace: (op) => op.values };
+    const named = new Set(this.body.flatMap((op) => names[op.op](op)));
     this.locals = this.locals.filter((l) => named.has(l.name));
     for (const name of Object.keys(this.constants)) if (!named.has(name)) delete this.constants[name];
   }
@@ -325,6 +327,20 @@ class Converter {
   transpose(entry, perm, out) {
     const dense = denseStrides(this.dims(entry));
     this.stridedCopy(entry, 0, perm.map((p) => dense[p]), out, 0, denseStrides(out.dims), out.dims);
+  }
+
+  // out [rows, 1] = the largest of each row of x [rows, cols] (fmaxf: NaN
+  // skipped; -inf for none), a pool of one window per row.
+  rowMax(x, out, rows, cols) {
+    this.dispatch('pool2d_f32', [this.operand(x), out.name], [1, rows, 1, cols, 1, 1, 1, cols, 1, 1, 0, 0, 0]);
+  }
+
+  // out [rows, 1] = the mean of each row of x [rows, cols].
+  rowMean(x, out, rows, cols) {
+    const sum = this.temp(`${out.name}/sum`, [rows, 1]);
+    this.dispatch('reduce_sum_f32', [this.operand(x), sum.name], [rows, cols]);
+    this.binary(BINARY_OPS.Div, sum, this.scalar(cols), out);
+    return out;
   }
 
   // An f32 scalar constant: one module constant per value.
@@ -705,16 +721,20 @@ const HANDLERS = {
   // NumPy matmul of ranks >= 2: the batch dimensions broadcast when one
   // side's are all 1 or both sides' are equal.
   MatMul(node, [a, b], attributes, where) {
-    const aDims = this.dims(this.f32(a, where));
-    const bDims = this.dims(this.f32(b, where));
-    if (aDims.length < 2 || bDims.length < 2) throw attributes.unsupported(`MatMul of a 1-D operand ([${aDims}] · [${bDims}])`);
+    // A 1-D a is one row ([1, K]), a 1-D b one column ([K, 1]): the same
+    // elements; the output then drops that dimension.
+    const a1 = this.dims(this.f32(a, where));
+    const b1 = this.dims(this.f32(b, where));
+    if (a1.length === 0 || b1.length === 0) throw attributes.error(`MatMul of a scalar ([${a1}] · [${b1}])`);
+    const aDims = a1.length === 1 ? [1, ...a1] : a1;
+    const bDims = b1.length === 1 ? [...b1, 1] : b1;
     const [M, K] = aDims.slice(-2);
     const [K2, N] = bDims.slice(-2);
     if (K !== K2) throw attributes.error(`[${aDims}] and [${bDims}] do not multiply`);
     const aBatch = aDims.slice(0, -2);
     const bBatch = bDims.slice(0, -2);
     const batchDims = broadcastOrFail(aBatch, bBatch, attributes);
-    const outDims = [...batchDims, M, N];
+    const outDims = [...batchDims, ...(a1.length === 1 ? [] : [M]), ...(b1.length === 1 ? [] : [N])];
     const batch = count(batchDims);
     const stride = (dims, size) => {
       if (count(dims) === 1) return 0;
@@ -732,25 +752,148 @@ const HANDLERS = {
   },
 
   Softmax(node, [x], attributes, where) {
-    const dims = this.dims(this.f32(x, where));
-    let axis = attributes.int('axis', this.opset >= 13 ? -1 : 1);
-    if (axis < 0) axis += dims.length;
-    if (axis < 0 || axis >= Math.max(dims.length, 1)) throw attributes.error(`axis ${attributes.int('axis')} is out of range for rank ${dims.length}`);
-    // Before opset 13 the input is seen as 2-D at axis; from 13, axis must
-    // be the last (the rows softmax_rows_f32 takes).
-    if (this.opset >= 13 && axis !== dims.length - 1) throw attributes.unsupported(`Softmax over axis ${axis} of rank ${dims.length} (only the last axis so far)`);
+    const { dims, rows, cols } = softmaxRows.call(this, node, x, attributes, where);
     const out = this.define(node.outputs[0], dims, where);
-    this.dispatch('softmax_rows_f32', [this.operand(x), out.name], [count(dims.slice(0, axis)), count(dims.slice(axis))]);
+    this.dispatch('softmax_rows_f32', [this.operand(x), out.name], [rows, cols]);
+  },
+
+  // x - max - log(Σ exp(x - max)) per row, as ONNX Runtime computes it.
+  LogSoftmax(node, [x], attributes, where) {
+    const { dims, rows, cols } = softmaxRows.call(this, node, x, attributes, where);
+    const base = node.outputs[0];
+    const x2 = view(x, [rows, cols]);
+    const max = this.temp(`${base}/max`, [rows, 1]);
+    this.rowMax(x2, max, rows, cols);
+    const shifted = this.temp(`${base}/shifted`, [rows, cols]);
+    this.binary(BINARY_OPS.Sub, x2, max, shifted);
+    const exp = this.temp(`${base}/exp`, [rows, cols]);
+    this.unary(UNARY_OPS.Exp[0], shifted, exp);
+    const sum = this.temp(`${base}/sum`, [rows, 1]);
+    this.dispatch('reduce_sum_f32', [exp.name, sum.name], [rows, cols]);
+    const log = this.temp(`${base}/log`, [rows, 1]);
+    this.unary(UNARY_OPS.Log[0], sum, log);
+    this.binary(BINARY_OPS.Sub, shifted, log, view(this.define(base, dims, where), [rows, cols]));
+  },
+
+  // (x - mean) / sqrt(var + epsilon) · scale + bias over the axes from
+  // `axis` on, the variance the mean of the squared differences.
+  LayerNormalization(node, [x, scale, bias], attributes, where) {
+    if (node.outputs.slice(1).some((o) => o !== '')) throw attributes.unsupported('an output Mean or InvStdDev');
+    const dims = this.dims(this.f32(x, where));
+    let axis = attributes.int('axis', -1);
+    if (axis < 0) axis += dims.length;
+    if (axis < 0 || axis >= dims.length) throw attributes.error(`axis ${attributes.int('axis', -1)} is out of range for rank ${dims.length}`);
+    const rows = count(dims.slice(0, axis));
+    const cols = count(dims.slice(axis));
+    const tail = dims.slice(axis);
+    for (const [what, entry] of [['Scale', scale], ['B', bias]]) {
+      if (entry !== undefined && broadcast(this.dims(this.f32(entry, where)), tail)?.join() !== tail.join()) {
+        throw attributes.error(`${what} [${this.dims(entry)}] does not broadcast to the normalised dimensions [${tail}]`);
+      }
+    }
+    const base = node.outputs[0];
+    const x2 = view(x, [rows, cols]);
+    const mean = this.rowMean(x2, this.temp(`${base}/mean`, [rows, 1]), rows, cols);
+    const diff = this.temp(`${base}/diff`, [rows, cols]);
+    this.binary(BINARY_OPS.Sub, x2, mean, diff);
+    const square = this.temp(`${base}/square`, [rows, cols]);
+    this.binary(BINARY_OPS.Mul, diff, diff, square);
+    const variance = this.rowMean(square, this.temp(`${base}/variance`, [rows, 1]), rows, cols);
+    const padded = this.temp(`${base}/variance+epsilon`, [rows, 1]);
+    this.binary(BINARY_OPS.Add, variance, this.scalar(Math.fround(attributes.float('epsilon', 1e-5))), padded);
+    const deviation = this.temp(`${base}/deviation`, [rows, 1]);
+    this.unary(UNARY_OPS.Sqrt[0], padded, deviation);
+    const out = this.define(base, dims, where);
+    const normalised = this.temp(`${base}/normalised`, dims);
+    this.binary(BINARY_OPS.Div, diff, deviation, view(normalised, [rows, cols]));
+    if (bias === undefined) {
+      this.binary(BINARY_OPS.Mul, normalised, scale, out);
+      return;
+    }
+    const scaled = this.temp(`${base}/scaled`, dims);
+    this.binary(BINARY_OPS.Mul, normalised, scale, scaled);
+    this.binary(BINARY_OPS.Add, scaled, bias, out);
   },
 
   ReduceMean(node, inputs, attributes, where) {
-    reduce.call(this, node, inputs, attributes, where, true);
+    reduce.call(this, node, inputs, attributes, where, 'mean');
   },
 
   ReduceSum(node, inputs, attributes, where) {
-    reduce.call(this, node, inputs, attributes, where, false);
+    reduce.call(this, node, inputs, attributes, where, 'sum');
+  },
+
+  ReduceMax(node, inputs, attributes, where) {
+    reduce.call(this, node, inputs, attributes, where, 'max');
+  },
+
+  // Gather of a value at constant indices: one strided copy when they step
+  // evenly (a single index, a range), else one per index (at most 64).
+  Gather(node, [x, indices], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    if (indices.kind !== 'const') throw attributes.unsupported('a Gather at indices computed at run time');
+    const { axis, idx, dims: outDims } = gatherIndices(dims, indices.tensor, attributes);
+    if (outDims.length > 6) throw attributes.unsupported(`Gather giving rank ${outDims.length} (at most 6)`);
+    const outer = count(dims.slice(0, axis));
+    const size = dims[axis];
+    const inner = count(dims.slice(axis + 1));
+    const out = this.define(node.outputs[0], outDims, where);
+    const step = idx.length > 1 ? idx[1] - idx[0] : 0;
+    if (step >= 0 && idx.every((v, j) => v === idx[0] + j * step)) {
+      this.stridedCopy(x, idx[0] * inner, [size * inner, step * inner, 1], out, 0, [idx.length * inner, inner, 1], [outer, idx.length, inner]);
+      return;
+    }
+    if (idx.length > 64) throw attributes.unsupported(`${idx.length} indices that do not step evenly (at most 64)`);
+    idx.forEach((v, j) => this.stridedCopy(x, v * inner, [size * inner, 1], out, j * inner, [idx.length * inner, 1], [outer, inner]));
+  },
+
+  // Pad in 'constant' mode with constant, non-negative pads: the value
+  // everywhere, then x copied into the middle.
+  Pad(node, [x, padsInput, valueInput, axesInput], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    const mode = attributes.string('mode', 'constant');
+    if (mode !== 'constant') throw attributes.unsupported(`mode '${mode}'`);
+    for (const input of [padsInput, valueInput, axesInput]) {
+      if (input !== undefined && input.kind !== 'const') throw attributes.unsupported('a pad, value or axis computed at run time');
+    }
+    let pads = padsInput === undefined ? attributes.ints('pads', undefined) : Array.from(padsInput.tensor.data, Number);
+    const value = valueInput === undefined ? attributes.float('value', 0) : Number(valueInput.tensor.data[0] ?? 0);
+    if (pads === undefined) throw attributes.error('has no pads');
+    const axes = axesInput === undefined ? dims.map((_, i) => i) : Array.from(axesInput.tensor.data, (a) => (Number(a) < 0 ? Number(a) + dims.length : Number(a)));
+    if (pads.length !== 2 * axes.length || axes.some((a) => a < 0 || a >= dims.length)) throw attributes.error(`pads [${pads}] and axes [${axes}] do not fit rank ${dims.length}`);
+    const before = new Array(dims.length).fill(0);
+    const after = new Array(dims.length).fill(0);
+    axes.forEach((a, i) => {
+      before[a] = pads[i];
+      after[a] = pads[i + axes.length];
+    });
+    if ([...before, ...after].some((p) => p < 0)) throw attributes.unsupported('a negative pad');
+    if (!Number.isFinite(value)) throw attributes.unsupported(`the value ${value}`);
+    if (dims.length > 6) throw attributes.unsupported(`Pad of rank ${dims.length} (at most 6)`);
+    const outDims = dims.map((d, i) => d + before[i] + after[i]);
+    const out = this.define(node.outputs[0], outDims, where);
+    this.body.push({ op: 'fill', target: out.name, value: Math.fround(value) });
+    const outStrides = denseStrides(outDims);
+    this.stridedCopy(x, 0, denseStrides(dims), out, before.reduce((o, p, i) => o + p * outStrides[i], 0), outStrides, dims);
   },
 };
+
+// The rows and columns a (Log)Softmax runs over: opset < 13 sees the
+// input as 2-D at `axis`; from 13 the axis must be the last.
+function softmaxRows(node, x, attributes, where) {
+  const dims = this.dims(this.f32(x, where));
+  let axis = attributes.int('axis', this.opset >= 13 ? -1 : 1);
+  if (axis < 0) axis += dims.length;
+  if (axis < 0 || axis >= Math.max(dims.length, 1)) throw attributes.error(`axis ${attributes.int('axis')} is out of range for rank ${dims.length}`);
+  if (this.opset >= 13 && axis !== dims.length - 1) throw attributes.unsupported(`${node.opType} over axis ${axis} of rank ${dims.length} (only the last axis so far)`);
+  return { dims, rows: count(dims.slice(0, axis)), cols: count(dims.slice(axis)) };
+}
+
+// `entry` seen with other dims of the same elements (a value keeps its
+// name; a constant tensor gets a module constant of its own).
+function view(entry, dims) {
+  return entry.kind === 'value' ? { ...entry, dims } : { kind: 'const', tensor: { ...entry.tensor, dims } };
+}
 
 // Padding and output size of a window sweep over `size` (one spatial
 // dimension `d` of `rank`): [pad before, output size].
@@ -823,7 +966,7 @@ function reshape(node, x, dims, where) {
 
 // ReduceMean and ReduceSum over trailing axes: the rows kernel, then the
 // mean's division.
-function reduce(node, [x, axesInput], attributes, where, mean) {
+function reduce(node, [x, axesInput], attributes, where, kind) {
   const dims = this.dims(this.f32(x, where));
   let axes = attributes.ints('axes', undefined);
   if (axesInput !== undefined) {
@@ -840,11 +983,11 @@ function reduce(node, [x, axesInput], attributes, where, mean) {
   const rows = count(dims.slice(0, dims.length - axes.length));
   const cols = count(dims.slice(dims.length - axes.length));
   const outDims = keep ? dims.map((d, i) => (axes.includes(i) ? 1 : d)) : dims.filter((_, i) => !axes.includes(i));
-  const sum = mean ? this.temp(`${node.outputs[0]}/sum`, outDims) : this.define(node.outputs[0], outDims, where);
-  this.dispatch('reduce_sum_f32', [this.operand(x), sum.name], [rows, cols]);
-  if (!mean) return;
-  const out = this.define(node.outputs[0], outDims, where);
-  this.binary(BINARY_OPS.Div, sum, this.scalar(cols), out);
+  const x2 = view(x, [rows, cols]);
+  const out = view(this.define(node.outputs[0], outDims, where), [rows, 1]);
+  if (kind === 'mean') this.rowMean(x2, out, rows, cols);
+  else if (kind === 'max') this.rowMax(x2, out, rows, cols);
+  else this.dispatch('reduce_sum_f32', [this.operand(x2), out.name], [rows, cols]);
 }
 
 for (const [opType, op] of Object.entries(BINARY_OPS)) {

@@ -133,14 +133,7 @@ const FOLDERS = {
   Cast: (node, [x], attributes) => [cast(x, attributes.int('to', 0), attributes)],
 
   Gather(node, [data, indices], attributes) {
-    if (indices.dtype !== 'i64' && indices.dtype !== 'i32') throw attributes.error(`indices are ${indices.dtype}, not i32 or i64`);
-    const axis = normalizeAxis(attributes.int('axis', 0), data.dims.length, attributes);
-    const size = data.dims[axis];
-    const idx = numbers(indices).map((i) => {
-      if (i < -size || i >= size) throw attributes.error(`index ${i} is out of range for dimension ${size}`);
-      return i < 0 ? i + size : i;
-    });
-    const dims = [...data.dims.slice(0, axis), ...indices.dims, ...data.dims.slice(axis + 1)];
+    const { axis, idx, dims } = gatherIndices(data.dims, indices, attributes);
     const ds = strides(data.dims);
     const is = strides(indices.dims);
     const k = indices.dims.length;
@@ -209,6 +202,19 @@ const FOLDERS = {
 // What Slice takes of `dims`: per dimension the first index, the step and
 // the count. `bounds`: the constant starts, ends, axes and steps inputs
 // (opset >= 10; the attributes before).
+// Gather of `dims` at constant `indices`: the axis, the indices made
+// non-negative (errors name any out of range) and the output dims.
+function gatherIndices(dims, indices, attributes) {
+  if (indices.dtype !== 'i64' && indices.dtype !== 'i32') throw attributes.error(`indices are ${indices.dtype}, not i32 or i64`);
+  const axis = normalizeAxis(attributes.int('axis', 0), dims.length, attributes);
+  const size = dims[axis];
+  const idx = numbers(indices).map((i) => {
+    if (i < -size || i >= size) throw attributes.error(`index ${i} is out of range for dimension ${size}`);
+    return i < 0 ? i + size : i;
+  });
+  return { axis, idx, dims: [...dims.slice(0, axis), ...indices.dims, ...dims.slice(axis + 1)] };
+}
+
 function sliceWindow(dims, [startsInput, endsInput, axesInput, stepsInput], attributes, opset) {
   const rank = dims.length;
   const starts = opset >= 10 ? numbers(startsInput) : attributes.ints('starts', []);
@@ -266,4 +272,4 @@ function fold(node, inputs, attributes, opset) {
   return folder(node, inputs, attributes, opset);
 }
 
-module.exports = { fold, reshapeDims, sliceWindow, strides };
+module.exports = { fold, gatherIndices, reshapeDims, sliceWindow, strides };
