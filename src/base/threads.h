@@ -40,6 +40,15 @@ void hrt_cond_broadcast(hrt_cond_t* cond);
 
 // Monotonic clock in nanoseconds.
 int64_t hrt_time_now_ns(void);
+
+// A hint to the CPU inside a spin-wait loop (x86 pause, Arm yield).
+static inline void hrt_cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
 #define HRT_TIME_INFINITE_FUTURE INT64_MAX
 
 typedef struct hrt_thread_s {

@@ -737,11 +737,7 @@ static bool hrt_queue_spin(hrt_local_device_t* device) {
       return true;
     }
     if (hrt_time_now_ns() >= until) return false;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
+    hrt_cpu_pause();
   }
 }
 

@@ -8,6 +8,13 @@
 #include "base/alloc.h"
 #include "base/threads.h"
 
+// How long a worker that finished a job, or the runner waiting for the
+// workers, looks for what it waits for before it sleeps. A program's
+// dispatches follow each other within microseconds, and waking a sleeping
+// thread costs tens of microseconds on a VM (a dispatch of two workgroups
+// took 36 us when every one woke the workers and the runner).
+#define HRT_WORKER_POOL_SPIN_NS ((int64_t)50 * 1000)
+
 typedef struct hrt_worker_s {
   hrt_worker_pool_t* pool;
   uint32_t id;
@@ -16,18 +23,21 @@ typedef struct hrt_worker_s {
 
 struct hrt_worker_pool_s {
   hrt_mutex_t mutex;
-  hrt_cond_t work_cond;  // workers wait here for a new generation
-  hrt_cond_t done_cond;  // the runner waits here for busy == 0
-  uint64_t generation;   // guarded by mutex; bumped per job
-  uint32_t busy;         // guarded by mutex; workers still in the job
-  bool shutdown;         // guarded by mutex
+  hrt_cond_t work_cond;  // sleeping workers wait here for a new generation
+  hrt_cond_t done_cond;  // a sleeping runner waits here for busy == 0
+  // Bumped per job (release) once the job's fields are written.
+  atomic_uint_fast64_t generation;
+  atomic_uint busy;          // worker threads still in the job
+  atomic_bool shutdown;
+  uint32_t sleepers;         // guarded by mutex: workers on work_cond
+  bool runner_sleeping;      // guarded by mutex
   // The current job; written by the runner before the generation bump.
   hrt_worker_pool_fn_t fn;
   void* context;
   uint64_t item_count;
   atomic_uint_fast64_t next_item;
-  uint32_t worker_count;
-  uint32_t started;
+  uint32_t worker_count;  // the runner (worker 0) and the threads
+  uint32_t started;       // threads started
   hrt_worker_t workers[];
 };
 
@@ -40,42 +50,64 @@ static void hrt_worker_pool_drain(hrt_worker_pool_t* pool, uint32_t worker_id) {
   }
 }
 
+// Without the mutex: waits up to HRT_WORKER_POOL_SPIN_NS, without
+// sleeping, for a generation other than `seen` or shutdown; whether it came.
+static bool hrt_worker_spin(hrt_worker_pool_t* pool, uint64_t seen) {
+  const int64_t until = hrt_time_now_ns() + HRT_WORKER_POOL_SPIN_NS;
+  for (;;) {
+    if (atomic_load_explicit(&pool->generation, memory_order_acquire) != seen ||
+        atomic_load_explicit(&pool->shutdown, memory_order_relaxed)) {
+      return true;
+    }
+    if (hrt_time_now_ns() >= until) return false;
+    hrt_cpu_pause();
+  }
+}
+
 static void* hrt_worker_main(void* arg) {
   hrt_worker_t* worker = arg;
   hrt_worker_pool_t* pool = worker->pool;
   uint64_t seen = 0;
-  hrt_mutex_lock(&pool->mutex);
   for (;;) {
-    while (!pool->shutdown && pool->generation == seen) {
-      hrt_cond_wait(&pool->work_cond, &pool->mutex);
+    if (!hrt_worker_spin(pool, seen)) {
+      hrt_mutex_lock(&pool->mutex);
+      while (!atomic_load(&pool->shutdown) &&
+             atomic_load(&pool->generation) == seen) {
+        ++pool->sleepers;
+        hrt_cond_wait(&pool->work_cond, &pool->mutex);
+        --pool->sleepers;
+      }
+      hrt_mutex_unlock(&pool->mutex);
     }
-    if (pool->shutdown) break;
-    seen = pool->generation;
-    hrt_mutex_unlock(&pool->mutex);
+    if (atomic_load(&pool->shutdown)) break;
+    seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
     hrt_worker_pool_drain(pool, worker->id);
-    hrt_mutex_lock(&pool->mutex);
-    if (--pool->busy == 0) hrt_cond_signal(&pool->done_cond);
+    if (atomic_fetch_sub_explicit(&pool->busy, 1, memory_order_acq_rel) == 1) {
+      hrt_mutex_lock(&pool->mutex);
+      if (pool->runner_sleeping) hrt_cond_signal(&pool->done_cond);
+      hrt_mutex_unlock(&pool->mutex);
+    }
   }
-  hrt_mutex_unlock(&pool->mutex);
   return NULL;
 }
 
 hrt_status_t hrt_worker_pool_create(uint32_t worker_count,
                                     hrt_worker_pool_t** out_pool) {
   hrt_worker_pool_t* pool = NULL;
+  const uint32_t threads = worker_count > 0 ? worker_count - 1 : 0;
   HRT_RETURN_IF_ERROR(
-      hrt_allocate_zeroed(sizeof(*pool) + worker_count * sizeof(hrt_worker_t),
+      hrt_allocate_zeroed(sizeof(*pool) + threads * sizeof(hrt_worker_t),
                           "worker pool", (void**)&pool));
   hrt_mutex_init(&pool->mutex);
   hrt_cond_init(&pool->work_cond);
   hrt_cond_init(&pool->done_cond);
-  pool->worker_count = worker_count;
-  for (uint32_t i = 0; i < worker_count; ++i) {
+  pool->worker_count = worker_count > 0 ? worker_count : 1;
+  for (uint32_t i = 0; i < threads; ++i) {
     hrt_worker_t* worker = &pool->workers[i];
     worker->pool = pool;
-    worker->id = i;
+    worker->id = i + 1;
     char name[32];
-    snprintf(name, sizeof(name), "halrt-worker%u", i);
+    snprintf(name, sizeof(name), "halrt-worker%u", i + 1);
     hrt_status_t status =
         hrt_thread_create(name, hrt_worker_main, worker, &worker->thread);
     if (status != HRT_OK) {
@@ -90,8 +122,8 @@ hrt_status_t hrt_worker_pool_create(uint32_t worker_count,
 
 void hrt_worker_pool_destroy(hrt_worker_pool_t* pool) {
   if (!pool) return;
+  atomic_store(&pool->shutdown, true);
   hrt_mutex_lock(&pool->mutex);
-  pool->shutdown = true;
   hrt_cond_broadcast(&pool->work_cond);
   hrt_mutex_unlock(&pool->mutex);
   for (uint32_t i = 0; i < pool->started; ++i) {
@@ -106,18 +138,32 @@ void hrt_worker_pool_destroy(hrt_worker_pool_t* pool) {
 void hrt_worker_pool_run(hrt_worker_pool_t* pool, uint64_t item_count,
                          hrt_worker_pool_fn_t fn, void* context) {
   if (item_count == 0) return;
-  if (item_count == 1) {
-    fn(context, 0, 0);
+  if (item_count == 1 || pool->started == 0) {
+    for (uint64_t item = 0; item < item_count; ++item) fn(context, item, 0);
     return;
   }
-  hrt_mutex_lock(&pool->mutex);
   pool->fn = fn;
   pool->context = context;
   pool->item_count = item_count;
   atomic_store_explicit(&pool->next_item, 0, memory_order_relaxed);
-  pool->busy = pool->worker_count;
-  ++pool->generation;
-  hrt_cond_broadcast(&pool->work_cond);
-  while (pool->busy != 0) hrt_cond_wait(&pool->done_cond, &pool->mutex);
+  atomic_store_explicit(&pool->busy, pool->started, memory_order_relaxed);
+  atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+  hrt_mutex_lock(&pool->mutex);
+  if (pool->sleepers > 0) hrt_cond_broadcast(&pool->work_cond);
+  hrt_mutex_unlock(&pool->mutex);
+  // The runner is worker 0.
+  hrt_worker_pool_drain(pool, 0);
+  const int64_t until = hrt_time_now_ns() + HRT_WORKER_POOL_SPIN_NS;
+  while (atomic_load_explicit(&pool->busy, memory_order_acquire) != 0 &&
+         hrt_time_now_ns() < until) {
+    hrt_cpu_pause();
+  }
+  if (atomic_load_explicit(&pool->busy, memory_order_acquire) == 0) return;
+  hrt_mutex_lock(&pool->mutex);
+  pool->runner_sleeping = true;
+  while (atomic_load_explicit(&pool->busy, memory_order_acquire) != 0) {
+    hrt_cond_wait(&pool->done_cond, &pool->mutex);
+  }
+  pool->runner_sleeping = false;
   hrt_mutex_unlock(&pool->mutex);
 }

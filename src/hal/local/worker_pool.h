@@ -1,11 +1,13 @@
 // A fixed pool of worker threads that runs the items of one job at a time.
 //
 // Threads: hrt_worker_pool_run() is called by one thread at a time (a local
-// device's queue thread) and blocks it until every item has run. Items run on
-// the workers, concurrently and in any order; `worker_id` identifies the
-// worker (0 <= worker_id < worker_count) so items may use per-worker scratch.
-// A job of a single item runs inline on the calling thread as worker 0.
-// destroy() joins the workers; call it from a thread that is not a worker.
+// device's queue thread, the runner) and returns once every item has run.
+// Items run concurrently and in any order on the runner, as worker 0, and
+// on worker_count - 1 threads; `worker_id` identifies the worker (0 <=
+// worker_id < worker_count) so items may use per-worker scratch. Between
+// jobs the threads, and the runner waiting for them, spin a while before
+// they sleep (worker_pool.c). destroy() joins the threads; call it from a
+// thread that is not one.
 #ifndef HRT_HAL_LOCAL_WORKER_POOL_H_
 #define HRT_HAL_LOCAL_WORKER_POOL_H_
 
