@@ -253,6 +253,10 @@ const CASES = [
   ['Gather', 13, [[4, 6], [3]], { axis: { i: 1 } }, {}, { b: [1, 3, 5] }],
   ['Pad', 13, [[2, 3, 4], [6], []], {}, {}, { b: [0, 1, 2, 1, 0, 3], c: 'const' }],
   ['Pad', 10, [[3, 4]], { pads: { ints: [1, 0, 2, 3] }, value: { f: 1.5 } }],
+  ['ConvTranspose', 13, [[1, 4, 5, 6], [4, 3, 3, 3], [3]], { strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] }, output_padding: { ints: [1, 0] } }, {}, { b: 'const', c: 'const' }],
+  ['ConvTranspose', 13, [[2, 4, 3, 5], [4, 1, 2, 3]], { group: { i: 2 }, strides: { ints: [1, 2] }, dilations: { ints: [2, 1] } }, {}, { b: 'const' }],
+  ['ConvTranspose', 13, [[1, 2, 4, 4], [2, 2, 2, 2]], { strides: { ints: [2, 2] }, auto_pad: { s: 'SAME_UPPER' } }, {}, { b: 'const' }],
+  ['ConvTranspose', 13, [[1, 3, 4, 5], [3, 2, 3, 3], [2]], { strides: { ints: [3, 2] }, output_shape: { ints: [10, 10] } }, {}, { b: 'const', c: 'const' }],
 ];
 
 // Integer inputs given as constants (initializers) of the graph: i64.

@@ -24,7 +24,7 @@ const ARITY = {
   ReduceMean: [1, 2], ReduceSum: [1, 2], Constant: [0, 0], Shape: [1, 1], Cast: [1, 1], Gather: [2, 2],
   Concat: [1, Infinity], Slice: [1, 5], Expand: [2, 2], Split: [1, 2], Conv: [2, 3], BatchNormalization: [5, 5], MaxPool: [1, 1],
   AveragePool: [1, 1], GlobalAveragePool: [1, 1], ReduceMax: [1, 2], LogSoftmax: [1, 1],
-  LayerNormalization: [2, 3], Pad: [1, 4],
+  LayerNormalization: [2, 3], Pad: [1, 4], ConvTranspose: [2, 3],
 };
 
 const BINARY_OPS = { Add: 0, Sub: 1, Mul: 2, Div: 3, Pow: 4, Max: 5, Min: 6 };
@@ -576,6 +576,80 @@ const HANDLERS = {
     const out = this.define(node.outputs[0], outDims, where);
     this.dispatch('conv2d_f32', [this.operand(x), this.operand(w), this.operand(bias), out.name],
       [N, C, H, W, M, Cg, kernel[0], kernel[1], win.oh, win.ow, win.strides[0], win.strides[1], win.pt, win.pl, win.dilations[0], win.dilations[1]]);
+  },
+
+  // The convolution whose gradient a Conv is: x with (stride - 1) zeros
+  // between its elements, convolved at stride 1 with the kernel flipped and
+  // its channel axes swapped (made at import), padded by
+  // dilation·(kernel - 1) - pad at the start; the end follows from the
+  // output size.
+  ConvTranspose(node, [x, w, b], attributes, where) {
+    const dims = this.dims(this.f32(x, where));
+    const wDims = this.dims(this.f32(w, where));
+    if (dims.length !== 4 || wDims.length !== 4) throw attributes.unsupported(`ConvTranspose of x [${dims}] and W [${wDims}] (2-D only)`);
+    if (w.kind !== 'const') throw attributes.unsupported('weights computed at run time');
+    const [N, C, H, W] = dims;
+    const [C2, Mg, KH, KW] = wDims;
+    const group = attributes.int('group', 1);
+    const kernel = attributes.ints('kernel_shape', [KH, KW]);
+    const strides = attributes.ints('strides', [1, 1]);
+    const dilations = attributes.ints('dilations', [1, 1]);
+    const outputPadding = attributes.ints('output_padding', [0, 0]);
+    if (group < 1 || C2 !== C || C % group !== 0 || kernel[0] !== KH || kernel[1] !== KW || strides.length !== 2 || dilations.length !== 2 ||
+      outputPadding.length !== 2 || [...strides, ...dilations].some((v) => v < 1) || outputPadding.some((v, d) => v < 0 || v >= Math.max(strides[d], dilations[d]))) {
+      throw attributes.error(`x [${dims}], W [${wDims}], group ${group}, kernel_shape [${kernel}], strides [${strides}], dilations [${dilations}] and output_padding [${outputPadding}] do not agree`);
+    }
+    const M = Mg * group;
+    const Cg = C / group;
+    if (b !== undefined && (this.dims(this.f32(b, where)).join() !== String(M))) throw attributes.error(`B must be [${M}]`);
+    const spans = [KH, KW].map((k, d) => dilations[d] * (k - 1) + 1);
+    const full = [H, W].map((n, d) => strides[d] * (n - 1) + outputPadding[d] + spans[d]);
+    const autoPad = attributes.string('auto_pad', 'NOTSET');
+    const outputShape = attributes.ints('output_shape', undefined);
+    let pads = attributes.ints('pads', [0, 0, 0, 0]);
+    if (outputShape !== undefined || autoPad === 'SAME_UPPER' || autoPad === 'SAME_LOWER') {
+      const wanted = outputShape?.slice(-2) ?? [H * strides[0], W * strides[1]];
+      const total = full.map((f, d) => f - wanted[d]);
+      if (total.some((t) => t < 0)) throw attributes.unsupported(`output_shape [${outputShape}] larger than the full output [${full}]`);
+      const upper = autoPad === 'SAME_UPPER';
+      pads = [0, 1].map((d) => (upper ? Math.floor(total[d] / 2) : total[d] - Math.floor(total[d] / 2)));
+      pads.push(...[0, 1].map((d) => total[d] - pads[d]));
+    } else if (autoPad === 'VALID') {
+      pads = [0, 0, 0, 0];
+    } else if (autoPad !== 'NOTSET') {
+      throw attributes.error(`auto_pad '${autoPad}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID`);
+    }
+    if (pads.length !== 4 || pads.some((p) => p < 0)) throw attributes.error(`pads [${pads}] must be 4 non-negative integers`);
+    const start = [0, 1].map((d) => spans[d] - 1 - pads[d]);
+    if (start.some((p) => p < 0)) throw attributes.unsupported(`pads [${pads}] beyond dilation·(kernel - 1)`);
+    const [OH, OW] = [0, 1].map((d) => full[d] - pads[d] - pads[d + 2]);
+    if (OH < 0 || OW < 0) throw attributes.error(`pads [${pads}] leave no output`);
+    // W [C, M/group, KH, KW] -> [M, C/group, KH, KW], flipped.
+    const data = w.tensor.data;
+    const flipped = new Float32Array(M * Cg * KH * KW);
+    for (let m = 0; m < M; ++m) {
+      const g = Math.floor(m / Mg);
+      for (let c = 0; c < Cg; ++c) {
+        for (let i = 0; i < KH; ++i) {
+          for (let j = 0; j < KW; ++j) {
+            flipped[((m * Cg + c) * KH + i) * KW + j] = data[((((g * Cg + c) * Mg + (m % Mg)) * KH + (KH - 1 - i)) * KW) + (KW - 1 - j)];
+          }
+        }
+      }
+    }
+    const base = node.outputs[0];
+    let source = x;
+    const [Hu, Wu] = [(H - 1) * strides[0] + 1, (W - 1) * strides[1] + 1];
+    if (strides.some((v) => v > 1) && N * C * H * W > 0) {
+      source = this.temp(`${base}/spread`, [N, C, Hu, Wu]);
+      this.body.push({ op: 'fill', target: source.name, value: 0 });
+      this.stridedCopy(x, 0, denseStrides(dims), source, 0, [C * Hu * Wu, Hu * Wu, strides[0] * Wu, strides[1]], dims);
+    }
+    const weights = { kind: 'const', tensor: { name: `${w.tensor.name}^T`, dtype: 'f32', dims: [M, Cg, KH, KW], data: flipped } };
+    const bias = b ?? { kind: 'const', tensor: { name: `${base}/zero_bias`, dtype: 'f32', dims: [M], data: new Float32Array(M) } };
+    const out = this.define(base, [N, M, OH, OW], where);
+    this.dispatch('conv2d_f32', [this.operand(source), this.operand(weights), this.operand(bias), out.name],
+      [N, C, Hu, Wu, M, Cg, KH, KW, OH, OW, 1, 1, start[0], start[1], dilations[0], dilations[1]]);
   },
 
   BatchNormalization(node, [x, scale, bias, mean, variance], attributes, where) {
