@@ -257,9 +257,20 @@ const CASES = [
   ['ConvTranspose', 13, [[2, 4, 3, 5], [4, 1, 2, 3]], { group: { i: 2 }, strides: { ints: [1, 2] }, dilations: { ints: [2, 1] } }, {}, { b: 'const' }],
   ['ConvTranspose', 13, [[1, 2, 4, 4], [2, 2, 2, 2]], { strides: { ints: [2, 2] }, auto_pad: { s: 'SAME_UPPER' } }, {}, { b: 'const' }],
   ['ConvTranspose', 13, [[1, 3, 4, 5], [3, 2, 3, 3], [2]], { strides: { ints: [3, 2] }, output_shape: { ints: [10, 10] } }, {}, { b: 'const', c: 'const' }],
+  // Resize (X, roi, scales, sizes): roi and one of scales/sizes empty.
+  ['Resize', 13, [[1, 2, 4, 5], [0], [4]], {}, {}, { b: 'const', c: { f32: [1, 1, 2, 2] } }],
+  ['Resize', 13, [[1, 2, 9, 7], [0], [4]], {}, {}, { b: 'const', c: { f32: [1, 1, 0.6, 1.5] } }],
+  ['Resize', 13, [[2, 3, 5, 7], [0], [4]], { mode: { s: 'linear' } }, {}, { b: 'const', c: { f32: [1, 1, 1.7, 0.8] } }],
+  ['Resize', 13, [[1, 2, 6, 9], [0], [0], [4]], { mode: { s: 'linear' }, coordinate_transformation_mode: { s: 'align_corners' } }, {}, { b: 'const', c: 'const', d: [1, 2, 4, 13] }],
+  ['Resize', 13, [[1, 1, 7, 8], [0], [0], [4]], { coordinate_transformation_mode: { s: 'asymmetric' }, nearest_mode: { s: 'floor' } }, {}, { b: 'const', c: 'const', d: [1, 1, 3, 20] }],
+  ['Resize', 13, [[1, 2, 5, 6], [0], [0], [4]], { mode: { s: 'linear' }, coordinate_transformation_mode: { s: 'pytorch_half_pixel' } }, {}, { b: 'const', c: 'const', d: [1, 2, 1, 11] }],
+  ['Resize', 10, [[1, 2, 3, 4], [4]], {}, {}, { b: { f32: [1, 1, 3, 0.5] } }],
+  ['Resize', 13, [[1, 1, 6, 7], [0], [4]], { coordinate_transformation_mode: { s: 'tf_half_pixel_for_nn' }, nearest_mode: { s: 'round_prefer_ceil' } }, {}, { b: 'const', c: { f32: [1, 1, 1.5, 0.75] } }],
+  ['Resize', 13, [[1, 1, 6, 7], [0], [4]], { nearest_mode: { s: 'ceil' } }, {}, { b: 'const', c: { f32: [1, 1, 2.5, 0.5] } }],
 ];
 
-// Integer inputs given as constants (initializers) of the graph: i64.
+// Integer inputs given as constants (initializers) of the graph: i64;
+// {f32: [...]}: f32 constants of those values.
 function caseModel([opType, opset, shapes, attributes = {}, ranges = {}, constants = {}, outputs = 1]) {
   const names = ['a', 'b', 'c', 'd', 'e'];
   const inputs = [];
@@ -269,6 +280,10 @@ function caseModel([opType, opset, shapes, attributes = {}, ranges = {}, constan
     const name = names[i];
     if (Array.isArray(constants[name])) {
       initializers.push({ name, dtype: 'i64', dims, data: BigInt64Array.from(constants[name], BigInt) });
+      return;
+    }
+    if (constants[name]?.f32 !== undefined) {
+      initializers.push({ name, dtype: 'f32', dims, data: Float32Array.from(constants[name].f32) });
       return;
     }
     const [lo, hi] = ranges[name] ?? [-2, 2];

@@ -24,7 +24,7 @@ const ARITY = {
   ReduceMean: [1, 2], ReduceSum: [1, 2], Constant: [0, 0], Shape: [1, 1], Cast: [1, 1], Gather: [2, 2],
   Concat: [1, Infinity], Slice: [1, 5], Expand: [2, 2], Split: [1, 2], Conv: [2, 3], BatchNormalization: [5, 5], MaxPool: [1, 1],
   AveragePool: [1, 1], GlobalAveragePool: [1, 1], ReduceMax: [1, 2], LogSoftmax: [1, 1],
-  LayerNormalization: [2, 3], Pad: [1, 4], ConvTranspose: [2, 3],
+  LayerNormalization: [2, 3], Pad: [1, 4], ConvTranspose: [2, 3], Resize: [1, 4],
 };
 
 const BINARY_OPS = { Add: 0, Sub: 1, Mul: 2, Div: 3, Pow: 4, Max: 5, Min: 6 };
@@ -652,6 +652,64 @@ const HANDLERS = {
       [N, C, Hu, Wu, M, Cg, KH, KW, OH, OW, 1, 1, start[0], start[1], dilations[0], dilations[1]]);
   },
 
+  // Nearest or (bi)linear over H and W of [N, C, H, W] by resize2d_f32,
+  // its row and column tables computed here in f32 as ONNX Runtime
+  // computes the coordinates.
+  Resize(node, inputs, attributes, where) {
+    const [x, roi, scalesInput, sizesInput] = this.opset < 11 ? [inputs[0], undefined, inputs[1], undefined] : inputs;
+    const dims = this.dims(this.f32(x, where));
+    if (dims.length !== 4) throw attributes.unsupported(`Resize of rank ${dims.length} (only [N, C, H, W])`);
+    const mode = attributes.string('mode', 'nearest');
+    if (mode !== 'nearest' && mode !== 'linear') throw attributes.unsupported(`mode '${mode}'`);
+    const transform = attributes.string('coordinate_transformation_mode', this.opset < 11 ? 'asymmetric' : 'half_pixel');
+    if (!Object.hasOwn(COORDINATES, transform)) throw attributes.unsupported(`coordinate_transformation_mode '${transform}'`);
+    const nearest = this.opset < 11 ? 'simple' : attributes.string('nearest_mode', 'round_prefer_floor');
+    if (!Object.hasOwn(NEAREST, nearest)) throw attributes.unsupported(`nearest_mode '${nearest}'`);
+    if (attributes.int('antialias', 0)) throw attributes.unsupported('antialias');
+    if (attributes.string('keep_aspect_ratio_policy', 'stretch') !== 'stretch') throw attributes.unsupported(`keep_aspect_ratio_policy '${attributes.string('keep_aspect_ratio_policy')}'`);
+    for (const input of [roi, scalesInput, sizesInput]) {
+      if (input !== undefined && input.kind !== 'const') throw attributes.unsupported('roi, scales or sizes computed at run time');
+    }
+    const axes = attributes.ints('axes', [0, 1, 2, 3]).map((a) => (a < 0 ? a + 4 : a));
+    const given = (input) => (input === undefined || count(input.tensor.dims) === 0 ? undefined : Array.from(input.tensor.data, Number));
+    const scales = given(scalesInput);
+    const sizes = given(sizesInput);
+    if ((scales === undefined) === (sizes === undefined)) throw attributes.error('needs exactly one of scales and sizes');
+    const list = scales ?? sizes;
+    if (list.length !== axes.length || axes.some((a) => a < 0 || a > 3)) throw attributes.error(`${scales ? 'scales' : 'sizes'} [${list}] do not fit axes [${axes}] of rank 4`);
+    const scale = [1, 1, 1, 1];
+    const out = [...dims];
+    axes.forEach((a, i) => {
+      scale[a] = scales ? Math.fround(scales[i]) : Math.fround(sizes[i] / dims[a]);
+      out[a] = scales ? Math.floor(dims[a] * scales[i]) : sizes[i];
+    });
+    if (out[0] !== dims[0] || out[1] !== dims[1]) throw attributes.unsupported(`resizing N or C ([${dims}] -> [${out}])`);
+    if (!scale.every((v) => Number.isFinite(v) && v > 0) || !out.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+      throw attributes.error(`scales or sizes give [${out}] from [${dims}]`);
+    }
+    const table = (axis) => {
+      const [length, resized, f] = [dims[axis], out[axis], scale[axis]];
+      const entries = new Float32Array(3 * resized);
+      for (let o = 0; o < resized; ++o) {
+        const original = COORDINATES[transform](o, f, length, resized);
+        let [i0, i1, w] = [0, 0, 0];
+        if (mode === 'nearest') {
+          i0 = i1 = Math.min(Math.max(NEAREST[nearest](original, f < 1), 0), length - 1);
+        } else {
+          const clamped = Math.min(Math.max(original, 0), length - 1);
+          i0 = Math.min(Math.trunc(clamped), length - 1);
+          i1 = Math.min(i0 + 1, length - 1);
+          w = i0 === i1 ? 0 : Math.fround(clamped - i0);
+        }
+        entries.set([i0, i1, w], 3 * o);
+      }
+      return { kind: 'const', tensor: { name: `${node.outputs[0]}/${axis === 2 ? 'rows' : 'cols'}`, dtype: 'f32', dims: [resized, 3], data: entries } };
+    };
+    const result = this.define(node.outputs[0], out, where);
+    this.dispatch('resize2d_f32', [this.operand(x), this.operand(table(2)), this.operand(table(3)), result.name],
+      [dims[0] * dims[1], dims[2], dims[3], out[2], out[3], 3]);
+  },
+
   BatchNormalization(node, [x, scale, bias, mean, variance], attributes, where) {
     if (node.outputs.length > 1 || attributes.int('training_mode', 0)) throw attributes.unsupported('training mode (more than one output)');
     const dims = this.dims(this.f32(x, where));
@@ -951,6 +1009,30 @@ const HANDLERS = {
     this.stridedCopy(x, 0, denseStrides(dims), out, before.reduce((o, p, i) => o + p * outStrides[i], 0), outStrides, dims);
   },
 };
+
+// Resize: the input coordinate of output coordinate `o` along an axis of
+// `length` resized to `resized` by `scale`, in f32 as ONNX Runtime
+// computes it.
+const f = Math.fround;
+const COORDINATES = {
+  half_pixel: (o, scale) => f(f(f(o + 0.5) / scale) - 0.5),
+  pytorch_half_pixel: (o, scale, length, resized) => (resized > 1 ? f(f(f(o + 0.5) / scale) - 0.5) : 0),
+  asymmetric: (o, scale) => f(o / scale),
+  tf_half_pixel_for_nn: (o, scale) => f(f(o + 0.5) / scale),
+  align_corners: (o, scale, length, resized) => (resized === 1 ? 0 : f(f(o * (length - 1)) / (resized - 1))),
+};
+// Resize: the nearest input index of coordinate x ('simple': Resize-10).
+const NEAREST = {
+  round_prefer_floor: (x) => (x === Math.trunc(x) + 0.5 ? Math.floor(x) : roundHalfAway(x)),
+  round_prefer_ceil: (x) => roundHalfAway(x),
+  floor: (x) => Math.floor(x),
+  ceil: (x) => Math.ceil(x),
+  simple: (x, down) => (down ? Math.ceil(x) : Math.trunc(x)),
+};
+// C's round(): halfway cases away from zero.
+function roundHalfAway(x) {
+  return Math.sign(x) * Math.round(Math.abs(x));
+}
 
 // The rows and columns a (Log)Softmax runs over: opset < 13 sees the
 // input as 2-D at `axis`; from 13 the axis must be the last.

@@ -40,6 +40,9 @@ bool hrt_builtin_chain_valid(const uint32_t* k) {
   return true;
 }
 
+// resize2d_f32: table entries of 3 floats.
+static bool hrt_builtin_resize2d_valid(const uint32_t* k) { return k[5] == 3; }
+
 // pool2d_f32: strides positive.
 static bool hrt_builtin_pool2d_valid(const uint32_t* k) {
   return k[8] != 0 && k[9] != 0;
@@ -122,6 +125,18 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      0,
      0,
      hrt_builtin_chain_valid},
+    // x P·H·W, rows OH·3, cols OW·3, out P·OH·OW; constant 5 is 3
+    {"resize2d_f32",
+     4,
+     6,
+     0,
+     {{F32, false, false, 3, {0, 1, 2}, 0, 0},
+      IN2(F32, 3, 5),
+      IN2(F32, 4, 5),
+      {F32, false, true, 3, {0, 3, 4}, 0, 0}},
+     0,
+     0,
+     hrt_builtin_resize2d_valid},
 };
 
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {

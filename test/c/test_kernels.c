@@ -178,6 +178,7 @@ static const struct {
     {"unary_f32", 2, 4},        {"conv2d_f32", 4, 16},
     {"pool2d_f32", 2, 13},      {"bmm_f32", 3, 10},
     {"strided_copy_f32", 2, 20}, {"chain_f32", 3, 31},
+    {"resize2d_f32", 4, 6},
 };
 
 static void test_library_lists_every_documented_kernel(void) {
@@ -480,6 +481,7 @@ static void test_zero_elements_is_valid_and_touches_nothing(void) {
   const uint32_t conv[16] = {0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1};
   const uint32_t pool[13] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0};
   const uint32_t chain[31] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
+  const uint32_t resize[6] = {0, 0, 0, 0, 0, 3};
   const size_t lengths[4] = {0, 0, 0, 0};
   void* bindings[4] = {NULL, NULL, NULL, NULL};
   for (size_t i = 0; i < COUNT_OF(kExpected); ++i) {
@@ -487,6 +489,7 @@ static void test_zero_elements_is_valid_and_touches_nothing(void) {
     const uint32_t* constants = strcmp(name, "conv2d_f32") == 0    ? conv
                                 : strcmp(name, "pool2d_f32") == 0  ? pool
                                 : strcmp(name, "chain_f32") == 0   ? chain
+                                : strcmp(name, "resize2d_f32") == 0 ? resize
                                                                    : zeros;
     CHECK_EQ_INT(run_kernel(name, grid, bindings, lengths,
                             kExpected[i].binding_count, constants,
@@ -956,6 +959,8 @@ static const struct {
      {2, 1, 1, 1, 1, 1, 5, 0, 0, 0, 0, 0, 1, 5, 0, 0, 33 | 1 << 8, 0, 0},
      {20, 20, 20},
      4},
+    // x 1x2x2 -> out 1x1x1
+    {"resize2d_f32", {1, 2, 2, 1, 1, 3}, {16, 12, 12, 4}, 4},
 };
 
 enum { BUFFER_BYTES = 64 };
@@ -1318,6 +1323,77 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
   }
 }
 
+// resize2d_f32 against the same lerps in C: (index, index, weight) rows
+// and columns, nearest ones (weight 0) copying infinities and NaN as they
+// are, and an index that is not one of the input's giving NaN.
+static void test_resize2d_f32_interpolates_by_its_tables(void) {
+  rng_t rng = {0x5E5};
+  enum { P = 3, H = 5, W = 7, OH = 9, OW = 11 };
+  float x[P * H * W], rows[OH * 3], cols[OW * 3];
+  for (int i = 0; i < P * H * W; ++i) x[i] = rng_f32(&rng, -4.0f, 4.0f);
+  x[3] = INFINITY;
+  x[40] = NAN;
+  for (int o = 0; o < OH; ++o) {
+    rows[3 * o] = (float)(o * H / OH);
+    rows[3 * o + 1] = (float)((o * H / OH + 1) % H);
+    rows[3 * o + 2] = o % 3 == 0 ? 0.0f : rng_f32(&rng, 0.0f, 1.0f);
+  }
+  for (int o = 0; o < OW; ++o) {
+    cols[3 * o] = (float)(o * W / OW);
+    cols[3 * o + 1] = (float)((o * W / OW + 2) % W);
+    cols[3 * o + 2] = o % 4 == 0 ? 0.0f : rng_f32(&rng, 0.0f, 1.0f);
+  }
+  cols[3 * 5] = 2.5f;       // not an integer
+  rows[3 * 7 + 1] = 5.0f;   // past the input
+  const uint32_t k[6] = {P, H, W, OH, OW, 3};
+  for (size_t g = 0; g < COUNT_OF(kGrids); ++g) {
+    float* out = alloc_poisoned(sizeof(float) * P * OH * OW);
+    void* bindings[4] = {x, rows, cols, out};
+    const size_t lengths[4] = {sizeof(x), sizeof(rows), sizeof(cols),
+                               sizeof(float) * P * OH * OW};
+    CHECK_EQ_INT(run_kernel("resize2d_f32", kGrids[g], bindings, lengths, 4, k,
+                            6),
+                 0);
+    int wrong = 0;
+    for (int p = 0; p < P; ++p) {
+      for (int oh = 0; oh < OH; ++oh) {
+        for (int ow = 0; ow < OW; ++ow) {
+          const float* rt = rows + 3 * oh;
+          const float* ct = cols + 3 * ow;
+          float want = NAN;
+          const bool ok = rt[1] < H && ct[0] == floorf(ct[0]);
+          if (ok) {
+            const float* plane = x + p * H * W;
+            const int i0 = (int)rt[0], i1 = (int)rt[1];
+            const int j0 = (int)ct[0], j1 = (int)ct[1];
+#define LERP(u, v, t) ((t) == 0.0f ? (u) : (float)((u) * (1.0f - (t))) + (float)((v) * (t)))
+            const float top = LERP(plane[i0 * W + j0], plane[i0 * W + j1], ct[2]);
+            const float bottom = rt[2] == 0.0f ? top : LERP(plane[i1 * W + j0], plane[i1 * W + j1], ct[2]);
+            want = LERP(top, bottom, rt[2]);
+#undef LERP
+          }
+          const float got = out[(p * OH + oh) * OW + ow];
+          if (memcmp(&got, &want, 4) != 0 && !(got != got && want != want) &&
+              wrong++ < 3) {
+            fprintf(stderr, "p %d oh %d ow %d: got %.9g want %.9g\n", p, oh, ow,
+                    got, want);
+          }
+        }
+      }
+    }
+    CHECK_EQ_INT(wrong, 0);
+    CHECK(is_poisoned(out + P * OH * OW, SLACK));
+    free(out);
+  }
+  // A table entry width other than 3 is refused.
+  const uint32_t bad[6] = {P, H, W, OH, OW, 2};
+  float out[P * OH * OW];
+  void* bindings[4] = {x, rows, cols, out};
+  const size_t lengths[4] = {sizeof(x), sizeof(rows), sizeof(cols), sizeof(out)};
+  CHECK_EQ_INT(run_kernel("resize2d_f32", kGrids[0], bindings, lengths, 4, bad, 6),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+}
+
 //===----------------------------------------------------------------------===//
 // conv2d_f32 and pool2d_f32
 //===----------------------------------------------------------------------===//
@@ -1591,4 +1667,5 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_pool2d_matches_reference),
           TEST_CASE(test_bmm_matches_reference_and_matmul),
           TEST_CASE(test_strided_copy_moves_bits),
-          TEST_CASE(test_chain_f32_gives_the_bits_of_its_steps))
+          TEST_CASE(test_chain_f32_gives_the_bits_of_its_steps),
+          TEST_CASE(test_resize2d_f32_interpolates_by_its_tables))

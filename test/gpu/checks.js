@@ -286,6 +286,22 @@ function builtinCases() {
         ...step(16, 2, 3), ...step(12, 0, 0, 6), ...step(18, 0), ...step(19, 2, 6), ...step(18, 1), ...step(33, 1)],
     }],
   });
+  // resize2d_f32: the edge values ([R, 50]) upsampled, every other row and
+  // column halfway between two (NaN and infinities spread as the lerps
+  // say), one column index outside the input (NaN): the same bits.
+  const [rh, rw] = [2 * br - 1, 2 * bc - 1];
+  const table = (count, size) => Float32Array.from({ length: 3 * count }, (_, e) => {
+    const [o, field] = [Math.floor(e / 3), e % 3];
+    return field === 2 ? (o % 2) * 0.5 : Math.min(Math.floor(o / 2) + field * (o % 2), size - 1);
+  });
+  const resizeCols = table(rw, bc);
+  resizeCols[3 * 7 + 1] = bc;
+  cases.push({
+    kernel: 'resize2d_f32', compare: 'exact',
+    inputs: [f32('x', fa), f32('rows', new Uint32Array(table(rh, br).buffer)), f32('cols', new Uint32Array(resizeCols.buffer))],
+    outputs: [['out', 'f32', [rh * rw]]],
+    dispatches: [{ workgroups: [4], bindings: ['x', 'rows', 'cols', 'out'], constants: [1, br, bc, rh, rw, 3] }],
+  });
   return cases;
 }
 

@@ -54,7 +54,8 @@
   X(pool2d_f32, 2, 13)       \
   X(bmm_f32, 3, 10)          \
   X(strided_copy_f32, 2, 20) \
-  X(chain_f32, 3, 31)
+  X(chain_f32, 3, 31)        \
+  X(resize2d_f32, 4, 6)
 
 #define HRT_BINARY_INDEX(name, type, expr) HRT_KERNEL_INDEX_##name,
 #define HRT_OTHER_INDEX(name, bindings, constants) HRT_KERNEL_INDEX_##name,
@@ -761,6 +762,77 @@ static int hrt_kernel_conv2d_f32(const halrt_dispatch_state_t* dispatch,
   if (k[HRT_CONV_OW] == 0) return HALRT_KERNEL_OK;
   const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, rows);
   if (range.begin < range.end) hrt_conv2d_f32_body(dispatch, range);
+  return HALRT_KERNEL_OK;
+}
+
+// resize2d_f32 constants: P, H, W, OH, OW, 3 (a table entry's width).
+// Each output row (p, oh) reads rows[oh] and every cols[ow]: (index,
+// index, weight) as floats; an index that is not an integer in the input
+// makes that output NaN.
+static float hrt_lerp(float u, float v, float t) {
+  if (t == 0.0f) return u;
+  const float a = u * (1.0f - t);
+  const float b = v * t;
+  return a + b;
+}
+
+static bool hrt_resize_index(float value, uint64_t size, uint64_t* index) {
+  if (!(value >= 0.0f && value < (float)size) || value != floorf(value)) {
+    return false;
+  }
+  *index = (uint64_t)value;
+  return true;
+}
+
+static void hrt_resize2d_f32_body(const halrt_dispatch_state_t* dispatch,
+                                  hrt_range_t range) {
+  const uint32_t* k = dispatch->constants;
+  const float* x = dispatch->bindings[0];
+  const float* rows = dispatch->bindings[1];
+  const float* cols = dispatch->bindings[2];
+  float* out = dispatch->bindings[3];
+  const uint64_t H = k[1], W = k[2], OH = k[3], OW = k[4];
+  for (size_t r = range.begin; r < range.end; ++r) {
+    const uint64_t oh = r % OH;
+    const float* plane = x + r / OH * H * W;
+    const float* rt = rows + 3 * oh;
+    uint64_t i0 = 0, i1 = 0;
+    const bool row_ok = hrt_resize_index(rt[0], H, &i0) &&
+                        hrt_resize_index(rt[1], H, &i1);
+    for (uint64_t ow = 0; ow < OW; ++ow) {
+      const float* ct = cols + 3 * ow;
+      uint64_t j0 = 0, j1 = 0;
+      if (!row_ok || !hrt_resize_index(ct[0], W, &j0) ||
+          !hrt_resize_index(ct[1], W, &j1)) {
+        out[r * OW + ow] = NAN;
+        continue;
+      }
+      const float top = hrt_lerp(plane[i0 * W + j0], plane[i0 * W + j1], ct[2]);
+      const float bottom =
+          rt[2] == 0.0f ? top
+                        : hrt_lerp(plane[i1 * W + j0], plane[i1 * W + j1], ct[2]);
+      out[r * OW + ow] = hrt_lerp(top, bottom, rt[2]);
+    }
+  }
+}
+
+static int hrt_kernel_resize2d_f32(const halrt_dispatch_state_t* dispatch,
+                                   const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_resize2d_f32) ||
+      dispatch->constants[5] != 3) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint32_t* k = dispatch->constants;
+  const uint64_t rows = hrt_mul_saturate(k[0], k[3]);
+  if (!hrt_binding_holds(dispatch, 0, k[0], hrt_mul_saturate(k[1], k[2]), 4) ||
+      !hrt_binding_holds(dispatch, 1, k[3], 3, 4) ||
+      !hrt_binding_holds(dispatch, 2, k[4], 3, 4) ||
+      !hrt_binding_holds(dispatch, 3, rows, k[4], 4) || rows > UINT32_MAX) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  if (k[4] == 0) return HALRT_KERNEL_OK;
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, rows);
+  if (range.begin < range.end) hrt_resize2d_f32_body(dispatch, range);
   return HALRT_KERNEL_OK;
 }
 

@@ -98,6 +98,8 @@ static const builtin_case_t kBuiltinCases[] = {
       18 | 1 << 8, 0, 0,
       33 | 1 << 8, 0, 0},
      {3, 1, 1}},
+    // P H W OH OW 3 (tables written by resize_tables)
+    {"resize2d_f32", {4, 9, 13, 17, 6, 3}, {3, 1, 1}},
 };
 
 // The output size of a window sweep: floor((size + 2 pad - span) / stride)
@@ -260,6 +262,24 @@ static double tolerance_for(const builtin_case_t* test, uint8_t* const* data,
   return 0;
 }
 
+// resize2d_f32's row and column tables (bindings 1 and 2): mostly valid
+// (index, index, weight) entries, some nearest (weight 0), some with an
+// index outside the input.
+static void resize_tables(const uint32_t* k, uint8_t* const* data) {
+  for (int t = 0; t < 2; ++t) {
+    const uint32_t count = k[3 + t], size = k[1 + t];
+    float* table = (float*)data[1 + t];
+    for (uint32_t o = 0; o < count; ++o) {
+      const uint32_t r = random_u32();
+      table[3 * o] = size ? (float)(r % size) : 0.0f;
+      table[3 * o + 1] = size ? (float)((r >> 8) % size) : 0.0f;
+      table[3 * o + 2] = r % 3 == 0 ? 0.0f : (float)((r >> 16) % 1000) / 1000.0f;
+      if (r % 29 == 0) table[3 * o + 1] = (float)size;
+      if (r % 31 == 0) table[3 * o] = 0.5f;
+    }
+  }
+}
+
 // Runs `test` on both devices (CPU first) over the same random inputs;
 // returns whether they agree as docs/kernels.md says, describing any
 // difference on stderr.
@@ -277,6 +297,11 @@ static bool case_matches(hrt_hal_device_t* const* devices,
     inputs[b] = malloc(sizes[b] + 1);
     fill_binding(&signature->bindings[b], is_elementwise(test->name),
                  data[0][b], sizes[b]);
+  }
+  if (strcmp(test->name, "resize2d_f32") == 0) {
+    resize_tables(test->constants, data[0]);
+  }
+  for (uint32_t b = 0; b < signature->binding_count; ++b) {
     memcpy(data[1][b], data[0][b], sizes[b]);
     memcpy(inputs[b], data[0][b], sizes[b]);
   }
@@ -500,6 +525,10 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
         memcpy(&step[1], &alpha, 4);
         memcpy(&step[2], &beta, 4);
       }
+    } else if (strcmp(test.name, "resize2d_f32") == 0) {
+      uint32_t* k = test.constants;
+      for (int i = 0; i < 5; ++i) k[i] = random_u32() % 23 == 0 ? 0 : 1 + random_u32() % 12;
+      k[5] = 3;
     } else if (strcmp(test.name, "unary_f32") == 0) {
       test.constants[0] = random_u32() % 3000;
       test.constants[1] = random_u32() % 14;

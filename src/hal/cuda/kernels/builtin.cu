@@ -353,6 +353,51 @@ extern "C" __global__ void pool2d_f32(const float* x, float* out, uint32_t N,
   }
 }
 
+// u (1 - t) + v t, each product rounded, never fused; u when t is 0.
+__device__ static inline float hrt_lerp(float u, float v, float t) {
+  if (t == 0.0f) return u;
+  return __fadd_rn(__fmul_rn(u, __fsub_rn(1.0f, t)), __fmul_rn(v, t));
+}
+
+// Whether `value` is an integer index below `size` (into *index).
+__device__ static inline bool hrt_resize_index(float value, uint64_t size,
+                                               uint64_t* index) {
+  if (!(value >= 0.0f && value < (float)size) || value != floorf(value)) {
+    return false;
+  }
+  *index = (uint64_t)value;
+  return true;
+}
+
+// out[p][oh][ow] from x[p] at rows[oh] and cols[ow] (index, index, weight),
+// as the CPU library computes it; an index outside the input gives NaN.
+// The host checked the extents and that `entry` is 3.
+extern "C" __global__ void resize2d_f32(const float* x, const float* rows,
+                                        const float* cols, float* out,
+                                        uint32_t P, uint32_t H, uint32_t W,
+                                        uint32_t OH, uint32_t OW,
+                                        uint32_t entry) {
+  (void)entry;
+  const uint64_t total = (uint64_t)P * OH * OW;
+  HRT_GRID_STRIDE(i, total) {
+    const uint64_t ow = i % OW, oh = i / OW % OH, p = i / OW / OH;
+    const float* plane = x + p * H * W;
+    const float* rt = rows + 3 * oh;
+    const float* ct = cols + 3 * ow;
+    uint64_t i0, i1, j0, j1;
+    if (!hrt_resize_index(rt[0], H, &i0) || !hrt_resize_index(rt[1], H, &i1) ||
+        !hrt_resize_index(ct[0], W, &j0) || !hrt_resize_index(ct[1], W, &j1)) {
+      out[i] = __int_as_float(0x7fc00000);
+      continue;
+    }
+    const float top = hrt_lerp(plane[i0 * W + j0], plane[i0 * W + j1], ct[2]);
+    const float bottom =
+        rt[2] == 0.0f ? top
+                      : hrt_lerp(plane[i1 * W + j0], plane[i1 * W + j1], ct[2]);
+    out[i] = hrt_lerp(top, bottom, rt[2]);
+  }
+}
+
 // c (M×N) = a (M×K) · b (K×N). Each block computes 16×16 tiles of c,
 // striding over tile columns with the grid's x and tile rows with its y
 // (count[2] is 1, checked by the host), and sums each element's products in
