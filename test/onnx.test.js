@@ -162,7 +162,7 @@ describe('the kernels ONNX ops run on', () => {
         .function('f', (f) => f.input('a', 'f32', [4]).output('b', 'f32', [4]).dispatch(`k.${kernel}`, { workgroups: [1], bindings, constants }))
         .build(instance);
       assertThrowsHalrt(() => module('binary_f32', [9, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1], ['a', 'a', 'b']), 'INVALID_ARGUMENT',
-        "functions.f.body[0].constants[0]: kernel 'binary_f32' has operations 0 to 6 (got 9; see docs/kernels.md)");
+        "functions.f.body[0].constants[0]: kernel 'binary_f32' has operations 0 to 7 (got 9; see docs/kernels.md)");
       assertThrowsHalrt(() => module('unary_f32', [4, 14, 0, 0], ['a', 'b']), 'INVALID_ARGUMENT', "functions.f.body[0].constants[1]: kernel 'unary_f32' has operations 0 to 13 (got 14");
       // A stride that reaches past a binding is refused too.
       assertThrowsHalrt(() => module('binary_f32', [0, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1], ['a', 'a', 'b']), 'INVALID_ARGUMENT',
@@ -407,6 +407,70 @@ function chainModel() {
   });
   return { bytes, x: randoms(120, 77, -5, 5) };
 }
+
+// Conditions: Equal, Not, Cast and Where (bool values held as 1 and 0).
+function conditionModel() {
+  const bytes = writeModel({
+    opset: 13,
+    graph: {
+      nodes: [
+        { opType: 'Equal', inputs: ['a', 'b'], outputs: ['same'] },
+        { opType: 'Where', inputs: ['same', 'a', 'fill'], outputs: ['picked'] },
+        { opType: 'Not', inputs: ['same'], outputs: ['differ'] },
+        { opType: 'Cast', inputs: ['differ'], outputs: ['differs'], attributes: { to: { i: 1 } } },
+        { opType: 'Cast', inputs: ['a'], outputs: ['nonzero'], attributes: { to: { i: 9 } } },
+        { opType: 'Where', inputs: ['nonzero', 'b', 'a'], outputs: ['chosen'] },
+        { opType: 'Where', inputs: ['mask', 'a', 'b'], outputs: ['masked'] },
+      ],
+      inputs: [{ name: 'a', dtype: 'f32', dims: [3, 4] }, { name: 'b', dtype: 'f32', dims: [4] }],
+      outputs: ['picked', 'differs', 'chosen', 'masked'].map((name) => ({ name, dtype: 'f32' })),
+      initializers: [
+        { name: 'fill', dtype: 'f32', dims: [], data: Float32Array.of(-7) },
+        { name: 'mask', dtype: 'bool', dims: [3, 1], data: Uint8Array.of(1, 0, 1) },
+      ],
+    },
+  });
+  const a = Float32Array.of(1, 2, 0, 4, -0, 2, 3, NaN, 1, 5, 3, 0);
+  const b = Float32Array.of(1, 2, 3, 4);
+  return { bytes, a, b };
+}
+
+describe('ONNX conditions (Equal, Not, Cast, Where)', function () {
+  for (const uri of DEVICE_URIS) {
+    it(`give ONNX Runtime's values bit for bit on ${uri}`, async function () {
+      const loaded = oracle.ort();
+      oracle.need(this, loaded);
+      const { bytes, a, b } = conditionModel();
+      const session = await loaded.ort.InferenceSession.create(bytes);
+      const want = await session.run({ a: new loaded.ort.Tensor('float32', a, [3, 4]), b: new loaded.ort.Tensor('float32', b, [4]) });
+      const instance = new halrt.Instance();
+      try {
+        const device = instance.createDevice(uri);
+        const module = halrt.Module.fromObject(instance, halrt.onnx.convert(bytes));
+        const context = new halrt.Context(instance, [new halrt.HalModule(instance, device), module]);
+        const got = await context.lookupFunction('onnx.main').invoke({ a, b }, { named: true, read: true });
+        for (const name of ['picked', 'differs', 'chosen', 'masked']) {
+          assert.deepStrictEqual(new Uint32Array(got[name].buffer), new Uint32Array(Float32Array.from(want[name].data).buffer), name);
+        }
+      } finally {
+        instance.close();
+      }
+    });
+  }
+
+  it('a bool graph output, and a condition that is not bool, are errors naming the node', () => {
+    const equalOut = writeModel({
+      opset: 13,
+      graph: { nodes: [{ opType: 'Equal', inputs: ['a', 'a'], outputs: ['y'] }], inputs: [{ name: 'a', dtype: 'f32', dims: [2] }], outputs: [{ name: 'y' }] },
+    });
+    assertThrowsHalrt(() => halrt.onnx.convert(equalOut), 'UNIMPLEMENTED', "node 0 'Equal_0' (Equal): a bool graph output is not supported (only f32)");
+    const f32Condition = writeModel({
+      opset: 13,
+      graph: { nodes: [{ opType: 'Where', inputs: ['a', 'a', 'a'], outputs: ['y'] }], inputs: [{ name: 'a', dtype: 'f32', dims: [2] }], outputs: [{ name: 'y' }] },
+    });
+    assertThrowsHalrt(() => halrt.onnx.convert(f32Condition), 'INVALID_ARGUMENT', "node 0 'Where_0' (Where): a condition must be bool (got f32)");
+  });
+});
 
 describe('ONNX elementwise chains (chain_f32)', function () {
   it('are fused unless nodes are traced, keeping graph outputs, dropping what no op reads', () => {

@@ -24,10 +24,12 @@ const ARITY = {
   ReduceMean: [1, 2], ReduceSum: [1, 2], Constant: [0, 0], Shape: [1, 1], Cast: [1, 1], Gather: [2, 2],
   Concat: [1, Infinity], Slice: [1, 5], Expand: [2, 2], Split: [1, 2], Conv: [2, 3], BatchNormalization: [5, 5], MaxPool: [1, 1],
   AveragePool: [1, 1], GlobalAveragePool: [1, 1], ReduceMax: [1, 2], LogSoftmax: [1, 1],
-  LayerNormalization: [2, 3], Pad: [1, 4], ConvTranspose: [2, 3], Resize: [1, 4],
+  LayerNormalization: [2, 3], Pad: [1, 4], ConvTranspose: [2, 3], Resize: [1, 4], Equal: [2, 2], Where: [3, 3],
+  Not: [1, 1],
 };
 
 const BINARY_OPS = { Add: 0, Sub: 1, Mul: 2, Div: 3, Pow: 4, Max: 5, Min: 6 };
+const EQ = 7; // binary_f32's op: 1 where equal, else 0
 // unary_f32's ops, and how each ONNX op sets alpha and beta.
 const UNARY_OPS = {
   Sigmoid: [0], Tanh: [1], Exp: [2], Log: [3], Sqrt: [4], Neg: [5], Abs: [6], Reciprocal: [7], Erf: [8],
@@ -173,11 +175,14 @@ class Converter {
     return name;
   }
 
-  // A runtime f32 value for ONNX name `onnx` (a graph output keeps its role).
-  define(onnx, dims, where) {
+  // A runtime f32 value for ONNX name `onnx` (a graph output keeps its
+  // role). A 'bool' one holds 1 and 0 as f32 (Equal, Not, Cast), and is
+  // read only by ops that take conditions (Where, Not, Cast).
+  define(onnx, dims, where, dtype = 'f32') {
     const output = this.model.graph.outputs.some((o) => o.name === onnx);
+    if (output && dtype !== 'f32') throw new HalrtError(`onnx: ${where}: a ${dtype} graph output is not supported (only f32)`, 'UNIMPLEMENTED');
     const name = output ? onnx : this.fresh(onnx);
-    const entry = { kind: 'value', name, dtype: 'f32', dims };
+    const entry = { kind: 'value', name, dtype, dims };
     (output ? this.outputs : this.locals).push({ name, dtype: 'f32', shape: dims });
     this.shapes.set(name, dims);
     if (this.values.has(onnx)) throw new HalrtError(`onnx: ${where}: value '${onnx}' is produced twice`, 'INVALID_ARGUMENT');
@@ -213,6 +218,18 @@ class Converter {
 
   dims(entry) {
     return entry.kind === 'value' ? entry.dims : entry.tensor.dims;
+  }
+
+  // A condition: a 'bool' value (1s and 0s as f32), or a constant tensor
+  // of any dtype made a constant of 1s and 0s (not zero: 1).
+  condition(entry, where) {
+    if (entry.kind === 'value') {
+      if (entry.dtype !== 'bool') throw new HalrtError(`onnx: ${where}: a condition must be bool (got ${entry.dtype})`, 'INVALID_ARGUMENT');
+      return entry;
+    }
+    const { tensor } = entry;
+    entry.mask ??= { kind: 'const', tensor: { name: tensor.name, dtype: 'f32', dims: tensor.dims, data: Float32Array.from(tensor.data, (v) => (Number(v) !== 0 ? 1 : 0)) } };
+    return entry.mask;
   }
 
   // A runtime input of an op that computes in f32.
@@ -957,6 +974,47 @@ const HANDLERS = {
 
   ReduceMax(node, inputs, attributes, where) {
     reduce.call(this, node, inputs, attributes, where, 'max');
+  },
+
+  Equal(node, [a, b], attributes, where) {
+    const dims = broadcastOrFail(this.dims(this.f32(a, where)), this.dims(this.f32(b, where)), attributes);
+    this.binary(EQ, a, b, this.define(node.outputs[0], dims, where, 'bool'));
+  },
+
+  Not(node, [x], attributes, where) {
+    const dims = this.dims(this.condition(x, where));
+    this.binary(EQ, this.condition(x, where), this.scalar(0), this.define(node.outputs[0], dims, where, 'bool'));
+  },
+
+  // To f32 from a condition (its 1s and 0s) or f32, and to bool from f32
+  // (not zero: 1, NaN included), at run time; of constants at import.
+  Cast(node, [x], attributes, where) {
+    const to = attributes.int('to', 0);
+    const dtype = x.kind === 'value' ? x.dtype : x.tensor.dtype;
+    if (to === 1 && (dtype === 'f32' || dtype === 'bool')) {
+      const out = this.define(node.outputs[0], this.dims(x), where);
+      this.body.push({ op: 'copy', source: this.operand(dtype === 'bool' ? this.condition(x, where) : x), target: out.name });
+      return;
+    }
+    if (to === 9 && dtype === 'f32') {
+      const zero = this.temp(`${node.outputs[0]}/zero`, this.dims(x));
+      this.binary(EQ, x, this.scalar(0), zero);
+      this.binary(EQ, zero, this.scalar(0), this.define(node.outputs[0], this.dims(x), where, 'bool'));
+      return;
+    }
+    throw attributes.unsupported(`a Cast from ${dtype} to type ${to} at run time`);
+  },
+
+  Where(node, [condition, a, b], attributes, where) {
+    const c = this.condition(condition, where);
+    const dims = [this.dims(c), this.dims(this.f32(a, where)), this.dims(this.f32(b, where))]
+      .reduce((x, y) => broadcastOrFail(x, y, attributes));
+    if (dims.length > 6) throw attributes.unsupported(`Where of rank ${dims.length} (at most 6)`);
+    const out = this.define(node.outputs[0], dims, where);
+    const operands = [c, a, b];
+    const merged = coalesce(pad6(dims), ...operands.map((e) => broadcastStrides(this.dims(e), dims)), denseStrides(pad6(dims)));
+    this.dispatch('where_f32', [...operands.map((e) => this.operand(e)), out.name],
+      [...pad6(merged.dims), ...merged.strides.slice(0, 3).flatMap((list) => pad6(list, 0))]);
   },
 
   // Gather of a value at constant indices: one strided copy when they step

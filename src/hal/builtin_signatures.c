@@ -33,7 +33,7 @@ bool hrt_builtin_chain_valid(const uint32_t* k) {
     const uint32_t word = k[13 + 3 * j], op = word & 0xffu;
     const uint32_t operand = word >> 8;
     const bool unary = op < 14 && operand == 0;
-    const bool binary = ((op >= 16 && op < 23) || (op >= 32 && op < 39)) &&
+    const bool binary = ((op >= 16 && op < 24) || (op >= 32 && op < 40)) &&
                         operand <= 2;
     if (!unary && !binary) return false;
   }
@@ -73,7 +73,7 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      NULL},
     {"softmax_rows_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT2(F32, 0, 1)}, 0, 0, NULL},
     {"reduce_sum_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT(F32, 0)}, 0, 0, NULL},
-    {"binary_f32", 3, 19, 0, {STRIDED(7), STRIDED(13), DENSE6}, 0, 7, NULL},
+    {"binary_f32", 3, 19, 0, {STRIDED(7), STRIDED(13), DENSE6}, 0, 8, NULL},
     {"unary_f32", 2, 4, 3u << 2, {IN(F32, 0), OUT(F32, 0)}, 1, 14, NULL},
     // x N·C·H·W, w M·Cg·KH·KW, bias M, out N·M·OH·OW
     {"conv2d_f32",
@@ -137,6 +137,18 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      0,
      0,
      hrt_builtin_resize2d_valid},
+    // cond, a, b at strides over dims (constants 0..5), out dense
+    {"where_f32",
+     4,
+     24,
+     0,
+     {{F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 6, 0},
+      {F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 12, 0},
+      {F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 18, 0},
+      {F32, false, true, 6, {0, 1, 2, 3, 4, 5}, 0, 0}},
+     0,
+     0,
+     NULL},
 };
 
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {

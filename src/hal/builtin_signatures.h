@@ -68,7 +68,7 @@ bool hrt_builtin_op_valid(const hrt_builtin_signature_t* signature,
 bool hrt_builtin_conv2d_valid(const uint32_t* constants);
 
 // chain_f32's rules: 1 to 6 steps, each a unary op (0..13, operand 0) or a
-// binary one (16..22: t op v; 32..38: v op t) of operand 0 (x), 1 (y) or
+// binary one (16..23: t op v; 32..39: v op t) of operand 0 (x), 1 (y) or
 // 2 (alpha).
 bool hrt_builtin_chain_valid(const uint32_t* constants);
 

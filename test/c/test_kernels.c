@@ -178,7 +178,7 @@ static const struct {
     {"unary_f32", 2, 4},        {"conv2d_f32", 4, 16},
     {"pool2d_f32", 2, 13},      {"bmm_f32", 3, 10},
     {"strided_copy_f32", 2, 20}, {"chain_f32", 3, 31},
-    {"resize2d_f32", 4, 6},
+    {"resize2d_f32", 4, 6},     {"where_f32", 4, 24},
 };
 
 static void test_library_lists_every_documented_kernel(void) {
@@ -961,6 +961,11 @@ static const struct {
      4},
     // x 1x2x2 -> out 1x1x1
     {"resize2d_f32", {1, 2, 2, 1, 1, 3}, {16, 12, 12, 4}, 4},
+    // 5 elements, cond dense, a and b broadcast scalars
+    {"where_f32",
+     {1, 1, 1, 1, 1, 5, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     {20, 4, 4, 20},
+     4},
 };
 
 enum { BUFFER_BYTES = 64 };
@@ -1104,7 +1109,8 @@ static float ref_binary(uint32_t op, float x, float y) {
     case 3: return x / y;
     case 4: return powf(x, y);
     case 5: return fmaxf(x, y);
-    default: return fminf(x, y);
+    case 6: return fminf(x, y);
+    default: return x == y ? 1.0f : 0.0f;
   }
 }
 
@@ -1122,7 +1128,8 @@ static void test_binary_f32_broadcasts_every_op_for_any_grid(void) {
   for (int i = 0; i < 15; ++i) a[i] = rng_f32(&rng, -3.0f, 3.0f);
   for (int i = 0; i < 20; ++i) b[i] = rng_f32(&rng, 0.25f, 2.0f);
   a[3] = NAN;
-  for (uint32_t op = 0; op < 7; ++op) {
+  a[5] = b[3];  // an equal pair for op 7
+  for (uint32_t op = 0; op < 8; ++op) {
     uint32_t constants[19] = {op};
     memcpy(constants + 1, dims, sizeof(dims));
     memcpy(constants + 7, sa, sizeof(sa));
@@ -1152,7 +1159,7 @@ static void test_binary_f32_broadcasts_every_op_for_any_grid(void) {
   }
   // An operation past the last, and a binding shorter than its strides
   // reach, are refused before any write.
-  uint32_t constants[19] = {7, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1,
+  uint32_t constants[19] = {8, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1,
                             0, 0, 0, 0, 0, 1};
   float small[4] = {0}, out[4];
   memset(out, POISON, sizeof(out));
@@ -1254,8 +1261,8 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
   const size_t bytes = sizeof(x);
   int wrong = 0;
   for (uint32_t u = 0; u < 14; ++u) {
-    for (uint32_t b = 0; b < 7 * 3 * 2; ++b) {
-      const uint32_t op = b % 7, operand = b / 7 % 3, reversed = b / 21;
+    for (uint32_t b = 0; b < 8 * 3 * 2; ++b) {
+      const uint32_t op = b % 8, operand = b / 8 % 3, reversed = b / 24;
       const float alpha = u == 12 ? -2.0f : 0.25f, beta = 3.0f;
       scalar[0] = 1.5f;
       uint32_t k[31] = {2};
@@ -1309,7 +1316,7 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
   // Bad programs: no steps, 7 steps, an unknown op, an operand past 2, a
   // unary op with an operand.
   const uint32_t bad[][5] = {
-      {0, 5, 0}, {7, 5, 0}, {1, 14, 0}, {1, 23, 0}, {1, 16 | 3 << 8, 0},
+      {0, 5, 0}, {7, 5, 0}, {1, 14, 0}, {1, 24, 0}, {1, 16 | 3 << 8, 0},
       {1, 5 | 1 << 8, 0}};
   for (size_t i = 0; i < COUNT_OF(bad); ++i) {
     uint32_t k[31] = {bad[i][0], 1, 1, 1, 1, 1, 1};
@@ -1392,6 +1399,34 @@ static void test_resize2d_f32_interpolates_by_its_tables(void) {
   const size_t lengths[4] = {sizeof(x), sizeof(rows), sizeof(cols), sizeof(out)};
   CHECK_EQ_INT(run_kernel("resize2d_f32", kGrids[0], bindings, lengths, 4, bad, 6),
                HALRT_KERNEL_INVALID_ARGUMENT);
+}
+
+// where_f32 against a reference reading each operand's offset from the
+// output's coordinates: cond [3, 1] (0, -0, NaN, 2), a [4], b transposed.
+static void test_where_f32_selects_bits_for_any_grid(void) {
+  const uint32_t k[24] = {1, 1, 1, 1, 3, 4,  // dims
+                          0, 0, 0, 0, 1, 0,  // cond [3, 1]
+                          0, 0, 0, 0, 0, 1,  // a [4]
+                          0, 0, 0, 0, 1, 3};  // b [4, 3] read transposed
+  const float cond[3] = {0.0f, -0.0f, NAN};
+  uint32_t a[4] = {0x7fc00001u, 0x80000000u, 0x3f800000u, 0xff800000u};
+  uint32_t b[12];
+  for (int i = 0; i < 12; ++i) b[i] = 0x40000000u + (uint32_t)i;
+  for (size_t g = 0; g < COUNT_OF(kGrids); ++g) {
+    uint32_t* out = alloc_poisoned(12 * 4);
+    void* bindings[4] = {(void*)cond, a, b, out};
+    const size_t lengths[4] = {sizeof(cond), sizeof(a), sizeof(b), 48};
+    CHECK_EQ_INT(run_kernel("where_f32", kGrids[g], bindings, lengths, 4, k, 24),
+                 0);
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 4; ++c) {
+        const uint32_t want = cond[r] != 0.0f ? a[c] : b[c * 3 + r];
+        CHECK_EQ_INT(out[r * 4 + c], want);
+      }
+    }
+    CHECK(is_poisoned(out + 12, SLACK));
+    free(out);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1668,4 +1703,5 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_bmm_matches_reference_and_matmul),
           TEST_CASE(test_strided_copy_moves_bits),
           TEST_CASE(test_chain_f32_gives_the_bits_of_its_steps),
-          TEST_CASE(test_resize2d_f32_interpolates_by_its_tables))
+          TEST_CASE(test_resize2d_f32_interpolates_by_its_tables),
+          TEST_CASE(test_where_f32_selects_bits_for_any_grid))

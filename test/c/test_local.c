@@ -966,7 +966,7 @@ static void builtin_signatures_match_the_kernel_library(void) {
       "max_f32", "add_i32", "sub_i32", "mul_i32", "div_i32", "max_i32",
       "axpy_f32", "relu_f32", "matmul_f32", "softmax_rows_f32",
       "reduce_sum_f32", "binary_f32", "unary_f32", "conv2d_f32",
-      "pool2d_f32", "bmm_f32", "strided_copy_f32", "chain_f32", "resize2d_f32"};
+      "pool2d_f32", "bmm_f32", "strided_copy_f32", "chain_f32", "resize2d_f32", "where_f32"};
   CHECK_EQ_INT(matched, sizeof(names) / sizeof(names[0]));
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
     CHECK(hrt_builtin_signature_find(names[i]) != NULL);

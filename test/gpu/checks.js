@@ -221,7 +221,7 @@ function builtinCases() {
     })),
   });
   const library = ({ expected }) => 8 * EPS * Math.abs(expected) + F32_TINY;
-  cases.push(binary('binary_f32', [0, 1, 2, 3, 5, 6], 'max'));
+  cases.push(binary('binary_f32', [0, 1, 2, 3, 5, 6, 7], 'max'));
   cases.push(binary('binary_f32 pow', [4], library, '8·2^-23·|cpu| + 2^-149'));
   // unary_f32: every op on the edge values; the exact ones, then those of
   // the device's expf, tanhf, logf, erff.
@@ -301,6 +301,16 @@ function builtinCases() {
     inputs: [f32('x', fa), f32('rows', new Uint32Array(table(rh, br).buffer)), f32('cols', new Uint32Array(resizeCols.buffer))],
     outputs: [['out', 'f32', [rh * rw]]],
     dispatches: [{ workgroups: [4], bindings: ['x', 'rows', 'cols', 'out'], constants: [1, br, bc, rh, rw, 3] }],
+  });
+  // where_f32: the edge values as cond ([R, 50]) choosing between b's bits
+  // ([R, 50]) and a's first row broadcast: NaN and -0 conditions included.
+  cases.push({
+    kernel: 'where_f32', compare: 'exact',
+    inputs: [f32('cond', fa), f32('a', fb), f32('b', fa)], outputs: [['out', 'f32', [br * bc]]],
+    dispatches: [{
+      workgroups: [3], bindings: ['cond', 'a', 'b', 'out'],
+      constants: [1, 1, 1, 1, br, bc, 0, 0, 0, 0, bc, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, br],
+    }],
   });
   return cases;
 }

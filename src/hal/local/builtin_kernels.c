@@ -55,7 +55,8 @@
   X(bmm_f32, 3, 10)          \
   X(strided_copy_f32, 2, 20) \
   X(chain_f32, 3, 31)        \
-  X(resize2d_f32, 4, 6)
+  X(resize2d_f32, 4, 6)      \
+  X(where_f32, 4, 24)
 
 #define HRT_BINARY_INDEX(name, type, expr) HRT_KERNEL_INDEX_##name,
 #define HRT_OTHER_INDEX(name, bindings, constants) HRT_KERNEL_INDEX_##name,
@@ -284,7 +285,7 @@ HRT_ELEMENTWISE_KERNEL(relu_f32, sizeof(float))
 
 // binary_f32: constants [op, dims[6], a strides[6], b strides[6]]; out is
 // the dense dims, a and b are read at their strides (0: broadcast).
-enum { HRT_ND = 6, HRT_BINARY_OP_COUNT = 7, HRT_UNARY_OP_COUNT = 14 };
+enum { HRT_ND = 6, HRT_BINARY_OP_COUNT = 8, HRT_UNARY_OP_COUNT = 14 };
 
 // C fminf as hrt_fmaxf spells fmaxf.
 static float hrt_fminf(float x, float y) { return (x < y || y != y) ? x : y; }
@@ -309,24 +310,30 @@ static uint64_t hrt_dims_count(const uint32_t* dims) {
 }
 
 // A walk over the elements of `dims` in order, from a given index, with the
-// offsets it reaches in up to two operands read at element strides; it
-// steps in runs along the last dimension.
+// offsets it reaches in up to three operands read at element strides
+// (hrt_no_strides for one it does not need); it steps in runs along the
+// last dimension.
+enum { HRT_WALK_OPERANDS = 3 };
+static const uint32_t hrt_no_strides[HRT_ND] = {0};
+
 typedef struct hrt_walk_t {
   const uint32_t* dims;
-  const uint32_t* strides[2];
+  const uint32_t* strides[HRT_WALK_OPERANDS];
   uint64_t at[HRT_ND];
-  uint64_t offset[2];
+  uint64_t offset[HRT_WALK_OPERANDS];
 } hrt_walk_t;
 
-static hrt_walk_t hrt_walk_start(const uint32_t* dims, const uint32_t* s0,
-                                 uint64_t base0, const uint32_t* s1,
-                                 uint64_t base1, uint64_t index) {
-  hrt_walk_t w = {dims, {s0, s1}, {0}, {base0, base1}};
+static hrt_walk_t hrt_walk_start(const uint32_t* dims,
+                                 const uint32_t* const* strides,
+                                 const uint64_t* bases, uint64_t index) {
+  hrt_walk_t w = {dims, {strides[0], strides[1], strides[2]}, {0},
+                  {bases[0], bases[1], bases[2]}};
   for (int d = HRT_ND - 1; d >= 0; --d) {
     w.at[d] = index % dims[d];
     index /= dims[d];
-    w.offset[0] += w.at[d] * s0[d];
-    w.offset[1] += w.at[d] * s1[d];
+    for (int o = 0; o < HRT_WALK_OPERANDS; ++o) {
+      w.offset[o] += w.at[d] * strides[o][d];
+    }
   }
   return w;
 }
@@ -342,10 +349,11 @@ static uint64_t hrt_walk_run(const hrt_walk_t* w, uint64_t limit) {
 static void hrt_walk_advance(hrt_walk_t* w, uint64_t run) {
   const int last = HRT_ND - 1;
   w->at[last] += run;
-  w->offset[0] += run * w->strides[0][last];
-  w->offset[1] += run * w->strides[1][last];
+  for (int o = 0; o < HRT_WALK_OPERANDS; ++o) {
+    w->offset[o] += run * w->strides[o][last];
+  }
   for (int d = last; d > 0 && w->at[d] == w->dims[d]; --d) {
-    for (int o = 0; o < 2; ++o) {
+    for (int o = 0; o < HRT_WALK_OPERANDS; ++o) {
       w->offset[o] += w->strides[o][d - 1] - w->at[d] * w->strides[o][d];
     }
     w->at[d] = 0;
@@ -391,13 +399,14 @@ HRT_BINARY_ROW(div, x / y)
 HRT_BINARY_ROW(pow, powf(x, y))
 HRT_BINARY_ROW(max, hrt_fmaxf(x, y))
 HRT_BINARY_ROW(min, hrt_fminf(x, y))
+HRT_BINARY_ROW(eq, x == y ? 1.0f : 0.0f)
 
 typedef void (*hrt_binary_row_t)(const float*, uint64_t, const float*,
                                  uint64_t, float*, size_t);
 static const hrt_binary_row_t hrt_binary_rows[HRT_BINARY_OP_COUNT] = {
     hrt_binary_row_add, hrt_binary_row_sub, hrt_binary_row_mul,
     hrt_binary_row_div, hrt_binary_row_pow, hrt_binary_row_max,
-    hrt_binary_row_min};
+    hrt_binary_row_min, hrt_binary_row_eq};
 
 static void hrt_binary_f32_body(const halrt_dispatch_state_t* dispatch,
                                 hrt_range_t range) {
@@ -406,8 +415,10 @@ static void hrt_binary_f32_body(const halrt_dispatch_state_t* dispatch,
   const float* a = dispatch->bindings[0];
   const float* b = dispatch->bindings[1];
   float* out = dispatch->bindings[2];
-  hrt_walk_t w = hrt_walk_start(dims, dims + HRT_ND, 0, dims + 2 * HRT_ND, 0,
-                                range.begin);
+  const uint32_t* const strides[] = {dims + HRT_ND, dims + 2 * HRT_ND,
+                                     hrt_no_strides};
+  const uint64_t bases[] = {0, 0, 0};
+  hrt_walk_t w = hrt_walk_start(dims, strides, bases, range.begin);
   for (size_t i = range.begin; i < range.end;) {
     const size_t count = (size_t)hrt_walk_run(&w, range.end - i);
     row(a + w.offset[0], dims[2 * HRT_ND - 1], b + w.offset[1],
@@ -448,8 +459,10 @@ static void hrt_strided_copy_f32_body(const halrt_dispatch_state_t* dispatch,
   const uint64_t s = dims[2 * HRT_ND - 1], t = dims[3 * HRT_ND - 1];
   const uint32_t* src = dispatch->bindings[0];
   uint32_t* dst = dispatch->bindings[1];
-  hrt_walk_t w = hrt_walk_start(dims, dims + HRT_ND, k[0], dims + 2 * HRT_ND,
-                                k[1], range.begin);
+  const uint32_t* const strides[] = {dims + HRT_ND, dims + 2 * HRT_ND,
+                                     hrt_no_strides};
+  const uint64_t bases[] = {k[0], k[1], 0};
+  hrt_walk_t w = hrt_walk_start(dims, strides, bases, range.begin);
   for (uint64_t i = range.begin; i < range.end;) {
     const uint64_t run = hrt_walk_run(&w, range.end - i);
     const uint32_t* from = src + w.offset[0];
@@ -483,6 +496,56 @@ static int hrt_kernel_strided_copy_f32(
   }
   const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, n);
   if (range.begin < range.end) hrt_strided_copy_f32_body(dispatch, range);
+  return HALRT_KERNEL_OK;
+}
+
+// where_f32: constants [dims[6], cond strides[6], a strides[6], b
+// strides[6]]; out (dense) = cond != 0 ? a : b, bits copied.
+static void hrt_where_f32_body(const halrt_dispatch_state_t* dispatch,
+                               hrt_range_t range) {
+  const uint32_t* dims = dispatch->constants;
+  const float* cond = dispatch->bindings[0];
+  const uint32_t* a = dispatch->bindings[1];
+  const uint32_t* b = dispatch->bindings[2];
+  uint32_t* out = dispatch->bindings[3];
+  const uint32_t* const strides[] = {dims + HRT_ND, dims + 2 * HRT_ND,
+                                     dims + 3 * HRT_ND};
+  const uint64_t bases[] = {0, 0, 0};
+  const uint64_t sc = dims[2 * HRT_ND - 1], sa = dims[3 * HRT_ND - 1];
+  const uint64_t sb = dims[4 * HRT_ND - 1];
+  hrt_walk_t w = hrt_walk_start(dims, strides, bases, range.begin);
+  for (uint64_t i = range.begin; i < range.end;) {
+    const uint64_t run = hrt_walk_run(&w, range.end - i);
+    const float* c = cond + w.offset[0];
+    const uint32_t* x = a + w.offset[1];
+    const uint32_t* y = b + w.offset[2];
+    for (uint64_t j = 0; j < run; ++j) {
+      out[i + j] = c[j * sc] != 0.0f ? x[j * sa] : y[j * sb];
+    }
+    i += run;
+    hrt_walk_advance(&w, run);
+  }
+}
+
+static int hrt_kernel_where_f32(const halrt_dispatch_state_t* dispatch,
+                                const halrt_workgroup_state_t* workgroup) {
+  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_where_f32)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const uint32_t* dims = dispatch->constants;
+  const uint64_t n = hrt_dims_count(dims);
+  for (uint32_t i = 0; i < 3; ++i) {
+    if (!hrt_binding_holds(dispatch, i,
+                           hrt_strided_extent(dims, dims + (i + 1) * HRT_ND),
+                           1, 4)) {
+      return HALRT_KERNEL_INVALID_ARGUMENT;
+    }
+  }
+  if (n > UINT32_MAX || !hrt_binding_holds(dispatch, 3, n, 1, 4)) {
+    return HALRT_KERNEL_INVALID_ARGUMENT;
+  }
+  const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, n);
+  if (range.begin < range.end) hrt_where_f32_body(dispatch, range);
   return HALRT_KERNEL_OK;
 }
 
@@ -554,7 +617,6 @@ enum { HRT_CHAIN_BLOCK = 256, HRT_CHAIN_FIRST_STEP = 13 };
 
 static void hrt_chain_f32_body(const halrt_dispatch_state_t* dispatch,
                                hrt_range_t range) {
-  static const uint32_t kNoStrides[HRT_ND] = {0};
   const uint32_t* k = dispatch->constants;
   const uint32_t* dims = k + 1;
   const float* x = dispatch->bindings[0];
@@ -565,8 +627,10 @@ static void hrt_chain_f32_body(const halrt_dispatch_state_t* dispatch,
     const uint32_t word = k[HRT_CHAIN_FIRST_STEP + 3 * j];
     reads_y |= (word & 0xffu) >= 16 && word >> 8 == 1;
   }
-  hrt_walk_t w = hrt_walk_start(dims, dims + HRT_ND, 0, kNoStrides, 0,
-                                range.begin);
+  const uint32_t* const strides[] = {dims + HRT_ND, hrt_no_strides,
+                                     hrt_no_strides};
+  const uint64_t bases[] = {0, 0, 0};
+  hrt_walk_t w = hrt_walk_start(dims, strides, bases, range.begin);
   const uint64_t y_step = dims[2 * HRT_ND - 1];
   float t[HRT_CHAIN_BLOCK], v[HRT_CHAIN_BLOCK];
   for (size_t i = range.begin; i < range.end;) {

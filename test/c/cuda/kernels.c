@@ -100,6 +100,11 @@ static const builtin_case_t kBuiltinCases[] = {
      {3, 1, 1}},
     // P H W OH OW 3 (tables written by resize_tables)
     {"resize2d_f32", {4, 9, 13, 17, 6, 3}, {3, 1, 1}},
+    // out [2, 3, 4, 5]: cond [3, 1, 5], a [4, 1], b dense
+    {"where_f32",
+     {1, 1, 2, 3, 4, 5, 0, 0, 0, 5, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 60, 20, 5, 1},
+     {4, 1, 1}},
+    BINARY_CASE(7, 1, 1, 1, 1, 10, 100, 0, 0, 0, 0, 100, 1, 0, 0, 0, 0, 1, 0, 2),
 };
 
 // The output size of a window sweep: floor((size + 2 pad - span) / stride)
@@ -410,7 +415,7 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
     } else if (strcmp(test.name, "binary_f32") == 0) {
       // Random dims (a 0 now and then); each input dense or broadcast
       // (stride 0) per dimension, or transposed.
-      test.constants[0] = random_u32() % 7;
+      test.constants[0] = random_u32() % 8;
       for (int d = 0; d < 6; ++d) {
         test.constants[1 + d] = random_u32() % 41 == 0 ? 0 : 1 + random_u32() % 4;
       }
@@ -502,7 +507,7 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
       // Random dims, y dense or broadcast per dimension, 1 to 6 steps of
       // the ops whose results are exact (docs/kernels.md), so the bits agree.
       static const uint32_t kExactUnary[] = {4, 5, 6, 7, 9, 10, 11, 12};
-      static const uint32_t kExactBinary[] = {0, 1, 2, 3, 5, 6};
+      static const uint32_t kExactBinary[] = {0, 1, 2, 3, 5, 6, 7};
       uint32_t* k = test.constants;
       k[0] = 1 + random_u32() % 6;
       uint32_t stride = 1;
@@ -519,11 +524,24 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
         if (random_u32() % 3 == 0) {
           step[0] = kExactUnary[random_u32() % 8];
         } else {
-          step[0] = (random_u32() % 2 ? 16 : 32) + kExactBinary[random_u32() % 6];
+          step[0] = (random_u32() % 2 ? 16 : 32) + kExactBinary[random_u32() % 7];
           step[0] |= (random_u32() % 3) << 8;
         }
         memcpy(&step[1], &alpha, 4);
         memcpy(&step[2], &beta, 4);
+      }
+    } else if (strcmp(test.name, "where_f32") == 0) {
+      // Random dims; each operand dense or broadcast per dimension.
+      for (int d = 0; d < 6; ++d) {
+        test.constants[d] = random_u32() % 41 == 0 ? 0 : 1 + random_u32() % 4;
+      }
+      for (int input = 0; input < 3; ++input) {
+        uint32_t stride = 1;
+        for (int d = 5; d >= 0; --d) {
+          const bool broadcast = random_u32() % 3 == 0;
+          test.constants[6 + 6 * input + d] = broadcast ? 0 : stride;
+          if (!broadcast) stride *= test.constants[d] ? test.constants[d] : 1;
+        }
       }
     } else if (strcmp(test.name, "resize2d_f32") == 0) {
       uint32_t* k = test.constants;

@@ -131,13 +131,15 @@ __device__ static inline float hrt_binary_op(uint32_t op, float x, float y) {
       return powf(x, y);
     case 5:
       return hrt_fmaxf(x, y);
-    default:
+    case 6:
       return hrt_fminf(x, y);
+    default:
+      return x == y ? 1.0f : 0.0f;
   }
 }
 
 // out (dense over dims) = a op b, a and b read at element strides (0:
-// broadcast). The host checked op < 7 and the bindings' extents.
+// broadcast). The host checked op < 8 and the bindings' extents.
 extern "C" __global__ void binary_f32(
     const float* a, const float* b, float* out, uint32_t op, uint32_t d0,
     uint32_t d1, uint32_t d2, uint32_t d3, uint32_t d4, uint32_t d5,
@@ -236,8 +238,36 @@ extern "C" __global__ void unary_f32(const float* x, float* out, uint32_t n,
   HRT_GRID_STRIDE(i, n) out[i] = hrt_unary_op(op, x[i], alpha, beta);
 }
 
+// out (dense over dims) = cond != 0 ? a : b, each read at element strides,
+// bits copied. The host checked the extents.
+extern "C" __global__ void where_f32(
+    const float* cond, const uint32_t* a, const uint32_t* b, uint32_t* out,
+    uint32_t d0, uint32_t d1, uint32_t d2, uint32_t d3, uint32_t d4,
+    uint32_t d5, uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+    uint32_t c4, uint32_t c5, uint32_t a0, uint32_t a1, uint32_t a2,
+    uint32_t a3, uint32_t a4, uint32_t a5, uint32_t b0, uint32_t b1,
+    uint32_t b2, uint32_t b3, uint32_t b4, uint32_t b5) {
+  const uint32_t dims[HRT_ND] = {d0, d1, d2, d3, d4, d5};
+  const uint32_t sc[HRT_ND] = {c0, c1, c2, c3, c4, c5};
+  const uint32_t sa[HRT_ND] = {a0, a1, a2, a3, a4, a5};
+  const uint32_t sb[HRT_ND] = {b0, b1, b2, b3, b4, b5};
+  uint64_t n = 1;
+  for (int d = 0; d < HRT_ND; ++d) n *= dims[d];
+  HRT_GRID_STRIDE(i, n) {
+    uint64_t rest = i, oc = 0, oa = 0, ob = 0;
+    for (int d = HRT_ND - 1; d >= 0; --d) {
+      const uint64_t c = rest % dims[d];
+      rest /= dims[d];
+      oc += c * sc[d];
+      oa += c * sa[d];
+      ob += c * sb[d];
+    }
+    out[i] = cond[oc] != 0.0f ? a[oa] : b[ob];
+  }
+}
+
 // t = x, then up to 6 steps on t (docs/kernels.md): a unary op (op < 16) or
-// a binary one of t and v (16..22: t op v; 32..38: v op t), v being x,
+// a binary one of t and v (16..23: t op v; 32..39: v op t), v being x,
 // y (at element strides) or alpha by operand. The host checked the steps
 // and the extents.
 #define HRT_CHAIN_STEP(j) uint32_t op##j, uint32_t alpha##j, uint32_t beta##j
