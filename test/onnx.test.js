@@ -473,7 +473,7 @@ describe('ONNX conditions (Equal, Not, Cast, Where)', function () {
 });
 
 describe('ONNX elementwise chains (chain_f32)', function () {
-  it('are fused unless nodes are traced, keeping graph outputs, dropping what no op reads', () => {
+  it('are fused around traced outputs and graph outputs, dropping what no op reads', () => {
     const { bytes } = chainModel();
     const fused = halrt.onnx.convert(bytes);
     const kernels = fused.functions.main.body.map((op) => op.kernel ?? op.op);
@@ -485,6 +485,11 @@ describe('ONNX elementwise chains (chain_f32)', function () {
     assert.deepStrictEqual(fused.functions.main.locals.map((l) => l.name), ['f', 'g', 'h', 'j']);
     const traced = halrt.onnx.convert(bytes, { traceNodes: true });
     assert.ok(!traced.functions.main.body.some((op) => op.kernel === 'k.chain_f32'));
+    // Clip's output traced: the chain stops there and goes on from it.
+    const clip = halrt.onnx.convert(bytes, { traceNodes: /^Clip_1$/g });
+    assert.deepStrictEqual(clip.functions.main.body.map((op) => op.kernel ?? op.op),
+      ['k.chain_f32', 'trace', 'k.chain_f32', 'k.chain_f32', 'k.pool2d_f32', 'k.unary_f32', 'k.chain_f32', 'k.chain_f32']);
+    assert.deepStrictEqual(clip.functions.main.body[1], { op: 'trace', key: 'Clip_1', values: ['b'] });
   });
 
   for (const uri of DEVICE_URIS) {

@@ -292,11 +292,10 @@ class Converter {
       [chain.steps.length, ...pad6(c.dims), ...pad6(c.strides[1], 0), ...steps]);
   }
 
-  // Elementwise chains fused (not when nodes are traced: each node's
-  // output is then a value of its own), and the locals and constants no op
-  // reads or writes any more dropped.
+  // Elementwise chains fused (a traced node's output, read by its trace
+  // op, is never fused away), and the locals and constants no op reads or
+  // writes any more dropped.
   fuseChains() {
-    if (this.options.traceNodes) return;
     this.body = fuse(this.body, this.tags, new Set(this.outputs.map((o) => o.name)), (chain, out) => this.chainDispatch(chain, out));
     const names = { dispatch: (op) => op.bindings, copy: (op) => [op.source, op.target], fill: (op) => [op.target], trace: (op) => op.values };
     const named = new Set(this.body.flatMap((op) => names[op.op](op)));
@@ -315,13 +314,13 @@ class Converter {
   // A BatchNormalization that alone reads a Conv's output, with constant
   // parameters, folded into the Conv's constant weights and bias (as ONNX
   // Runtime does): [w, b, node] with the Conv writing the normalised
-  // output. Not when nodes are traced, whose traces show each node's own
+  // output. Not when either node is traced: a trace shows its node's own
   // output.
   foldBatchNormalization(node, w, b) {
     const readers = this.consumers.get(node.outputs[0]) ?? [];
     const bn = readers[0];
     const constant = (e) => e !== undefined && e.kind === 'const' && e.tensor.dtype === 'f32';
-    if (this.options.traceNodes || readers.length !== 1 || bn.opType !== 'BatchNormalization' || bn.outputs.length !== 1 ||
+    if (readers.length !== 1 || bn.opType !== 'BatchNormalization' || bn.outputs.length !== 1 || this.traces(nodeKey(node)) || this.traces(nodeKey(bn)) ||
       this.model.graph.outputs.some((o) => o.name === node.outputs[0]) || !constant(w) || (b !== undefined && !constant(b))) {
       return [w, b, node];
     }
@@ -433,8 +432,19 @@ class Converter {
     return declared;
   }
 
+  // Whether options.traceNodes traces the node of `key` (a RegExp's
+  // lastIndex is reset first, so that its g and y flags carry nothing over).
+  traces(key) {
+    const trace = this.options.traceNodes;
+    if (trace instanceof RegExp) {
+      trace.lastIndex = 0;
+      return trace.test(key);
+    }
+    return trace === true;
+  }
+
   node(node) {
-    const key = node.name || `${node.opType}_${node.index}`;
+    const key = nodeKey(node);
     const where = `node ${node.index} '${key}' (${node.opType})`;
     const attributes = new Attributes(node, where);
     if (node.domain !== '' && node.domain !== 'ai.onnx') throw attributes.unsupported(`domain '${node.domain}'`);
@@ -466,8 +476,7 @@ class Converter {
     if (handler === undefined) throw attributes.unsupported(`op type '${node.opType}'`);
     const before = this.body.length;
     handler.call(this, node, inputs, attributes, where);
-    const trace = this.options.traceNodes;
-    if (trace && (trace === true || trace.test(key))) {
+    if (this.traces(key)) {
       const values = node.outputs.map((o) => this.values.get(o)).filter((e) => e?.kind === 'value').map((e) => e.name);
       if (values.length > 0 && this.body.length > before) {
         this.body.push({ op: 'trace', key, values });
@@ -475,6 +484,11 @@ class Converter {
       }
     }
   }
+}
+
+// A node's trace key: its name, or `<op_type>_<index>`.
+function nodeKey(node) {
+  return node.name || `${node.opType}_${node.index}`;
 }
 
 // Output dims of an elementwise op, or an error naming the node.
