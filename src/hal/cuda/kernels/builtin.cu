@@ -117,6 +117,18 @@ __device__ static inline float hrt_fminf(float x, float y) {
 
 #define HRT_ND 6
 
+// Σ c[d]·strides[d] over the coordinates c of element i of dims
+// (row-major, HRT_ND of them).
+__device__ static inline uint64_t hrt_offset(uint64_t i, const uint32_t* dims,
+                                             const uint32_t* strides) {
+  uint64_t offset = 0;
+  for (int d = HRT_ND - 1; d >= 0; --d) {
+    offset += i % dims[d] * strides[d];
+    i /= dims[d];
+  }
+  return offset;
+}
+
 __device__ static inline float hrt_binary_op(uint32_t op, float x, float y) {
   switch (op) {
     case 0:
@@ -152,14 +164,8 @@ extern "C" __global__ void binary_f32(
   uint64_t n = 1;
   for (int d = 0; d < HRT_ND; ++d) n *= dims[d];
   HRT_GRID_STRIDE(i, n) {
-    uint64_t rest = i, oa = 0, ob = 0;
-    for (int d = HRT_ND - 1; d >= 0; --d) {
-      const uint64_t c = rest % dims[d];
-      rest /= dims[d];
-      oa += c * sa[d];
-      ob += c * sb[d];
-    }
-    out[i] = hrt_binary_op(op, a[oa], b[ob]);
+    out[i] = hrt_binary_op(op, a[hrt_offset(i, dims, sa)],
+                           b[hrt_offset(i, dims, sb)]);
   }
 }
 
@@ -177,14 +183,8 @@ extern "C" __global__ void strided_copy_f32(
   uint64_t n = 1;
   for (int d = 0; d < HRT_ND; ++d) n *= dims[d];
   HRT_GRID_STRIDE(i, n) {
-    uint64_t rest = i, from = src_offset, to = dst_offset;
-    for (int d = HRT_ND - 1; d >= 0; --d) {
-      const uint64_t c = rest % dims[d];
-      rest /= dims[d];
-      from += c * ss[d];
-      to += c * ds[d];
-    }
-    dst[to] = src[from];
+    dst[dst_offset + hrt_offset(i, dims, ds)] =
+        src[src_offset + hrt_offset(i, dims, ss)];
   }
 }
 
@@ -254,15 +254,8 @@ extern "C" __global__ void where_f32(
   uint64_t n = 1;
   for (int d = 0; d < HRT_ND; ++d) n *= dims[d];
   HRT_GRID_STRIDE(i, n) {
-    uint64_t rest = i, oc = 0, oa = 0, ob = 0;
-    for (int d = HRT_ND - 1; d >= 0; --d) {
-      const uint64_t c = rest % dims[d];
-      rest /= dims[d];
-      oc += c * sc[d];
-      oa += c * sa[d];
-      ob += c * sb[d];
-    }
-    out[i] = cond[oc] != 0.0f ? a[oa] : b[ob];
+    out[i] = cond[hrt_offset(i, dims, sc)] != 0.0f ? a[hrt_offset(i, dims, sa)]
+                                                    : b[hrt_offset(i, dims, sb)];
   }
 }
 
@@ -285,11 +278,7 @@ extern "C" __global__ void chain_f32(
   uint64_t n = 1;
   for (int d = 0; d < HRT_ND; ++d) n *= dims[d];
   HRT_GRID_STRIDE(i, n) {
-    uint64_t rest = i, oy = 0;
-    for (int d = HRT_ND - 1; d >= 0; --d) {
-      oy += rest % dims[d] * sy[d];
-      rest /= dims[d];
-    }
+    const uint64_t oy = hrt_offset(i, dims, sy);
     float t = x[i];
     for (uint32_t j = 0; j < steps; ++j) {
       const uint32_t op = ops[j] & 0xffu, operand = ops[j] >> 8;
