@@ -658,6 +658,11 @@ describe('ONNX symbolic dimensions bound by each invocation', function () {
       await assert.rejects(m.main({ a: m.device.tensor(a, [4, 3]), b: m.device.tensor(b.subarray(0, 6), [2, 3]) }),
         (e) => e.code === 'INVALID_ARGUMENT' && /input 'b' has 2 for dimension 'n', which an earlier input binds to 4/.test(e.message));
       await assert.rejects(m.main([[1, 2]], [[1, 2]]), (e) => e.code === 'INVALID_ARGUMENT' && /model fixes that dimension to 3/.test(e.message));
+      // Another object as `this`, and an input getter that closes the module.
+      await assert.rejects(m.functions.main.invoke.call({}, [a, b]), (e) => e.code === 'INVALID_ARGUMENT' && /`this` is not a Function/.test(e.message));
+      assertThrowsHalrt(() => m.functions.main.close.call({}), 'INVALID_ARGUMENT', '`this` is not a Function');
+      const closing = { get a() { m.close(); return a; }, b };
+      await assert.rejects(m.main(closing), (e) => e.code === 'FAILED_PRECONDITION');
     } finally {
       m.close();
     }

@@ -32,6 +32,11 @@ function flatCount(data) {
   return undefined;
 }
 
+// What a method called on another object gives, as the native Function's.
+function notFunction(method) {
+  return new HalrtError(`function.${method}: \`this\` is not a Function`, 'INVALID_ARGUMENT');
+}
+
 class SpecializingFunction {
   // model: readModel's; options: {name, traceNodes, shapes (some)}; hal:
   // the HalModule every specialisation links with; imports: HostModules.
@@ -138,6 +143,7 @@ class SpecializingFunction {
   }
 
   invoke(inputs, options) {
+    if (!(this instanceof SpecializingFunction)) return Promise.reject(notFunction('invoke'));
     if (this.closedFlag) return Promise.reject(new HalrtError(`${this.name}.invoke: the function is closed`, 'FAILED_PRECONDITION'));
     let entry;
     try {
@@ -160,6 +166,7 @@ class SpecializingFunction {
 
   // Closes every specialisation. Idempotent.
   close() {
+    if (!(this instanceof SpecializingFunction)) throw notFunction('close');
     this.closedFlag = true;
     for (const { fn, context, module } of this.cache.values()) {
       for (const object of [fn, context, module]) object.close();
