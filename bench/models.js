@@ -64,7 +64,7 @@ async function measureModel({ quick, ref, ort, key, title, dims, output, file, n
   const x = image(dims);
   const shapes = { x: dims };
   const rounds = quick ? 2 : 8;
-  const calls = quick ? 3 : key === 'rec' ? 6 : 25;
+  const calls = key === 'rec' ? (quick ? 3 : 6) : quick ? 10 : 25;
   let traced = 0;
   let counting = true;
   const made = [];
