@@ -389,7 +389,10 @@ function loadModuleFile(instance, file, options, traceNodes = false) {
   try {
     if (isOnnxFile(file)) return moduleFromOnnx(halrt.Module, instance, file, { shapes, traceNodes });
   } catch (error) {
-    throw new UsageError(`${file}: ${error.message.replace(/^halrt\.load: /, '')}`);
+    // The hint for a symbolic dimension, as this command takes it.
+    const message = error.message.replace(/^halrt\.load: /, '').replace(/give its shape in options\.shapes \(e\.g\. \{ ("(?:[^"\\]|\\.)*"): \[([^\]]*)\] \}\)/,
+      (_, name, dims) => `give its shape with --shape ${JSON.parse(name)}=${dims}`);
+    throw new UsageError(`${file}: ${message}`);
   }
   if (shapes !== undefined) throw new UsageError(`--shape applies to ONNX models, and ${file} is not one`);
   try {

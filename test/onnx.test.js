@@ -670,6 +670,14 @@ describe('ONNX symbolic dimensions bound by each invocation', function () {
     await assert.rejects(m.main(new Float32Array(3), new Float32Array(3)), (e) => e.code === 'FAILED_PRECONDITION');
   });
 
+  it('halrt run, which cannot read them off its inputs, says to give --shape', () => {
+    const { spawnSync } = require('child_process');
+    const cli = path.join(__dirname, '..', 'bin', 'halrt.js');
+    const result = spawnSync(process.execPath, [cli, 'run', symbolicFile('cli')], { encoding: 'utf8' });
+    assert.strictEqual(result.status, 2, result.stderr);
+    assert.match(result.stderr, /graph input 'a' has the symbolic dimension 'n': give its shape with --shape a=1,3$/m);
+  });
+
   it('two of them in one input need a BufferView (or options.shapes)', async () => {
     const m = await halrt.load(symbolicFile('two', ['b', 'w']), { device: 'local-sync' });
     try {
