@@ -1,5 +1,7 @@
 #include "hal/device.h"
 
+#include <string.h>
+
 #include "base/live.h"
 
 void hrt_hal_device_initialize(const hrt_hal_device_vtable_t* vtable,
@@ -69,4 +71,13 @@ hrt_status_t hrt_hal_device_queue_submit(
     }
   }
   return device->vtable->queue_submit(device, submission);
+}
+
+void hrt_hal_device_copy_host(hrt_hal_device_t* device, void* dst,
+                              const void* src, uint64_t byte_length) {
+  if (device && device->vtable->copy_host) {
+    device->vtable->copy_host(device, dst, src, byte_length);
+  } else if (byte_length) {
+    memcpy(dst, src, (size_t)byte_length);
+  }
 }

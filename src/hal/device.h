@@ -91,6 +91,9 @@ typedef struct hrt_hal_device_vtable_s {
   // Called after hrt_hal_device_queue_submit validated the submission.
   hrt_status_t (*queue_submit)(hrt_hal_device_t* device,
                                const hrt_hal_submission_t* submission);
+  // Optional (NULL: memcpy); see hrt_hal_device_copy_host.
+  void (*copy_host)(hrt_hal_device_t* device, void* dst, const void* src,
+                    uint64_t byte_length);
 } hrt_hal_device_vtable_t;
 
 struct hrt_hal_device_s {
@@ -134,5 +137,12 @@ hrt_status_t hrt_hal_device_create_executable(
 hrt_status_t hrt_hal_device_queue_submit(hrt_hal_device_t* device,
                                          const hrt_hal_submission_t* submission)
     HRT_MUST_USE;
+
+// memcpy of `byte_length` host bytes (the ranges do not overlap), for a
+// trace callback's copy of traced data: on a local-task device's queue
+// thread the copy is spread over its workers, which are idle while a trace
+// runs there; on any other thread it is a memcpy.
+void hrt_hal_device_copy_host(hrt_hal_device_t* device, void* dst,
+                              const void* src, uint64_t byte_length);
 
 #endif  // HRT_HAL_DEVICE_H_

@@ -1,5 +1,7 @@
 #include "modules/debug_sink.h"
 
+#include "hal/device.h"
+
 static hrt_status_t hrt_debug_sink_null_trace(
     void* user_data, const char* key, const hrt_trace_info_t* info,
     uint32_t count, const hrt_trace_tensor_t* tensors) {
@@ -19,4 +21,9 @@ hrt_debug_sink_t hrt_debug_sink_null(void) {
       .release = {hrt_debug_sink_null_release, NULL},
   };
   return sink;
+}
+
+void hrt_trace_copy(const hrt_trace_info_t* info, void* dst, const void* src,
+                    uint64_t byte_length) {
+  hrt_hal_device_copy_host(info->device, dst, src, byte_length);
 }

@@ -55,7 +55,16 @@ typedef struct hrt_trace_info_s {
   // `invocation` is the id of what made the recorder deliver it (the
   // failed invocation, or the dump).
   bool recorded;
+  // The device that ran the traced work, for hrt_trace_copy; NULL when
+  // none is at hand (a recorded trace).
+  struct hrt_hal_device_s* device;
 } hrt_trace_info_t;
+
+// What a sink calls to copy traced data it keeps: hrt_hal_device_copy_host
+// on info->device (spread over a local-task device's idle workers when the
+// trace runs on its queue thread), or memcpy.
+void hrt_trace_copy(const hrt_trace_info_t* info, void* dst, const void* src,
+                    uint64_t byte_length);
 
 typedef struct hrt_trace_tensor_s {
   const char* name;  // the traced value's name

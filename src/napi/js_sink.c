@@ -690,7 +690,7 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     // JS thread never waits for them.
     hrt_mutex_unlock(&sink->mutex);
     ok =
-        hrt_js_trace_extras_make(sink->pool, count, tensors, contents, &extras);
+        hrt_js_trace_extras_make(sink->pool, info, count, tensors, contents, &extras);
     hrt_mutex_lock(&sink->mutex);
   }
   ok = ok && hrt_js_trace_batch_add_trace(&sink->batch, key, info,

@@ -99,7 +99,8 @@ void hrt_js_trace_extras_free(hrt_js_trace_extras_t* extras) {
   free(extras);
 }
 
-bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, uint32_t count,
+bool hrt_js_trace_extras_make(hrt_block_pool_t* pool,
+                              const hrt_trace_info_t* info, uint32_t count,
                               const hrt_trace_tensor_t* tensors,
                               hrt_js_trace_contents_t contents,
                               hrt_js_trace_extras_t** out_extras) {
@@ -123,7 +124,8 @@ bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, uint32_t count,
       hrt_js_trace_extras_free(extras);
       return false;
     }
-    memcpy(extras->copies[i], tensors[i].data, tensors[i].byte_length);
+    hrt_trace_copy(info, extras->copies[i], tensors[i].data,
+                   tensors[i].byte_length);
   }
   *out_extras = extras;
   return true;

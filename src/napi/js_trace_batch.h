@@ -119,8 +119,10 @@ bool hrt_js_trace_needs_extras(uint32_t count,
 // Makes the extras of a trace; *out_extras is NULL when it needs none. False
 // when out of memory (nothing left allocated).
 // The copies are blocks of `pool` (kept warm for the next trace: a fresh
-// allocation per large trace would fault in every page anew).
-bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, uint32_t count,
+// allocation per large trace would fault in every page anew), made with
+// hrt_trace_copy(info).
+bool hrt_js_trace_extras_make(hrt_block_pool_t* pool,
+                              const hrt_trace_info_t* info, uint32_t count,
                               const hrt_trace_tensor_t* tensors,
                               hrt_js_trace_contents_t contents,
                               hrt_js_trace_extras_t** out_extras);

@@ -16,6 +16,10 @@
 #include "test_submit.h"
 
 static const char* const kDeviceUris[] = {"local-sync", "local-task?workers=4"};
+// Devices whose full traces go to the trace thread (local_device.h): a
+// local-task device with workers runs them where they stand.
+static const char* const kTraceThreadUris[] = {"local-sync",
+                                               "local-task?workers=1"};
 
 static void completions_run_off_the_submitting_thread(void) {
   for (int d = 0; d < 2; ++d) {
@@ -387,6 +391,8 @@ static void traces_see_everything_before_them(void) {
 //===----------------------------------------------------------------------===//
 // Trace snapshots: the callback runs on the device's trace thread while
 // later commands go on; only later writers of a traced range wait for it.
+// (On a local-task device with workers it runs at its place instead: see
+// full_traces_with_workers_run_at_their_place.)
 //===----------------------------------------------------------------------===//
 
 // Words in a traced buffer: 128 KiB, so that a local device hands the trace
@@ -485,7 +491,7 @@ static void later_writers_wait_for_the_traces_before_them(void) {
   static snapshot_t first, second, third;
   for (int d = 0; d < 2; ++d) {
     hrt_hal_device_t* device = NULL;
-    CHECK_OK(make_device(kDeviceUris[d], &device));
+    CHECK_OK(make_device(kTraceThreadUris[d], &device));
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(load_test_library(device, "good", &executable));
     static uint32_t threes[N], host[N];
@@ -546,7 +552,7 @@ static void later_readers_do_not_wait_for_a_trace(void) {
   static uint32_t host_x[N], host_after[N];
   for (int d = 0; d < 2; ++d) {
     hrt_hal_device_t* device = NULL;
-    CHECK_OK(make_device(kDeviceUris[d], &device));
+    CHECK_OK(make_device(kTraceThreadUris[d], &device));
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(load_test_library(device, "good", &executable));
     hrt_hal_buffer_t *x = NULL, *y = NULL, *z = NULL, *flag = NULL;
@@ -638,7 +644,7 @@ static void summary_traces_make_no_reader_or_writer_wait(void) {
   static uint32_t host_x[N], host_after[N];
   for (int d = 0; d < 2; ++d) {
     hrt_hal_device_t* device = NULL;
-    CHECK_OK(make_device(kDeviceUris[d], &device));
+    CHECK_OK(make_device(kTraceThreadUris[d], &device));
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(load_test_library(device, "good", &executable));
     hrt_hal_buffer_t *x = NULL, *y = NULL, *flag = NULL;
@@ -752,7 +758,7 @@ static void traces_timings_and_completions_keep_program_order(void) {
   static order_submission_t subs[ORDER_SUBMISSIONS];
   for (int d = 0; d < 2; ++d) {
     hrt_hal_device_t* device = NULL;
-    CHECK_OK(make_device(kDeviceUris[d], &device));
+    CHECK_OK(make_device(kTraceThreadUris[d], &device));
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(load_test_library(device, "good", &executable));
     hrt_mutex_init(&order_log.mutex);
@@ -860,7 +866,7 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
   for (int d = 0; d < 2; ++d) {
     wait_for_live_devices(0);
     hrt_hal_device_t* device = NULL;
-    CHECK_OK(make_device(kDeviceUris[d], &device));
+    CHECK_OK(make_device(kTraceThreadUris[d], &device));
     hrt_hal_executable_t* executable = NULL;
     CHECK_OK(load_test_library(device, "good", &executable));
     hrt_hal_buffer_t *x = NULL, *flag = NULL, *fence_flag = NULL;
@@ -917,7 +923,7 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     // finishes unless it is still ending the run() one's: the last
     // reference then drops on the queue thread (or, rarely, the trace
     // thread).
-    CHECK_OK(make_device(kDeviceUris[d], &device));
+    CHECK_OK(make_device(kTraceThreadUris[d], &device));
     CHECK_OK(
         hrt_hal_device_allocate_buffer(device, SNAPSHOT_WORDS * 4, NULL, &x));
     snapshot_init(&blocked, 0, NULL);
@@ -945,6 +951,96 @@ static void device_released_with_traces_in_flight_is_destroyed(void) {
     CHECK_EQ_INT(hrt_live_count(HRT_LIVE_DEVICE), 0);
     hrt_notification_deinit(&done);
   }
+}
+
+// What a trace on a device with workers did: the copies it made with
+// hrt_hal_device_copy_host (spread over the workers) and on the test thread
+// (a memcpy) match the traced bytes at every size.
+typedef struct {
+  hrt_hal_device_t* device;
+  hrt_notification_t* gate;
+  pthread_t thread;
+  int wrong;
+} copying_trace_t;
+
+static const uint64_t kCopySizes[] = {0, 5, 131071, 131072, 131073,
+                                      (1u << 20) + 3};
+
+static int copies_differ(hrt_hal_device_t* device, const uint8_t* source,
+                         uint64_t length) {
+  int wrong = 0;
+  uint8_t* copy = malloc((size_t)length + 2);
+  if (!copy) return 1;
+  for (size_t k = 0; k < sizeof(kCopySizes) / sizeof(kCopySizes[0]); ++k) {
+    // At an odd offset from the start, so chunks split unaligned bytes.
+    const uint64_t n = kCopySizes[k] < length - 1 ? kCopySizes[k] : length - 1;
+    memset(copy, 0xEE, (size_t)length + 2);
+    hrt_hal_device_copy_host(device, copy + 1, source + 1, n);
+    wrong += memcmp(copy + 1, source + 1, (size_t)n) != 0 || copy[0] != 0xEE ||
+             copy[n + 1] != 0xEE;
+  }
+  free(copy);
+  return wrong;
+}
+
+static hrt_status_t copying_trace(void* user_data, void* submission_context,
+                                  uint32_t count, const void* const* data,
+                                  const uint64_t* lengths) {
+  (void)submission_context;
+  (void)count;
+  copying_trace_t* trace = user_data;
+  trace->thread = pthread_self();
+  trace->wrong = copies_differ(trace->device, data[0], lengths[0]);
+  if (!hrt_notification_wait_until(trace->gate,
+                                   hrt_time_now_ns() + 10000000000LL)) {
+    ++trace->wrong;
+  }
+  return HRT_OK;
+}
+
+// On local-task with workers a full trace runs on the queue thread at its
+// place: the command after it waits for the callback, which may spread its
+// copies over the idle workers.
+static void full_traces_with_workers_run_at_their_place(void) {
+  enum { N = (1 << 18) + 7 };  // words: a copy of several chunks
+  static hrt_notification_t gate;
+  static uint32_t words[N];
+  for (uint32_t i = 0; i < N; ++i) words[i] = i * 2654435761u;
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("local-task?workers=4", &device));
+  hrt_hal_executable_t* executable = NULL;
+  CHECK_OK(load_test_library(device, "good", &executable));
+  hrt_hal_buffer_t *x = NULL, *flag = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, sizeof(words), words, &x));
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &flag));
+  hrt_notification_init(&gate);
+  copying_trace_t trace = {device, &gate, pthread_self(), 0};
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  hrt_hal_buffer_ref_t traced = whole(x);
+  CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, copying_trace, &trace));
+  hrt_hal_buffer_ref_t flag_ref = whole(flag);
+  CHECK_OK(record_store_release(cb, executable, &flag_ref));
+  hrt_hal_command_buffer_finalize(cb);
+  completion_t done;
+  CHECK_OK(submit(device, cb, NULL, 0, &done));
+  sleep_ms(30);
+  const uint32_t early =
+      __atomic_load_n((uint32_t*)flag->host_ptr, __ATOMIC_ACQUIRE);
+  hrt_notification_set(&gate);
+  CHECK_OK(completion_wait(&done));
+  CHECK_EQ_INT(early, 0);
+  CHECK_EQ_INT(*(uint32_t*)flag->host_ptr, 1);
+  CHECK(!pthread_equal(trace.thread, pthread_self()));
+  CHECK_EQ_INT(trace.wrong, 0);
+  // Off the queue thread the same copies are memcpys.
+  CHECK_EQ_INT(copies_differ(device, (const uint8_t*)words, sizeof(words)), 0);
+  hrt_notification_deinit(&gate);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(x);
+  hrt_hal_buffer_release(flag);
+  hrt_hal_executable_release(executable);
+  hrt_hal_device_release(device);
 }
 
 static void builtin_signatures_match_the_kernel_library(void) {
@@ -1007,5 +1103,6 @@ TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(summary_traces_make_no_reader_or_writer_wait),
           TEST_CASE(traces_timings_and_completions_keep_program_order),
           TEST_CASE(device_released_with_traces_in_flight_is_destroyed),
+          TEST_CASE(full_traces_with_workers_run_at_their_place),
           TEST_CASE(builtin_signatures_match_the_kernel_library),
           TEST_CASE(every_object_is_destroyed))

@@ -15,7 +15,7 @@
 #include "test.h"
 
 static const hrt_trace_info_t kInfo = {7, "mlp.main", 3,
-                                       0, 70,         HRT_HAL_TRACE_FULL, false};
+                                       0, 70,         HRT_HAL_TRACE_FULL, false, NULL};
 
 static void stdio_sink_prints_and_elides(void) {
   char* text = NULL;
@@ -202,7 +202,7 @@ static void npy_sink_skips_summary_traces(void) {
 static hrt_status_t trace_one(hrt_debug_sink_t* sink, const char* key,
                               uint64_t sequence, float value) {
   static const int64_t shape[1] = {1};
-  hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence, HRT_HAL_TRACE_FULL, false};
+  hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence, HRT_HAL_TRACE_FULL, false, NULL};
   hrt_trace_tensor_t tensor = {
       "t", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, &value, sizeof(value), NULL};
   return sink->buffer_view_trace.fn(sink->buffer_view_trace.user_data, key,

@@ -575,8 +575,13 @@ static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
   }
   const size_t item =
       summary ? sizeof(hrt_hal_tensor_summary_t) : sizeof(hrt_hal_buffer_ref_t);
+  // With workers, a full trace runs here, where the sink's copies can be
+  // spread over them (hrt_local_copy_host) while they would otherwise wait
+  // for the next dispatch; on the trace thread it would compete with them
+  // for the cores.
+  const bool here = !summary && device->base.info.worker_count > 1;
   hrt_trace_job_t* job = NULL;
-  if (bytes >= HRT_TRACE_INLINE_BYTES || hrt_trace_busy(device)) {
+  if (!here && (bytes >= HRT_TRACE_INLINE_BYTES || hrt_trace_busy(device))) {
     if (!device->trace_started) {
       hrt_status_t status = hrt_thread_create("halrt-trace", hrt_trace_main,
                                               device, &device->trace_thread);
@@ -600,6 +605,39 @@ static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
   memcpy(job + 1, summary ? (const void*)summaries : (const void*)sources,
          count * item);
   hrt_trace_enqueue(device, job);
+}
+
+// A copy spread over the worker pool: one item per chunk.
+#define HRT_LOCAL_COPY_CHUNK ((uint64_t)128 * 1024)
+
+typedef struct hrt_copy_job_s {
+  char* dst;
+  const char* src;
+  uint64_t length;
+} hrt_copy_job_t;
+
+static void hrt_copy_chunk(void* context, uint64_t item, uint32_t worker_id) {
+  (void)worker_id;
+  const hrt_copy_job_t* job = context;
+  const uint64_t begin = item * HRT_LOCAL_COPY_CHUNK;
+  const uint64_t left = job->length - begin;
+  memcpy(job->dst + begin, job->src + begin,
+         (size_t)(left < HRT_LOCAL_COPY_CHUNK ? left : HRT_LOCAL_COPY_CHUNK));
+}
+
+// Any thread; on the queue thread (the pool's only caller, which runs
+// traces between jobs) the chunks go to the worker pool.
+static void hrt_local_copy_host(hrt_hal_device_t* base, void* dst,
+                                const void* src, uint64_t byte_length) {
+  hrt_local_device_t* device = (hrt_local_device_t*)base;
+  const uint64_t chunks =
+      (byte_length + HRT_LOCAL_COPY_CHUNK - 1) / HRT_LOCAL_COPY_CHUNK;
+  if (!device->pool || chunks < 2 || !hrt_thread_is_current(&device->thread)) {
+    if (byte_length) memcpy(dst, src, (size_t)byte_length);
+    return;
+  }
+  hrt_copy_job_t job = {dst, src, byte_length};
+  hrt_worker_pool_run(device->pool, chunks, hrt_copy_chunk, &job);
 }
 
 // Queue thread: reports a dispatch's time after every trace before it.
@@ -874,6 +912,7 @@ static const hrt_hal_device_vtable_t hrt_local_device_vtable = {
     .allocate_buffer = hrt_local_allocate_buffer,
     .create_executable = hrt_local_create_executable,
     .queue_submit = hrt_local_queue_submit,
+    .copy_host = hrt_local_copy_host,
 };
 
 hrt_status_t hrt_local_device_create(const char* driver_name,

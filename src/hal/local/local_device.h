@@ -12,7 +12,13 @@
 // (local_allocator.h); when the device has been idle for a while with blocks
 // cached, the queue thread trims it.
 //
-// Traces: at a trace of 64 KiB or more, or at any trace while the trace
+// Traces: on a local-task device with two or more workers, a full trace
+// runs on the queue thread at its place, and the sink's copies of it
+// (hrt_hal_device_copy_host) are spread over the workers, idle until the
+// next command: on the trace thread the copy would compete with them for
+// the cores (a flight recorder's copies took 1.7x their floor that way,
+// 0.9x this way). Elsewhere (local-sync, one worker), at a trace of 64 KiB
+// or more, or at any trace while the trace
 // thread has work, the queue thread resolves the traced ranges, hands the
 // callback to the FIFO of the device's trace thread ("halrt-trace", started
 // the first time; a device that never hands one off has none) and goes on.

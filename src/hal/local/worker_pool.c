@@ -24,29 +24,53 @@ typedef struct hrt_worker_s {
 struct hrt_worker_pool_s {
   hrt_mutex_t mutex;
   hrt_cond_t work_cond;  // sleeping workers wait here for a new generation
-  hrt_cond_t done_cond;  // a sleeping runner waits here for busy == 0
+  hrt_cond_t done_cond;  // a sleeping runner waits here for the last item
   // Bumped per job (release) once the job's fields are written.
   atomic_uint_fast64_t generation;
-  atomic_uint busy;          // worker threads still in the job
   atomic_bool shutdown;
   uint32_t sleepers;         // guarded by mutex: workers on work_cond
   bool runner_sleeping;      // guarded by mutex
-  // The current job; written by the runner before the generation bump.
+  // The current job, written by the runner while no item of another job
+  // is claimed. A worker claims item n by moving next_item from n to n + 1
+  // and runs it if n < item_count, as read after the claim (a claim made
+  // with an earlier job's count in mind may land past the end: it is
+  // dropped). The job is over when `done` reaches item_count: the runner
+  // waits for the items, never for a worker that has not claimed one (a
+  // thread off its core at the start of a job costs nothing).
   hrt_worker_pool_fn_t fn;
   void* context;
-  uint64_t item_count;
+  atomic_uint_fast64_t item_count;
   atomic_uint_fast64_t next_item;
+  atomic_uint_fast64_t done;
   uint32_t worker_count;  // the runner (worker 0) and the threads
   uint32_t started;       // threads started
   hrt_worker_t workers[];
 };
 
+// Runs items of the current job until none is left to claim.
 static void hrt_worker_pool_drain(hrt_worker_pool_t* pool, uint32_t worker_id) {
+  uint64_t item = atomic_load_explicit(&pool->next_item, memory_order_acquire);
   for (;;) {
-    uint64_t item =
-        atomic_fetch_add_explicit(&pool->next_item, 1, memory_order_relaxed);
-    if (item >= pool->item_count) return;
+    if (item >= atomic_load_explicit(&pool->item_count, memory_order_relaxed)) {
+      return;
+    }
+    if (!atomic_compare_exchange_weak_explicit(
+            &pool->next_item, &item, item + 1, memory_order_acq_rel,
+            memory_order_acquire)) {
+      continue;
+    }
+    const uint64_t count =
+        atomic_load_explicit(&pool->item_count, memory_order_relaxed);
+    if (item >= count) return;
     pool->fn(pool->context, item, worker_id);
+    if (atomic_fetch_add_explicit(&pool->done, 1, memory_order_acq_rel) + 1 ==
+            count &&
+        worker_id != 0) {
+      hrt_mutex_lock(&pool->mutex);
+      if (pool->runner_sleeping) hrt_cond_signal(&pool->done_cond);
+      hrt_mutex_unlock(&pool->mutex);
+    }
+    item = atomic_load_explicit(&pool->next_item, memory_order_acquire);
   }
 }
 
@@ -82,11 +106,6 @@ static void* hrt_worker_main(void* arg) {
     if (atomic_load(&pool->shutdown)) break;
     seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
     hrt_worker_pool_drain(pool, worker->id);
-    if (atomic_fetch_sub_explicit(&pool->busy, 1, memory_order_acq_rel) == 1) {
-      hrt_mutex_lock(&pool->mutex);
-      if (pool->runner_sleeping) hrt_cond_signal(&pool->done_cond);
-      hrt_mutex_unlock(&pool->mutex);
-    }
   }
   return NULL;
 }
@@ -144,9 +163,9 @@ void hrt_worker_pool_run(hrt_worker_pool_t* pool, uint64_t item_count,
   }
   pool->fn = fn;
   pool->context = context;
-  pool->item_count = item_count;
-  atomic_store_explicit(&pool->next_item, 0, memory_order_relaxed);
-  atomic_store_explicit(&pool->busy, pool->started, memory_order_relaxed);
+  atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
+  atomic_store_explicit(&pool->item_count, item_count, memory_order_relaxed);
+  atomic_store_explicit(&pool->next_item, 0, memory_order_release);
   atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
   hrt_mutex_lock(&pool->mutex);
   if (pool->sleepers > 0) hrt_cond_broadcast(&pool->work_cond);
@@ -154,14 +173,18 @@ void hrt_worker_pool_run(hrt_worker_pool_t* pool, uint64_t item_count,
   // The runner is worker 0.
   hrt_worker_pool_drain(pool, 0);
   const int64_t until = hrt_time_now_ns() + HRT_WORKER_POOL_SPIN_NS;
-  while (atomic_load_explicit(&pool->busy, memory_order_acquire) != 0 &&
+  while (atomic_load_explicit(&pool->done, memory_order_acquire) !=
+             item_count &&
          hrt_time_now_ns() < until) {
     hrt_cpu_pause();
   }
-  if (atomic_load_explicit(&pool->busy, memory_order_acquire) == 0) return;
+  if (atomic_load_explicit(&pool->done, memory_order_acquire) == item_count) {
+    return;
+  }
   hrt_mutex_lock(&pool->mutex);
   pool->runner_sleeping = true;
-  while (atomic_load_explicit(&pool->busy, memory_order_acquire) != 0) {
+  while (atomic_load_explicit(&pool->done, memory_order_acquire) !=
+         item_count) {
     hrt_cond_wait(&pool->done_cond, &pool->mutex);
   }
   pool->runner_sleeping = false;

@@ -60,10 +60,14 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
         .summary = summary ? data[i] : NULL,
     };
   }
-  hrt_trace_info_t info = {call->sequence,   site->function->qualified_name,
-                           site->op_index,   hrt_time_now_ns(),
-                           call->invocation, site->mode,
-                           false};
+  hrt_trace_info_t info = {call->sequence,
+                           site->function->qualified_name,
+                           site->op_index,
+                           hrt_time_now_ns(),
+                           call->invocation,
+                           site->mode,
+                           false,
+                           hrt_hal_module_device(site->state->hal)};
   return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
                               tensors);
 }

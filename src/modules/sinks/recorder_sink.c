@@ -100,6 +100,7 @@ static void hrt_recorded_copy(hrt_recorded_trace_t* entry,
   entry->key = hrt_recorded_string(&text, key);
   entry->info = *info;
   entry->info.function = hrt_recorded_string(&text, info->function);
+  entry->info.device = NULL;  // not kept: the trace may outlive it
   entry->count = count;
   for (uint32_t i = 0; i < count; ++i) {
     hrt_trace_tensor_t* tensor = &entry->tensors[i];
@@ -113,7 +114,7 @@ static void hrt_recorded_copy(hrt_recorded_trace_t* entry,
       memcpy(data, tensors[i].summary, payload);
       tensor->summary = (const hrt_hal_tensor_summary_t*)data;
     } else {
-      if (payload) memcpy(data, tensors[i].data, payload);
+      hrt_trace_copy(info, data, tensors[i].data, payload);
       tensor->data = data;
     }
     data += hrt_align16(payload);
