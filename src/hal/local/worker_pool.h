@@ -4,10 +4,12 @@
 // device's queue thread, the runner) and returns once every item has run.
 // Items run concurrently and in any order on the runner, as worker 0, and
 // on worker_count - 1 threads; `worker_id` identifies the worker (0 <=
-// worker_id < worker_count) so items may use per-worker scratch. Between
-// jobs the threads, and the runner waiting for them, spin a while before
-// they sleep (worker_pool.c). destroy() joins the threads; call it from a
-// thread that is not one.
+// worker_id < worker_count) so items may use per-worker scratch. The
+// runner waits for the items, not for each thread: a thread that finds
+// every item taken (or is off its core meanwhile) holds nothing up. Between
+// jobs the threads, and the runner waiting for the last items, spin a while
+// before they sleep (worker_pool.c). destroy() joins the threads; call it
+// from a thread that is not one.
 #ifndef HRT_HAL_LOCAL_WORKER_POOL_H_
 #define HRT_HAL_LOCAL_WORKER_POOL_H_
 
