@@ -161,8 +161,8 @@ describe('the kernels ONNX ops run on', () => {
       const module = (kernel, constants, bindings) => new halrt.ModuleBuilder('m').executable('k', { local: { builtin: true } })
         .function('f', (f) => f.input('a', 'f32', [4]).output('b', 'f32', [4]).dispatch(`k.${kernel}`, { workgroups: [1], bindings, constants }))
         .build(instance);
-      assertThrowsHalrt(() => module('binary_f32', [9, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1], ['a', 'a', 'b']), 'INVALID_ARGUMENT',
-        "functions.f.body[0].constants[0]: kernel 'binary_f32' has operations 0 to 7 (got 9; see docs/kernels.md)");
+      assertThrowsHalrt(() => module('binary_f32', [10, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1], ['a', 'a', 'b']), 'INVALID_ARGUMENT',
+        "functions.f.body[0].constants[0]: kernel 'binary_f32' has operations 0 to 9 (got 10; see docs/kernels.md)");
       assertThrowsHalrt(() => module('unary_f32', [4, 14, 0, 0], ['a', 'b']), 'INVALID_ARGUMENT', "functions.f.body[0].constants[1]: kernel 'unary_f32' has operations 0 to 13 (got 14");
       // A stride that reaches past a binding is refused too.
       assertThrowsHalrt(() => module('binary_f32', [0, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1], ['a', 'a', 'b']), 'INVALID_ARGUMENT',
@@ -223,6 +223,12 @@ const CASES = [
   ['BatchNormalization', 13, [[2, 3, 4, 5], [3], [3], [3], [3]], { epsilon: { f: 1e-3 } }, { e: [0.5, 2] }, { b: 'const', c: 'const', d: 'const', e: 'const' }],
   ['MaxPool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 3] }, strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] } }],
   ['MaxPool', 13, [[1, 2, 8, 8]], { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] }, ceil_mode: { i: 1 } }],
+  // Output sizes as ONNX Runtime's: a last ceil_mode window starting in the
+  // trailing pad is dropped; a window wider than the input still gives one.
+  ['MaxPool', 12, [[1, 1, 5, 5]], { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] }, ceil_mode: { i: 1 } }],
+  ['MaxPool', 12, [[1, 1, 6, 7]], { kernel_shape: { ints: [1, 1] }, strides: { ints: [3, 1] }, ceil_mode: { i: 1 } }],
+  ['MaxPool', 13, [[1, 2, 1, 4]], { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } }],
+  ['AveragePool', 13, [[1, 2, 1, 5]], { kernel_shape: { ints: [3, 2] }, strides: { ints: [2, 2] }, pads: { ints: [1, 0, 0, 0] } }],
   ['AveragePool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 2] }, strides: { ints: [3, 2] } }],
   ['AveragePool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] }, count_include_pad: { i: 1 } }],
   ['AveragePool', 13, [[1, 3, 9, 11]], { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } }],
@@ -469,6 +475,105 @@ describe('ONNX conditions (Equal, Not, Cast, Where)', function () {
       graph: { nodes: [{ opType: 'Where', inputs: ['a', 'a', 'a'], outputs: ['y'] }], inputs: [{ name: 'a', dtype: 'f32', dims: [2] }], outputs: [{ name: 'y' }] },
     });
     assertThrowsHalrt(() => halrt.onnx.convert(f32Condition), 'INVALID_ARGUMENT', "node 0 'Where_0' (Where): a condition must be bool (got f32)");
+  });
+});
+
+// Special values, bit for bit against ONNX Runtime: NaN, −0 and
+// infinities through Relu, Max, Min and Clip; ReduceMax ties and a leading
+// NaN; ReduceMean of an empty row; constants cast at import.
+function specialCases() {
+  const v = Float32Array.of(NaN, -0, 0, -3, 3, Infinity, -Infinity);
+  const w = Float32Array.of(1, 0, -0, NaN, NaN, NaN, 5);
+  const n = v.length;
+  const node = (opType, inputs, attributes = {}, extra = {}) => writeModel({
+    opset: extra.opset ?? 13,
+    graph: {
+      nodes: [...(extra.nodes ?? []), { opType, inputs, outputs: ['y'], attributes }],
+      inputs: Object.entries(extra.feeds).map(([name, f]) => ({ name, dtype: 'f32', dims: f.dims })),
+      outputs: [{ name: 'y', dtype: 'f32' }],
+      initializers: extra.initializers ?? [],
+    },
+  });
+  const cases = [];
+  const add = (name, opType, inputs, feeds, attributes, extra = {}) => cases.push({ name, bytes: node(opType, inputs, attributes, { ...extra, feeds }), feeds });
+  add('Relu', 'Relu', ['a'], { a: { data: v, dims: [n] } });
+  for (const op of ['Max', 'Min']) {
+    add(`${op}(a, b)`, op, ['a', 'b'], { a: { data: v, dims: [n] }, b: { data: w, dims: [n] } });
+    add(`${op}(b, a)`, op, ['a', 'b'], { a: { data: w, dims: [n] }, b: { data: v, dims: [n] } });
+  }
+  const scalar = (name, value) => ({ name, dtype: 'f32', dims: [], data: Float32Array.of(value) });
+  add('Clip with min > max', 'Clip', ['a', 'lo', 'hi'], { a: { data: v, dims: [n] } }, {}, { initializers: [scalar('lo', 1), scalar('hi', -1)] });
+  // Rows where ONNX Runtime's ReduceMax and halrt's agree: a leading NaN,
+  // −0 and +0 both ways (the first stays), all −inf.
+  add('ReduceMax', 'ReduceMax', ['a'], { a: { data: Float32Array.of(NaN, 2, -0, 0, 0, -0, -Infinity, -Infinity), dims: [4, 2] } }, { axes: { ints: [1] }, keepdims: { i: 0 } });
+  add('ReduceMean of empty rows', 'ReduceMean', ['a'], { a: { data: new Float32Array(0), dims: [3, 0] } }, { axes: { ints: [1] } });
+  // Constants cast at import, then back to f32 and added to a zero input:
+  // values each integer type holds (ONNX leaves the others undefined, and
+  // ONNX Runtime's results for them vary with the tensor's length).
+  const signed = [-1.5, 2.7, 100.5, 127, -0.5, -100.7, 0, -0];
+  const unsigned = [2.7, 100.5, 127, -0.5, 0, 255.9];
+  const castBack = (to) => [
+    { opType: 'Cast', inputs: ['k'], outputs: ['c'], attributes: { to: { i: to } } },
+    { opType: 'Cast', inputs: ['c'], outputs: ['f'], attributes: { to: { i: 1 } } },
+  ];
+  for (const [to, dtype, list] of [[6, 'i32', [...signed, 70000.9, -2147483520]], [3, 'i8', signed], [2, 'u8', unsigned], [5, 'i16', signed],
+    [4, 'u16', [...unsigned, 65535.5]], [7, 'i64', [...signed, 5e18, -9e18]], [12, 'u32', [...unsigned, 3e9, 4294967040]], [13, 'u64', [...unsigned, 1.8e19]],
+    [9, 'bool', [...signed, NaN, Infinity, -Infinity]]]) {
+    const values = Float32Array.from(list);
+    add(`a constant cast to ${dtype}`, 'Add', ['a', 'f'], { a: { data: new Float32Array(values.length), dims: [values.length] } }, {}, {
+      nodes: castBack(to), initializers: [{ name: 'k', dtype: 'f32', dims: [values.length], data: values }],
+    });
+  }
+  for (const [dtype, bits] of [['f16', Uint16Array.of(0x3c00, 0xc200, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x8000)], ['bf16', Uint16Array.of(0x3f80, 0xc040, 0x7f80, 0xff80, 0x7fc0, 0x0001, 0x8000)]]) {
+    add(`an ${dtype} constant cast to f32`, 'Add', ['a', 'f'], { a: { data: new Float32Array(bits.length), dims: [bits.length] } }, {}, {
+      nodes: [{ opType: 'Cast', inputs: ['k'], outputs: ['f'], attributes: { to: { i: 1 } } }],
+      initializers: [{ name: 'k', dtype, dims: [bits.length], data: bits }],
+    });
+  }
+  return cases;
+}
+
+describe('ONNX special values against ONNX Runtime, bit for bit', function () {
+  for (const uri of DEVICE_URIS) {
+    for (const { name, bytes, feeds } of specialCases()) {
+      it(`${name} on ${uri}`, async function () {
+        const loaded = oracle.ort();
+        oracle.need(this, loaded);
+        const session = await loaded.ort.InferenceSession.create(bytes);
+        const want = await session.run(Object.fromEntries(Object.entries(feeds).map(([k, f]) => [k, new loaded.ort.Tensor('float32', f.data, f.dims)])));
+        const instance = new halrt.Instance();
+        try {
+          const device = instance.createDevice(uri);
+          const module = halrt.Module.fromObject(instance, halrt.onnx.convert(bytes));
+          const fn = new halrt.Context(instance, [new halrt.HalModule(instance, device), module]).lookupFunction('onnx.main');
+          const got = await fn.invoke(Object.fromEntries(Object.entries(feeds).map(([k, f]) => [k, device.tensor(f.data, f.dims)])), { named: true, read: true });
+          assert.deepStrictEqual(fn.outputs[0].shape, want.y.dims.map(Number));
+          // NaN payloads may differ; every other element's bits must not.
+          const bits = (a) => Array.from(new Uint32Array(Float32Array.from(a).buffer), (b) => ((b & 0x7f800000) === 0x7f800000 && (b & 0x7fffff) ? 'NaN' : b));
+          assert.deepStrictEqual(bits(got.y), bits(want.y.data));
+        } finally {
+          instance.close();
+        }
+      });
+    }
+  }
+
+  it('a NaN anywhere in a MaxPool window or a ReduceMax row gives NaN', async () => {
+    const instance = new halrt.Instance();
+    try {
+      const x = Float32Array.of(2, NaN, 1, 0, 5, 3);
+      const pool = writeModel({ opset: 13, graph: { nodes: [{ opType: 'MaxPool', inputs: ['x'], outputs: ['y'], attributes: { kernel_shape: { ints: [1, 3] }, strides: { ints: [1, 3] } } }], inputs: [{ name: 'x', dtype: 'f32', dims: [1, 1, 1, 6] }], outputs: [{ name: 'y' }] } });
+      const reduce = writeModel({ opset: 13, graph: { nodes: [{ opType: 'ReduceMax', inputs: ['x'], outputs: ['y'], attributes: { axes: { ints: [1] }, keepdims: { i: 0 } } }], inputs: [{ name: 'x', dtype: 'f32', dims: [2, 3] }], outputs: [{ name: 'y' }] } });
+      for (const [bytes, dims] of [[pool, [1, 1, 1, 6]], [reduce, [2, 3]]]) {
+        const device = instance.createDevice('local-sync');
+        const fn = new halrt.Context(instance, [new halrt.HalModule(instance, device), halrt.Module.fromObject(instance, halrt.onnx.convert(bytes))]).lookupFunction('onnx.main');
+        const [y] = await fn.invoke([device.tensor(x, dims)], { read: true });
+        assert.ok(Number.isNaN(y[0]), `${y[0]}`);
+        assert.strictEqual(y[1], 5);
+      }
+    } finally {
+      instance.close();
+    }
   });
 });
 

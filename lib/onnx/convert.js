@@ -28,8 +28,12 @@ const ARITY = {
   Not: [1, 1],
 };
 
-const BINARY_OPS = { Add: 0, Sub: 1, Mul: 2, Div: 3, Pow: 4, Max: 5, Min: 6 };
+// Max and Min are binary_f32's NaN-keeping ops (8 and 9), as ONNX Runtime's.
+const BINARY_OPS = { Add: 0, Sub: 1, Mul: 2, Div: 3, Pow: 4, Max: 8, Min: 9 };
 const EQ = 7; // binary_f32's op: 1 where equal, else 0
+const CLIP = 12; // unary_f32's min(max(x, alpha), beta)
+// pool2d_f32's max keeping NaN (op 0 skips it), for MaxPool and ReduceMax.
+const POOL_MAX = 3;
 // unary_f32's ops, and how each ONNX op sets alpha and beta.
 const UNARY_OPS = {
   Sigmoid: [0], Tanh: [1], Exp: [2], Log: [3], Sqrt: [4], Neg: [5], Abs: [6], Reciprocal: [7], Erf: [8],
@@ -348,14 +352,15 @@ class Converter {
   // out [rows, 1] = the largest of each row of x [rows, cols] (fmaxf: NaN
   // skipped; -inf for none), a pool of one window per row.
   rowMax(x, out, rows, cols) {
-    this.dispatch('pool2d_f32', [this.operand(x), out.name], [1, rows, 1, cols, 1, 1, 1, cols, 1, 1, 0, 0, 0]);
+    this.dispatch('pool2d_f32', [this.operand(x), out.name], [1, rows, 1, cols, 1, 1, 1, cols, 1, 1, 0, 0, POOL_MAX]);
   }
 
-  // out [rows, 1] = the mean of each row of x [rows, cols].
+  // out [rows, 1] = the mean of each row of x [rows, cols] (0 for an empty
+  // row, as ONNX Runtime's ReduceMean gives).
   rowMean(x, out, rows, cols) {
     const sum = this.temp(`${out.name}/sum`, [rows, 1]);
     this.dispatch('reduce_sum_f32', [this.operand(x), sum.name], [rows, cols]);
-    this.binary(BINARY_OPS.Div, sum, this.scalar(cols), out);
+    this.binary(BINARY_OPS.Div, sum, this.scalar(Math.max(cols, 1)), out);
     return out;
   }
 
@@ -504,9 +509,11 @@ const HANDLERS = {
     this.body.push({ op: 'copy', source: this.operand(x), target: out.name });
   },
 
+  // unary_f32's clip to [+0, +inf]: -0 and NaN kept as ONNX Runtime keeps
+  // them (relu_f32 maps both to +0).
   Relu(node, [x], attributes, where) {
     const out = this.define(node.outputs[0], this.dims(this.f32(x, where)), where);
-    this.dispatch('relu_f32', [this.operand(x), out.name], [count(out.dims)]);
+    this.unary(CLIP, x, out, 0, Infinity);
   },
 
   Clip(node, [x, low, high], attributes, where) {
@@ -517,7 +524,7 @@ const HANDLERS = {
       if (bound.kind !== 'const' || count(bound.tensor.dims) !== 1) throw attributes.unsupported('a min or max computed at run time');
       set(Number(bound.tensor.data[0]));
     }
-    this.unary(12, x, this.define(node.outputs[0], this.dims(this.f32(x, where)), where), min, max);
+    this.unary(CLIP, x, this.define(node.outputs[0], this.dims(this.f32(x, where)), where), min, max);
   },
 
   Flatten(node, [x], attributes, where) {
@@ -761,7 +768,7 @@ const HANDLERS = {
     if (node.outputs.length > 1) throw attributes.unsupported('the Indices output');
     if (attributes.int('storage_order', 0) !== 0) throw attributes.unsupported('storage_order 1');
     if (attributes.ints('dilations', [1, 1]).some((d) => d !== 1)) throw attributes.unsupported('dilations');
-    pool.call(this, node, x, attributes, where, 0, attributes.ints('kernel_shape', undefined));
+    pool.call(this, node, x, attributes, where, POOL_MAX, attributes.ints('kernel_shape', undefined));
   },
 
   AveragePool(node, [x], attributes, where) {
@@ -1124,7 +1131,11 @@ function view(entry, dims) {
 }
 
 // Padding and output size of a window sweep over `size` (one spatial
-// dimension `d` of `rank`): [pad before, output size].
+// dimension `d` of `rank`): [pad before, output size], as ONNX Runtime
+// computes them: the room left by the window divided by the stride with
+// the quotient truncated toward zero (a window wider than the padded input
+// still gives one output), or with ceil_mode rounded up, less a last
+// window that would start past the input and its leading pad.
 function sweep(attributes, size, span, stride, d, rank, pads) {
   const autoPad = attributes.string('auto_pad', 'NOTSET');
   if (autoPad === 'SAME_UPPER' || autoPad === 'SAME_LOWER') {
@@ -1132,12 +1143,18 @@ function sweep(attributes, size, span, stride, d, rank, pads) {
     const total = Math.max(0, (out - 1) * stride + span - size);
     return [autoPad === 'SAME_UPPER' ? Math.floor(total / 2) : Math.ceil(total / 2), out];
   }
-  if (autoPad === 'VALID') return [0, Math.max(0, Math.floor((size - span) / stride) + 1)];
-  if (autoPad !== 'NOTSET') throw attributes.error(`auto_pad '${autoPad}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID`);
-  const [before, after] = [pads[d], pads[d + rank]];
+  if (autoPad !== 'VALID' && autoPad !== 'NOTSET') throw attributes.error(`auto_pad '${autoPad}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID`);
+  const [before, after] = autoPad === 'VALID' ? [0, 0] : [pads[d], pads[d + rank]];
   const room = size + before + after - span;
-  const ceil = attributes.int('ceil_mode', 0);
-  return [before, room < 0 ? 0 : (ceil ? Math.ceil(room / stride) : Math.floor(room / stride)) + 1];
+  let out = Math.trunc(room / stride) + 1;
+  if (autoPad === 'NOTSET' && attributes.int('ceil_mode', 0)) {
+    out = Math.ceil(room / stride) + 1;
+    if ((out - 1) * stride >= size + before) --out;
+  }
+  if (out < 0) {
+    throw attributes.error(`a window of ${span} at stride ${stride} does not fit spatial dimension ${d} (${size}, pads ${before} and ${after}): the output size would be ${out}`);
+  }
+  return [before, out];
 }
 
 // The spatial attributes of a 2-D Conv or pool over x [N, C, H, W].
@@ -1175,7 +1192,7 @@ function channelConstant(name, data) {
   return { kind: 'const', tensor: { name, dtype: 'f32', dims: [1, data.length, 1, 1], data } };
 }
 
-// MaxPool (op 0) and AveragePool (op 1: taps inside the input; op 2: all
+// MaxPool (op 3) and AveragePool (op 1: taps inside the input; op 2: all
 // kernel taps) over [N, C, H, W].
 function pool(node, x, attributes, where, op, kernel) {
   const dims = this.dims(this.f32(x, where));

@@ -91,15 +91,45 @@ function elementwise(opType, a, b, attributes) {
   });
 }
 
+// The value of f16 or bf16 bits.
+function halfValue(bits, dtype) {
+  if (dtype === 'bf16') return new Float32Array(new Uint32Array([bits << 16]).buffer)[0];
+  const exponent = (bits >> 10) & 0x1f;
+  const fraction = bits & 0x3ff;
+  const sign = bits & 0x8000 ? -1 : 1;
+  if (exponent === 0x1f) return fraction ? NaN : sign * Infinity;
+  return sign * (exponent ? 2 ** (exponent - 15) * (1 + fraction / 1024) : 2 ** -14 * (fraction / 1024));
+}
+
+// A float converted to an integer as ONNX Runtime's x86 build does:
+// truncated, NaN and values out of the conversion's range giving its
+// lowest value. Up to 32 bits through int32 (the typed array then wraps
+// to the width); 64 bits through int64; u32 and u64 from 2^31 (2^63) on
+// less that, with the top bit set back.
+function floatToInt(v, dtype) {
+  const t = Math.trunc(v);
+  const int32 = (x) => (!Number.isNaN(x) && x >= -(2 ** 31) && x < 2 ** 31 ? x : -(2 ** 31));
+  const int64 = (x) => (!Number.isNaN(x) && x >= -(2 ** 63) && x < 2 ** 63 ? BigInt(x) : -(2n ** 63n));
+  if (dtype === 'u64') return t >= 2 ** 63 ? int64(t - 2 ** 63) ^ -(2n ** 63n) : int64(t);
+  if (dtype === 'i64') return int64(t);
+  if (dtype === 'u32') return t >= 2 ** 31 ? (int32(t - 2 ** 31) ^ -(2 ** 31)) >>> 0 : int32(t) >>> 0;
+  return int32(t);
+}
+
 function cast(input, to, attributes) {
   const dtypes = { 1: 'f32', 2: 'u8', 3: 'i8', 4: 'u16', 5: 'i16', 6: 'i32', 7: 'i64', 9: 'bool', 11: 'f64', 12: 'u32', 13: 'u64' };
   const dtype = dtypes[to];
   if (dtype === undefined) throw attributes.unsupported(`Cast to type ${to}`);
-  const big = BIG.has(dtype);
-  const values = Array.from(input.data, (v) => {
-    if (dtype === 'bool') return v ? 1 : 0;
-    if (big) return typeof v === 'bigint' ? v : BigInt(Math.trunc(v));
-    return typeof v === 'bigint' ? Number(v) : dtype === 'f32' || dtype === 'f64' ? v : Math.trunc(v);
+  const half = input.dtype === 'f16' || input.dtype === 'bf16';
+  const float = half || input.dtype === 'f32' || input.dtype === 'f64';
+  const values = Array.from(input.data, (raw) => {
+    const v = half ? halfValue(raw, input.dtype) : raw;
+    // NaN is not zero, so it is true.
+    if (dtype === 'bool') return v !== 0 && v !== 0n ? 1 : 0;
+    if (dtype === 'f32' || dtype === 'f64') return Number(v);
+    if (typeof v === 'bigint') return BIG.has(dtype) ? v : Number(BigInt.asIntN(64, v));
+    if (float) return floatToInt(v, dtype);
+    return BIG.has(dtype) ? BigInt(v) : v;
   });
   return tensor(dtype, input.dims, values);
 }

@@ -33,7 +33,7 @@ bool hrt_builtin_chain_valid(const uint32_t* k) {
     const uint32_t word = k[13 + 3 * j], op = word & 0xffu;
     const uint32_t operand = word >> 8;
     const bool unary = op < 14 && operand == 0;
-    const bool binary = ((op >= 16 && op < 24) || (op >= 32 && op < 40)) &&
+    const bool binary = ((op >= 16 && op < 26) || (op >= 32 && op < 42)) &&
                         operand <= 2;
     if (!unary && !binary) return false;
   }
@@ -73,7 +73,7 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      NULL},
     {"softmax_rows_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT2(F32, 0, 1)}, 0, 0, NULL},
     {"reduce_sum_f32", 2, 2, 0, {IN2(F32, 0, 1), OUT(F32, 0)}, 0, 0, NULL},
-    {"binary_f32", 3, 19, 0, {STRIDED(7), STRIDED(13), DENSE6}, 0, 8, NULL},
+    {"binary_f32", 3, 19, 0, {STRIDED(7), STRIDED(13), DENSE6}, 0, 10, NULL},
     {"unary_f32", 2, 4, 3u << 2, {IN(F32, 0), OUT(F32, 0)}, 1, 14, NULL},
     // x N·C·H·W, w M·Cg·KH·KW, bias M, out N·M·OH·OW
     {"conv2d_f32",
@@ -85,14 +85,15 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      0,
      0,
      hrt_builtin_conv2d_valid},
-    // x N·C·H·W, out N·C·OH·OW; op 0 max, 1 average inside, 2 average all
+    // x N·C·H·W, out N·C·OH·OW; op 0 max, 1 average inside, 2 average
+    // all, 3 max keeping NaN
     {"pool2d_f32",
      2,
      13,
      0,
      {F32_OF(false, 0, 1, 2, 3), F32_OF(true, 0, 1, 4, 5)},
      12,
-     3,
+     4,
      hrt_builtin_pool2d_valid},
     // a [batch, M, K] and b [batch, K, N] at strides, c dense batch·M·N
     {"bmm_f32",

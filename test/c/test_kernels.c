@@ -1108,9 +1108,13 @@ static float ref_binary(uint32_t op, float x, float y) {
     case 2: return x * y;
     case 3: return x / y;
     case 4: return powf(x, y);
-    case 5: return fmaxf(x, y);
-    case 6: return fminf(x, y);
-    default: return x == y ? 1.0f : 0.0f;
+    // fmaxf and fminf, which leave -0 against +0 open: y then.
+    case 5: return x > y || isnan(y) ? x : y;
+    case 6: return x < y || isnan(y) ? x : y;
+    case 7: return x == y ? 1.0f : 0.0f;
+    // NaN kept (x's first), else y unless x is beyond it.
+    case 8: return isnan(x) ? x : isnan(y) ? y : x > y ? x : y;
+    default: return isnan(x) ? x : isnan(y) ? y : x < y ? x : y;
   }
 }
 
@@ -1128,8 +1132,13 @@ static void test_binary_f32_broadcasts_every_op_for_any_grid(void) {
   for (int i = 0; i < 15; ++i) a[i] = rng_f32(&rng, -3.0f, 3.0f);
   for (int i = 0; i < 20; ++i) b[i] = rng_f32(&rng, 0.25f, 2.0f);
   a[3] = NAN;
+  b[6] = NAN;
   a[5] = b[3];  // an equal pair for op 7
-  for (uint32_t op = 0; op < 8; ++op) {
+  a[10] = -0.0f;  // -0 against +0 for the max and min ops, both ways
+  b[1] = 0.0f;
+  a[11] = 0.0f;
+  b[5] = -0.0f;
+  for (uint32_t op = 0; op < 10; ++op) {
     uint32_t constants[19] = {op};
     memcpy(constants + 1, dims, sizeof(dims));
     memcpy(constants + 7, sa, sizeof(sa));
@@ -1159,7 +1168,7 @@ static void test_binary_f32_broadcasts_every_op_for_any_grid(void) {
   }
   // An operation past the last, and a binding shorter than its strides
   // reach, are refused before any write.
-  uint32_t constants[19] = {8, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1,
+  uint32_t constants[19] = {10, 1, 1, 1, 1, 1, 4, 0, 0, 0, 0, 0, 1,
                             0, 0, 0, 0, 0, 1};
   float small[4] = {0}, out[4];
   memset(out, POISON, sizeof(out));
@@ -1191,7 +1200,7 @@ static double ref_unary(uint32_t op, double x, double alpha, double beta) {
     case 9: return x < 0 ? alpha * x : x;
     case 10: return fmax(0.0, fmin(1.0, alpha * x + beta));
     case 11: return x * fmax(0.0, fmin(1.0, x / 6.0 + 0.5));
-    case 12: return fmax(alpha, fmin(beta, x));
+    case 12: return fmin(beta, fmax(alpha, x));
     default: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
   }
 }
@@ -1232,6 +1241,22 @@ static void test_unary_f32_matches_reference(void) {
     CHECK(is_poisoned(out + N, SLACK));
     free(out);
   }
+  // Clip with its low bound above its high one gives the high one, as
+  // min(max(x, low), high); NaN stays NaN.
+  {
+    const float low = 1.0f, high = -1.0f;
+    const float probe[3] = {0.0f, 5.0f, NAN};
+    float clipped[3];
+    uint32_t k[4] = {3, 12, 0, 0};
+    memcpy(&k[2], &low, 4);
+    memcpy(&k[3], &high, 4);
+    void* probe_bindings[2] = {(void*)probe, clipped};
+    const size_t probe_lengths[2] = {sizeof(probe), sizeof(clipped)};
+    CHECK_EQ_INT(run_kernel("unary_f32", kGrids[0], probe_bindings,
+                            probe_lengths, 2, k, 4),
+                 0);
+    CHECK(clipped[0] == -1.0f && clipped[1] == -1.0f && isnan(clipped[2]));
+  }
   uint32_t constants[4] = {N, 14, 0, 0};
   float out[N];
   void* bindings[2] = {x, out};
@@ -1261,8 +1286,8 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
   const size_t bytes = sizeof(x);
   int wrong = 0;
   for (uint32_t u = 0; u < 14; ++u) {
-    for (uint32_t b = 0; b < 8 * 3 * 2; ++b) {
-      const uint32_t op = b % 8, operand = b / 8 % 3, reversed = b / 24;
+    for (uint32_t b = 0; b < 10 * 3 * 2; ++b) {
+      const uint32_t op = b % 10, operand = b / 10 % 3, reversed = b / 30;
       const float alpha = u == 12 ? -2.0f : 0.25f, beta = 3.0f;
       scalar[0] = 1.5f;
       uint32_t k[31] = {2};
@@ -1316,7 +1341,7 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
   // Bad programs: no steps, 7 steps, an unknown op, an operand past 2, a
   // unary op with an operand.
   const uint32_t bad[][5] = {
-      {0, 5, 0}, {7, 5, 0}, {1, 14, 0}, {1, 24, 0}, {1, 16 | 3 << 8, 0},
+      {0, 5, 0}, {7, 5, 0}, {1, 14, 0}, {1, 26, 0}, {1, 16 | 3 << 8, 0},
       {1, 5 | 1 << 8, 0}};
   for (size_t i = 0; i < COUNT_OF(bad); ++i) {
     uint32_t k[31] = {bad[i][0], 1, 1, 1, 1, 1, 1};
@@ -1524,36 +1549,43 @@ static void test_pool2d_matches_reference(void) {
   rng_t rng = {0x9001};
   float x[N * C * H * W];
   for (size_t i = 0; i < COUNT_OF(x); ++i) x[i] = rng_f32(&rng, -5.0f, 5.0f);
-  for (uint32_t op = 0; op < 3; ++op) {
+  // NaN in some windows: op 0 skips it, op 3 keeps it, the averages sum it.
+  x[10] = NAN;
+  x[70] = NAN;
+  for (uint32_t op = 0; op < 4; ++op) {
     const uint32_t k[13] = {N, C, H, W, OH, OW, 3, 3, 2, 2, 1, 1, op};
     float* out = alloc_poisoned(N * C * OH * OW * 4);
     void* bindings[2] = {x, out};
     const size_t lengths[2] = {sizeof(x), N * C * OH * OW * 4};
-    CHECK_EQ_INT(run_kernel("pool2d_f32", kGrids[op], bindings, lengths, 2, k,
-                            13),
+    CHECK_EQ_INT(run_kernel("pool2d_f32", kGrids[op % COUNT_OF(kGrids)],
+                            bindings, lengths, 2, k, 13),
                  0);
     int wrong = 0;
     for (int p = 0; p < N * C; ++p)
       for (int oh = 0; oh < OH; ++oh)
         for (int ow = 0; ow < OW; ++ow) {
-          double acc = op == 0 ? -INFINITY : 0;
+          double acc = op == 0 || op == 3 ? -INFINITY : 0;
           int taps = 0;
           for (int i = 0; i < 3; ++i)
             for (int j = 0; j < 3; ++j) {
               const int ih = oh * 2 - 1 + i, iw = ow * 2 - 1 + j;
               if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
               const float v = x[(p * H + ih) * W + iw];
-              acc = op == 0 ? fmax(acc, v) : acc + v;
+              acc = op == 0   ? fmax(acc, v)
+                    : op == 3 ? (isnan(acc) || v <= acc ? acc : v)
+                              : acc + v;
               ++taps;
             }
-          const double want = op == 0 ? acc : acc / (op == 1 ? taps : 9);
-          wrong += !near_f32(out[(p * OH + oh) * OW + ow], want, 1e-5);
+          const double want =
+              op == 0 || op == 3 ? acc : acc / (op == 1 ? taps : 9);
+          const float got = out[(p * OH + oh) * OW + ow];
+          wrong += isnan(want) ? !isnan(got) : !near_f32(got, want, 1e-5);
         }
     CHECK_EQ_INT(wrong, 0);
     CHECK(is_poisoned(out + N * C * OH * OW, SLACK));
     free(out);
   }
-  const uint32_t bad[13] = {1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 0, 0, 3};
+  const uint32_t bad[13] = {1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 0, 0, 4};
   float buffer[4] = {0}, out[4];
   void* bindings[2] = {buffer, out};
   const size_t lengths[2] = {sizeof(buffer), sizeof(out)};

@@ -285,10 +285,22 @@ HRT_ELEMENTWISE_KERNEL(relu_f32, sizeof(float))
 
 // binary_f32: constants [op, dims[6], a strides[6], b strides[6]]; out is
 // the dense dims, a and b are read at their strides (0: broadcast).
-enum { HRT_ND = 6, HRT_BINARY_OP_COUNT = 8, HRT_UNARY_OP_COUNT = 14 };
+enum { HRT_ND = 6, HRT_BINARY_OP_COUNT = 10, HRT_UNARY_OP_COUNT = 14 };
 
 // C fminf as hrt_fmaxf spells fmaxf.
 static float hrt_fminf(float x, float y) { return (x < y || y != y) ? x : y; }
+
+// max and min with NaN kept (x's when both are), as ONNX Runtime's Max and
+// Min: y unless x is NaN or beyond it, so max(-0, +0) is +0 and
+// max(+0, -0) is -0.
+static float hrt_max_nan(float x, float y) { return x != x || x > y ? x : y; }
+static float hrt_min_nan(float x, float y) { return x != x || x < y ? x : y; }
+
+// min(max(x, lo), hi): hi when lo > hi; NaN stays NaN.
+static float hrt_clip(float x, float lo, float hi) {
+  const float t = x < lo ? lo : x;
+  return t > hi ? hi : t;
+}
 
 // The elements a binding read at `strides` over `dims` spans: 1 + the
 // offset of the last element, or 0 when there is no element; saturated.
@@ -400,13 +412,16 @@ HRT_BINARY_ROW(pow, powf(x, y))
 HRT_BINARY_ROW(max, hrt_fmaxf(x, y))
 HRT_BINARY_ROW(min, hrt_fminf(x, y))
 HRT_BINARY_ROW(eq, x == y ? 1.0f : 0.0f)
+HRT_BINARY_ROW(max_nan, hrt_max_nan(x, y))
+HRT_BINARY_ROW(min_nan, hrt_min_nan(x, y))
 
 typedef void (*hrt_binary_row_t)(const float*, uint64_t, const float*,
                                  uint64_t, float*, size_t);
 static const hrt_binary_row_t hrt_binary_rows[HRT_BINARY_OP_COUNT] = {
     hrt_binary_row_add, hrt_binary_row_sub, hrt_binary_row_mul,
     hrt_binary_row_div, hrt_binary_row_pow, hrt_binary_row_max,
-    hrt_binary_row_min, hrt_binary_row_eq};
+    hrt_binary_row_min, hrt_binary_row_eq,  hrt_binary_row_max_nan,
+    hrt_binary_row_min_nan};
 
 static void hrt_binary_f32_body(const halrt_dispatch_state_t* dispatch,
                                 hrt_range_t range) {
@@ -579,8 +594,7 @@ static void hrt_unary_row(uint32_t op, const float* in, float* out,
     HRT_UNARY_CASE(10, hrt_unit_clamp(alpha * x + beta))  // hard sigmoid
     // hard swish: x * hard sigmoid(x) with 1/6, 1/2
     HRT_UNARY_CASE(11, x * hrt_unit_clamp(x / 6.0f + 0.5f))
-    // clip to [alpha, beta]; NaN stays NaN
-    HRT_UNARY_CASE(12, x < alpha ? alpha : x > beta ? beta : x)
+    HRT_UNARY_CASE(12, hrt_clip(x, alpha, beta))
     // gelu, exact: x/2 (1 + erf(x / sqrt 2))
     HRT_UNARY_CASE(13, (0.5f * x) * (1.0f + erff(x * 0.70710678118654752f)))
     default:
@@ -927,16 +941,21 @@ static void hrt_pool2d_f32_body(const halrt_dispatch_state_t* dispatch,
       const int64_t iw0 = (int64_t)(ow * k[HRT_POOL_SW]) - k[HRT_POOL_PL];
       uint32_t kw0, kw1;
       hrt_taps(iw0, k[HRT_POOL_KW], 1, (uint32_t)W, &kw0, &kw1);
-      float acc = op == 0 ? -INFINITY : 0.0f;
+      const bool max = op == 0 || op == 3;
+      float acc = max ? -INFINITY : 0.0f;
       for (uint32_t i = kh0; i < kh1; ++i) {
         const float* line = plane + (uint64_t)(ih0 + i) * W + iw0;
         for (uint32_t j = kw0; j < kw1; ++j) {
-          acc = op == 0 ? hrt_fmaxf(acc, line[j]) : acc + line[j];
+          const float v = line[j];
+          // op 3: the first NaN stays, else the first of equal maxima.
+          acc = op == 0   ? hrt_fmaxf(acc, v)
+                : op == 3 ? (v > acc || (v != v && acc == acc) ? v : acc)
+                          : acc + v;
         }
       }
       const uint64_t taps = op == 2 ? (uint64_t)k[HRT_POOL_KH] * k[HRT_POOL_KW]
                                     : (uint64_t)(kh1 - kh0) * (kw1 - kw0);
-      out[r * OW + ow] = op == 0 ? acc : acc / (float)taps;
+      out[r * OW + ow] = max ? acc : acc / (float)taps;
     }
   }
 }
@@ -949,7 +968,7 @@ static int hrt_kernel_pool2d_f32(const halrt_dispatch_state_t* dispatch,
   const uint32_t* k = dispatch->constants;
   const uint64_t planes = hrt_mul_saturate(k[HRT_POOL_N], k[HRT_POOL_C]);
   const uint64_t rows = hrt_mul_saturate(planes, k[HRT_POOL_OH]);
-  if (k[HRT_POOL_OP] > 2 || !k[HRT_POOL_SH] || !k[HRT_POOL_SW] ||
+  if (k[HRT_POOL_OP] > 3 || !k[HRT_POOL_SH] || !k[HRT_POOL_SW] ||
       !hrt_binding_holds(dispatch, 0, planes,
                          hrt_mul_saturate(k[HRT_POOL_H], k[HRT_POOL_W]), 4) ||
       !hrt_binding_holds(dispatch, 1, rows, k[HRT_POOL_OW], 4) ||

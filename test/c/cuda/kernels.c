@@ -56,6 +56,8 @@ static const builtin_case_t kBuiltinCases[] = {
     BINARY_CASE(4, 1, 1, 1, 1, 10, 100, 0, 0, 0, 0, 100, 1, 0, 0, 0, 0, 1, 0, 2),
     BINARY_CASE(5, 1, 1, 1, 2, 50, 3, 0, 0, 0, 150, 3, 1, 0, 0, 0, 0, 0, 1, 7),
     BINARY_CASE(6, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1),
+    BINARY_CASE(8, 1, 1, 1, 2, 50, 3, 0, 0, 0, 150, 3, 1, 0, 0, 0, 3, 0, 1, 3),
+    BINARY_CASE(9, 1, 1, 1, 1, 40, 40, 0, 0, 0, 0, 40, 1, 0, 0, 0, 0, 1, 40, 2),
     {"unary_f32", {1000, 0, 0, 0}, {3, 1, 1}},
     {"unary_f32", {1000, 1, 0, 0}, {1, 1, 1}},
     {"unary_f32", {1000, 2, 0, 0}, {2, 2, 1}},
@@ -79,6 +81,7 @@ static const builtin_case_t kBuiltinCases[] = {
     {"pool2d_f32", {1, 3, 7, 9, 4, 5, 3, 3, 2, 2, 1, 1, 0}, {2, 1, 1}},
     {"pool2d_f32", {2, 2, 7, 9, 4, 5, 3, 3, 2, 2, 1, 1, 1}, {1, 1, 1}},
     {"pool2d_f32", {1, 3, 6, 6, 2, 3, 3, 2, 3, 2, 0, 0, 2}, {4, 1, 1}},
+    {"pool2d_f32", {2, 3, 9, 8, 5, 4, 3, 3, 2, 2, 1, 1, 3}, {3, 1, 1}},
     // batch M K N | a strides | b strides: dense; transposed b; broadcast a
     {"bmm_f32", {3, 37, 70, 45, 2590, 70, 1, 3150, 45, 1}, {3, 2, 2}},
     {"bmm_f32", {2, 17, 40, 21, 680, 40, 1, 840, 1, 40}, {1, 1, 1}},
@@ -415,7 +418,7 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
     } else if (strcmp(test.name, "binary_f32") == 0) {
       // Random dims (a 0 now and then); each input dense or broadcast
       // (stride 0) per dimension, or transposed.
-      test.constants[0] = random_u32() % 8;
+      test.constants[0] = random_u32() % 10;
       for (int d = 0; d < 6; ++d) {
         test.constants[1 + d] = random_u32() % 41 == 0 ? 0 : 1 + random_u32() % 4;
       }
@@ -500,14 +503,14 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
       k[9] = 1 + random_u32() % 3;
       k[10] = random_u32() % k[6];
       k[11] = random_u32() % k[7];
-      k[12] = random_u32() % 3;
+      k[12] = random_u32() % 4;
       k[4] = sweep(k[2], k[10], k[6], k[8]);
       k[5] = sweep(k[3], k[11], k[7], k[9]);
     } else if (strcmp(test.name, "chain_f32") == 0) {
       // Random dims, y dense or broadcast per dimension, 1 to 6 steps of
       // the ops whose results are exact (docs/kernels.md), so the bits agree.
       static const uint32_t kExactUnary[] = {4, 5, 6, 7, 9, 10, 11, 12};
-      static const uint32_t kExactBinary[] = {0, 1, 2, 3, 5, 6, 7};
+      static const uint32_t kExactBinary[] = {0, 1, 2, 3, 5, 6, 7, 8, 9};
       uint32_t* k = test.constants;
       k[0] = 1 + random_u32() % 6;
       uint32_t stride = 1;
@@ -524,7 +527,7 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
         if (random_u32() % 3 == 0) {
           step[0] = kExactUnary[random_u32() % 8];
         } else {
-          step[0] = (random_u32() % 2 ? 16 : 32) + kExactBinary[random_u32() % 7];
+          step[0] = (random_u32() % 2 ? 16 : 32) + kExactBinary[random_u32() % 9];
           step[0] |= (random_u32() % 3) << 8;
         }
         memcpy(&step[1], &alpha, 4);
@@ -551,7 +554,8 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
       test.constants[0] = random_u32() % 3000;
       test.constants[1] = random_u32() % 14;
       float alpha = ((float)(random_u32() % 2001) - 1000.0f) / 500.0f;
-      float beta = alpha + (float)(random_u32() % 1000) / 250.0f;
+      // Now and then a clip's low bound above its high one.
+      float beta = alpha + ((float)(random_u32() % 1000) - (random_u32() % 5 ? 0.0f : 1000.0f)) / 250.0f;
       memcpy(&test.constants[2], &alpha, 4);
       memcpy(&test.constants[3], &beta, 4);
     } else if (!is_elementwise(test.name)) {

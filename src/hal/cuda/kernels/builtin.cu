@@ -115,6 +115,14 @@ __device__ static inline float hrt_fminf(float x, float y) {
   return (x < y || y != y) ? x : y;
 }
 
+// max and min with NaN kept, as the CPU devices spell them.
+__device__ static inline float hrt_max_nan(float x, float y) {
+  return x != x || x > y ? x : y;
+}
+__device__ static inline float hrt_min_nan(float x, float y) {
+  return x != x || x < y ? x : y;
+}
+
 #define HRT_ND 6
 
 // Σ c[d]·strides[d] over the coordinates c of element i of dims
@@ -145,13 +153,17 @@ __device__ static inline float hrt_binary_op(uint32_t op, float x, float y) {
       return hrt_fmaxf(x, y);
     case 6:
       return hrt_fminf(x, y);
-    default:
+    case 7:
       return x == y ? 1.0f : 0.0f;
+    case 8:
+      return hrt_max_nan(x, y);
+    default:
+      return hrt_min_nan(x, y);
   }
 }
 
 // out (dense over dims) = a op b, a and b read at element strides (0:
-// broadcast). The host checked op < 8 and the bindings' extents.
+// broadcast). The host checked op < 10 and the bindings' extents.
 extern "C" __global__ void binary_f32(
     const float* a, const float* b, float* out, uint32_t op, uint32_t d0,
     uint32_t d1, uint32_t d2, uint32_t d3, uint32_t d4, uint32_t d5,
@@ -220,8 +232,10 @@ __device__ static inline float hrt_unary_op(uint32_t op, float x, float alpha,
       return hrt_unit_clamp(__fadd_rn(__fmul_rn(alpha, x), beta));
     case 11:  // hard swish
       return __fmul_rn(x, hrt_unit_clamp(__fadd_rn(__fdiv_rn(x, 6.0f), 0.5f)));
-    case 12:  // clip to [alpha, beta]
-      return x < alpha ? alpha : x > beta ? beta : x;
+    case 12: {  // clip: min(max(x, alpha), beta)
+      const float t = x < alpha ? alpha : x;
+      return t > beta ? beta : t;
+    }
     default:  // gelu, exact
       return __fmul_rn(
           __fmul_rn(0.5f, x),
@@ -260,7 +274,7 @@ extern "C" __global__ void where_f32(
 }
 
 // t = x, then up to 6 steps on t (docs/kernels.md): a unary op (op < 16) or
-// a binary one of t and v (16..23: t op v; 32..39: v op t), v being x,
+// a binary one of t and v (16..25: t op v; 32..41: v op t), v being x,
 // y (at element strides) or alpha by operand. The host checked the steps
 // and the extents.
 #define HRT_CHAIN_STEP(j) uint32_t op##j, uint32_t alpha##j, uint32_t beta##j
@@ -344,7 +358,8 @@ extern "C" __global__ void conv2d_f32(
 }
 
 // One thread per output element, in the CPU's order. op: 0 max, 1 average
-// over the taps inside the input, 2 average over all KH·KW.
+// over the taps inside the input, 2 average over all KH·KW, 3 max keeping
+// the first NaN.
 extern "C" __global__ void pool2d_f32(const float* x, float* out, uint32_t N,
                                       uint32_t C, uint32_t H, uint32_t W,
                                       uint32_t OH, uint32_t OW, uint32_t KH,
@@ -359,16 +374,20 @@ extern "C" __global__ void pool2d_f32(const float* x, float* out, uint32_t N,
     uint32_t kh0, kh1, kw0, kw1;
     hrt_taps(ih0, KH, 1, H, &kh0, &kh1);
     hrt_taps(iw0, KW, 1, W, &kw0, &kw1);
-    float acc = op == 0 ? __int_as_float(0xff800000) : 0.0f;  // -inf
+    const bool max = op == 0 || op == 3;
+    float acc = max ? __int_as_float(0xff800000) : 0.0f;  // -inf
     for (uint32_t a = kh0; a < kh1; ++a) {
       const float* line = plane + (uint64_t)(ih0 + a) * W + iw0;
       for (uint32_t b = kw0; b < kw1; ++b) {
-        acc = op == 0 ? hrt_fmaxf(acc, line[b]) : __fadd_rn(acc, line[b]);
+        const float v = line[b];
+        acc = op == 0   ? hrt_fmaxf(acc, v)
+              : op == 3 ? (v > acc || (v != v && acc == acc) ? v : acc)
+                        : __fadd_rn(acc, v);
       }
     }
     const uint64_t taps =
         op == 2 ? (uint64_t)KH * KW : (uint64_t)(kh1 - kh0) * (kw1 - kw0);
-    out[i] = op == 0 ? acc : __fdiv_rn(acc, (float)taps);
+    out[i] = max ? acc : __fdiv_rn(acc, (float)taps);
   }
 }
 
