@@ -146,7 +146,7 @@ async function load(file, options = {}) {
     const halModule = step('new HalModule: ', '', () => new HalModule(instance, device, halOptions));
     const onnxModel = onnx ? readOnnx(file, { shapes, traceNodes }) : null;
     if (onnx && needsSpecialising(onnxModel.model, shapes)) {
-      const main = keep(new SpecializingFunction({
+      const main = step('onnx: ', '', () => new SpecializingFunction({
         model: onnxModel.model, options: { name: onnxModel.name, shapes, traceNodes }, instance, hal: halModule, imports,
       }));
       return new LoadedModule({ name: onnxModel.name, instance, device, halModule }, { main }, imports.length === 0, main);

@@ -346,6 +346,34 @@ describe('ONNX ops against ONNX Runtime', function () {
     }
   }
 
+  it('shapes, names and attributes a halrt module cannot hold are errors at import, naming them', () => {
+    const graph = (nodes, inputs, outputs = [{ name: 'y' }], initializers = []) => writeModel({ opset: 13, graph: { nodes, inputs, outputs, initializers } });
+    const input = (name, dims) => ({ name, dtype: 'f32', dims });
+    const i64 = (name, values) => ({ name, dtype: 'i64', dims: [values.length], data: BigInt64Array.from(values, BigInt) });
+    const cases = [
+      [graph([{ opType: 'Squeeze', name: 'n', inputs: ['x', 'axes'], outputs: ['y'] }], [input('x', [2, 3])], undefined, [i64('axes', [0])]),
+        'INVALID_ARGUMENT', "node 0 'n' (Squeeze): axis 0 of [2,3] is 2, not 1: it cannot be squeezed"],
+      [graph([{ opType: 'Unsqueeze', name: 'n', inputs: ['x', 'axes'], outputs: ['y'] }], [input('x', [3])], undefined, [i64('axes', [0, 0])]),
+        'INVALID_ARGUMENT', "node 0 'n' (Unsqueeze): axes [0,0] name an axis twice"],
+      [graph([{ opType: 'Relu', name: 'n', inputs: ['x'], outputs: ['y'] }], [input('x', [1, 1, 1, 1, 1, 1, 2])]),
+        'UNIMPLEMENTED', "graph input 'x' has rank 7; values of rank at most 6 are supported"],
+      [graph([{ opType: 'Relu', name: 'n', inputs: ['x'], outputs: ['y'] }], [input('x', [65536, 65536])]),
+        'UNIMPLEMENTED', "graph input 'x' [65536,65536] has 4294967296 elements; values of fewer than 2^32 are supported"],
+      [graph([{ opType: 'Gemm', name: 'n', inputs: ['a', 'b', 'c'], outputs: ['y'] }], [input('a', [2, 3]), input('b', [3, 4]), input('c', [5, 2, 4])]),
+        'INVALID_ARGUMENT', "node 0 'n' (Gemm): C [5,2,4] does not broadcast to [2, 4]"],
+      [graph([{ opType: 'MaxPool', name: 'n', inputs: ['x'], outputs: ['y'], attributes: { kernel_shape: { ints: [1, 5] }, strides: { ints: [1, 1] } } }], [input('x', [1, 1, 1, 2])]),
+        'INVALID_ARGUMENT', "node 0 'n' (MaxPool): a window of 5 at stride 1 does not fit spatial dimension 1 (2, pads 0 and 0): the output size would be -2"],
+      [graph([{ opType: 'Relu', name: 'n', inputs: ['a\nb'], outputs: ['y'] }], [input('a\nb', [2])]),
+        'UNIMPLEMENTED', 'graph input "a\\nb" cannot be a halrt value name (1 to 255 bytes, no control characters)'],
+      [graph([], [input('x', [2])], [{ name: 'x' }]),
+        'UNIMPLEMENTED', "graph output 'x' is the graph input of that name: a halrt function's inputs and outputs have names of their own"],
+    ];
+    for (const [bytes, code, message] of cases) assertThrowsHalrt(() => halrt.onnx.convert(bytes), code, `halrt.onnx.convert: ${message}`);
+    const open = graph([{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }], [input('x', ['n', 3])]);
+    assertThrowsHalrt(() => halrt.onnx.convert(open, { shapes: { x: [2 ** 40, 3] } }), 'INVALID_ARGUMENT',
+      "graph input 'x' would have dimensions [1099511627776,3]: each must be an integer from 0 to 2^31 - 1");
+  });
+
   it('ops it does not support are errors naming the node and op type', () => {
     const bytes = writeModel({
       opset: 13,
@@ -762,7 +790,7 @@ describe('ONNX symbolic dimensions bound by each invocation', function () {
       await assert.rejects(m.main(a, new Float32Array(6)), (e) => e.code === 'INVALID_ARGUMENT' && /'b'\) must have 12 elements for shape \[4,3\]/.test(e.message));
       await assert.rejects(m.main({ a: m.device.tensor(a, [4, 3]), b: m.device.tensor(b.subarray(0, 6), [2, 3]) }),
         (e) => e.code === 'INVALID_ARGUMENT' && /input 'b' has 2 for dimension 'n', which an earlier input binds to 4/.test(e.message));
-      await assert.rejects(m.main([[1, 2]], [[1, 2]]), (e) => e.code === 'INVALID_ARGUMENT' && /model fixes that dimension to 3/.test(e.message));
+      await assert.rejects(m.main([[1, 2]], [[1, 2]]), (e) => e.code === 'INVALID_ARGUMENT' && /input 'a' has 2 for dimension 1, which the model fixes to 3/.test(e.message));
       // Another object as `this`, and an input getter that closes the module.
       await assert.rejects(m.functions.main.invoke.call({}, [a, b]), (e) => e.code === 'INVALID_ARGUMENT' && /`this` is not a Function/.test(e.message));
       assertThrowsHalrt(() => m.functions.main.close.call({}), 'INVALID_ARGUMENT', '`this` is not a Function');
@@ -796,6 +824,34 @@ describe('ONNX symbolic dimensions bound by each invocation', function () {
     const given = await halrt.load(symbolicFile('given', ['b', 'w']), { device: 'local-sync', shapes: { a: [2, 3], b: [2, 3] } });
     assert.deepStrictEqual(given.functions.main.inputs[0].shape, [2, 3]);
     given.close();
+  });
+
+  it('options.shapes binds a symbol in every input that has it, and is checked when the model loads', async () => {
+    const file = symbolicFile('shared');
+    // a's shape binds n, so b is [2, 3] too: convert needs nothing more.
+    const description = halrt.onnx.convert(file, { shapes: { a: [2, 3] } });
+    assert.deepStrictEqual(description.functions.main.inputs.map((i) => i.shape), [[2, 3], [2, 3]]);
+    const m = await halrt.load(file, { device: 'local-sync', shapes: { a: [2, 3] } });
+    try {
+      assert.deepStrictEqual(m.functions.main.inputs.map((i) => i.shape), [[2, 3], [2, 3]]);
+      await assert.rejects(m.main(Float32Array.of(1, 2, 3, 4, 5, 6), m.device.tensor(new Float32Array(3), [1, 3])),
+        (e) => e.code === 'INVALID_ARGUMENT' && /input 'b'/.test(e.message));
+    } finally {
+      m.close();
+    }
+    assertThrowsHalrt(() => halrt.onnx.convert(file, { shapes: { a: [2, 3], b: [1, 3] } }), 'INVALID_ARGUMENT',
+      "options.shapes binds the symbolic dimension 'n' to 2 and, in 'b', to 1");
+    // What a model of fixed shapes is refused for at load, one with open
+    // symbols is too: a name that is not an input, an op not supported.
+    await assert.rejects(halrt.load(file, { device: 'local-sync', shapes: { z: [1] } }),
+      (e) => e.code === 'INVALID_ARGUMENT' && e.message.startsWith("halrt.load: options.shapes names 'z', which is not an input"));
+    const unsupported = path.join(dir, 'nonzero.onnx');
+    fs.writeFileSync(unsupported, writeModel({
+      opset: 13,
+      graph: { nodes: [{ opType: 'NonZero', name: 'nz', inputs: ['x'], outputs: ['y'] }], inputs: [{ name: 'x', dtype: 'f32', dims: ['n', 3] }], outputs: [{ name: 'y' }] },
+    }));
+    await assert.rejects(halrt.load(unsupported, { device: 'local-sync' }),
+      (e) => e.code === 'UNIMPLEMENTED' && e.message === "halrt.load: node 0 'nz' (NonZero): op type 'NonZero' is not supported");
   });
 });
 

@@ -10,7 +10,7 @@
 
 const { HalrtError } = require('../errors');
 const { readModel } = require('./model');
-const { fold, gatherIndices, reshapeDims, sliceWindow, strides: denseStrides } = require('./fold');
+const { fold, foldable, gatherIndices, reshapeDims, sliceWindow, strides: denseStrides } = require('./fold');
 const { fuse } = require('./fuse');
 
 const MAX_NAME = 255; // a value name's limit (docs/module-format.md)
@@ -99,6 +99,25 @@ class Attributes {
 
 const count = (dims) => dims.reduce((n, d) => n * d, 1);
 
+// The dimensions a run-time value may have: rank 6 at most (the kernels'
+// strides), each an integer below 2^31, fewer than 2^32 elements in all.
+// Throws naming `subject` otherwise.
+function checkDims(dims, subject) {
+  if (dims.length > 6) throw new HalrtError(`onnx: ${subject} has rank ${dims.length}; values of rank at most 6 are supported`, 'UNIMPLEMENTED');
+  if (!dims.every((d) => Number.isSafeInteger(d) && d >= 0 && d < 2 ** 31)) {
+    throw new HalrtError(`onnx: ${subject} would have dimensions [${dims}]: each must be an integer from 0 to 2^31 - 1`, 'INVALID_ARGUMENT');
+  }
+  if (count(dims) >= 2 ** 32) throw new HalrtError(`onnx: ${subject} [${dims}] has ${count(dims)} elements; values of fewer than 2^32 are supported`, 'UNIMPLEMENTED');
+}
+
+// A graph input or output name as a halrt value name must be (names are
+// kept exactly, so one that cannot be is refused rather than renamed).
+function checkName(name, what) {
+  if (name.length === 0 || Buffer.byteLength(name) > MAX_NAME || /[\x00-\x1f\x7f]/.test(name)) {
+    throw new HalrtError(`onnx: ${what} ${JSON.stringify(name)} cannot be a halrt value name (1 to ${MAX_NAME} bytes, no control characters)`, 'UNIMPLEMENTED');
+  }
+}
+
 // NumPy broadcasting of two shapes, or undefined when they do not broadcast.
 function broadcast(a, b) {
   const rank = Math.max(a.length, b.length);
@@ -185,6 +204,7 @@ class Converter {
   define(onnx, dims, where, dtype = 'f32') {
     const output = this.model.graph.outputs.some((o) => o.name === onnx);
     if (output && dtype !== 'f32') throw new HalrtError(`onnx: ${where}: a ${dtype} graph output is not supported (only f32)`, 'UNIMPLEMENTED');
+    checkDims(dims, `${where}: output '${onnx}'`);
     const name = output ? onnx : this.fresh(onnx);
     const entry = { kind: 'value', name, dtype, dims };
     (output ? this.outputs : this.locals).push({ name, dtype: 'f32', shape: dims });
@@ -195,6 +215,7 @@ class Converter {
   }
 
   temp(base, dims) {
+    checkDims(dims, `value '${base}'`);
     const name = this.fresh(base);
     this.locals.push({ name, dtype: 'f32', shape: dims });
     this.shapes.set(name, dims);
@@ -374,15 +395,19 @@ class Converter {
 
   convert() {
     const { graph } = this.model;
-    for (const name of Object.keys(this.options.shapes ?? {})) {
-      if (!graph.inputs.some((input) => input.name === name)) {
-        throw new HalrtError(`onnx: options.shapes names '${name}', which is not an input of the model (inputs: ${graph.inputs.map((i) => i.name).join(', ')})`, 'INVALID_ARGUMENT');
+    this.symbols = check(this.model, this.options.shapes);
+    for (const tensor of graph.initializers) this.values.set(tensor.name, { kind: 'const', tensor });
+    for (const output of graph.outputs) {
+      checkName(output.name, 'graph output');
+      if (graph.inputs.some((input) => input.name === output.name) && !graph.initializers.some((t) => t.name === output.name)) {
+        throw new HalrtError(`onnx: graph output '${output.name}' is the graph input of that name: a halrt function's inputs and outputs have names of their own`, 'UNIMPLEMENTED');
       }
     }
-    for (const tensor of graph.initializers) this.values.set(tensor.name, { kind: 'const', tensor });
     for (const input of graph.inputs) {
       if (this.values.has(input.name)) continue; // an initializer's default
+      checkName(input.name, 'graph input');
       const dims = this.inputDims(input);
+      checkDims(dims, `graph input '${input.name}'`);
       if (input.dtype !== 'f32') throw new HalrtError(`onnx: graph input '${input.name}' is ${input.dtype}; only f32 inputs are supported`, 'UNIMPLEMENTED');
       this.used.add(input.name);
       this.inputs.push({ name: input.name, dtype: 'f32', shape: dims });
@@ -430,11 +455,11 @@ class Converter {
       });
       return given;
     }
-    const symbolic = declared.find((d) => typeof d !== 'number');
-    if (symbolic !== undefined) {
-      throw new HalrtError(`onnx: graph input '${input.name}' has the symbolic dimension '${symbolic ?? '?'}': give its shape in options.shapes (e.g. { ${JSON.stringify(input.name)}: [${declared.map((d) => (typeof d === 'number' ? d : 1))}] })`, 'INVALID_ARGUMENT');
-    }
-    return declared;
+    // Symbols other inputs' shapes bind.
+    const resolved = declared.map((d) => (typeof d === 'string' && this.symbols.has(d) ? this.symbols.get(d) : d));
+    const symbolic = resolved.find((d) => typeof d !== 'number');
+    if (symbolic === undefined) return resolved;
+    throw new HalrtError(`onnx: graph input '${input.name}' has the symbolic dimension '${symbolic ?? '?'}': give its shape in options.shapes (e.g. { ${JSON.stringify(input.name)}: [${resolved.map((d) => (typeof d === 'number' ? d : 1))}] })`, 'INVALID_ARGUMENT');
   }
 
   // Whether options.traceNodes traces the node of `key` (a RegExp's
@@ -452,7 +477,6 @@ class Converter {
     const key = nodeKey(node);
     const where = `node ${node.index} '${key}' (${node.opType})`;
     const attributes = new Attributes(node, where);
-    if (node.domain !== '' && node.domain !== 'ai.onnx') throw attributes.unsupported(`domain '${node.domain}'`);
     const inputs = node.inputs.map((name) => (name === '' ? undefined : this.lookup(name, where)));
     const [fewest, most] = ARITY[node.opType] ?? [1, 1];
     const required = node.opType === 'Slice' && this.opset >= 10 ? 3 : fewest;
@@ -878,7 +902,10 @@ const HANDLERS = {
       this.binary(BINARY_OPS.Mul, product, this.scalar(alpha), sum);
     }
     if (c === undefined || beta === 0) return;
-    broadcastOrFail(this.dims(c), [M, N], attributes);
+    // C broadcasts to [M, N] one way only (ONNX's unidirectional rule).
+    const cDims = this.dims(c);
+    const fits = cDims.length <= 2 && cDims.every((d, i) => d === 1 || d === [M, N][i + 2 - cDims.length]);
+    if (!fits) throw attributes.error(`C [${cDims}] does not broadcast to [${M}, ${N}]`);
     let bias = this.f32(c, where);
     if (beta !== 1) {
       bias = this.temp(`${node.outputs[0]}/betaC`, this.dims(c));
@@ -1256,6 +1283,33 @@ for (const [opType, [op, params]] of Object.entries(UNARY_OPS)) {
   };
 }
 
+// What can be checked before the shapes are known: `shapes` names inputs
+// and binds each symbolic dimension once, and every node's domain and op
+// type are supported. Returns the symbols `shapes` binds (name -> size).
+function check(model, shapes = {}) {
+  const { graph } = model;
+  const symbols = new Map();
+  for (const [name, dims] of Object.entries(shapes)) {
+    const input = graph.inputs.find((i) => i.name === name);
+    if (input === undefined) {
+      throw new HalrtError(`onnx: options.shapes names '${name}', which is not an input of the model (inputs: ${graph.inputs.map((i) => i.name).join(', ')})`, 'INVALID_ARGUMENT');
+    }
+    (input.dims ?? []).forEach((d, k) => {
+      if (typeof d !== 'string' || d === '' || !Array.isArray(dims) || dims[k] === undefined) return;
+      if (symbols.has(d) && symbols.get(d) !== dims[k]) {
+        throw new HalrtError(`onnx: options.shapes binds the symbolic dimension '${d}' to ${symbols.get(d)} and, in '${name}', to ${dims[k]}`, 'INVALID_ARGUMENT');
+      }
+      symbols.set(d, dims[k]);
+    });
+  }
+  for (const node of graph.nodes) {
+    const attributes = new Attributes(node, `node ${node.index} '${nodeKey(node)}' (${node.opType})`);
+    if (node.domain !== '' && node.domain !== 'ai.onnx') throw attributes.unsupported(`domain '${node.domain}'`);
+    if (!Object.hasOwn(HANDLERS, node.opType) && !foldable(node.opType)) throw attributes.unsupported(`op type '${node.opType}'`);
+  }
+  return symbols;
+}
+
 // convert(bytes | model, {name, shapes, traceNodes}) -> {description, traced}
 function convert(source, options = {}) {
   const model = source instanceof Uint8Array ? readModel(source, options.baseDir) : source;
@@ -1264,4 +1318,4 @@ function convert(source, options = {}) {
   return { description, traced: converter.traced, model };
 }
 
-module.exports = { convert };
+module.exports = { check, convert };

@@ -181,6 +181,7 @@ const FOLDERS = {
     const axes = intList(attributes, 'axes', axesInput) ?? [];
     const rank = x.dims.length + axes.length;
     const normal = axes.map((a) => normalizeAxis(a, rank, attributes));
+    if (new Set(normal).size !== normal.length) throw attributes.error(`axes [${axes}] name an axis twice`);
     const dims = [];
     let next = 0;
     for (let i = 0; i < rank; ++i) dims.push(normal.includes(i) ? 1 : x.dims[next++]);
@@ -190,6 +191,8 @@ const FOLDERS = {
   Squeeze(node, [x, axesInput], attributes) {
     const axes = intList(attributes, 'axes', axesInput);
     const normal = axes === undefined ? x.dims.map((d, i) => (d === 1 ? i : -1)).filter((i) => i >= 0) : axes.map((a) => normalizeAxis(a, x.dims.length, attributes));
+    const wide = normal.find((a) => x.dims[a] !== 1);
+    if (wide !== undefined) throw attributes.error(`axis ${wide} of [${x.dims}] is ${x.dims[wide]}, not 1: it cannot be squeezed`);
     return [{ ...x, dims: x.dims.filter((_, i) => !normal.includes(i)) }];
   },
 
@@ -302,4 +305,7 @@ function fold(node, inputs, attributes, opset) {
   return folder(node, inputs, attributes, opset);
 }
 
-module.exports = { fold, gatherIndices, reshapeDims, sliceWindow, strides };
+// Whether op type `opType` can be computed at import (from constants).
+const foldable = (opType) => Object.hasOwn(FOLDERS, opType);
+
+module.exports = { fold, foldable, gatherIndices, reshapeDims, sliceWindow, strides };

@@ -48,8 +48,11 @@ class SpecializingFunction {
     this.latest = null;
     this.closedFlag = false;
     const graphInputs = model.graph.inputs.filter((i) => !model.graph.initializers.some((t) => t.name === i.name));
-    // A dimension without a name is a symbol of its own.
-    const symbols = (i) => (i.dims ?? []).map((d, k) => (typeof d === 'number' || (typeof d === 'string' && d !== '') ? d : `?${i.name}[${k}]`));
+    // Checked now, as a model with fixed shapes is at load.
+    const bound = converter.check(model, options.shapes);
+    // A dimension without a name is a symbol of its own; one options.shapes
+    // binds (in any input) is that size.
+    const symbols = (i) => (i.dims ?? []).map((d, k) => (typeof d === 'number' ? d : typeof d === 'string' && d !== '' ? (bound.get(d) ?? d) : `?${i.name}[${k}]`));
     this.declared = graphInputs.map((i) => ({ name: i.name, dims: options.shapes?.[i.name] ?? symbols(i) }));
     const signature = (v) => ({ name: v.name, dtype: 'f32', shape: (v.dims ?? []).map((d) => (typeof d === 'number' ? d : -1)) });
     this.inputs = this.declared.map(signature);
@@ -105,6 +108,9 @@ class SpecializingFunction {
         throw new HalrtError(`${this.name}.invoke: input '${name}' has ${given.length} dimensions, but the model's has ${dims.length} ([${dims}])`, 'INVALID_ARGUMENT');
       }
       dims.forEach((d, k) => {
+        if (typeof d === 'number' && given[k] !== d) {
+          throw new HalrtError(`${this.name}.invoke: input '${name}' has ${given[k]} for dimension ${k}, which the model fixes to ${d} ([${dims}])`, 'INVALID_ARGUMENT');
+        }
         if (typeof d === 'string' && bound.has(d) && bound.get(d) !== given[k]) {
           throw new HalrtError(`${this.name}.invoke: input '${name}' has ${given[k]} for dimension '${d}', which an earlier input binds to ${bound.get(d)}`, 'INVALID_ARGUMENT');
         }
