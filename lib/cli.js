@@ -389,9 +389,12 @@ function loadModuleFile(instance, file, options, traceNodes = false) {
   try {
     if (isOnnxFile(file)) return moduleFromOnnx(halrt.Module, instance, file, { shapes, traceNodes });
   } catch (error) {
-    // The hint for a symbolic dimension, as this command takes it.
+    // The hint for a symbolic dimension, and options.shapes, as this
+    // command takes them.
     const message = error.message.replace(/^halrt\.load: /, '').replace(/give its shape in options\.shapes \(e\.g\. \{ ("(?:[^"\\]|\\.)*"): \[([^\]]*)\] \}\)/,
-      (_, name, dims) => `give its shape with --shape ${JSON.parse(name)}=${dims}`);
+      (_, name, dims) => `give its shape with --shape ${JSON.parse(name)}=${dims}`)
+      .replace(/options\.shapes\['((?:[^'\\]|\\.)*)'\](\[\d+\])?/g, (_, name, index) => `--shape ${name}${index ? ` dimension ${index.slice(1, -1)}` : ''}`)
+      .replace(/options\.shapes/g, '--shape');
     throw new UsageError(`${file}: ${message}`);
   }
   if (shapes !== undefined) throw new UsageError(`--shape applies to ONNX models, and ${file} is not one`);

@@ -69,6 +69,9 @@ function loadModule(instance, target, shapes) {
   if (shapes !== undefined) throw invalid('options.shapes applies to ONNX models');
   if (typeof target === 'string') return Module.load(instance, target);
   if (target instanceof ModuleBuilder) return target.build(instance);
+  if (ArrayBuffer.isView(target) || target instanceof ArrayBuffer) {
+    throw invalid(`module must be a module file path, a ModuleBuilder or a module description object (got ${half.describe(target)}; an ONNX model is compared from its file)`);
+  }
   if (target !== null && typeof target === 'object' && !Array.isArray(target)) return Module.fromObject(instance, target);
   throw invalid(`module must be a module file path, a ModuleBuilder or a module description object (got ${half.describe(target)})`);
 }

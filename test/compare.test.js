@@ -289,6 +289,7 @@ describe('halrt.compare', function () {
       await assertRejectsHalrt(halrt.compare(none, []), 'INVALID_ARGUMENT', "options.function is required: module 'z' has no functions");
       await assertRejectsHalrt(halrt.compare(EXAMPLE, inputs(), null), 'INVALID_ARGUMENT', 'options must be an object');
       await assertRejectsHalrt(halrt.compare(42, inputs()), 'INVALID_ARGUMENT', 'module must be a module file path');
+      await assertRejectsHalrt(halrt.compare(Buffer.from('{}'), inputs()), 'INVALID_ARGUMENT', 'module must be a module file path, a ModuleBuilder or a module description object (got a Buffer');
       await assertRejectsHalrt(halrt.compare(path.join(ROOT, 'nonesuch.json'), inputs()), 'NOT_FOUND', 'nonesuch.json');
     });
 

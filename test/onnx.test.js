@@ -62,6 +62,14 @@ describe('ONNX reader', () => {
     },
   });
 
+  it('merges a message field that comes twice into the first, as protobuf does', () => {
+    // A second `graph` adds an output; its nodes and initializers stay.
+    const model = readModel(withOutputs(small(), ['x']));
+    assert.deepStrictEqual(model.graph.outputs.map((o) => o.name), ['y', 'x']);
+    assert.deepStrictEqual(model.graph.nodes.map((n) => n.opType), ['Add']);
+    assert.deepStrictEqual(model.graph.initializers.map((t) => t.name), ['b']);
+  });
+
   it('reads nodes, attributes, inputs with symbolic dimensions and initializers', () => {
     const bytes = writeModel({
       opset: 11,
@@ -370,6 +378,7 @@ describe('ONNX ops against ONNX Runtime', function () {
     ];
     for (const [bytes, code, message] of cases) assertThrowsHalrt(() => halrt.onnx.convert(bytes), code, `halrt.onnx.convert: ${message}`);
     const open = graph([{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }], [input('x', ['n', 3])]);
+    assertThrowsHalrt(() => halrt.onnx.convert(open, { baseDir: 42 }), 'INVALID_ARGUMENT', 'halrt.onnx.convert: options.baseDir must be a folder path (got 42)');
     assertThrowsHalrt(() => halrt.onnx.convert(open, { shapes: { x: [2 ** 40, 3] } }), 'INVALID_ARGUMENT',
       "graph input 'x' would have dimensions [1099511627776,3]: each must be an integer from 0 to 2^31 - 1");
   });
@@ -809,6 +818,12 @@ describe('ONNX symbolic dimensions bound by each invocation', function () {
     const result = spawnSync(process.execPath, [cli, 'run', symbolicFile('cli')], { encoding: 'utf8' });
     assert.strictEqual(result.status, 2, result.stderr);
     assert.match(result.stderr, /graph input 'a' has the symbolic dimension 'n': give its shape with --shape a=1,3$/m);
+    // A --shape the model refuses is named as the command takes it.
+    for (const [shape, message] of [['z=1,3', "--shape names 'z', which is not an input of the model (inputs: a, b)"], ['a=1,3,4', '--shape a must be 2 non-negative integers']]) {
+      const refused = spawnSync(process.execPath, [cli, 'run', symbolicFile('cli'), '--shape', shape], { encoding: 'utf8' });
+      assert.strictEqual(refused.status, 2, refused.stderr);
+      assert.ok(refused.stderr.includes(message) && !refused.stderr.includes('options.shapes'), refused.stderr);
+    }
   });
 
   it('two of them in one input need a BufferView (or options.shapes)', async () => {

@@ -21,7 +21,10 @@ function nameFor(file) {
 }
 
 // The options convert() and halrt.load take for a model, checked.
-function checkOptions(caller, { name, shapes, traceNodes }) {
+function checkOptions(caller, { name, shapes, traceNodes, baseDir }) {
+  if (baseDir !== undefined && typeof baseDir !== 'string') {
+    throw new HalrtError(`${caller}: options.baseDir must be a folder path (got ${describe(baseDir)})`, 'INVALID_ARGUMENT');
+  }
   if (name !== undefined && (typeof name !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || name === 'hal')) {
     throw new HalrtError(`${caller}: options.name must be a module name (letters, digits, '_'; not 'hal') (got ${describe(name)})`, 'INVALID_ARGUMENT');
   }

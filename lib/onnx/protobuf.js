@@ -90,8 +90,8 @@ function readScalar(cursor, type) {
 }
 
 // Decodes bytes[start, end) as a message of `schema`. Repeated fields are
-// Arrays (empty when absent); others hold the last value seen, or are
-// absent.
+// Arrays (empty when absent); others hold the last value seen (a message
+// seen again merged into the first), or are absent.
 function decode(bytes, schema, where = 'model', start = 0, end = bytes.length, depth = 0) {
   if (depth > MAX_DEPTH) fail(where, start, `messages nested more than ${MAX_DEPTH} deep`);
   const cursor = new Cursor(bytes, start, end, where);
@@ -146,11 +146,29 @@ function decode(bytes, schema, where = 'model', start = 0, end = bytes.length, d
     }
     if (repeated) {
       for (const value of values) out[name].push(value);
+    } else if (typeof type === 'object' && out[name] !== undefined) {
+      merge(out[name], values[0], type);
     } else {
       out[name] = values[values.length - 1];
     }
   }
   return out;
+}
+
+// A message field seen again merges into the first, as protobuf defines:
+// repeated fields are appended, message fields merged, others replaced.
+function merge(into, from, schema) {
+  for (const [name, type, repeated] of Object.values(schema)) {
+    if (repeated) {
+      into[name].push(...from[name]);
+    } else if (from[name] === undefined) {
+      continue;
+    } else if (typeof type === 'object' && into[name] !== undefined) {
+      merge(into[name], from[name], type);
+    } else {
+      into[name] = from[name];
+    }
+  }
 }
 
 module.exports = { decode };
