@@ -1182,7 +1182,7 @@ export interface LoadOptions extends HalModuleOptions {
 export interface OnnxOptions {
   /** The module's name. Default: the file's name made a name ('hello_deepa'), or 'onnx' for bytes. */
   name?: string | undefined;
-  /** Input name -> dimensions: required for every symbolic dimension. */
+  /** Input name -> dimensions: required for every symbolic dimension (a symbol one input's shape binds is bound in every input that has it). */
   shapes?: { readonly [input: string]: readonly number[] } | undefined;
   /** A trace op after each node (or each whose key matches), keyed by the node's name, or `<op_type>_<index>`. */
   traceNodes?: boolean | RegExp | undefined;
