@@ -21,6 +21,18 @@ typedef struct hrt_worker_s {
   hrt_thread_t thread;
 } hrt_worker_t;
 
+// A job: what its items run and how many there are.
+typedef struct hrt_job_s {
+  hrt_worker_pool_fn_t fn;
+  void* context;
+  atomic_uint_fast64_t count;
+} hrt_job_t;
+
+// The claim word: a job's generation in the top bits, the next item to
+// claim below.
+#define HRT_CLAIM_ITEM_BITS 34
+#define HRT_CLAIM_ITEMS ((UINT64_C(1) << HRT_CLAIM_ITEM_BITS) - 1)
+
 struct hrt_worker_pool_s {
   hrt_mutex_t mutex;
   hrt_cond_t work_cond;  // sleeping workers wait here for a new generation
@@ -30,18 +42,19 @@ struct hrt_worker_pool_s {
   atomic_bool shutdown;
   uint32_t sleepers;         // guarded by mutex: workers on work_cond
   bool runner_sleeping;      // guarded by mutex
-  // The current job, written by the runner while no item of another job
-  // is claimed. A worker claims item n by moving next_item from n to n + 1
-  // and runs it if n < item_count, as read after the claim (a claim made
-  // with an earlier job's count in mind may land past the end: it is
-  // dropped). The job is over when `done` reaches item_count: the runner
-  // waits for the items, never for a worker that has not claimed one (a
-  // thread off its core at the start of a job costs nothing).
-  hrt_worker_pool_fn_t fn;
-  void* context;
-  atomic_uint_fast64_t item_count;
-  atomic_uint_fast64_t next_item;
+  // Job g is jobs[g & 1], written by the runner before it publishes
+  // `claim` = g << HRT_CLAIM_ITEM_BITS (release). A worker claims item n of
+  // job g by moving `claim` from (g, n) to (g, n + 1), only while n is
+  // below job g's count: a worker that read an older job's word fails the
+  // exchange, so no item runs twice or with another job's fields, and the
+  // slot it may have read a count from is rewritten only two jobs on. The
+  // job is over when `done` reaches its count: the runner waits for the
+  // items, never for a worker that claimed none (a thread off its core at
+  // the start of a job costs nothing).
+  hrt_job_t jobs[2];
+  atomic_uint_fast64_t claim;
   atomic_uint_fast64_t done;
+  uint64_t last_job;      // the runner's: the latest job's generation
   uint32_t worker_count;  // the runner (worker 0) and the threads
   uint32_t started;       // threads started
   hrt_worker_t workers[];
@@ -49,20 +62,20 @@ struct hrt_worker_pool_s {
 
 // Runs items of the current job until none is left to claim.
 static void hrt_worker_pool_drain(hrt_worker_pool_t* pool, uint32_t worker_id) {
-  uint64_t item = atomic_load_explicit(&pool->next_item, memory_order_acquire);
+  uint64_t word = atomic_load_explicit(&pool->claim, memory_order_acquire);
   for (;;) {
-    if (item >= atomic_load_explicit(&pool->item_count, memory_order_relaxed)) {
-      return;
-    }
-    if (!atomic_compare_exchange_weak_explicit(
-            &pool->next_item, &item, item + 1, memory_order_acq_rel,
-            memory_order_acquire)) {
+    hrt_job_t* job = &pool->jobs[(word >> HRT_CLAIM_ITEM_BITS) & 1];
+    const uint64_t item = word & HRT_CLAIM_ITEMS;
+    const uint64_t count = atomic_load_explicit(&job->count, memory_order_relaxed);
+    if (item >= count) return;
+    if (!atomic_compare_exchange_weak_explicit(&pool->claim, &word, word + 1,
+                                               memory_order_acq_rel,
+                                               memory_order_acquire)) {
       continue;
     }
-    const uint64_t count =
-        atomic_load_explicit(&pool->item_count, memory_order_relaxed);
-    if (item >= count) return;
-    pool->fn(pool->context, item, worker_id);
+    // The exchange found job g's word: job g is current, and its slot and
+    // count were what this worker read.
+    job->fn(job->context, item, worker_id);
     if (atomic_fetch_add_explicit(&pool->done, 1, memory_order_acq_rel) + 1 ==
             count &&
         worker_id != 0) {
@@ -70,7 +83,7 @@ static void hrt_worker_pool_drain(hrt_worker_pool_t* pool, uint32_t worker_id) {
       if (pool->runner_sleeping) hrt_cond_signal(&pool->done_cond);
       hrt_mutex_unlock(&pool->mutex);
     }
-    item = atomic_load_explicit(&pool->next_item, memory_order_acquire);
+    word = atomic_load_explicit(&pool->claim, memory_order_acquire);
   }
 }
 
@@ -157,15 +170,21 @@ void hrt_worker_pool_destroy(hrt_worker_pool_t* pool) {
 void hrt_worker_pool_run(hrt_worker_pool_t* pool, uint64_t item_count,
                          hrt_worker_pool_fn_t fn, void* context) {
   if (item_count == 0) return;
-  if (item_count == 1 || pool->started == 0) {
+  if (item_count == 1 || pool->started == 0 || item_count > HRT_CLAIM_ITEMS) {
     for (uint64_t item = 0; item < item_count; ++item) fn(context, item, 0);
     return;
   }
-  pool->fn = fn;
-  pool->context = context;
+  // Generations wrap within the word's top bits; a worker would have to
+  // stall across all of them, at the same item, to be confused.
+  const uint64_t g = (pool->last_job + 1) & (UINT64_MAX >> HRT_CLAIM_ITEM_BITS);
+  pool->last_job = g;
+  hrt_job_t* job = &pool->jobs[g & 1];
+  job->fn = fn;
+  job->context = context;
+  atomic_store_explicit(&job->count, item_count, memory_order_relaxed);
   atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
-  atomic_store_explicit(&pool->item_count, item_count, memory_order_relaxed);
-  atomic_store_explicit(&pool->next_item, 0, memory_order_release);
+  atomic_store_explicit(&pool->claim, g << HRT_CLAIM_ITEM_BITS,
+                        memory_order_release);
   atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
   hrt_mutex_lock(&pool->mutex);
   if (pool->sleepers > 0) hrt_cond_broadcast(&pool->work_cond);
