@@ -897,7 +897,7 @@ describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {
       assert.match(diff.stdout, /^\/layernorm1\/ReduceMean +local-task +1 +0 /m);
       const badShape = run('run', file, '--input', `onnx::Flatten_0=@${input}`, '--shape', 'x=1,2');
       assert.strictEqual(badShape.status, 2);
-      assert.match(badShape.stderr, /options\.shapes names 'x', which is not an input of the model \(inputs: onnx::Flatten_0\)/);
+      assert.match(badShape.stderr, /--shape names 'x', which is not an input of the model \(inputs: onnx::Flatten_0\)/);
       const notOnnx = run('run', path.join(__dirname, '..', 'examples', 'mlp.halrt.json'), '--shape', 'x=1');
       assert.strictEqual(notOnnx.status, 2);
       assert.match(notOnnx.stderr, /--shape applies to ONNX models/);
