@@ -10,6 +10,7 @@ const fs = require('fs');
 const util = require('util');
 const { HalrtError, invalid } = require('./errors');
 const { DEFAULT_MAX_ELEMENTS } = require('./format');
+const { checkOptions } = require('./args');
 
 // Native sinks are plain frozen descriptions, recognised by the binding.
 function describe(kind, fields) {
@@ -19,7 +20,9 @@ function describe(kind, fields) {
 // Human-readable lines on stdout: `=== key (...) ===` then
 // `name: 2x3xf32=[[1 2 3] [4 5 6]]`, the tensor as halrt.format writes it
 // (summarised beyond maxElements elements).
-function stdio({ maxElements = DEFAULT_MAX_ELEMENTS } = {}) {
+// (maxElements is checked with the rest of the sink, by new HalModule.)
+function stdio(options) {
+  const { maxElements = DEFAULT_MAX_ELEMENTS } = checkOptions(options, 'halrt.sinks.stdio', ['maxElements'], 'options');
   return describe('stdio', { maxElements });
 }
 

@@ -79,5 +79,26 @@ for (const uri of DEVICE_URIS) {
         assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
       });
     }
+
+    it('with a flight recorder the same trace fails its invocation when it is taken, and is not kept', async () => {
+      const seen = [];
+      const p = makeProgram(uri, (b) => b
+        .function('over', (f) => f.input('s', 'u8', [16]).input('x', 'u8', [LIMIT + 16])
+          .trace('before', ['s']).trace('big', ['s', 'x']).trace('after', ['s'])), {
+        hal: { flightRecorder: { traces: 8 }, debugSink: (key) => seen.push(key) },
+      });
+      const over = p.lookup('over');
+      const s = p.device.tensor(pattern(16), [16]);
+      const x = p.device.empty([LIMIT + 16], 'u8');
+      try {
+        await assertRejectsHalrt(over.invoke([s, x]), 'RESOURCE_EXHAUSTED', `trace 'big': tensor 'x': ${tooLarge(LIMIT + 16)}`);
+        // The failure delivered what the recorder kept: the trace before.
+        assert.deepStrictEqual(seen, ['before']);
+        assert.strictEqual(await p.hal.flightRecorder.dump(), 0);
+      } finally {
+        closeAll(s, x, over);
+        p.close();
+      }
+    });
   });
 }

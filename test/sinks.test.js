@@ -519,6 +519,8 @@ describe('halrt.sinks.stdio', function () {
           'INVALID_ARGUMENT', 'new HalModule: options.debugSink.maxElements must be an integer in [2, 1073741824]', `(got ${got})`);
       }
       assert.deepStrictEqual({ ...halrt.sinks.stdio() }, { halrtSinkKind: 'stdio', maxElements: 16 });
+      assertThrowsHalrt(() => halrt.sinks.stdio({ maxElement: 4 }), 'INVALID_ARGUMENT', "halrt.sinks.stdio: unknown option 'maxElement' (known: maxElements)");
+      assertThrowsHalrt(() => halrt.sinks.stdio(4), 'INVALID_ARGUMENT', 'halrt.sinks.stdio: options must be an object (got 4)');
       assert.ok(Object.isFrozen(halrt.sinks.stdio({ maxElements: 4 })));
     } finally {
       closeAll(device, instance);

@@ -18,6 +18,11 @@
 //   its last trace and before its failure is reported to its caller. Work
 //   refused before it starts (bad inputs, a device already lost) is no
 //   failed invocation here: nothing is called for it.
+// - calls trace_check (optional: fn may be NULL) where a flight recorder
+//   keeps a trace instead of delivering it, with buffer_view_trace's
+//   thread and arguments: a non-OK return (what buffer_view_trace would
+//   refuse the trace with, e.g. data JavaScript cannot hold) fails the
+//   invocation as the delivery would have, and the trace is not kept;
 // - calls release exactly once, when the HAL module is destroyed, on
 //   whatever thread drops its last reference (possibly the completion
 //   thread). If HAL module creation fails, release is not called and the
@@ -107,6 +112,12 @@ typedef struct hrt_debug_sink_s {
                        const hrt_trace_tensor_t* tensors);
     void* user_data;
   } buffer_view_trace;
+  struct {
+    hrt_status_t (*fn)(void* user_data, const char* key,
+                       const hrt_trace_info_t* info, uint32_t count,
+                       const hrt_trace_tensor_t* tensors);
+    void* user_data;
+  } trace_check;
   struct {
     void (*fn)(void* user_data, const hrt_dispatch_timing_t* events,
                uint32_t count);

@@ -656,24 +656,40 @@ static void hrt_js_sink_schedule_locked(hrt_js_sink_t* sink) {
   hrt_js_trace_batch_reset(&sink->batch);
 }
 
-static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
+// What the sink's targets get of a trace: a summary or health trace
+// carries its summaries to every target.
+static hrt_js_trace_contents_t hrt_js_sink_contents(
+    const hrt_js_sink_t* sink, const hrt_trace_info_t* info) {
+  return info->mode == HRT_HAL_TRACE_FULL
+             ? sink->contents
+             : (hrt_js_trace_contents_t){.summary = true};
+}
+
+// Data JavaScript cannot hold fails the invocation, before any copy (and
+// before a flight recorder keeps it).
+static hrt_status_t hrt_js_sink_check(void* user_data, const char* key,
                                       const hrt_trace_info_t* info,
                                       uint32_t count,
                                       const hrt_trace_tensor_t* tensors) {
-  hrt_js_sink_t* sink = user_data;
-  // A summary or health trace carries its summaries to every target.
-  const hrt_js_trace_contents_t contents =
-      info->mode == HRT_HAL_TRACE_FULL
-          ? sink->contents
-          : (hrt_js_trace_contents_t){.summary = true};
-  // Data JavaScript cannot hold fails the invocation here, before any copy.
-  for (uint32_t i = 0; contents.data && i < count; ++i) {
+  const hrt_js_sink_t* sink = user_data;
+  const bool data = hrt_js_sink_contents(sink, info).data;
+  for (uint32_t i = 0; data && i < count; ++i) {
     if (tensors[i].byte_length > sink->max_array_bytes) {
       return hrt_status_annotate(
           hrt_js_array_too_large(tensors[i].byte_length, sink->max_array_bytes),
           "trace '%s': tensor '%s'", key, tensors[i].name);
     }
   }
+  return HRT_OK;
+}
+
+static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
+                                      const hrt_trace_info_t* info,
+                                      uint32_t count,
+                                      const hrt_trace_tensor_t* tensors) {
+  hrt_js_sink_t* sink = user_data;
+  const hrt_js_trace_contents_t contents = hrt_js_sink_contents(sink, info);
+  HRT_RETURN_IF_ERROR(hrt_js_sink_check(sink, key, info, count, tensors));
   uint64_t bytes = hrt_js_trace_bytes(key, info, count, tensors, contents);
   hrt_js_trace_extras_t* extras = NULL;
   bool ok = true;
@@ -853,6 +869,7 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
   }
   *out_native = (hrt_debug_sink_t){
       .buffer_view_trace = {hrt_js_sink_trace, sink},
+      .trace_check = {hrt_js_sink_check, sink},
       .dispatch_timing = {hrt_js_sink_timing, sink},
       .release = {hrt_js_sink_native_release, sink},
   };

@@ -233,11 +233,19 @@ hrt_recorder_held_t hrt_recorder_sink_held(hrt_recorder_sink_t* recorder) {
   return held;
 }
 
+// A trace the wrapped sink would refuse fails its invocation now, as its
+// delivery would have, and is not kept.
 static hrt_status_t hrt_recorder_sink_trace(void* user_data, const char* key,
                                             const hrt_trace_info_t* info,
                                             uint32_t count,
                                             const hrt_trace_tensor_t* tensors) {
-  return hrt_recorder_sink_record(user_data, key, info, count, tensors);
+  hrt_recorder_sink_t* recorder = user_data;
+  const hrt_debug_sink_t* sink = &recorder->sink;
+  if (sink->trace_check.fn) {
+    HRT_RETURN_IF_ERROR(sink->trace_check.fn(sink->trace_check.user_data, key,
+                                             info, count, tensors));
+  }
+  return hrt_recorder_sink_record(recorder, key, info, count, tensors);
 }
 
 static void hrt_recorder_sink_timing(void* user_data,

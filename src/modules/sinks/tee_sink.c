@@ -29,6 +29,21 @@ static hrt_status_t hrt_tee_sink_trace(void* user_data, const char* key,
   return result;
 }
 
+static hrt_status_t hrt_tee_sink_check(void* user_data, const char* key,
+                                       const hrt_trace_info_t* info,
+                                       uint32_t count,
+                                       const hrt_trace_tensor_t* tensors) {
+  hrt_tee_sink_t* tee = user_data;
+  for (uint32_t i = 0; i < tee->count; ++i) {
+    const hrt_debug_sink_t* sink = &tee->sinks[i];
+    if (sink->trace_check.fn) {
+      HRT_RETURN_IF_ERROR(sink->trace_check.fn(sink->trace_check.user_data,
+                                               key, info, count, tensors));
+    }
+  }
+  return HRT_OK;
+}
+
 static void hrt_tee_sink_timing(void* user_data,
                                 const hrt_dispatch_timing_t* events,
                                 uint32_t count) {
@@ -83,6 +98,7 @@ hrt_status_t hrt_tee_sink_create(const hrt_debug_sink_t* sinks, uint32_t count,
   memcpy(tee->sinks, sinks, count * sizeof(tee->sinks[0]));
   *out_sink = (hrt_debug_sink_t){
       .buffer_view_trace = {hrt_tee_sink_trace, tee},
+      .trace_check = {hrt_tee_sink_check, tee},
       .dispatch_timing = {hrt_tee_sink_timing, tee},
       .invocation_failed = {hrt_tee_sink_failed, tee},
       .release = {hrt_tee_sink_release, tee},
