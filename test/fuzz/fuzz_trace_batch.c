@@ -610,7 +610,8 @@ static void op_add_trace(state_t* state, input_t* input) {
   char* owned_function = take_string(input, &function);
   hrt_trace_info_t info = {take_u16(input),    function,
                            take_u16(input),    (int64_t)take_u16(input) << 24,
-                           take_u8(input) % 4, HRT_HAL_TRACE_FULL, false};
+                           take_u8(input) % 4, HRT_HAL_TRACE_FULL, false,
+                           NULL};
   uint64_t dropped = take_u8(input);
   tensor_t tensors[FUZZ_MAX_TENSORS];
   hrt_trace_tensor_t views[FUZZ_MAX_TENSORS];
@@ -624,7 +625,8 @@ static void op_add_trace(state_t* state, input_t* input) {
   snapshot_take(&model->batch, may_fail, &before);
   hrt_js_trace_extras_t* extras = NULL;
   bool added =
-      hrt_js_trace_extras_make(state->pool, count, views, contents, &extras) &&
+      hrt_js_trace_extras_make(state->pool, &info, count, views, contents,
+                               &extras) &&
       hrt_js_trace_batch_add_trace(&model->batch, key, &info, dropped, count,
                                    views, contents, extras, credit);
   g_fail_countdown = -1;
