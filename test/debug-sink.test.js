@@ -608,6 +608,31 @@ describe('debug sink backpressure', function () {
       }
     });
 
+    it(`'wait' with traces held back: a trace that needs their room gets it (${uri})`, async () => {
+      // 'b' comes within 1 ms of 'a' and is held (README, "The debug
+      // sink"); 'c' needs the room 'b' takes, so 'b' must reach JavaScript
+      // for 'c' to go on.
+      const received = [];
+      const p = makeProgram(uri, (b) => b.function('f', (f) => {
+        f.input('x', 'f32', [LENGTH]).input('big', 'f32', [2 * LENGTH]).output('y', 'f32', [1 << 18])
+          .trace('a', ['x']).fill('y', 1).trace('b', ['x']).trace('c', ['big']);
+      }), { hal: { debugSink: (key) => received.push(key), maxTraceBytes: LENGTH * 10, tracePolicy: 'wait' } });
+      const fn = p.lookup('f');
+      const x = p.device.tensor(new Float32Array(LENGTH), [LENGTH]);
+      const big = p.device.tensor(new Float32Array(2 * LENGTH), [2 * LENGTH]);
+      try {
+        for (let i = 0; i < 20; ++i) {
+          received.length = 0;
+          const [y] = await fn.invoke([x, big]);
+          y.close();
+          assert.deepStrictEqual(received, ['a', 'b', 'c']);
+        }
+      } finally {
+        closeAll([x, big], fn);
+        p.close();
+      }
+    });
+
     it(`'drop' with room for one trace and a slow sink drops traces and counts them in info.dropped (${uri})`, async () => {
       const received = [];
       const p = backpressureProgram(uri, 'drop', (key, tensors, info) => {

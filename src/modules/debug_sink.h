@@ -23,6 +23,11 @@
 //   thread and arguments: a non-OK return (what buffer_view_trace would
 //   refuse the trace with, e.g. data JavaScript cannot hold) fails the
 //   invocation as the delivery would have, and the trace is not kept;
+// - calls flush (optional: fn may be NULL) on the completion thread after an
+//   invocation's last trace and timing (and after invocation_failed),
+//   before its completion is reported: a sink may hold the events that
+//   allow it (may_hold) until then, to deliver them together (the JS sink
+//   does, js_sink.c).
 // - calls release exactly once, when the HAL module is destroyed, on
 //   whatever thread drops its last reference (possibly the completion
 //   thread). If HAL module creation fails, release is not called and the
@@ -63,6 +68,11 @@ typedef struct hrt_trace_info_s {
   // The device that ran the traced work, for hrt_trace_copy; NULL when
   // none is at hand (a recorded trace).
   struct hrt_hal_device_s* device;
+  // The sink may hold the trace back until the invocation's flush: no host
+  // call of the invocation comes before its end (a host function runs
+  // through another queue than the sink's, so traces before one are not
+  // held). False for recorded traces.
+  bool may_hold;
 } hrt_trace_info_t;
 
 // What a sink calls to copy traced data it keeps: hrt_hal_device_copy_host
@@ -95,6 +105,7 @@ typedef struct hrt_dispatch_timing_s {
   int64_t start_ns;    // hrt_time_now_ns() timeline
   int64_t duration_ns;
   uint64_t invocation;  // the invocation's id, unique in the process
+  bool may_hold;        // as in hrt_trace_info_t
 } hrt_dispatch_timing_t;
 
 // An invocation that failed (see invocation_failed).
@@ -127,6 +138,10 @@ typedef struct hrt_debug_sink_s {
     void (*fn)(void* user_data, const hrt_invocation_failure_t* failure);
     void* user_data;
   } invocation_failed;
+  struct {
+    void (*fn)(void* user_data);
+    void* user_data;
+  } flush;
   struct {
     void (*fn)(void* user_data);
     void* user_data;

@@ -16,6 +16,10 @@
 #include "vm/context.h"
 #include "vm/module.h"
 
+// Tells the sink to deliver what it holds (its flush, if it takes it).
+// Completion thread, at an invocation's end (debug_sink.h).
+void hrt_hal_module_flush(const hrt_vm_module_t* hal_module);
+
 // Whether trace_dispatches covers the dispatch keyed `key`
 // ("function:op:entry", see hrt_program_module_dispatch_keys). Called only
 // while a context links a program module after the HAL module, on the
@@ -93,6 +97,11 @@ hrt_recorder_sink_t* hrt_hal_module_recorder(const hrt_vm_module_t* hal_module);
 // its completion is reported.
 void hrt_hal_module_invocation_failed(const hrt_vm_module_t* hal_module,
                                       const hrt_invocation_failure_t* failure);
+
+// Tells the sink to deliver what it holds (its flush, if it takes it).
+// Completion thread (or the JS thread, for a host call that starts a
+// call), at the points debug_sink.h lists.
+void hrt_hal_module_flush(const hrt_vm_module_t* hal_module);
 
 // Whether trace_dispatches covers the dispatch keyed `key` of function
 // `function` (the function and key filters; trace_every applies per call).

@@ -20,6 +20,15 @@
 // hands it to lib/trace_batch.js, which makes the objects and calls the
 // targets: one wake-up per batch, not per event.
 //
+// Holding back: a batch is posted when it gets its first event if the last
+// post was HRT_JS_SINK_HOLD_NS or more ago; otherwise it is held, and
+// posted by the first append after that time, by the producer's flush (an
+// invocation's end, debug_sink.h), by an event that may not be held
+// (may_hold: one before a host call, a recorded trace), before the producer
+// waits for room, or when the HAL module lets go. A burst of traces then wakes the JS thread about once
+// per HRT_JS_SINK_HOLD_NS instead of once per trace (each wake-up takes a
+// core from the device's threads).
+//
 // Time slices: a batch is delivered within the channel's budget per turn of
 // the event loop (js_channel.h); when records are left, its message defers
 // itself and the rest is delivered in later turns, the message staying
@@ -55,6 +64,9 @@ typedef struct hrt_js_sink_error_s {
   uint64_t invocation;  // the invocation's id (hrt_trace_info_t)
   napi_ref holder;
 } hrt_js_sink_error_t;
+
+// How long after a post the next batch is held back (see above).
+#define HRT_JS_SINK_HOLD_NS (1000 * 1000)
 
 // A records buffer up to this size is kept for the next batch.
 #define HRT_JS_RECORDS_KEEP_BYTES (1u << 20)
@@ -117,6 +129,7 @@ struct hrt_js_sink_s {
   hrt_js_sink_message_t messages[2];
   uint32_t next_message;
   bool posted;
+  int64_t last_post_ns;  // when `posted` was last set
   uint64_t bytes_in_flight;
   uint64_t max_bytes;
   hrt_js_sink_dropped_t dropped;
@@ -520,9 +533,11 @@ static bool hrt_js_sink_deliver_slice(napi_env env, hrt_js_sink_t* sink) {
 // anything posted after it, in the next turn. Done, it returns the batch's
 // bytes to the bound.
 //
-// Order: a trace is appended to the batch whose message was posted at or
-// before its append, and is taken with that batch. Whatever is posted after
-// the trace (its invocation's completion, the next batch's message) queues
+// Order: a trace is appended to the batch whose message was posted before
+// its append, or is posted (at the latest by the flush before its
+// invocation's completion) before anything its producer posts after it
+// through the channel, and is taken with that batch. Whatever is posted after the
+// trace (its invocation's completion, the next batch's message) queues
 // behind that message, which stays first until its whole batch is
 // delivered. So traces arrive in append order, each before the completions
 // posted after it.
@@ -616,6 +631,8 @@ void hrt_js_sink_report_invocation(napi_env env, hrt_js_sink_t* sink,
 // Completion thread: the native sink
 //===----------------------------------------------------------------------===//
 
+static void hrt_js_sink_schedule_locked(hrt_js_sink_t* sink, bool now);
+
 // Under the mutex: waits for room for `bytes` (WAIT, or `never_drop`) or
 // decides to drop (DROP). Returns false to drop, counted in `*dropped`; on
 // true the bytes are counted in flight.
@@ -624,6 +641,8 @@ static bool hrt_js_sink_admit_locked(hrt_js_sink_t* sink, uint64_t bytes,
   bool admitted = true;
   while (!sink->closed && sink->bytes_in_flight != 0 &&
          sink->bytes_in_flight + bytes > sink->max_bytes) {
+    // A held batch must reach JavaScript for room to be made.
+    hrt_js_sink_schedule_locked(sink, true);
     if (sink->policy == HRT_JS_SINK_DROP && !never_drop) {
       admitted = false;
       break;
@@ -638,15 +657,19 @@ static bool hrt_js_sink_admit_locked(hrt_js_sink_t* sink, uint64_t bytes,
   return admitted;
 }
 
-// Under the mutex, after an append: makes sure the JS thread will take the
-// batch. When the channel takes nothing any more (the env is gone), nobody
-// will: the batch is emptied and its bytes returned.
-static void hrt_js_sink_schedule_locked(hrt_js_sink_t* sink) {
-  if (sink->posted) return;
+// Under the mutex: posts the batch's message unless it is posted already or
+// the batch is empty, or, unless `now`, held back (see the top). When the
+// channel takes nothing any more (the env is gone), nobody will take the
+// batch: it is emptied and its bytes returned.
+static void hrt_js_sink_schedule_locked(hrt_js_sink_t* sink, bool now) {
+  if (sink->posted || hrt_js_trace_batch_empty(&sink->batch)) return;
+  const int64_t time_ns = hrt_time_now_ns();
+  if (!now && time_ns - sink->last_post_ns < HRT_JS_SINK_HOLD_NS) return;
   hrt_js_sink_retain(sink);  // the posted message's
   if (hrt_js_channel_post(sink->channel,
                           &sink->messages[sink->next_message].base)) {
     sink->posted = true;
+    sink->last_post_ns = time_ns;
     sink->next_message ^= 1;
     return;
   }
@@ -713,7 +736,7 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
                                           sink->dropped.traces, count, tensors,
                                           contents, extras, bytes);
   if (ok) {
-    hrt_js_sink_schedule_locked(sink);
+    hrt_js_sink_schedule_locked(sink, !info->may_hold);
   } else {
     hrt_js_sink_credit_locked(sink, bytes);
   }
@@ -737,7 +760,7 @@ static void hrt_js_sink_timing(void* user_data,
       continue;
     }
     if (hrt_js_trace_batch_add_timing(&sink->batch, &events[i], bytes)) {
-      hrt_js_sink_schedule_locked(sink);
+      hrt_js_sink_schedule_locked(sink, !events[i].may_hold);
     } else {
       // Out of memory: a timing is not worth failing work over.
       hrt_js_sink_credit_locked(sink, bytes);
@@ -746,9 +769,18 @@ static void hrt_js_sink_timing(void* user_data,
   }
 }
 
-// The HAL module is gone: no more traces. Queued ones still drain.
+static void hrt_js_sink_flush(void* user_data) {
+  hrt_js_sink_t* sink = user_data;
+  hrt_mutex_lock(&sink->mutex);
+  hrt_js_sink_schedule_locked(sink, true);
+  hrt_mutex_unlock(&sink->mutex);
+}
+
+// The HAL module is gone: no more traces. Queued (and held) ones still
+// drain.
 static void hrt_js_sink_native_release(void* user_data) {
   hrt_js_sink_t* sink = user_data;
+  hrt_js_sink_flush(sink);
   hrt_js_channel_finish(sink->channel);
   hrt_js_sink_release(sink);
 }
@@ -871,6 +903,7 @@ bool hrt_js_sink_create(napi_env env, const napi_value* targets,
       .buffer_view_trace = {hrt_js_sink_trace, sink},
       .trace_check = {hrt_js_sink_check, sink},
       .dispatch_timing = {hrt_js_sink_timing, sink},
+      .flush = {hrt_js_sink_flush, sink},
       .release = {hrt_js_sink_native_release, sink},
   };
   *out_sink = sink;

@@ -41,6 +41,8 @@ typedef struct {
   int fail_on;  // fail the trace with this index (or -1)
   int timing_count;
   timing_record_t timings[8];
+  int flush_count;
+  int traces_at_flush[8];  // `count` at each of the first 8 flushes
 } recorder_t;
 
 static hrt_status_t record(void* user_data, const char* key,
@@ -87,6 +89,16 @@ static void record_timing(void* user_data, const hrt_dispatch_timing_t* events,
   hrt_mutex_unlock(&recorder->mutex);
 }
 
+static void record_flush(void* user_data) {
+  recorder_t* recorder = user_data;
+  hrt_mutex_lock(&recorder->mutex);
+  if (recorder->flush_count < 8) {
+    recorder->traces_at_flush[recorder->flush_count] = recorder->count;
+  }
+  ++recorder->flush_count;
+  hrt_mutex_unlock(&recorder->mutex);
+}
+
 static void release_recorder(void* user_data) {
   recorder_t* recorder = user_data;
   atomic_fetch_add(&recorder->releases, 1);
@@ -111,6 +123,7 @@ static hrt_debug_sink_t recorder_sink(recorder_t* recorder) {
   hrt_debug_sink_t sink = {
       .buffer_view_trace = {record, recorder},
       .dispatch_timing = {record_timing, recorder},
+      .flush = {record_flush, recorder},
       .release = {release_recorder, recorder},
   };
   return sink;
@@ -286,9 +299,12 @@ static void program_runs_and_traces_in_order(void) {
       hrt_hal_buffer_view_release(results[r].outputs[0]);
     }
     CHECK_EQ_INT(wrong, 0);
-    // Two traces per run, in program order, each run after the one before.
+    // Two traces per run, in program order, each run after the one before,
+    // and the sink flushed once per run, after its traces.
     CHECK_EQ_INT(recorder.count, 2 * RUNS);
+    CHECK_EQ_INT(recorder.flush_count, RUNS);
     for (int r = 0; r < RUNS; ++r) {
+      CHECK_EQ_INT(recorder.traces_at_flush[r], 2 * (r + 1));
       CHECK(strcmp(recorder.keys[2 * r], "after_matmul") == 0);
       CHECK(strcmp(recorder.keys[2 * r + 1], "after_relu") == 0);
       // Numbered 1, 2, 3 in their context; ids unique.

@@ -80,6 +80,7 @@ typedef struct seen_s {
   int timings;
   int failures;
   int released;
+  int flushes;
   int fail_trace;  // fail the trace with this index (or -1)
 } seen_t;
 
@@ -112,6 +113,7 @@ static void seen_failed(void* user_data,
   (void)failure;
   ++((seen_t*)user_data)->failures;
 }
+static void seen_flush(void* user_data) { ++((seen_t*)user_data)->flushes; }
 static void seen_release(void* user_data) { ++((seen_t*)user_data)->released; }
 
 static hrt_debug_sink_t seen_sink(seen_t* seen) {
@@ -121,6 +123,7 @@ static hrt_debug_sink_t seen_sink(seen_t* seen) {
       .buffer_view_trace = {seen_trace, seen},
       .dispatch_timing = {seen_timing, seen},
       .invocation_failed = {seen_failed, seen},
+      .flush = {seen_flush, seen},
       .release = {seen_release, seen},
   };
 }
@@ -131,7 +134,7 @@ static hrt_status_t record(hrt_debug_sink_t* sink, const char* key,
                            uint64_t sequence, float value) {
   static const int64_t shape[1] = {4};
   float data[4] = {value, value, value, value};
-  hrt_trace_info_t info = {sequence, "m.f", 1, 0, 100 + sequence, HRT_HAL_TRACE_FULL, false, NULL};
+  hrt_trace_info_t info = {sequence, "m.f", 1, 0, 100 + sequence, HRT_HAL_TRACE_FULL, false, NULL, false};
   hrt_trace_tensor_t tensor = {
       "x", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, data, sizeof(data), NULL};
   return sink->buffer_view_trace.fn(sink->buffer_view_trace.user_data, key,
@@ -141,7 +144,7 @@ static hrt_status_t record(hrt_debug_sink_t* sink, const char* key,
 static uint64_t one_trace_bytes(const char* key) {
   static const int64_t shape[1] = {4};
   float data[4] = {0};
-  hrt_trace_info_t info = {1, "m.f", 1, 0, 1, HRT_HAL_TRACE_FULL, false, NULL};
+  hrt_trace_info_t info = {1, "m.f", 1, 0, 1, HRT_HAL_TRACE_FULL, false, NULL, false};
   hrt_trace_tensor_t tensor = {
       "x", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, data, sizeof(data), NULL};
   return hrt_recorder_trace_bytes(key, &info, 1, &tensor);
@@ -167,6 +170,9 @@ static void keeps_the_last_traces_and_delivers_them_recorded(void) {
   sink.invocation_failed.fn(sink.invocation_failed.user_data, &failure);
   CHECK_EQ_INT(seen.count, 3);
   CHECK_EQ_INT(seen.failures, 1);
+  CHECK_EQ_INT(seen.flushes, 0);
+  sink.flush.fn(sink.flush.user_data);
+  CHECK_EQ_INT(seen.flushes, 1);
   for (int i = 0; i < 3; ++i) {
     CHECK_EQ_INT(seen.traces[i].sequence, 3 + i);
     CHECK(seen.traces[i].first == (float)(3 + i));

@@ -15,7 +15,7 @@
 #include "test.h"
 
 static const hrt_trace_info_t kInfo = {7, "mlp.main", 3,
-                                       0, 70,         HRT_HAL_TRACE_FULL, false, NULL};
+                                       0, 70,         HRT_HAL_TRACE_FULL, false, NULL, false};
 
 static void stdio_sink_prints_and_elides(void) {
   char* text = NULL;
@@ -202,7 +202,7 @@ static void npy_sink_skips_summary_traces(void) {
 static hrt_status_t trace_one(hrt_debug_sink_t* sink, const char* key,
                               uint64_t sequence, float value) {
   static const int64_t shape[1] = {1};
-  hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence, HRT_HAL_TRACE_FULL, false, NULL};
+  hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence, HRT_HAL_TRACE_FULL, false, NULL, false};
   hrt_trace_tensor_t tensor = {
       "t", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, &value, sizeof(value), NULL};
   return sink->buffer_view_trace.fn(sink->buffer_view_trace.user_data, key,
@@ -575,6 +575,13 @@ static void counting_timing(void* user_data, const hrt_dispatch_timing_t* events
   atomic_fetch_add(&timing_calls, (int)count);
 }
 
+static atomic_int flush_calls;
+
+static void counting_flush(void* user_data) {
+  (void)user_data;
+  atomic_fetch_add(&flush_calls, 1);
+}
+
 static void tee_forwards_to_every_sink(void) {
   atomic_store(&trace_calls, 0);
   atomic_store(&release_calls, 0);
@@ -584,6 +591,7 @@ static void tee_forwards_to_every_sink(void) {
     sinks[i] = (hrt_debug_sink_t){
         .buffer_view_trace = {counting_trace, (void*)names[i]},
         .dispatch_timing = {i == 2 ? counting_timing : NULL, NULL},
+        .flush = {i == 0 ? NULL : counting_flush, NULL},
         .release = {counting_release, NULL},
     };
   }
@@ -596,6 +604,8 @@ static void tee_forwards_to_every_sink(void) {
   hrt_dispatch_timing_t event = {.kernel = "k.add_f32"};
   tee.dispatch_timing.fn(tee.dispatch_timing.user_data, &event, 1);
   CHECK_EQ_INT(atomic_load(&timing_calls), 1);
+  tee.flush.fn(tee.flush.user_data);
+  CHECK_EQ_INT(atomic_load(&flush_calls), 2);
   tee.release.fn(tee.release.user_data);
   CHECK_EQ_INT(atomic_load(&release_calls), 3);
   CHECK_STATUS(hrt_tee_sink_create(sinks, 0, &tee),

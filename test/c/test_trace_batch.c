@@ -330,7 +330,7 @@ static void inline_trace_encodes_every_slot(void) {
       {"step", HRT_HAL_ELEMENT_TYPE_I64, 0, NULL, &step, sizeof(step), NULL},
   };
   const hrt_trace_info_t info = {7,  "model.predict",   3, 123456789,
-                                 70, HRT_HAL_TRACE_FULL, false, NULL};
+                                 70, HRT_HAL_TRACE_FULL, false, NULL, false};
   uint64_t credit = hrt_js_trace_bytes("probe", &info, 2, tensors, kData);
   hrt_js_trace_extras_t* extras = (hrt_js_trace_extras_t*)&extras;
   bool needs_extras = hrt_js_trace_needs_extras(2, tensors, kData);
@@ -408,7 +408,7 @@ static void stats_slots_match_tensor_stats(void) {
        NULL},
   };
   const hrt_trace_info_t info = {21,  "model.stats", 9,
-                                 555, 210,           HRT_HAL_TRACE_FULL, false, NULL};
+                                 555, 210,           HRT_HAL_TRACE_FULL, false, NULL, false};
   hrt_js_trace_batch_t both = {0};
   hrt_js_trace_batch_t stats_only = {0};
   // {stats, data}: the first three tensors (the fourth would go external).
@@ -476,7 +476,7 @@ static void summary_slots_carry_the_summaries(void) {
        .summary = &summaries[1]},
   };
   const hrt_trace_info_t info = {5,  "model.health",       2, 77,
-                                 50, HRT_HAL_TRACE_SUMMARY, false, NULL};
+                                 50, HRT_HAL_TRACE_SUMMARY, false, NULL, false};
   const hrt_js_trace_contents_t contents = {.summary = true};
   bool needs_extras = hrt_js_trace_needs_extras(2, tensors, contents);
   uint64_t credit = hrt_js_trace_bytes("h", &info, 2, tensors, contents);
@@ -593,7 +593,7 @@ static void large_data_travels_as_a_pool_block(void) {
        sizeof(larger), NULL},
   };
   const hrt_trace_info_t info = {11, "model.load", 0,
-                                 5,  110,          HRT_HAL_TRACE_FULL, false, NULL};
+                                 5,  110,          HRT_HAL_TRACE_FULL, false, NULL, false};
   hrt_js_trace_batch_t batch = {0};
   uint64_t credit = hrt_js_trace_bytes("wide", &info, 3, tensors, kData);
   hrt_js_trace_extras_t* extras = NULL;
@@ -687,10 +687,10 @@ static void timings_and_traces_share_strings(void) {
         (hrt_trace_tensor_t){"x",       HRT_HAL_ELEMENT_TYPE_I32, 1,   shape,
                              values[i], sizeof(values[i]),        NULL};
     infos[i] = (hrt_trace_info_t){sequence, "model.step",  i,
-                                  1000 + i, sequence * 10, HRT_HAL_TRACE_FULL, false, NULL};
+                                  1000 + i, sequence * 10, HRT_HAL_TRACE_FULL, false, NULL, false};
     events[i] = (hrt_dispatch_timing_t){sequence,     "model.step", i,
                                         "exe.matmul", "local-task", 5000 + i,
-                                        10 + i,       sequence * 10};
+                                        10 + i,       sequence * 10, false};
     credit += hrt_js_trace_bytes("probe", &infos[i], 1, &tensors[i], kData) +
               hrt_js_timing_bytes(&events[i]);
     added =
@@ -737,7 +737,7 @@ static const char* many_trace(int i, hrt_trace_info_t* out_info,
   snprintf(inputs[i], sizeof(inputs[i]), "in-%d", i);
   snprintf(outputs[i], sizeof(outputs[i]), "out-%d", i);
   *out_info = (hrt_trace_info_t){(uint64_t)i, functions[i % 4],  0, 0,
-                                 (uint64_t)i, HRT_HAL_TRACE_FULL, false, NULL};
+                                 (uint64_t)i, HRT_HAL_TRACE_FULL, false, NULL, false};
   out_tensors[0] = (hrt_trace_tensor_t){
       inputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1, NULL};
   out_tensors[1] = (hrt_trace_tensor_t){
@@ -879,7 +879,7 @@ static void expect_every_string_found(const hrt_js_trace_batch_t* batch) {
   size_t missing = SIZE_MAX;
   for (size_t i = 0; cloned && i < batch->string_count; ++i) {
     const char* text = hrt_js_trace_batch_string(batch, i);
-    hrt_dispatch_timing_t event = {0, text, 0, text, text, 0, 0, 0};
+    hrt_dispatch_timing_t event = {0, text, 0, text, text, 0, 0, 0, false};
     size_t at = slot_count_of(&probe);
     if (!hrt_js_trace_batch_add_timing(&probe, &event, 0) ||
         probe.string_count != batch->string_count ||
@@ -941,13 +941,13 @@ static void append_make(int i, append_t* append) {
     snprintf(append->kernel, sizeof(append->kernel), "exe.k%d", i % 5);
     append->event = (hrt_dispatch_timing_t){
         sequence,     append->function, (uint32_t)i, append->kernel,
-        "local-task", i * 100,          7,           sequence + 1};
+        "local-task", i * 100,          7,           sequence + 1, false};
     return;
   }
   snprintf(append->key, sizeof(append->key), "key-%d", i % 6);
   append->info =
       (hrt_trace_info_t){sequence,        append->function, (uint32_t)i,
-                         (int64_t)i * 10, sequence + 1,     HRT_HAL_TRACE_FULL, false, NULL};
+                         (int64_t)i * 10, sequence + 1,     HRT_HAL_TRACE_FULL, false, NULL, false};
   append->dropped = (uint64_t)(i % 3);
   append->count = counts[i % 7];
   append->contents = contents[i % 3];
@@ -1153,9 +1153,9 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
       {"taken", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large),
        NULL},
   };
-  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50, HRT_HAL_TRACE_FULL, false, NULL};
+  const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50, HRT_HAL_TRACE_FULL, false, NULL, false};
   const hrt_dispatch_timing_t old_event = {6,        "old.fn", 0, "old.kernel",
-                                           "device", 1,        2, 60};
+                                           "device", 1,        2, 60, false};
   bool added_old =
       add_trace(&batch, pool, "old-key", &old_info, 0, 3, old_tensors, kData) &&
       hrt_js_trace_batch_add_timing(&batch, &old_event, 64);
@@ -1174,7 +1174,7 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   const int64_t seventeen_shape[1] = {17};
   hrt_trace_tensor_t new_tensor = {
       "new", HRT_HAL_ELEMENT_TYPE_U8, 1, seventeen_shape, seventeen, 17, NULL};
-  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90, HRT_HAL_TRACE_FULL, false, NULL};
+  const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90, HRT_HAL_TRACE_FULL, false, NULL, false};
   bool added_new =
       add_trace(&batch, pool, "new-key", &new_info, 3, 1, &new_tensor, kData);
   if (added_new) expect_new_record(&batch, &new_info, &new_tensor);

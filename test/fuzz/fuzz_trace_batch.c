@@ -611,7 +611,7 @@ static void op_add_trace(state_t* state, input_t* input) {
   hrt_trace_info_t info = {take_u16(input),    function,
                            take_u16(input),    (int64_t)take_u16(input) << 24,
                            take_u8(input) % 4, HRT_HAL_TRACE_FULL, false,
-                           NULL};
+                           NULL, false};
   uint64_t dropped = take_u8(input);
   tensor_t tensors[FUZZ_MAX_TENSORS];
   hrt_trace_tensor_t views[FUZZ_MAX_TENSORS];

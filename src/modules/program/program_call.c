@@ -31,6 +31,19 @@ typedef struct hrt_program_call_s {
   int64_t* span_starts;  // [recorded->max_span_count], or NULL
 } hrt_program_call_t;
 
+// The step after the current segment.
+static const hrt_host_step_t* hrt_program_call_step(
+    const hrt_program_call_t* call) {
+  return call->recorded->segments[call->segment].host_call;
+}
+
+// Whether the sink may hold what the current segment reports until the
+// call's end: it is the last segment, with no host call after it
+// (debug_sink.h).
+static bool hrt_program_call_may_hold(const hrt_program_call_t* call) {
+  return hrt_program_call_step(call) == NULL;
+}
+
 hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
                                     uint32_t count, const void* const* data,
                                     const uint64_t* lengths) {
@@ -67,7 +80,8 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
                            call->invocation,
                            site->mode,
                            false,
-                           hrt_hal_module_device(site->state->hal)};
+                           hrt_hal_module_device(site->state->hal),
+                           hrt_program_call_may_hold(call)};
   return hrt_hal_module_trace(site->state->hal, site->key, &info, count,
                               tensors);
 }
@@ -88,6 +102,7 @@ static void hrt_program_dispatch_timing(void* host_context,
       .device = hrt_hal_device_info(state->device)->uri,
       .start_ns = start_ns,
       .duration_ns = duration_ns,
+      .may_hold = hrt_program_call_may_hold(call),
   };
   hrt_hal_module_dispatch_timing(state->hal, &event, 1);
   // The calls whose inlined dispatches start or end here.
@@ -128,6 +143,7 @@ static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
   // so that the caller's next call can reuse their memory.
   hrt_program_call_release_locals(call);
   if (status == HRT_OK) {
+    hrt_hal_module_flush(call->state->hal);
     done.fn(done.user_data, HRT_OK, call->outputs, call->output_count);
     hrt_program_call_free(call, false);
   } else {
@@ -137,6 +153,7 @@ static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
         call->sequence, call->function->qualified_name, call->invocation,
         hrt_status_code(status)};
     hrt_hal_module_invocation_failed(call->state->hal, &failure);
+    hrt_hal_module_flush(call->state->hal);
     hrt_program_call_free(call, true);
     done.fn(done.user_data, status, NULL, 0);
   }
@@ -233,12 +250,6 @@ static hrt_status_t hrt_program_call_submit(hrt_program_call_t* call) {
                              : NULL,
   };
   return hrt_hal_device_queue_submit(state->device, &submission);
-}
-
-// The step after the current segment.
-static const hrt_host_step_t* hrt_program_call_step(
-    const hrt_program_call_t* call) {
-  return call->recorded->segments[call->segment].host_call;
 }
 
 // Whether the current segment has no commands (a host call comes first,

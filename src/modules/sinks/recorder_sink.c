@@ -207,6 +207,7 @@ hrt_status_t hrt_recorder_sink_deliver(hrt_recorder_sink_t* recorder,
   while (entry != NULL) {
     hrt_recorded_trace_t* next = entry->next;
     entry->info.recorded = true;
+    entry->info.may_hold = false;
     entry->info.invocation = cause;
     hrt_status_t status = sink->buffer_view_trace.fn(
         sink->buffer_view_trace.user_data, entry->key, &entry->info,
@@ -276,6 +277,16 @@ static void hrt_recorder_sink_failed(void* user_data,
   }
 }
 
+static void hrt_recorder_sink_flush(void* user_data) {
+  hrt_recorder_sink_t* recorder = user_data;
+  const hrt_debug_sink_t* sink = &recorder->sink;
+  if (sink->flush.fn) {
+    hrt_mutex_lock(&recorder->sink_mutex);
+    sink->flush.fn(sink->flush.user_data);
+    hrt_mutex_unlock(&recorder->sink_mutex);
+  }
+}
+
 static void hrt_recorder_sink_release(void* user_data) {
   hrt_recorder_sink_t* recorder = user_data;
   while (recorder->head != NULL) {
@@ -322,6 +333,7 @@ hrt_status_t hrt_recorder_sink_create(const hrt_debug_sink_t* sink,
       .buffer_view_trace = {hrt_recorder_sink_trace, recorder},
       .dispatch_timing = {hrt_recorder_sink_timing, recorder},
       .invocation_failed = {hrt_recorder_sink_failed, recorder},
+      .flush = {hrt_recorder_sink_flush, recorder},
       .release = {hrt_recorder_sink_release, recorder},
   };
   return HRT_OK;

@@ -67,6 +67,14 @@ static void hrt_tee_sink_failed(void* user_data,
   }
 }
 
+static void hrt_tee_sink_flush(void* user_data) {
+  hrt_tee_sink_t* tee = user_data;
+  for (uint32_t i = 0; i < tee->count; ++i) {
+    const hrt_debug_sink_t* sink = &tee->sinks[i];
+    if (sink->flush.fn) sink->flush.fn(sink->flush.user_data);
+  }
+}
+
 static void hrt_release_sinks(const hrt_debug_sink_t* sinks, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i) {
     sinks[i].release.fn(sinks[i].release.user_data);
@@ -101,6 +109,7 @@ hrt_status_t hrt_tee_sink_create(const hrt_debug_sink_t* sinks, uint32_t count,
       .trace_check = {hrt_tee_sink_check, tee},
       .dispatch_timing = {hrt_tee_sink_timing, tee},
       .invocation_failed = {hrt_tee_sink_failed, tee},
+      .flush = {hrt_tee_sink_flush, tee},
       .release = {hrt_tee_sink_release, tee},
   };
   return HRT_OK;
