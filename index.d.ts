@@ -659,7 +659,8 @@ export interface HalModuleOptions {
    */
   nonFinite?: 'ignore' | 'reject' | undefined;
   /**
-   * Bound on the bytes of traces posted to JavaScript but not yet delivered:
+   * Bound on the bytes of traces taken but not yet delivered to JavaScript
+   * (held back or on their way, README "The debug sink"):
    * an integer >= 1 (taken as at most buffer.constants.MAX_LENGTH, as a
    * batch of traces reaches JavaScript in one ArrayBuffer). Default 64 MiB.
    * Also bounds the memory of large traces (64 KiB and more) the sink keeps
