@@ -47,6 +47,54 @@ static void host_summaries_match_an_element_by_element_fold(void) {
   }
 }
 
+// One NaN (either sign) or infinity among finite elements of the largest
+// magnitude is found wherever it sits, at any length and alignment (the
+// quick scan works on wide registers with a scalar tail); finite elements
+// alone have no non-finite count.
+static void one_nonfinite_element_is_found_anywhere(void) {
+  static const hrt_hal_element_type_t types[] = {
+      HRT_HAL_ELEMENT_TYPE_F16, HRT_HAL_ELEMENT_TYPE_BF16,
+      HRT_HAL_ELEMENT_TYPE_F32, HRT_HAL_ELEMENT_TYPE_F64};
+  // Largest finite magnitudes, then NaN, -NaN, +inf, -inf, per type.
+  static const uint64_t bits[4][6] = {
+      {0x7BFF, 0xFBFF, 0x7E00, 0xFE00, 0x7C00, 0xFC00},
+      {0x7F7F, 0xFF7F, 0x7FC0, 0xFFC0, 0x7F80, 0xFF80},
+      {0x7F7FFFFF, 0xFF7FFFFF, 0x7FC00000, 0xFFC00001, 0x7F800000,
+       0xFF800000},
+      {0x7FEFFFFFFFFFFFFF, 0xFFEFFFFFFFFFFFFF, 0x7FF8000000000000,
+       0xFFF0000000000001, 0x7FF0000000000000, 0xFFF0000000000000}};
+  static char data[160 * 8 + 1];
+  int wrong = 0;
+  for (int t = 0; t < 4; ++t) {
+    const size_t size = hrt_hal_element_type_size(types[t]);
+    for (uint64_t n = 1; n <= 150; ++n) {
+      for (int offset = 0; offset <= 1; ++offset) {
+        char* at = data + offset;
+        for (uint64_t i = 0; i < n; ++i) {
+          memcpy(at + i * size, &bits[t][i % 2], size);  // little endian
+        }
+        hrt_hal_tensor_summary_t s;
+        hrt_hal_tensor_summary_compute(HRT_HAL_TRACE_HEALTH, types[t], at, n,
+                                       &s);
+        wrong += s.nan_count + s.pos_inf_count + s.neg_inf_count != 0;
+        for (uint64_t p = 0; p < n; ++p) {
+          for (int special = 2; special < 6; ++special) {
+            memcpy(at + p * size, &bits[t][special], size);
+            hrt_hal_tensor_summary_compute(HRT_HAL_TRACE_HEALTH, types[t], at,
+                                           n, &s);
+            wrong += s.count != n ||
+                     s.nan_count != (uint64_t)(special < 4) ||
+                     s.pos_inf_count != (uint64_t)(special == 4) ||
+                     s.neg_inf_count != (uint64_t)(special == 5);
+          }
+          memcpy(at + p * size, &bits[t][p % 2], size);
+        }
+      }
+    }
+  }
+  CHECK_EQ_INT(wrong, 0);
+}
+
 // The derived values and the edge cases the contract names: no finite
 // element (min, max, mean NaN), -0 folded in as +0, bool's false a zero,
 // HEALTH's unset fields.
@@ -241,6 +289,7 @@ static void local_task_summaries_are_the_serial_computation(void) {
 
 TEST_MAIN(TEST_CASE(trace_modes_have_names),
           TEST_CASE(host_summaries_match_an_element_by_element_fold),
+          TEST_CASE(one_nonfinite_element_is_found_anywhere),
           TEST_CASE(summaries_of_edge_cases),
           TEST_CASE(summary_traces_check_their_arguments),
           TEST_CASE(local_devices_summarize_traces),
