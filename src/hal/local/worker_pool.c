@@ -12,8 +12,12 @@
 // workers, looks for what it waits for before it sleeps. A program's
 // dispatches follow each other within microseconds, and waking a sleeping
 // thread costs tens of microseconds on a VM (a dispatch of two workgroups
-// took 36 us when every one woke the workers and the runner).
-#define HRT_WORKER_POOL_SPIN_NS ((int64_t)50 * 1000)
+// took 36 us when every one woke the workers and the runner). 200 us, not
+// 50: a program's serial stretches (single-workgroup dispatches, traces)
+// often last longer than 50 us, after which every job woke the workers
+// again (ch_ppocr_mobile_v2.0_cls traced in 'health' mode: 1.34x its
+// untraced time at 50 us, 1.24-1.30x at 200; BENCHMARKS.md).
+#define HRT_WORKER_POOL_SPIN_NS ((int64_t)200 * 1000)
 
 typedef struct hrt_worker_s {
   hrt_worker_pool_t* pool;
