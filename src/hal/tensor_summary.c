@@ -128,36 +128,36 @@ static inline void hrt_fold(hrt_hal_tensor_summary_t* s, double v) {
       break;                                                          \
   }
 
-// Whether any of the `count` elements of `ctype` at `bytes` has all of
-// `exponent`'s bits set (NaN or an infinity), without a branch per element
-// so that the compiler can vectorize it: a health check is then about as
-// fast as reading the tensor once.
-#define HRT_ANY_NONFINITE(ctype, exponent)                     \
+// Folds the bits of each of the `count` elements of `ctype` at `bytes`
+// (`raw`) into `acc` as `fold` says, without a branch per element so that
+// the compiler can vectorize it, and returns `result`.
+#define HRT_SCAN_BITS(ctype, fold, result)                     \
   do {                                                         \
-    ctype hits = 0;                                            \
+    ctype acc = 0;                                             \
     for (uint64_t i = 0; i < count; ++i) {                     \
       ctype raw;                                               \
       memcpy(&raw, bytes + i * sizeof(ctype), sizeof(ctype));  \
-      hits |= (ctype)((raw & (exponent)) == (exponent));       \
+      acc = (fold);                                            \
     }                                                          \
-    return hits != 0;                                          \
+    return (result);                                           \
   } while (0)
+
+// Whether any element has all of `exponent`'s bits set (NaN or an
+// infinity): a health check is then about as fast as reading the tensor
+// once.
+#define HRT_ANY_NONFINITE(ctype, exponent) \
+  HRT_SCAN_BITS(ctype, acc | (ctype)((raw & (exponent)) == (exponent)), acc != 0)
 
 // The same test as the largest magnitude's bits against `exponent` (an
 // element is NaN or infinite exactly when its bits without the sign are at
 // least those of an infinity): an unsigned max, which vectorizes to wide
 // registers with AVX2 and AVX-512 (SSE2 has none for 32 bits).
-#define HRT_MAX_MAGNITUDE_NONFINITE(ctype, exponent)           \
-  do {                                                         \
-    ctype top = 0;                                             \
-    for (uint64_t i = 0; i < count; ++i) {                     \
-      ctype raw;                                               \
-      memcpy(&raw, bytes + i * sizeof(ctype), sizeof(ctype));  \
-      raw &= (ctype)((ctype)~(ctype)0 >> 1);                   \
-      top = raw > top ? raw : top;                             \
-    }                                                          \
-    return top >= (exponent);                                  \
-  } while (0)
+#define HRT_MAGNITUDE(ctype, raw) ((ctype)((raw) & (ctype)((ctype)~(ctype)0 >> 1)))
+#define HRT_MAX_MAGNITUDE_NONFINITE(ctype, exponent)                        \
+  HRT_SCAN_BITS(ctype,                                                      \
+                HRT_MAGNITUDE(ctype, raw) > acc ? HRT_MAGNITUDE(ctype, raw) \
+                                                : acc,                      \
+                acc >= (exponent))
 
 #define HRT_NONFINITE_TYPES(test)                  \
   switch (type) {                                  \
