@@ -25,9 +25,11 @@
 // posted by the first append after that time, by the producer's flush (an
 // invocation's end, debug_sink.h), by an event that may not be held
 // (may_hold: one before a host call, a recorded trace), before the producer
-// waits for room, or when the HAL module lets go. A burst of traces then wakes the JS thread about once
-// per HRT_JS_SINK_HOLD_NS instead of once per trace (each wake-up takes a
-// core from the device's threads).
+// waits for room, or when the HAL module lets go. Nothing is held while the
+// bytes in flight reach half of `max_bytes`: under a tight bound the next
+// trace would be dropped or wait for JavaScript. A burst of traces then
+// wakes the JS thread about once per HRT_JS_SINK_HOLD_NS instead of once
+// per trace (each wake-up takes a core from the device's threads).
 //
 // Time slices: a batch is delivered within the channel's budget per turn of
 // the event loop (js_channel.h); when records are left, its message defers
@@ -664,7 +666,13 @@ static bool hrt_js_sink_admit_locked(hrt_js_sink_t* sink, uint64_t bytes,
 static void hrt_js_sink_schedule_locked(hrt_js_sink_t* sink, bool now) {
   if (sink->posted || hrt_js_trace_batch_empty(&sink->batch)) return;
   const int64_t time_ns = hrt_time_now_ns();
-  if (!now && time_ns - sink->last_post_ns < HRT_JS_SINK_HOLD_NS) return;
+  // A batch that takes half the bound or more is not held: the next trace
+  // might not fit beside it, and would be dropped (DROP) or wait for a
+  // round trip to JavaScript (WAIT) that posting now saves.
+  if (!now && time_ns - sink->last_post_ns < HRT_JS_SINK_HOLD_NS &&
+      sink->bytes_in_flight < sink->max_bytes / 2) {
+    return;
+  }
   hrt_js_sink_retain(sink);  // the posted message's
   if (hrt_js_channel_post(sink->channel,
                           &sink->messages[sink->next_message].base)) {
