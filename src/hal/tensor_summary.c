@@ -145,14 +145,16 @@ static inline void hrt_fold(hrt_hal_tensor_summary_t* s, double v) {
 // Whether any element has all of `exponent`'s bits set (NaN or an
 // infinity): a health check is then about as fast as reading the tensor
 // once.
-#define HRT_ANY_NONFINITE(ctype, exponent) \
-  HRT_SCAN_BITS(ctype, acc | (ctype)((raw & (exponent)) == (exponent)), acc != 0)
+#define HRT_ANY_NONFINITE(ctype, exponent)                                \
+  HRT_SCAN_BITS(ctype, acc | (ctype)((raw & (exponent)) == (exponent)), \
+                acc != 0)
 
 // The same test as the largest magnitude's bits against `exponent` (an
 // element is NaN or infinite exactly when its bits without the sign are at
 // least those of an infinity): an unsigned max, which vectorizes to wide
 // registers with AVX2 and AVX-512 (SSE2 has none for 32 bits).
-#define HRT_MAGNITUDE(ctype, raw) ((ctype)((raw) & (ctype)((ctype)~(ctype)0 >> 1)))
+#define HRT_MAGNITUDE(ctype, raw) \
+  ((ctype)((raw) & (ctype)((ctype)~(ctype)0 >> 1)))
 #define HRT_MAX_MAGNITUDE_NONFINITE(ctype, exponent)                        \
   HRT_SCAN_BITS(ctype,                                                      \
                 HRT_MAGNITUDE(ctype, raw) > acc ? HRT_MAGNITUDE(ctype, raw) \

@@ -217,7 +217,9 @@ void hrt_hal_module_invocation_failed(const hrt_vm_module_t* hal_module,
 
 void hrt_hal_module_flush(const hrt_vm_module_t* hal_module) {
   const hrt_hal_module_t* module = (const hrt_hal_module_t*)hal_module;
-  if (module->sink.flush.fn) module->sink.flush.fn(module->sink.flush.user_data);
+  if (module->sink.flush.fn) {
+    module->sink.flush.fn(module->sink.flush.user_data);
+  }
 }
 
 void hrt_hal_module_dispatch_timing(const hrt_vm_module_t* hal_module,

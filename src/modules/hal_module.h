@@ -98,11 +98,6 @@ hrt_recorder_sink_t* hrt_hal_module_recorder(const hrt_vm_module_t* hal_module);
 void hrt_hal_module_invocation_failed(const hrt_vm_module_t* hal_module,
                                       const hrt_invocation_failure_t* failure);
 
-// Tells the sink to deliver what it holds (its flush, if it takes it).
-// Completion thread (or the JS thread, for a host call that starts a
-// call), at the points debug_sink.h lists.
-void hrt_hal_module_flush(const hrt_vm_module_t* hal_module);
-
 // Whether trace_dispatches covers the dispatch keyed `key` of function
 // `function` (the function and key filters; trace_every applies per call).
 // Linking thread, while a context links (see hrt_trace_key_filter_t).

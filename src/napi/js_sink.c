@@ -538,9 +538,9 @@ static bool hrt_js_sink_deliver_slice(napi_env env, hrt_js_sink_t* sink) {
 // Order: a trace is appended to the batch whose message was posted before
 // its append, or is posted (at the latest by the flush before its
 // invocation's completion) before anything its producer posts after it
-// through the channel, and is taken with that batch. Whatever is posted after the
-// trace (its invocation's completion, the next batch's message) queues
-// behind that message, which stays first until its whole batch is
+// through the channel, and is taken with that batch. Whatever is posted
+// after the trace (its invocation's completion, the next batch's message)
+// queues behind that message, which stays first until its whole batch is
 // delivered. So traces arrive in append order, each before the completions
 // posted after it.
 static void hrt_js_sink_deliver(napi_env env, hrt_js_channel_t* channel,
