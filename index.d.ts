@@ -945,12 +945,27 @@ export interface CopyOp {
   source: string;
   target: string;
 }
+/**
+ * Where a health trace reads a value's NaN/±Inf counts instead of the value:
+ * `value` is a u32 [W, 6, 3] local that a chain_health_f32 dispatch wrote,
+ * `step` (0 to 5) the chain step whose result the value is
+ * (docs/module-format.md, "trace").
+ */
+export interface TraceCounts {
+  value: string;
+  step: number;
+}
 export interface TraceOp {
   op: 'trace';
   key: string;
   values: readonly string[];
-  /** Default: the HalModule's traceMode. */
+  /** Default: the HalModule's traceMode. Must be 'health' with `counts`. */
   mode?: TraceMode | undefined;
+  /**
+   * One entry per value: its health is read from these counts, and the
+   * value itself is not read (a local no other op uses is not allocated).
+   */
+  counts?: readonly TraceCounts[] | undefined;
 }
 export interface BarrierOp {
   op: 'barrier';
@@ -1040,7 +1055,7 @@ export interface FunctionBuilder {
   dispatch(kernel: KernelName, options: DispatchOptions): this;
   fill(target: string, value: number | boolean): this;
   copy(source: string, target: string): this;
-  trace(key: string, values: readonly string[], options?: { mode?: TraceMode | undefined }): this;
+  trace(key: string, values: readonly string[], options?: { mode?: TraceMode | undefined; counts?: readonly TraceCounts[] | undefined }): this;
   barrier(): this;
   /** A call op: `callee` ('module.function') on `args`, its outputs into `results`. */
   call(callee: `${string}.${string}`, args: readonly string[], results: readonly string[]): this;
@@ -1187,6 +1202,13 @@ export interface OnnxOptions {
   shapes?: { readonly [input: string]: readonly number[] } | undefined;
   /** A trace op after each node (or each whose key matches), keyed by the node's name, or `<op_type>_<index>`. */
   traceNodes?: boolean | RegExp | undefined;
+  /**
+   * The traces' mode, written on each trace op (default: none, so the
+   * HalModule's traceMode applies). With 'health', elementwise chains are
+   * fused across traced nodes and report their health from
+   * chain_health_f32's counts (docs/onnx.md, "Speed").
+   */
+  traceMode?: TraceMode | undefined;
   /** Where external data files are, for a model given as bytes. */
   baseDir?: string | undefined;
 }
@@ -1260,7 +1282,8 @@ export interface LoadedFunctions {
 
 /**
  * Loads a module file (Module.load), or an ONNX model (recognised by its
- * content; halrt.onnx.convert with `shapes` and `traceNodes`), and links it
+ * content; halrt.onnx.convert with `shapes`, `traceNodes` and the
+ * HalModule's `traceMode`), and links it
  * on a new device (`options.device`, default 'auto') with a HalModule given
  * the other options. Rejects with the first failure, having closed what it
  * made.

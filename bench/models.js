@@ -109,7 +109,7 @@ async function measureModel({ quick, ref, ort, key, title, dims, output, file, n
     rows.push(row({
       group: GROUP, name: names[1], halrt: seconds(p.health), baseline: `${seconds(p.plain)} untraced`, ratio: p.health / p.plain,
       target: { op: '<=', value: 1.3 },
-      note: `${names[1]}: the same calls with every node's outputs traced in 'health' mode (NaN/Inf counts computed on the device; every node's output then stays a value of its own: no elementwise chain fused, no BatchNormalization folded) and a sink that does nothing, against the untraced model in the same rounds (issue 24's target: at most 1.3×)`,
+      note: `${names[1]}: the same calls with every node's outputs traced in 'health' mode (NaN/Inf counts computed on the device: elementwise chains are fused as untraced, counting each step's NaN and ±Inf as they run (chain_health_f32), and the other nodes' outputs scanned; no BatchNormalization folded into a traced Conv) and a sink that does nothing, against the untraced model in the same rounds (issue 24's target: at most 1.3×)`,
     }));
     if (key === 'rec') {
       const floor = median(ref.memcpyTimes(traced, quick ? 3 : 9, 0));

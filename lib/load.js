@@ -144,15 +144,18 @@ async function load(file, options = {}) {
     const instance = imports.length > 0 ? imports[0].instance : step('new Instance: ', '', () => new Instance());
     const device = step('instance.createDevice: ', 'options.device: ', () => instance.createDevice(uri));
     const halModule = step('new HalModule: ', '', () => new HalModule(instance, device, halOptions));
-    const onnxModel = onnx ? readOnnx(file, { shapes, traceNodes }) : null;
+    // The HalModule checked traceMode; traces in 'health' mode may report
+    // from chain counts (docs/onnx.md).
+    const onnxOptions = { shapes, traceNodes, traceMode: halOptions.traceMode };
+    const onnxModel = onnx ? readOnnx(file, onnxOptions) : null;
     if (onnx && needsSpecialising(onnxModel.model, shapes)) {
       const main = step('onnx: ', '', () => new SpecializingFunction({
-        model: onnxModel.model, options: { name: onnxModel.name, shapes, traceNodes }, instance, hal: halModule, imports,
+        model: onnxModel.model, options: { name: onnxModel.name, ...onnxOptions }, instance, hal: halModule, imports,
       }));
       return new LoadedModule({ name: onnxModel.name, instance, device, halModule }, { main }, imports.length === 0, main);
     }
     const module = onnx
-      ? step('Module.fromJson: ', '', () => moduleOf(Module, instance, onnxModel, { shapes, traceNodes }))
+      ? step('Module.fromJson: ', '', () => moduleOf(Module, instance, onnxModel, onnxOptions))
       : step('Module.load: ', '', () => Module.load(instance, file));
     const context = step('new Context: ', '', () => new Context(instance, [halModule, ...imports, module]));
     const functions = {};

@@ -133,12 +133,14 @@ class FunctionBuilder {
     return this;
   }
 
-  // trace('probe', ['y'], {mode}): mode 'full', 'summary' or 'health'
-  // (default: the HalModule's traceMode).
+  // trace('probe', ['y'], {mode, counts}): mode 'full', 'summary' or
+  // 'health' (default: the HalModule's traceMode); counts [{value, step}]
+  // (health from chain_health_f32's counts; docs/module-format.md).
   trace(key, values, options = {}) {
-    checkOptions(options, 'FunctionBuilder.trace', ['mode'], 'options');
+    checkOptions(options, 'FunctionBuilder.trace', ['mode', 'counts'], 'options');
     const op = { op: 'trace', key, values };
     if (options.mode !== undefined) op.mode = options.mode;
+    if (options.counts !== undefined) op.counts = options.counts;
     this._description.body.push(op);
     return this;
   }

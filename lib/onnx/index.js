@@ -10,6 +10,7 @@ const { LIMITS, readRegularFile } = require('../files');
 const { describe } = require('../half');
 const { isPlainObject } = require('../args');
 const { readModel } = require('./model');
+const { TRACE_MODES } = require('../trace_batch');
 const converter = require('./convert');
 
 // A module name from a file name: 'ch_ppocr_mobile_v2.0_cls_infer.onnx' ->
@@ -21,7 +22,7 @@ function nameFor(file) {
 }
 
 // The options convert() and halrt.load take for a model, checked.
-function checkOptions(caller, { name, shapes, traceNodes, baseDir }) {
+function checkOptions(caller, { name, shapes, traceNodes, traceMode, baseDir }) {
   if (baseDir !== undefined && typeof baseDir !== 'string') {
     throw new HalrtError(`${caller}: options.baseDir must be a folder path (got ${describe(baseDir)})`, 'INVALID_ARGUMENT');
   }
@@ -33,6 +34,9 @@ function checkOptions(caller, { name, shapes, traceNodes, baseDir }) {
   }
   if (traceNodes !== undefined && typeof traceNodes !== 'boolean' && !(traceNodes instanceof RegExp)) {
     throw new HalrtError(`${caller}: options.traceNodes must be true, false or a RegExp (got ${describe(traceNodes)})`, 'INVALID_ARGUMENT');
+  }
+  if (traceMode !== undefined && !TRACE_MODES.includes(traceMode)) {
+    throw new HalrtError(`${caller}: options.traceMode must be one of ${TRACE_MODES.join(', ')} (got ${describe(traceMode)})`, 'INVALID_ARGUMENT');
   }
 }
 
@@ -59,8 +63,8 @@ function withCaller(caller, fn) {
   }
 }
 
-// halrt.onnx.convert(model, {name, shapes, traceNodes, baseDir}) -> the
-// module description (constants' data as TypedArrays).
+// halrt.onnx.convert(model, {name, shapes, traceNodes, traceMode, baseDir})
+// -> the module description (constants' data as TypedArrays).
 function convert(model, options = {}) {
   const caller = 'halrt.onnx.convert';
   if (!isPlainObject(options)) throw new HalrtError(`${caller}: options must be an object (got ${describe(options)})`, 'INVALID_ARGUMENT');
@@ -88,7 +92,7 @@ function isOnnxFile(file) {
 }
 
 // ONNX file `file` read for halrt.load: {model, name, baseDir}, with
-// `options` ({shapes, traceNodes}) checked.
+// `options` ({shapes, traceNodes, traceMode}) checked.
 function readOnnx(file, options) {
   const caller = 'halrt.load';
   checkOptions(caller, options);

@@ -6,20 +6,20 @@
 #define I32 HRT_HAL_ELEMENT_TYPE_I32
 #define U32 HRT_HAL_ELEMENT_TYPE_U32
 // An operand of `type` holding constants[a] elements, or constants[a]*[b].
-#define IN(type, a) {type, false, false, 1, {a}, 0, 0}
-#define OUT(type, a) {type, false, true, 1, {a}, 0, 0}
-#define IN2(type, a, b) {type, false, false, 2, {a, b}, 0, 0}
-#define OUT2(type, a, b) {type, false, true, 2, {a, b}, 0, 0}
-#define BYTES(written) {0, true, written, 1, {0}, 0, 0}
+#define IN(type, a) {type, false, false, 1, {a}, 0, 0, 0}
+#define OUT(type, a) {type, false, true, 1, {a}, 0, 0, 0}
+#define IN2(type, a, b) {type, false, false, 2, {a, b}, 0, 0, 0}
+#define OUT2(type, a, b) {type, false, true, 2, {a, b}, 0, 0, 0}
+#define BYTES(written) {0, true, written, 1, {0}, 0, 0, 0}
 // binary_f32's strided inputs (dims at constants 1..6, strides after them)
 // and its dense output.
 #define DIMS6 {1, 2, 3, 4, 5, 6}
-#define STRIDED(base) {F32, false, false, 6, DIMS6, base, 0}
-#define DENSE6 {F32, false, true, 6, DIMS6, 0, 0}
+#define STRIDED(base) {F32, false, false, 6, DIMS6, base, 0, 0}
+#define DENSE6 {F32, false, true, 6, DIMS6, 0, 0, 0}
 #define BINARY(name, type) \
   {name, 3, 1, 0, {IN(type, 0), IN(type, 0), OUT(type, 0)}, 0, 0, NULL}
 // conv2d_f32 and pool2d_f32 (NCHW): products of their size constants.
-#define F32_OF(written, ...) {F32, false, written, 4, {__VA_ARGS__}, 0, 0}
+#define F32_OF(written, ...) {F32, false, written, 4, {__VA_ARGS__}, 0, 0, 0}
 
 bool hrt_builtin_conv2d_valid(const uint32_t* k) {
   // N, C, H, W, M, Cg, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW
@@ -34,10 +34,27 @@ bool hrt_builtin_chain_valid(const uint32_t* k) {
     const uint32_t operand = word >> 8;
     const bool unary = op < 14 && operand == 0;
     const bool binary = ((op >= 16 && op < 26) || (op >= 32 && op < 42)) &&
-                        operand <= 2;
+                        operand <= 3;
     if (!unary && !binary) return false;
+    float offset;
+    memcpy(&offset, &k[14 + 3 * j], sizeof(offset));
+    if (operand == 3 && !(offset >= 0 && offset < 16777216.0f &&
+                          (float)(uint32_t)offset == offset)) {
+      return false;
+    }
   }
   return true;
+}
+
+uint32_t hrt_builtin_chain_y_offset(const uint32_t* k) {
+  uint32_t offset = 0;
+  for (uint32_t j = 0; j < k[0] && j < 6; ++j) {
+    const uint32_t* step = k + 13 + 3 * j;
+    float alpha;
+    memcpy(&alpha, &step[1], sizeof(alpha));
+    if (step[0] >> 8 == 3 && alpha > (float)offset) offset = (uint32_t)alpha;
+  }
+  return offset;
 }
 
 // resize2d_f32: table entries of 3 floats.
@@ -100,9 +117,9 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      3,
      10,
      0,
-     {{F32, false, false, 3, {0, 1, 2}, 4, 0},
-      {F32, false, false, 3, {0, 2, 3}, 7, 0},
-      {F32, false, true, 3, {0, 1, 3}, 0, 0}},
+     {{F32, false, false, 3, {0, 1, 2}, 4, 0, 0},
+      {F32, false, false, 3, {0, 2, 3}, 7, 0, 0},
+      {F32, false, true, 3, {0, 1, 3}, 0, 0, 0}},
      0,
      0,
      NULL},
@@ -111,8 +128,8 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      2,
      20,
      0,
-     {{F32, false, false, 6, {2, 3, 4, 5, 6, 7}, 8, 1},
-      {F32, false, true, 6, {2, 3, 4, 5, 6, 7}, 14, 2}},
+     {{F32, false, false, 6, {2, 3, 4, 5, 6, 7}, 8, 1, 0},
+      {F32, false, true, 6, {2, 3, 4, 5, 6, 7}, 14, 2, 0}},
      0,
      0,
      NULL},
@@ -122,7 +139,19 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      3,
      31,
      0x6db6c000u,
-     {{F32, false, false, 6, DIMS6, 0, 0}, STRIDED(7), DENSE6},
+     {{F32, false, false, 6, DIMS6, 0, 0, 0}, STRIDED(7), DENSE6},
+     0,
+     0,
+     hrt_builtin_chain_valid},
+    // chain_f32's, and the counts: a slot per workgroup
+    {"chain_health_f32",
+     4,
+     31,
+     0x6db6c000u,
+     {{F32, false, false, 6, DIMS6, 0, 0, 0},
+      STRIDED(7),
+      DENSE6,
+      {U32, false, true, 0, {0}, 0, 0, HRT_BUILTIN_CHAIN_COUNTS}},
      0,
      0,
      hrt_builtin_chain_valid},
@@ -131,10 +160,10 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      4,
      6,
      0,
-     {{F32, false, false, 3, {0, 1, 2}, 0, 0},
+     {{F32, false, false, 3, {0, 1, 2}, 0, 0, 0},
       IN2(F32, 3, 5),
       IN2(F32, 4, 5),
-      {F32, false, true, 3, {0, 3, 4}, 0, 0}},
+      {F32, false, true, 3, {0, 3, 4}, 0, 0, 0}},
      0,
      0,
      hrt_builtin_resize2d_valid},
@@ -143,10 +172,10 @@ static const hrt_builtin_signature_t hrt_builtin_signatures[] = {
      4,
      24,
      0,
-     {{F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 6, 0},
-      {F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 12, 0},
-      {F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 18, 0},
-      {F32, false, true, 6, {0, 1, 2, 3, 4, 5}, 0, 0}},
+     {{F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 6, 0, 0},
+      {F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 12, 0, 0},
+      {F32, false, false, 6, {0, 1, 2, 3, 4, 5}, 18, 0, 0},
+      {F32, false, true, 6, {0, 1, 2, 3, 4, 5}, 0, 0, 0}},
      0,
      0,
      NULL},
@@ -163,12 +192,23 @@ const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name) {
   return NULL;
 }
 
+// a * b, saturated at UINT64_MAX.
+static uint64_t hrt_saturating_product(uint64_t a, uint64_t b) {
+  return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
 uint64_t hrt_builtin_binding_min_bytes(const hrt_builtin_signature_t* signature,
                                        uint32_t index,
-                                       const uint32_t* constants) {
+                                       const uint32_t* constants,
+                                       const uint32_t* workgroup_count) {
   const hrt_builtin_binding_t* binding = &signature->bindings[index];
   uint64_t count = 1;
-  if (binding->stride_base) {
+  if (binding->per_workgroup) {
+    count = binding->per_workgroup;
+    for (int i = 0; i < 3; ++i) {
+      count = hrt_saturating_product(count, workgroup_count[i]);
+    }
+  } else if (binding->stride_base) {
     // 1 + the sum of (dim - 1) * stride, saturated.
     for (uint8_t i = 0; i < binding->factor_count && count != 0; ++i) {
       const uint64_t dim = constants[binding->factors[i]];
@@ -178,20 +218,23 @@ uint64_t hrt_builtin_binding_min_bytes(const hrt_builtin_signature_t* signature,
               : step > UINT64_MAX - count ? UINT64_MAX
                                           : count + step;
     }
-    if (binding->offset_index && count != 0) {
-      const uint64_t offset = constants[binding->offset_index - 1];
+    uint64_t offset =
+        binding->offset_index ? constants[binding->offset_index - 1] : 0;
+    // The chain kernels' y: also read at its steps' offsets (operand 3).
+    if (signature->check == hrt_builtin_chain_valid) {
+      offset = hrt_builtin_chain_y_offset(constants);
+    }
+    if (count != 0) {
       count = offset > UINT64_MAX - count ? UINT64_MAX : count + offset;
     }
   } else {
     for (uint8_t i = 0; i < binding->factor_count; ++i) {
-      const uint64_t factor = constants[binding->factors[i]];
-      count = factor != 0 && count > UINT64_MAX / factor ? UINT64_MAX
-                                                         : count * factor;
+      count = hrt_saturating_product(count, constants[binding->factors[i]]);
     }
   }
   uint64_t size =
       binding->any_type ? 1 : hrt_hal_element_type_size(binding->element_type);
-  return count > UINT64_MAX / size ? UINT64_MAX : count * size;
+  return hrt_saturating_product(count, size);
 }
 
 bool hrt_builtin_op_valid(const hrt_builtin_signature_t* signature,

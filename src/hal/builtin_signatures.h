@@ -31,6 +31,9 @@ typedef struct hrt_builtin_binding_s {
   // Strided bindings: when not 0, constants[offset_index - 1] elements come
   // first (the count grows by it when there is an element).
   uint8_t offset_index;
+  // When not 0: the count is this many per workgroup of the dispatch
+  // (factors unused).
+  uint8_t per_workgroup;
 } hrt_builtin_binding_t;
 
 typedef struct hrt_builtin_signature_s {
@@ -51,11 +54,13 @@ typedef struct hrt_builtin_signature_s {
 // The signature of built-in kernel `name`, or NULL.
 const hrt_builtin_signature_t* hrt_builtin_signature_find(const char* name);
 
-// The bytes binding `index` must hold at least, given the constants
-// (element count times element size; the byte count for `any_type`).
+// The bytes binding `index` must hold at least, given the constants and
+// the dispatch's workgroup count[3] (element count times element size; the
+// byte count for `any_type`).
 uint64_t hrt_builtin_binding_min_bytes(const hrt_builtin_signature_t* signature,
                                        uint32_t index,
-                                       const uint32_t* constants);
+                                       const uint32_t* constants,
+                                       const uint32_t* workgroup_count);
 
 // Whether the constants select an operation the kernel has (always true
 // for kernels without one); signature->check says whether they meet its
@@ -68,8 +73,17 @@ bool hrt_builtin_op_valid(const hrt_builtin_signature_t* signature,
 bool hrt_builtin_conv2d_valid(const uint32_t* constants);
 
 // chain_f32's rules: 1 to 6 steps, each a unary op (0..13, operand 0) or a
-// binary one (16..23: t op v; 32..39: v op t) of operand 0 (x), 1 (y) or
-// 2 (alpha).
+// binary one (16..25: t op v; 32..41: v op t) of operand 0 (x), 1 (y), 2
+// (alpha) or 3 (y at the element offset alpha: a whole number below
+// 2^24). Also chain_health_f32's.
 bool hrt_builtin_chain_valid(const uint32_t* constants);
+
+// The largest offset an operand-3 step of a valid chain reads y at (0 when
+// none): y holds that many elements more than its strides reach.
+uint32_t hrt_builtin_chain_y_offset(const uint32_t* constants);
+
+// chain_health_f32's counts per workgroup: per step (6), the NaN, +Inf and
+// -Inf after it (u32 each; steps past the chain's count 0).
+#define HRT_BUILTIN_CHAIN_COUNTS 18
 
 #endif  // HRT_HAL_BUILTIN_SIGNATURES_H_

@@ -187,8 +187,9 @@ __attribute__((target("avx2"))) static bool hrt_any_nonfinite_avx2(
 }
 #endif
 
-static bool hrt_any_nonfinite(hrt_hal_element_type_t type, const char* bytes,
-                              uint64_t count) {
+bool hrt_hal_tensor_any_nonfinite(hrt_hal_element_type_t type,
+                                  const void* data, uint64_t count) {
+  const char* bytes = data;
 #if defined(__x86_64__) && defined(__GNUC__)
   // __builtin_cpu_supports also checks that the OS saves the registers.
   if (__builtin_cpu_supports("avx512bw")) {
@@ -209,7 +210,7 @@ void hrt_hal_tensor_summary_accumulate(hrt_hal_tensor_summary_t* partial,
   partial->count += count;
   // Elements are classified one by one only where a quick scan found a NaN
   // or an infinity.
-  const bool nonfinite = hrt_any_nonfinite(type, bytes, count);
+  const bool nonfinite = hrt_hal_tensor_any_nonfinite(type, bytes, count);
   if (mode == HRT_HAL_TRACE_HEALTH && !nonfinite) return;
   // Folded into a copy that nothing else can reach, so that the compiler
   // keeps it in registers rather than storing it after every element.

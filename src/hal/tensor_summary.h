@@ -92,6 +92,11 @@ void hrt_hal_tensor_summary_chunk(hrt_hal_trace_mode_t mode,
                                   hrt_hal_element_type_t type, const void* data,
                                   uint64_t count, uint64_t chunk,
                                   hrt_hal_tensor_summary_t* out_partial);
+// Whether any of the `count` elements of `type` at `data` (any alignment)
+// is NaN or infinite (false for integers and bool): one vectorised pass.
+bool hrt_hal_tensor_any_nonfinite(hrt_hal_element_type_t type,
+                                  const void* data, uint64_t count);
+
 // The whole computation over `count` elements, one chunk after the other.
 void hrt_hal_tensor_summary_compute(hrt_hal_trace_mode_t mode,
                                     hrt_hal_element_type_t type,

@@ -178,7 +178,8 @@ static const struct {
     {"unary_f32", 2, 4},        {"conv2d_f32", 4, 16},
     {"pool2d_f32", 2, 13},      {"bmm_f32", 3, 10},
     {"strided_copy_f32", 2, 20}, {"chain_f32", 3, 31},
-    {"resize2d_f32", 4, 6},     {"where_f32", 4, 24},
+    {"chain_health_f32", 4, 31}, {"resize2d_f32", 4, 6},
+    {"where_f32", 4, 24},
 };
 
 static void test_library_lists_every_documented_kernel(void) {
@@ -486,6 +487,8 @@ static void test_zero_elements_is_valid_and_touches_nothing(void) {
   void* bindings[4] = {NULL, NULL, NULL, NULL};
   for (size_t i = 0; i < COUNT_OF(kExpected); ++i) {
     const char* name = kExpected[i].name;
+    // It writes its counts, zeros here (test_chain_health_f32_counts...).
+    if (strcmp(name, "chain_health_f32") == 0) continue;
     const uint32_t* constants = strcmp(name, "conv2d_f32") == 0    ? conv
                                 : strcmp(name, "pool2d_f32") == 0  ? pool
                                 : strcmp(name, "chain_f32") == 0   ? chain
@@ -959,6 +962,11 @@ static const struct {
      {2, 1, 1, 1, 1, 1, 5, 0, 0, 0, 0, 0, 1, 5, 0, 0, 33 | 1 << 8, 0, 0},
      {20, 20, 20},
      4},
+    // the same, with 18 counts for each of the 2 workgroups
+    {"chain_health_f32",
+     {2, 1, 1, 1, 1, 1, 5, 0, 0, 0, 0, 0, 1, 5, 0, 0, 33 | 1 << 8, 0, 0},
+     {20, 20, 20, 144},
+     4},
     // x 1x2x2 -> out 1x1x1
     {"resize2d_f32", {1, 2, 2, 1, 1, 3}, {16, 12, 12, 4}, 4},
     // 5 elements, cond dense, a and b broadcast scalars
@@ -968,7 +976,7 @@ static const struct {
      4},
 };
 
-enum { BUFFER_BYTES = 64 };
+enum { BUFFER_BYTES = 144 };
 
 // Runs call `c` with `lengths`, the given arity and grid on poisoned
 // buffers; returns the code, or -2 if any buffer was written. The binding,
@@ -1267,14 +1275,15 @@ static void test_unary_f32_matches_reference(void) {
 }
 
 // chain_f32 against its steps run one kernel at a time (unary_f32, then
-// binary_f32 with x, a broadcast y or the scalar, in either order): the
-// same bits, for every unary op and every binary op, operand and order.
+// binary_f32 with x, a broadcast y, y at an offset or the scalar, in either
+// order): the same bits, for every unary op and every binary op, operand
+// and order. A y too short for an offset is rejected.
 static void test_chain_f32_gives_the_bits_of_its_steps(void) {
   rng_t rng = {0xC4A1};
-  enum { N = 6 * 7 * 9, C = 7 };
-  float x[N], y[C], scalar[1];
+  enum { N = 6 * 7 * 9, C = 7, OFFSET = 5 };
+  float x[N], y[C + OFFSET], scalar[1];
   for (int i = 0; i < N; ++i) x[i] = rng_f32(&rng, -9.0f, 9.0f);
-  for (int i = 0; i < C; ++i) y[i] = rng_f32(&rng, -3.0f, 3.0f);
+  for (int i = 0; i < C + OFFSET; ++i) y[i] = rng_f32(&rng, -3.0f, 3.0f);
   x[0] = 0.0f;
   x[1] = -0.0f;
   x[2] = NAN;
@@ -1286,8 +1295,8 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
   const size_t bytes = sizeof(x);
   int wrong = 0;
   for (uint32_t u = 0; u < 14; ++u) {
-    for (uint32_t b = 0; b < 10 * 3 * 2; ++b) {
-      const uint32_t op = b % 10, operand = b / 10 % 3, reversed = b / 30;
+    for (uint32_t b = 0; b < 10 * 4 * 2; ++b) {
+      const uint32_t op = b % 10, operand = b / 10 % 4, reversed = b / 40;
       const float alpha = u == 12 ? -2.0f : 0.25f, beta = 3.0f;
       scalar[0] = 1.5f;
       uint32_t k[31] = {2};
@@ -1298,6 +1307,7 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
       memcpy(&k[15], &beta, 4);
       k[16] = (reversed ? 32 : 16) + op + (operand << 8);
       memcpy(&k[17], scalar, 4);
+      if (operand == 3) k[17] = 0x40A00000;  // y at offset 5.0f
       float* fused = alloc_poisoned(bytes);
       void* chain_bindings[3] = {x, y, fused};
       const size_t chain_lengths[3] = {bytes, sizeof(y), bytes};
@@ -1312,9 +1322,12 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
       CHECK_EQ_INT(run_kernel("unary_f32", kGrids[0], unary_bindings,
                               unary_lengths, 2, unary, 4),
                    0);
-      const float* other = operand == 0 ? x : operand == 1 ? y : scalar;
+      const float* other = operand == 0   ? x
+                           : operand == 1 ? y
+                           : operand == 3 ? y + OFFSET
+                                          : scalar;
       const uint32_t* other_strides =
-          operand == 0 ? dense : operand == 1 ? y_strides : none;
+          operand == 0 ? dense : operand == 2 ? none : y_strides;
       uint32_t binary[19] = {op};
       memcpy(binary + 1, dims, sizeof(dims));
       memcpy(binary + (reversed ? 13 : 7), dense, sizeof(dense));
@@ -1322,8 +1335,9 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
       void* binary_bindings[3] = {reversed ? (void*)other : t,
                                   reversed ? t : (void*)other, out};
       const size_t other_bytes = operand == 0   ? bytes
+                                 : operand == 2 ? sizeof(scalar)
                                  : operand == 1 ? sizeof(y)
-                                                : sizeof(scalar);
+                                                : C * sizeof(float);
       const size_t binary_lengths[3] = {reversed ? other_bytes : bytes,
                                         reversed ? bytes : other_bytes, bytes};
       CHECK_EQ_INT(run_kernel("binary_f32", kGrids[1], binary_bindings,
@@ -1338,10 +1352,10 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
     }
   }
   CHECK_EQ_INT(wrong, 0);
-  // Bad programs: no steps, 7 steps, an unknown op, an operand past 2, a
+  // Bad programs: no steps, 7 steps, an unknown op, an operand past 3, a
   // unary op with an operand.
   const uint32_t bad[][5] = {
-      {0, 5, 0}, {7, 5, 0}, {1, 14, 0}, {1, 26, 0}, {1, 16 | 3 << 8, 0},
+      {0, 5, 0}, {7, 5, 0}, {1, 14, 0}, {1, 26, 0}, {1, 16 | 4 << 8, 0},
       {1, 5 | 1 << 8, 0}};
   for (size_t i = 0; i < COUNT_OF(bad); ++i) {
     uint32_t k[31] = {bad[i][0], 1, 1, 1, 1, 1, 1};
@@ -1353,6 +1367,116 @@ static void test_chain_f32_gives_the_bits_of_its_steps(void) {
                             31),
                  HALRT_KERNEL_INVALID_ARGUMENT);
   }
+  uint32_t k[31] = {1, 1, 1, 1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 16 | 3 << 8,
+                    0x40400000 /* 3.0f */};
+  float out[2];
+  void* bindings[3] = {x, y, out};
+  size_t lengths[3] = {8, 20, 8};  // y[1 + 3] is its last element
+  CHECK_EQ_INT(run_kernel("chain_f32", kGrids[0], bindings, lengths, 3, k, 31),
+               HALRT_KERNEL_OK);
+  CHECK(out[1] == x[1] + y[4]);
+  lengths[1] = 16;
+  CHECK_EQ_INT(run_kernel("chain_f32", kGrids[0], bindings, lengths, 3, k, 31),
+               HALRT_KERNEL_INVALID_ARGUMENT);
+  // An offset that is not a whole number in [0, 2^24).
+  lengths[1] = sizeof(y);
+  const uint32_t bad_offsets[] = {0x40200000 /* 2.5 */, 0xBF800000 /* -1 */,
+                                  0x4B800000 /* 2^24 */, 0x7FC00000};
+  for (size_t i = 0; i < COUNT_OF(bad_offsets); ++i) {
+    k[14] = bad_offsets[i];
+    CHECK_EQ_INT(
+        run_kernel("chain_f32", kGrids[0], bindings, lengths, 3, k, 31),
+        HALRT_KERNEL_INVALID_ARGUMENT);
+  }
+}
+
+// chain_health_f32 writes chain_f32's bits, and in each workgroup's slot
+// the NaN, +Inf and -Inf after each step: summed over the slots, what a
+// scan of the chain cut after that step finds. Every slot is written, even
+// a workgroup's with no elements.
+static void test_chain_health_f32_counts_each_step(void) {
+  rng_t rng = {0x4EA1};
+  enum { N = 4 * 250, STEPS = 4 };
+  float x[N], y[N];
+  for (int i = 0; i < N; ++i) {
+    x[i] = rng_f32(&rng, -40.0f, 40.0f);
+    y[i] = rng_f32(&rng, -2.0f, 2.0f);
+  }
+  for (int i = 0; i < N; i += 37) x[i] = NAN;
+  for (int i = 5; i < N; i += 53) x[i] = i % 2 ? INFINITY : -INFINITY;
+  for (int i = 9; i < N; i += 61) y[i] = 0.0f;
+  // exp(t) (overflows to +Inf), t * y (Inf * 0 is NaN), -t, t / y (x / 0
+  // is +-Inf).
+  uint32_t k[31] = {STEPS, 1, 1, 1, 1, 1, N, 0, 0, 0, 0, 0, 1};
+  k[13] = 2;
+  k[16] = 18 | 1 << 8;
+  k[19] = 5;
+  k[22] = 19 | 1 << 8;
+  const size_t bytes = sizeof(x);
+  int wrong = 0;
+  for (size_t g = 0; g < COUNT_OF(kGrids); ++g) {
+    const uint32_t* grid = kGrids[g];
+    const size_t slots = (size_t)grid[0] * grid[1] * grid[2];
+    const size_t count_bytes = slots * 18 * 4;
+    float* out = alloc_poisoned(bytes);
+    uint32_t* counts = alloc_poisoned(count_bytes);
+    void* bindings[4] = {x, y, out, counts};
+    const size_t lengths[4] = {bytes, bytes, bytes, count_bytes};
+    CHECK_EQ_INT(
+        run_kernel("chain_health_f32", grid, bindings, lengths, 4, k, 31), 0);
+    CHECK(is_poisoned((uint8_t*)counts + count_bytes, SLACK));
+    uint64_t sums[18] = {0};
+    for (size_t s = 0; s < slots * 18; ++s) sums[s % 18] += counts[s];
+    for (uint32_t j = 0; j < 6; ++j) {
+      // The chain cut after step j, scanned.
+      uint64_t want[3] = {0, 0, 0};
+      if (j < STEPS) {
+        uint32_t cut[31];
+        memcpy(cut, k, sizeof(cut));
+        cut[0] = j + 1;
+        float t[N];
+        void* chain_bindings[3] = {x, y, t};
+        CHECK_EQ_INT(run_kernel("chain_f32", grid, chain_bindings, lengths,
+                                3, cut, 31),
+                     0);
+        for (int i = 0; i < N; ++i) {
+          want[0] += isnan(t[i]);
+          want[1] += t[i] == INFINITY;
+          want[2] += t[i] == -INFINITY;
+        }
+        if (j + 1 == STEPS && memcmp(t, out, bytes) != 0) ++wrong;
+      }
+      for (int c = 0; c < 3; ++c) {
+        if (sums[3 * j + c] != want[c] && wrong++ < 3) {
+          fprintf(stderr, "grid %zu step %u count %d: %llu, want %llu\n", g,
+                  j, c, (unsigned long long)sums[3 * j + c],
+                  (unsigned long long)want[c]);
+        }
+      }
+      if (j == 1) CHECK(want[0] > 0 && want[1] > 0 && want[2] > 0);
+    }
+    free(out);
+    free(counts);
+  }
+  CHECK_EQ_INT(wrong, 0);
+  // No elements: zeros in every slot. Too few slots: rejected.
+  const uint32_t grid[3] = {3, 1, 1};
+  uint32_t empty[31];
+  memcpy(empty, k, sizeof(empty));
+  empty[6] = 0;
+  uint32_t counts[3 * 18];
+  memset(counts, POISON, sizeof(counts));
+  void* bindings[4] = {x, y, x, counts};
+  size_t lengths[4] = {0, 0, 0, sizeof(counts)};
+  CHECK_EQ_INT(
+      run_kernel("chain_health_f32", grid, bindings, lengths, 4, empty, 31), 0);
+  for (int s = 0; s < 3 * 18; ++s) CHECK_EQ_INT(counts[s], 0);
+  lengths[3] -= 4;
+  memset(counts, POISON, sizeof(counts));
+  CHECK_EQ_INT(
+      run_kernel("chain_health_f32", grid, bindings, lengths, 4, empty, 31),
+      HALRT_KERNEL_INVALID_ARGUMENT);
+  CHECK(is_poisoned(counts, sizeof(counts)));
 }
 
 // resize2d_f32 against the same lerps in C: (index, index, weight) rows
@@ -1735,5 +1859,6 @@ TEST_MAIN(TEST_CASE(test_library_lists_every_documented_kernel),
           TEST_CASE(test_bmm_matches_reference_and_matmul),
           TEST_CASE(test_strided_copy_moves_bits),
           TEST_CASE(test_chain_f32_gives_the_bits_of_its_steps),
+          TEST_CASE(test_chain_health_f32_counts_each_step),
           TEST_CASE(test_resize2d_f32_interpolates_by_its_tables),
           TEST_CASE(test_where_f32_selects_bits_for_any_grid))

@@ -1062,30 +1062,39 @@ static void builtin_signatures_match_the_kernel_library(void) {
       "max_f32", "add_i32", "sub_i32", "mul_i32", "div_i32", "max_i32",
       "axpy_f32", "relu_f32", "matmul_f32", "softmax_rows_f32",
       "reduce_sum_f32", "binary_f32", "unary_f32", "conv2d_f32",
-      "pool2d_f32", "bmm_f32", "strided_copy_f32", "chain_f32", "resize2d_f32", "where_f32"};
+      "pool2d_f32", "bmm_f32", "strided_copy_f32", "chain_f32", "chain_health_f32", "resize2d_f32",
+      "where_f32"};
   CHECK_EQ_INT(matched, sizeof(names) / sizeof(names[0]));
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
     CHECK(hrt_builtin_signature_find(names[i]) != NULL);
   }
   // Strided bindings need 1 + the last element's offset; dense ones the
   // product; a zero dimension nothing.
+  const uint32_t one[3] = {1, 1, 1};
   const hrt_builtin_signature_t* binary =
       hrt_builtin_signature_find("binary_f32");
   uint32_t broadcast[19] = {0, 1, 1, 1, 1, 2, 3, 0, 0, 0, 0, 3, 1,
                             0, 0, 0, 0, 0, 1};
-  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 0, broadcast), 24);
-  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 1, broadcast), 12);
-  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 2, broadcast), 24);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 0, broadcast, one), 24);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 1, broadcast, one), 12);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 2, broadcast, one), 24);
   broadcast[2] = 0;
-  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 0, broadcast), 0);
-  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 2, broadcast), 0);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 0, broadcast, one), 0);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(binary, 2, broadcast, one), 0);
   uint32_t constants[3] = {3, 5, 7};
   const hrt_builtin_signature_t* matmul =
       hrt_builtin_signature_find("matmul_f32");
-  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 0, constants), 60);
-  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 1, constants), 140);
-  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 2, constants), 84);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 0, constants, one), 60);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 1, constants, one), 140);
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(matmul, 2, constants, one), 84);
   CHECK(matmul->bindings[2].written && !matmul->bindings[0].written);
+  // chain_health_f32's counts: 18 words per workgroup of the grid.
+  const hrt_builtin_signature_t* chain =
+      hrt_builtin_signature_find("chain_health_f32");
+  const uint32_t grid[3] = {3, 2, 5};
+  CHECK_EQ_INT(hrt_builtin_binding_min_bytes(chain, 3, constants, grid),
+               30 * 18 * 4);
+  CHECK(chain->bindings[3].written);
 }
 
 TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),

@@ -286,6 +286,22 @@ function builtinCases() {
         ...step(16, 2, 3), ...step(12, 0, 0, 6), ...step(18, 0), ...step(19, 2, 6), ...step(18, 1), ...step(33, 1)],
     }],
   });
+  // chain_health_f32: the BatchNormalization form (y's scale, then the
+  // shift at offset R), then reciprocal, sqrt, a product with x and neg
+  // (exact ops making infinities and NaN) on the edge values: the same
+  // bits, and per step the same NaN/±Inf counts summed over the workgroups
+  // (which workgroup counts what differs: folded).
+  const scaleShift = randomFloats(2 * br, 73, 2);
+  cases.push({
+    kernel: 'chain_health_f32', compare: 'exact', fold: [0, 18],
+    inputs: [f32('x', fa), f32('y', new Uint32Array(scaleShift.buffer))],
+    outputs: [['out', 'f32', [br * bc]], ['counts', 'u32', [5 * 18]]],
+    dispatches: [{
+      workgroups: [5], bindings: ['x', 'y', 'out', 'counts'],
+      constants: [6, 1, 1, 1, 1, br, bc, 0, 0, 0, 0, 1, 0,
+        ...step(18, 1), ...step(16, 3, br), ...step(7, 0), ...step(4, 0), ...step(18, 0), ...step(5, 0)],
+    }],
+  });
   // resize2d_f32: the edge values ([R, 50]) upsampled, every other row and
   // column halfway between two (NaN and infinities spread as the lerps
   // say), one column index outside the input (NaN): the same bits.
@@ -396,8 +412,15 @@ async function checkBuiltins() {
   const kernels = {};
   let mismatches = 0;
   let payloads = 0;
+  // Output j of a case with fold[j] = w: its words summed by index mod w.
+  const folded = (c, j, out) => {
+    if (!c.fold?.[j]) return out;
+    const sums = new Float64Array(c.fold[j]);
+    out.forEach((word, k) => { sums[k % c.fold[j]] += word; });
+    return sums;
+  };
   cases.forEach((c, i) => {
-    const reports = cpu[i].map((out, j) => compareOutput(c, gpu[i][j], out));
+    const reports = cpu[i].map((out, j) => compareOutput(c, folded(c, j, gpu[i][j]), folded(c, j, out)));
     const sum = (key) => reports.reduce((total, r) => total + r[key], 0);
     const label = c.label ?? c.kernel;
     kernels[label] = {

@@ -166,7 +166,8 @@ static hrt_status_t hrt_cuda_check_builtin(
   }
   for (uint32_t i = 0; i < signature->binding_count; ++i) {
     const uint64_t needed =
-        hrt_builtin_binding_min_bytes(signature, i, dispatch->constants);
+        hrt_builtin_binding_min_bytes(signature, i, dispatch->constants,
+                                      dispatch->workgroup_count);
     if (bindings[i].length < needed) {
       return hrt_status_make(
           HRT_STATUS_INVALID_ARGUMENT,

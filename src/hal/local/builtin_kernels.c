@@ -8,6 +8,7 @@
 #include "hal/local/builtin_kernels.h"
 
 #include "hal/builtin_signatures.h"
+#include "hal/tensor_summary.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -55,6 +56,7 @@
   X(bmm_f32, 3, 10)          \
   X(strided_copy_f32, 2, 20) \
   X(chain_f32, 3, 31)        \
+  X(chain_health_f32, 4, 31) \
   X(resize2d_f32, 4, 6)      \
   X(where_f32, 4, 24)
 
@@ -147,20 +149,29 @@ static hrt_range_t hrt_chunk(uint64_t n, uint64_t parts, uint64_t index) {
   return range;
 }
 
+// The grid's workgroup count, saturated.
+static uint64_t hrt_grid_parts(const halrt_dispatch_state_t* dispatch) {
+  const uint32_t* count = dispatch->workgroup_count;
+  return hrt_mul_saturate(hrt_mul_saturate(count[0], count[1]), count[2]);
+}
+
+// This workgroup's linear index in the grid (x fastest), saturated.
+static uint64_t hrt_linear_index(const halrt_dispatch_state_t* dispatch,
+                                 const halrt_workgroup_state_t* workgroup) {
+  const uint32_t* count = dispatch->workgroup_count;
+  const uint32_t* id = workgroup->workgroup_id;
+  // id[1] + count[1] * id[2] < 2^64 always; only the outer product saturates.
+  const uint64_t linear =
+      hrt_mul_saturate(count[0], (uint64_t)id[1] + (uint64_t)count[1] * id[2]);
+  return linear > UINT64_MAX - id[0] ? UINT64_MAX : linear + id[0];
+}
+
 // This workgroup's chunk of [0, n) when the whole grid is split linearly.
 static hrt_range_t hrt_linear_chunk(const halrt_dispatch_state_t* dispatch,
                                     const halrt_workgroup_state_t* workgroup,
                                     uint64_t n) {
-  const uint32_t* count = dispatch->workgroup_count;
-  const uint32_t* id = workgroup->workgroup_id;
-  const uint64_t parts =
-      hrt_mul_saturate(hrt_mul_saturate(count[0], count[1]), count[2]);
-  // id[1] + count[1] * id[2] < 2^64 always; only the outer product saturates.
-  const uint64_t linear =
-      hrt_mul_saturate(count[0], (uint64_t)id[1] + (uint64_t)count[1] * id[2]);
-  const uint64_t index =
-      linear > UINT64_MAX - id[0] ? UINT64_MAX : linear + id[0];
-  return hrt_chunk(n, parts, index);
+  return hrt_chunk(n, hrt_grid_parts(dispatch),
+                   hrt_linear_index(dispatch, workgroup));
 }
 
 //===----------------------------------------------------------------------===//
@@ -626,11 +637,47 @@ static int hrt_kernel_unary_f32(const halrt_dispatch_state_t* dispatch,
 // chain_f32: constants [steps, dims[6], y strides[6], then per step: op |
 // operand << 8, alpha bits, beta bits] (docs/kernels.md). t = x, then each
 // step on t, a block of elements at a time: the same roundings, so the
-// same bits, as the unfused kernels.
-enum { HRT_CHAIN_BLOCK = 256, HRT_CHAIN_FIRST_STEP = 13 };
+// same bits, as the unfused kernels. chain_health_f32 also counts, after
+// each step, the NaN, +Inf and -Inf in t into its workgroup's slot of
+// `counts` (HRT_BUILTIN_CHAIN_COUNTS words: [step][nan, +inf, -inf]).
+enum { HRT_CHAIN_BLOCK = 1024, HRT_CHAIN_FIRST_STEP = 13 };
 
+// Adds the NaN, +Inf and -Inf among t[0, count) to c[0], c[1], c[2],
+// looking at each element only when a quick scan found one.
+static void hrt_count_nonfinite(const float* t, size_t count, uint32_t* c) {
+  if (!hrt_hal_tensor_any_nonfinite(HRT_HAL_ELEMENT_TYPE_F32, t, count)) {
+    return;
+  }
+  for (size_t e = 0; e < count; ++e) {
+    c[0] += t[e] != t[e];
+    c[1] += t[e] == INFINITY;
+    c[2] += t[e] == -INFINITY;
+  }
+}
+
+// v[0, count) = the elements of y at the chain's y strides from walk
+// position `at` on.
+static void hrt_chain_gather(const uint32_t* dims, hrt_walk_t at,
+                             const float* y, float* v, size_t count) {
+  const uint64_t y_step = dims[2 * HRT_ND - 1];
+  for (size_t done = 0; done < count;) {
+    const uint64_t run = hrt_walk_run(&at, count - done);
+    const float* from = y + at.offset[0];
+    if (y_step == 1) {
+      memcpy(v + done, from, run * sizeof(float));
+    } else if (y_step == 0) {
+      for (uint64_t e = 0; e < run; ++e) v[done + e] = from[0];
+    } else {
+      for (uint64_t e = 0; e < run; ++e) v[done + e] = from[e * y_step];
+    }
+    done += run;
+    hrt_walk_advance(&at, run);
+  }
+}
+
+// `counts`: NULL, or the [step][3] counts to add to.
 static void hrt_chain_f32_body(const halrt_dispatch_state_t* dispatch,
-                               hrt_range_t range) {
+                               hrt_range_t range, uint32_t* counts) {
   const uint32_t* k = dispatch->constants;
   const uint32_t* dims = k + 1;
   const float* x = dispatch->bindings[0];
@@ -639,64 +686,101 @@ static void hrt_chain_f32_body(const halrt_dispatch_state_t* dispatch,
   bool reads_y = false;
   for (uint32_t j = 0; j < k[0]; ++j) {
     const uint32_t word = k[HRT_CHAIN_FIRST_STEP + 3 * j];
-    reads_y |= (word & 0xffu) >= 16 && word >> 8 == 1;
+    reads_y |= (word & 0xffu) >= 16 && (word >> 8 == 1 || word >> 8 == 3);
   }
   const uint32_t* const strides[] = {dims + HRT_ND, hrt_no_strides,
                                      hrt_no_strides};
   const uint64_t bases[] = {0, 0, 0};
   hrt_walk_t w = hrt_walk_start(dims, strides, bases, range.begin);
-  const uint64_t y_step = dims[2 * HRT_ND - 1];
   float t[HRT_CHAIN_BLOCK], v[HRT_CHAIN_BLOCK];
   for (size_t i = range.begin; i < range.end;) {
     const size_t count =
         range.end - i < HRT_CHAIN_BLOCK ? range.end - i : HRT_CHAIN_BLOCK;
+    const hrt_walk_t block = w;
     for (size_t done = 0; reads_y && done < count;) {
       const uint64_t run = hrt_walk_run(&w, count - done);
-      const float* from = y + w.offset[0];
-      for (uint64_t e = 0; e < run; ++e) v[done + e] = from[e * y_step];
-      done += run;
       hrt_walk_advance(&w, run);
+      done += run;
     }
-    memcpy(t, x + i, count * sizeof(float));
+    // The first step reads x, the last writes out, the others t: element
+    // e of a step reads only element e, so out may be x.
     for (uint32_t j = 0; j < k[0]; ++j) {
       const uint32_t* step = k + HRT_CHAIN_FIRST_STEP + 3 * j;
       const uint32_t op = step[0] & 0xffu, operand = step[0] >> 8;
       const float alpha = hrt_f32_from_bits(step[1]);
+      const float* in = j == 0 ? x + i : t;
+      float* to = j + 1 == k[0] ? out + i : t;
       if (op < 16) {
-        hrt_unary_row(op, t, t, count, alpha, hrt_f32_from_bits(step[2]));
-        continue;
-      }
-      const float* other = operand == 0 ? x + i : operand == 1 ? v : &alpha;
-      const uint64_t stride = operand == 2 ? 0 : 1;
-      const hrt_binary_row_t row = hrt_binary_rows[op & 15u];
-      if (op < 32) {
-        row(t, 1, other, stride, t, count);
+        hrt_unary_row(op, in, to, count, alpha, hrt_f32_from_bits(step[2]));
       } else {
-        row(other, stride, t, 1, t, count);
+        // y (operand 1) and y at an offset (3) gathered into v.
+        if (operand == 1 || operand == 3) {
+          hrt_chain_gather(dims, block, y + (operand == 3 ? (uint32_t)alpha : 0),
+                           v, count);
+        }
+        const float* other = operand == 0 ? x + i : operand == 2 ? &alpha : v;
+        const uint64_t stride = operand == 2 ? 0 : 1;
+        const hrt_binary_row_t row = hrt_binary_rows[op & 15u];
+        if (op < 32) {
+          row(in, 1, other, stride, to, count);
+        } else {
+          row(other, stride, in, 1, to, count);
+        }
       }
+      if (counts) hrt_count_nonfinite(to, count, counts + 3 * j);
     }
-    memcpy(out + i, t, count * sizeof(float));
     i += count;
   }
 }
 
-static int hrt_kernel_chain_f32(const halrt_dispatch_state_t* dispatch,
-                                const halrt_workgroup_state_t* workgroup) {
-  if (!hrt_dispatch_matches(dispatch, HRT_KERNEL_INDEX_chain_f32) ||
+// Both chain kernels; `counted`: chain_health_f32, whose binding 3 holds a
+// slot per workgroup.
+static int hrt_chain_kernel(const halrt_dispatch_state_t* dispatch,
+                            const halrt_workgroup_state_t* workgroup,
+                            int kernel_index, bool counted) {
+  if (!hrt_dispatch_matches(dispatch, kernel_index) ||
       !hrt_builtin_chain_valid(dispatch->constants)) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
   }
   const uint32_t* dims = dispatch->constants + 1;
   const uint64_t n = hrt_dims_count(dims);
+  const uint64_t y_extent = hrt_strided_extent(dims, dims + HRT_ND);
   if (n > UINT32_MAX || !hrt_binding_holds(dispatch, 0, n, 1, 4) ||
-      !hrt_binding_holds(dispatch, 1,
-                         hrt_strided_extent(dims, dims + HRT_ND), 1, 4) ||
-      !hrt_binding_holds(dispatch, 2, n, 1, 4)) {
+      !hrt_binding_holds(
+          dispatch, 1,
+          y_extent + (y_extent ? hrt_builtin_chain_y_offset(dispatch->constants)
+                               : 0),
+          1, 4) ||
+      !hrt_binding_holds(dispatch, 2, n, 1, 4) ||
+      (counted && !hrt_binding_holds(dispatch, 3, hrt_grid_parts(dispatch),
+                                     HRT_BUILTIN_CHAIN_COUNTS, 4))) {
     return HALRT_KERNEL_INVALID_ARGUMENT;
   }
   const hrt_range_t range = hrt_linear_chunk(dispatch, workgroup, n);
-  if (range.begin < range.end) hrt_chain_f32_body(dispatch, range);
+  uint32_t counts[HRT_BUILTIN_CHAIN_COUNTS] = {0};
+  if (range.begin < range.end) {
+    hrt_chain_f32_body(dispatch, range, counted ? counts : NULL);
+  }
+  if (counted) {
+    uint32_t* slots = dispatch->bindings[3];
+    memcpy(slots + hrt_linear_index(dispatch, workgroup) *
+                       HRT_BUILTIN_CHAIN_COUNTS,
+           counts, sizeof(counts));
+  }
   return HALRT_KERNEL_OK;
+}
+
+static int hrt_kernel_chain_f32(const halrt_dispatch_state_t* dispatch,
+                                const halrt_workgroup_state_t* workgroup) {
+  return hrt_chain_kernel(dispatch, workgroup, HRT_KERNEL_INDEX_chain_f32,
+                          false);
+}
+
+static int hrt_kernel_chain_health_f32(
+    const halrt_dispatch_state_t* dispatch,
+    const halrt_workgroup_state_t* workgroup) {
+  return hrt_chain_kernel(dispatch, workgroup,
+                          HRT_KERNEL_INDEX_chain_health_f32, true);
 }
 
 //===----------------------------------------------------------------------===//

@@ -44,6 +44,24 @@ static bool hrt_program_call_may_hold(const hrt_program_call_t* call) {
   return hrt_program_call_step(call) == NULL;
 }
 
+// The health summary of f32 value `value` from chain_health_f32's counts
+// (`bytes` of u32 [W][6][3]): the words of `step` summed over the W rows.
+static void hrt_counted_health(const hrt_function_t* function, uint32_t value,
+                               const uint8_t* counts, uint64_t bytes,
+                               uint32_t step, hrt_hal_tensor_summary_t* out) {
+  enum { ROW = HRT_BUILTIN_CHAIN_COUNTS * sizeof(uint32_t) };
+  hrt_hal_tensor_summary_init(out);
+  out->count = function->byte_lengths[value] / sizeof(float);
+  for (uint64_t row = 0; row + ROW <= bytes; row += ROW) {
+    uint32_t c[3];
+    memcpy(c, counts + row + 3 * sizeof(uint32_t) * step, sizeof(c));
+    out->nan_count += c[0];
+    out->pos_inf_count += c[1];
+    out->neg_inf_count += c[2];
+  }
+  hrt_hal_tensor_summary_finish(out, HRT_HAL_TRACE_HEALTH);
+}
+
 hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
                                     uint32_t count, const void* const* data,
                                     const uint64_t* lengths) {
@@ -52,14 +70,23 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
   if (site->every > 1 && call->sequence % site->every != 0) return HRT_OK;
   const bool summary = site->mode != HRT_HAL_TRACE_FULL;
   hrt_trace_tensor_t tensors[HRT_HAL_MAX_TRACE_SOURCES];
+  hrt_hal_tensor_summary_t counted[HRT_HAL_MAX_TRACE_SOURCES];
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t value = site->values[i];
     const hrt_vm_tensor_type_t* type = &site->function->types[value];
-    if (summary && lengths[i] != sizeof(hrt_hal_tensor_summary_t)) {
+    const void* source = data[i];
+    uint64_t length = lengths[i];
+    if (site->steps) {
+      hrt_counted_health(site->function, value, data[i], lengths[i],
+                         site->steps[i], &counted[i]);
+      source = &counted[i];
+      length = sizeof(counted[i]);
+    }
+    if (summary && length != sizeof(hrt_hal_tensor_summary_t)) {
       return hrt_status_make(HRT_STATUS_INTERNAL,
                              "trace '%s': the device reported %llu bytes as "
                              "the summary of '%s' (expected %zu)",
-                             site->key, (unsigned long long)lengths[i],
+                             site->key, (unsigned long long)length,
                              type->name, sizeof(hrt_hal_tensor_summary_t));
     }
     tensors[i] = (hrt_trace_tensor_t){
@@ -67,10 +94,9 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
         .element_type = type->element_type,
         .rank = type->rank,
         .shape = type->shape,
-        .data = summary ? NULL : data[i],
-        .byte_length =
-            summary ? site->function->byte_lengths[value] : lengths[i],
-        .summary = summary ? data[i] : NULL,
+        .data = summary ? NULL : source,
+        .byte_length = summary ? site->function->byte_lengths[value] : length,
+        .summary = summary ? source : NULL,
     };
   }
   hrt_trace_info_t info = {call->sequence,
@@ -198,7 +224,7 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
     const uint64_t bytes = extra
                                ? recorded->extra_bytes[v - function->value_count]
                                : function->byte_lengths[v];
-    if (bytes == HRT_SLOT_BOUND_LATER) {
+    if (bytes == HRT_SLOT_BOUND_LATER || (!extra && function->unused[v])) {
       call->bindings[v] = (hrt_hal_buffer_ref_t){
           call->state->placeholder, 0, 0, HRT_HAL_WHOLE_BUFFER};
       continue;

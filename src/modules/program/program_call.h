@@ -25,6 +25,9 @@ typedef struct hrt_trace_site_s {
   const uint32_t* values;  // [count] value indices
   uint32_t every;          // trace only invocations whose sequence % every == 0
   hrt_hal_trace_mode_t mode;  // what the command reports: data or summaries
+  // A trace from counts (health): the chain step of each value; the command
+  // traces the counts values in full. NULL otherwise.
+  const uint8_t* steps;
 } hrt_trace_site_t;
 
 // The trace callback of a trace command (hrt_hal_command_buffer_trace_mode):

@@ -77,6 +77,11 @@ typedef struct hrt_op_s {
   // trace: its "mode" when given; otherwise the HAL module's trace_mode
   bool has_trace_mode;
   hrt_hal_trace_mode_t trace_mode;
+  // trace with "counts" (health from chain_health_f32's counts): per
+  // reported value, the counts value and the chain step; NULL otherwise.
+  // The reported values themselves are not read.
+  uint32_t* counts;
+  uint8_t* steps;
 } hrt_op_t;
 
 typedef struct hrt_function_s {
@@ -94,6 +99,9 @@ typedef struct hrt_function_s {
   // [value_count]: an output or local whose first use writes all of it
   // (program_ops.h), which calls allocate without zeroing.
   bool* overwritten;
+  // [value_count]: a local no op uses (it may be reported from counts),
+  // which calls do not allocate.
+  bool* unused;
 } hrt_function_t;
 
 // A module-level constant (program_values.h): read-only, uploaded once per

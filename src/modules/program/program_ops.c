@@ -255,7 +255,8 @@ static hrt_status_t hrt_parse_dispatch(hrt_program_parser_t* parser,
           hrt_hal_element_type_name(type->element_type));
     }
     uint64_t needed =
-        hrt_builtin_binding_min_bytes(signature, i, op->constants);
+        hrt_builtin_binding_min_bytes(signature, i, op->constants,
+                                      op->workgroup_count);
     uint64_t have = function->byte_lengths[op->operands[i]];
     if (have < needed) {
       return hrt_program_field_error(
@@ -336,6 +337,67 @@ static hrt_status_t hrt_parse_call(hrt_program_parser_t* parser,
   return HRT_OK;
 }
 
+// A trace's "counts": [{"value": c, "step": s}, ...], one per reported
+// value, each an f32 value whose health chain_health_f32 counted after step
+// s into c, a u32 [W, 6, 3] value (docs/module-format.md, "trace").
+static hrt_status_t hrt_parse_trace_counts(hrt_program_parser_t* parser,
+                                           const hrt_function_t* function,
+                                           const hrt_json_t* list,
+                                           const char* path, hrt_op_t* op) {
+  char field[HRT_PATH_MAX];
+  hrt_program_path_format(field, "%s.counts", path);
+  HRT_RETURN_IF_ERROR(hrt_program_expect(list, HRT_JSON_ARRAY, field));
+  if (!op->has_trace_mode || op->trace_mode != HRT_HAL_TRACE_HEALTH) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, field,
+        "counts report health only: the trace needs \"mode\": \"health\"");
+  }
+  if (list->length != op->operand_count) {
+    return hrt_program_field_error(
+        HRT_STATUS_INVALID_ARGUMENT, field,
+        "must have one entry per value (%u), not %zu", op->operand_count,
+        list->length);
+  }
+  HRT_RETURN_IF_ERROR(hrt_program_alloc(
+      parser, list->length * sizeof(uint32_t), (void**)&op->counts));
+  HRT_RETURN_IF_ERROR(
+      hrt_program_alloc(parser, list->length, (void**)&op->steps));
+  for (uint32_t i = 0; i < op->operand_count; ++i) {
+    static const char* const known[] = {"value", "step"};
+    char item[HRT_PATH_MAX], member[HRT_PATH_MAX];
+    hrt_program_path_format(item, "%s[%u]", field, i);
+    const hrt_json_t* entry = &list->items[i];
+    HRT_RETURN_IF_ERROR(hrt_program_expect(entry, HRT_JSON_OBJECT, item));
+    HRT_RETURN_IF_ERROR(hrt_program_check_keys(entry, known, 2, item));
+    hrt_program_path_format(member, "%s.value", item);
+    HRT_RETURN_IF_ERROR(hrt_program_find_value(
+        function, hrt_json_get(entry, "value"), member, &op->counts[i]));
+    const hrt_vm_tensor_type_t* type = &function->types[op->counts[i]];
+    if (type->element_type != HRT_HAL_ELEMENT_TYPE_U32 || type->rank != 3 ||
+        type->shape[0] < 1 || type->shape[1] != 6 || type->shape[2] != 3) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, member,
+          "'%s' must be u32 of shape [W, 6, 3] with W >= 1 (chain_health_f32's "
+          "counts)",
+          type->name);
+    }
+    hrt_program_path_format(member, "%s.step", item);
+    int64_t step = 0;
+    HRT_RETURN_IF_ERROR(hrt_program_expect_integer(hrt_json_get(entry, "step"),
+                                                   0, 5, member, &step));
+    op->steps[i] = (uint8_t)step;
+    const hrt_vm_tensor_type_t* reported = &function->types[op->operands[i]];
+    if (reported->element_type != HRT_HAL_ELEMENT_TYPE_F32) {
+      return hrt_program_field_error(
+          HRT_STATUS_INVALID_ARGUMENT, item,
+          "reports '%s', which is %s: counts are of f32 chain steps",
+          reported->name,
+          hrt_hal_element_type_name(reported->element_type));
+    }
+  }
+  return HRT_OK;
+}
+
 hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
                                   const hrt_function_t* function,
                                   const hrt_json_t* json, const char* path,
@@ -359,9 +421,10 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
     return hrt_program_check_keys(json, known, 1, path);
   }
   if (strcmp(name, "trace") == 0) {
-    static const char* const known[] = {"op", "key", "values", "mode"};
+    static const char* const known[] = {"op", "key", "values", "mode",
+                                        "counts"};
     op->kind = HRT_OP_TRACE;
-    HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 4, path));
+    HRT_RETURN_IF_ERROR(hrt_program_check_keys(json, known, 5, path));
     const hrt_json_t* mode = hrt_json_get(json, "mode");
     if (mode) {
       hrt_program_path_format(field, "%s.mode", path);
@@ -379,9 +442,12 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
     }
     op->key = key->string;
     hrt_program_path_format(field, "%s.values", path);
-    return hrt_program_parse_value_list(parser, function,
-                                        hrt_json_get(json, "values"),
-                                        HRT_HAL_MAX_TRACE_SOURCES, field, op);
+    HRT_RETURN_IF_ERROR(hrt_program_parse_value_list(
+        parser, function, hrt_json_get(json, "values"),
+        HRT_HAL_MAX_TRACE_SOURCES, field, op));
+    const hrt_json_t* counts = hrt_json_get(json, "counts");
+    return counts ? hrt_parse_trace_counts(parser, function, counts, path, op)
+                  : HRT_OK;
   }
   if (strcmp(name, "fill") == 0) {
     static const char* const known[] = {"op", "target", "value"};
@@ -449,7 +515,8 @@ static bool hrt_op_overwrites(const hrt_function_t* function,
         // A strided binding may skip elements, whatever bytes it spans.
         if (!op->signature->bindings[b].written ||
             op->signature->bindings[b].stride_base != 0 ||
-            hrt_builtin_binding_min_bytes(op->signature, b, op->constants) !=
+            hrt_builtin_binding_min_bytes(op->signature, b, op->constants,
+                                          op->workgroup_count) !=
                 function->byte_lengths[v]) {
           return false;
         }
@@ -462,23 +529,34 @@ static bool hrt_op_overwrites(const hrt_function_t* function,
 
 hrt_status_t hrt_program_mark_overwritten(hrt_program_parser_t* parser,
                                           hrt_function_t* function,
-                                          uint32_t first_value) {
+                                          uint32_t first_value,
+                                          uint32_t first_local) {
   // One pass over the ops: a value is decided at its first use (`seen`).
   bool* seen = NULL;
   HRT_RETURN_IF_ERROR(hrt_program_alloc(parser,
                                         function->value_count * sizeof(bool),
                                         (void**)&function->overwritten));
   HRT_RETURN_IF_ERROR(hrt_program_alloc(
+      parser, function->value_count * sizeof(bool), (void**)&function->unused));
+  HRT_RETURN_IF_ERROR(hrt_program_alloc(
       parser, function->value_count * sizeof(bool), (void**)&seen));
   for (uint32_t i = 0; i < function->op_count; ++i) {
     const hrt_op_t* op = &function->ops[i];
+    // A trace from counts reads the counts, not the values it reports.
+    const uint32_t* used = op->counts ? op->counts : op->operands;
     for (uint32_t k = 0; k < op->operand_count; ++k) {
-      const uint32_t v = op->operands[k];
+      const uint32_t v = used[k];
       if (v < first_value || v >= function->constant_base || seen[v]) {
         continue;
       }
       seen[v] = true;
       function->overwritten[v] = hrt_op_overwrites(function, op, v);
+    }
+  }
+  for (uint32_t v = first_local; v < function->constant_base; ++v) {
+    function->unused[v] = !seen[v];
+    if (!seen[v] && function->call_bytes != UINT64_MAX) {
+      function->call_bytes -= function->byte_lengths[v];
     }
   }
   return HRT_OK;

@@ -18,13 +18,16 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
                                   const hrt_json_t* json, const char* path,
                                   hrt_op_t* op) HRT_MUST_USE;
 
-// Sets function->overwritten (allocated here) for each value from
-// `first_value` up to the module's constants: whether the first op that uses it writes every byte of
-// it and reads none (a fill of it, a copy into it from another value, or a
-// built-in dispatch that binds it only as outputs its constants size to
-// the whole value). A call need not zero such a value before the op.
+// Sets function->overwritten and function->unused (allocated here) for
+// each value from `first_value` up to the module's constants: whether the
+// first op that uses it writes every byte of it and reads none (a fill of
+// it, a copy into it from another value, or a built-in dispatch that binds
+// it only as outputs its constants size to the whole value), so a call need
+// not zero it before the op; and, for locals (from `first_local` on),
+// whether no op uses it at all.
 hrt_status_t hrt_program_mark_overwritten(hrt_program_parser_t* parser,
                                           hrt_function_t* function,
-                                          uint32_t first_value) HRT_MUST_USE;
+                                          uint32_t first_value,
+                                          uint32_t first_local) HRT_MUST_USE;
 
 #endif  // HRT_MODULES_PROGRAM_PROGRAM_OPS_H_

@@ -67,7 +67,8 @@ static hrt_status_t hrt_parse_function(hrt_program_parser_t* parser,
     op->key = key;
     parser->module->dispatch_count += 1;
   }
-  return hrt_program_mark_overwritten(parser, function, input_count);
+  return hrt_program_mark_overwritten(parser, function, input_count,
+                                      input_count + output_count);
 }
 
 hrt_status_t hrt_program_parse_module(hrt_program_parser_t* parser,

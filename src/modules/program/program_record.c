@@ -130,26 +130,31 @@ static hrt_status_t hrt_begin_segment(hrt_recorder_t* recorder) {
   return HRT_OK;
 }
 
+// A trace of `values`; with `counts` (a trace op's), their health comes
+// from those counts values, traced in full and summed in
+// hrt_program_call_trace.
 static hrt_status_t hrt_add_trace(hrt_recorder_t* recorder,
                                   const hrt_frame_t* frame, uint32_t op_index,
                                   const char* key, hrt_hal_trace_mode_t mode,
                                   uint32_t count, const uint32_t* values,
+                                  const uint32_t* counts, const uint8_t* steps,
                                   uint32_t every) {
   hrt_program_state_t* state = recorder->state;
   hrt_trace_site_t* site = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_arena_allocate(&state->arena, sizeof(*site), "trace", (void**)&site));
-  *site = (hrt_trace_site_t){state,  frame->function, op_index, key,
-                             values, every,           mode};
+  *site = (hrt_trace_site_t){state, frame->function, op_index, key, values,
+                             every, mode,            counts ? steps : NULL};
+  const uint32_t* read = counts ? counts : values;
   hrt_hal_buffer_ref_t sources[HRT_HAL_MAX_TRACE_SOURCES];
   hrt_hal_element_type_t types[HRT_HAL_MAX_TRACE_SOURCES];
   for (uint32_t i = 0; i < count; ++i) {
-    sources[i] = hrt_value_ref(frame, values[i]);
-    types[i] = frame->function->types[values[i]].element_type;
+    sources[i] = hrt_value_ref(frame, read[i]);
+    types[i] = frame->function->types[read[i]].element_type;
   }
-  return hrt_hal_command_buffer_trace_mode(recorder->command_buffer, mode,
-                                           sources, types, count,
-                                           hrt_program_call_trace, site);
+  return hrt_hal_command_buffer_trace_mode(
+      recorder->command_buffer, counts ? HRT_HAL_TRACE_FULL : mode, sources,
+      types, count, hrt_program_call_trace, site);
 }
 
 // A dispatch's written bindings become one trace's sources.
@@ -184,7 +189,7 @@ static hrt_status_t hrt_add_dispatch_trace(hrt_recorder_t* recorder,
   }
   const hrt_hal_module_options_t* options = hrt_hal_module_options(state->hal);
   return hrt_add_trace(recorder, frame, op_index, op->key, options->trace_mode,
-                       count, written, options->trace_every);
+                       count, written, NULL, NULL, options->trace_every);
 }
 
 static hrt_status_t hrt_record_dispatch(hrt_recorder_t* recorder,
@@ -337,6 +342,13 @@ static hrt_status_t hrt_add_span(hrt_recorder_t* recorder, uint32_t begin,
 // A call of a callback module: the segment ends; the host call runs after
 // it on the arguments' slots, its outputs bound to staging slots, which the
 // next segment starts by copying to the results.
+// The state's placeholder buffer (program_state.h), made on first use.
+static hrt_status_t hrt_ensure_placeholder(hrt_program_state_t* program) {
+  if (program->placeholder) return HRT_OK;
+  return hrt_hal_device_allocate_buffer(program->device, 16, NULL,
+                                        &program->placeholder);
+}
+
 static hrt_status_t hrt_record_host_call(hrt_recorder_t* recorder,
                                          const hrt_frame_t* frame,
                                          uint32_t op_index,
@@ -345,10 +357,7 @@ static hrt_status_t hrt_record_host_call(hrt_recorder_t* recorder,
   const hrt_op_t* op = &frame->function->ops[op_index];
   const hrt_vm_function_def_t* def = &module->functions[ordinal];
   hrt_program_state_t* program = recorder->state;
-  if (!program->placeholder) {
-    HRT_RETURN_IF_ERROR(hrt_hal_device_allocate_buffer(
-        program->device, 16, NULL, &program->placeholder));
-  }
+  HRT_RETURN_IF_ERROR(hrt_ensure_placeholder(program));
   hrt_host_step_t* step = NULL;
   uint32_t* slots = NULL;
   HRT_RETURN_IF_ERROR(hrt_arena_allocate(&program->arena, sizeof(*step),
@@ -441,6 +450,10 @@ static hrt_status_t hrt_record_call(hrt_recorder_t* recorder,
   }
   for (uint32_t v = def->input_count + def->output_count;
        v < callee->constant_base; ++v) {
+    if (callee->unused[v]) {
+      slots[v] = 0;  // never bound: no op uses it
+      continue;
+    }
     HRT_RETURN_IF_ERROR(
         hrt_extra_slot(recorder, callee->byte_lengths[v], &slots[v]));
   }
@@ -484,7 +497,7 @@ static hrt_status_t hrt_record_op(hrt_recorder_t* recorder,
           op->has_trace_mode
               ? op->trace_mode
               : hrt_hal_module_options(recorder->state->hal)->trace_mode,
-          op->operand_count, op->operands, 1);
+          op->operand_count, op->operands, op->counts, op->steps, 1);
     case HRT_OP_BARRIER:
       return hrt_hal_command_buffer_barrier(command_buffer);
     case HRT_OP_CALL:
@@ -521,6 +534,9 @@ hrt_status_t hrt_program_record_function(hrt_program_state_t* state,
   const hrt_function_t* function = &module->functions[index];
   hrt_recorded_function_t* out = &state->functions[index];
   out->call_bytes = function->call_bytes;
+  for (uint32_t v = 0; v < function->constant_base; ++v) {
+    if (function->unused[v]) HRT_RETURN_IF_ERROR(hrt_ensure_placeholder(state));
+  }
   uint32_t* slots = NULL;
   HRT_RETURN_IF_ERROR(hrt_arena_allocate(
       &state->arena, (function->value_count + 1) * sizeof(uint32_t), "call",

@@ -89,7 +89,8 @@ struct hrt_program_state_s {
   // every call (commands bind them directly, not through slots)
   hrt_hal_buffer_t** constants;
   hrt_recorded_function_t* functions;  // [function_count]
-  // Bound to staging slots until a host call's outputs replace it.
+  // Bound to staging slots until a host call's outputs replace it, and to
+  // locals no op uses.
   hrt_hal_buffer_t* placeholder;
   hrt_arena_t arena;  // trace sites, callee slot maps, host steps
 };

@@ -190,7 +190,7 @@ static void ptx_entries_count_bindings_then_constants(void) {
   hrt_hal_executable_t* executable = NULL;
   CHECK_OK(case_builtins(device, &executable));
   CHECK(strcmp(executable->name, "builtin") == 0);
-  CHECK_EQ_INT(executable->entry_count, 26);
+  CHECK_EQ_INT(executable->entry_count, 27);
 }
 
 // nvcc declares a kernel whose address is taken before its definition with a

@@ -300,7 +300,8 @@ static bool case_matches(hrt_hal_device_t* const* devices,
   uint8_t* inputs[HRT_BUILTIN_MAX_BINDINGS] = {NULL};
   uint64_t sizes[HRT_BUILTIN_MAX_BINDINGS] = {0};
   for (uint32_t b = 0; b < signature->binding_count; ++b) {
-    sizes[b] = hrt_builtin_binding_min_bytes(signature, b, test->constants);
+    sizes[b] = hrt_builtin_binding_min_bytes(signature, b, test->constants,
+                                             test->grid);
     for (int d = 0; d < 2; ++d) data[d][b] = malloc(sizes[b] + 1);
     inputs[b] = malloc(sizes[b] + 1);
     fill_binding(&signature->bindings[b], is_elementwise(test->name),
@@ -343,6 +344,23 @@ static bool case_matches(hrt_hal_device_t* const* devices,
         }
         ++wrong;
       }
+    }
+    // Per-workgroup words: which workgroup counts which element is the
+    // device's; their sums over the workgroups are the kernel's result.
+    if (binding->per_workgroup) {
+      uint64_t sums[2][256] = {{0}};
+      for (uint64_t w = 0; w < sizes[b] / 4; ++w) {
+        for (int d = 0; d < 2; ++d) {
+          uint32_t word;
+          memcpy(&word, data[d][b] + w * 4, 4);
+          sums[d][w % binding->per_workgroup] += word;
+        }
+      }
+      if (memcmp(sums[0], sums[1], sizeof(sums[0])) != 0) {
+        fprintf(stderr, "%s binding %u: sums differ\n", test->name, b);
+        ++wrong;
+      }
+      continue;
     }
     if (!floats && memcmp(data[0][b], data[1][b], sizes[b]) != 0) {
       fprintf(stderr, "%s binding %u differs\n", test->name, b);
@@ -506,9 +524,10 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
       k[12] = random_u32() % 4;
       k[4] = sweep(k[2], k[10], k[6], k[8]);
       k[5] = sweep(k[3], k[11], k[7], k[9]);
-    } else if (strcmp(test.name, "chain_f32") == 0) {
+    } else if (strncmp(test.name, "chain_", 6) == 0) {
       // Random dims, y dense or broadcast per dimension, 1 to 6 steps of
-      // the ops whose results are exact (docs/kernels.md), so the bits agree.
+      // the ops whose results are exact (docs/kernels.md), so the bits agree;
+      // y also read at random offsets.
       static const uint32_t kExactUnary[] = {4, 5, 6, 7, 9, 10, 11, 12};
       static const uint32_t kExactBinary[] = {0, 1, 2, 3, 5, 6, 7, 8, 9};
       uint32_t* k = test.constants;
@@ -528,10 +547,14 @@ static void builtin_kernels_match_the_cpu_device_on_random_cases(void) {
           step[0] = kExactUnary[random_u32() % 8];
         } else {
           step[0] = (random_u32() % 2 ? 16 : 32) + kExactBinary[random_u32() % 9];
-          step[0] |= (random_u32() % 3) << 8;
+          step[0] |= (random_u32() % 4) << 8;
         }
         memcpy(&step[1], &alpha, 4);
         memcpy(&step[2], &beta, 4);
+        if (step[0] >> 8 == 3) {  // y's offset, a whole number
+          const float offset = (float)(random_u32() % 9);
+          memcpy(&step[1], &offset, 4);
+        }
       }
     } else if (strcmp(test.name, "where_f32") == 0) {
       // Random dims; each operand dense or broadcast per dimension.

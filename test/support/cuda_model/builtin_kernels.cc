@@ -32,6 +32,7 @@ constexpr hrt_model_kernel_t kKernels[] = {
     HRT_MODEL_KERNEL(bmm_f32),
     HRT_MODEL_KERNEL(strided_copy_f32),
     HRT_MODEL_KERNEL(chain_f32),
+    HRT_MODEL_KERNEL(chain_health_f32),
     HRT_MODEL_KERNEL(resize2d_f32),
     HRT_MODEL_KERNEL(where_f32),
     HRT_MODEL_KERNEL(hrt_summary_partial),

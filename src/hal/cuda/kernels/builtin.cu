@@ -275,15 +275,27 @@ extern "C" __global__ void where_f32(
 
 // t = x, then up to 6 steps on t (docs/kernels.md): a unary op (op < 16) or
 // a binary one of t and v (16..25: t op v; 32..41: v op t), v being x,
-// y (at element strides) or alpha by operand. The host checked the steps
-// and the extents.
+// y (at element strides), alpha, or y at the element offset alpha (a
+// whole number), by operand. The host checked the steps and the extents. chain_health_f32 also counts, after each step, the NaN,
+// +Inf and -Inf in t: per block [step][3] words into its slot of `counts`
+// (18 words a block).
+#define HRT_CHAIN_COUNTS 18
 #define HRT_CHAIN_STEP(j) uint32_t op##j, uint32_t alpha##j, uint32_t beta##j
-extern "C" __global__ void chain_f32(
-    const float* x, const float* y, float* out, uint32_t steps, uint32_t d0,
-    uint32_t d1, uint32_t d2, uint32_t d3, uint32_t d4, uint32_t d5,
-    uint32_t y0, uint32_t y1, uint32_t y2, uint32_t y3, uint32_t y4,
-    uint32_t y5, HRT_CHAIN_STEP(0), HRT_CHAIN_STEP(1), HRT_CHAIN_STEP(2),
-    HRT_CHAIN_STEP(3), HRT_CHAIN_STEP(4), HRT_CHAIN_STEP(5)) {
+#define HRT_CHAIN_PARAMS                                                    \
+  uint32_t steps, uint32_t d0, uint32_t d1, uint32_t d2, uint32_t d3,       \
+      uint32_t d4, uint32_t d5, uint32_t y0, uint32_t y1, uint32_t y2,      \
+      uint32_t y3, uint32_t y4, uint32_t y5, HRT_CHAIN_STEP(0),             \
+      HRT_CHAIN_STEP(1), HRT_CHAIN_STEP(2), HRT_CHAIN_STEP(3),              \
+      HRT_CHAIN_STEP(4), HRT_CHAIN_STEP(5)
+#define HRT_CHAIN_ARGS                                                      \
+  steps, d0, d1, d2, d3, d4, d5, y0, y1, y2, y3, y4, y5, op0, alpha0,       \
+      beta0, op1, alpha1, beta1, op2, alpha2, beta2, op3, alpha3, beta3,    \
+      op4, alpha4, beta4, op5, alpha5, beta5
+
+// The grid-stride loop of both kernels; `counts` NULL or this thread's
+// [step][3] counts to add to.
+__device__ static void hrt_chain(const float* x, const float* y, float* out,
+                                 uint32_t* counts, HRT_CHAIN_PARAMS) {
   const uint32_t dims[HRT_ND] = {d0, d1, d2, d3, d4, d5};
   const uint32_t sy[HRT_ND] = {y0, y1, y2, y3, y4, y5};
   const uint32_t ops[6] = {op0, op1, op2, op3, op4, op5};
@@ -299,15 +311,51 @@ extern "C" __global__ void chain_f32(
       const float alpha = __uint_as_float(alphas[j]);
       if (op < 16) {
         t = hrt_unary_op(op, t, alpha, __uint_as_float(betas[j]));
-        continue;
+      } else {
+        const float v = operand == 0   ? x[i]
+                        : operand == 1 ? y[oy]
+                        : operand == 3 ? y[oy + (uint32_t)alpha]
+                                       : alpha;
+        t = op < 32 ? hrt_binary_op(op & 15u, t, v)
+                    : hrt_binary_op(op & 15u, v, t);
       }
-      const float v = operand == 0 ? x[i] : operand == 1 ? y[oy] : alpha;
-      t = op < 32 ? hrt_binary_op(op & 15u, t, v) : hrt_binary_op(op & 15u, v, t);
+      if (counts && !(fabsf(t) < __uint_as_float(0x7f800000u))) {
+        counts[3 * j + (t != t ? 0 : t > 0 ? 1 : 2)] += 1;
+      }
     }
     out[i] = t;
   }
 }
+
+extern "C" __global__ void chain_f32(const float* x, const float* y,
+                                     float* out, HRT_CHAIN_PARAMS) {
+  hrt_chain(x, y, out, NULL, HRT_CHAIN_ARGS);
+}
+
+extern "C" __global__ void chain_health_f32(const float* x, const float* y,
+                                            float* out, uint32_t* counts,
+                                            HRT_CHAIN_PARAMS) {
+  __shared__ uint32_t shared[HRT_CHAIN_COUNTS][HRT_BUILTIN_BLOCK];
+  uint32_t mine[HRT_CHAIN_COUNTS] = {0};
+  hrt_chain(x, y, out, mine, HRT_CHAIN_ARGS);
+  const uint32_t t = threadIdx.x;
+  for (int c = 0; c < HRT_CHAIN_COUNTS; ++c) shared[c][t] = mine[c];
+  __syncthreads();
+  for (uint32_t width = blockDim.x / 2; width > 0; width /= 2) {
+    if (t < width) {
+      for (int c = 0; c < HRT_CHAIN_COUNTS; ++c) {
+        shared[c][t] += shared[c][t + width];
+      }
+    }
+    __syncthreads();
+  }
+  if (t < HRT_CHAIN_COUNTS) {
+    counts[hrt_block_index() * HRT_CHAIN_COUNTS + t] = shared[t][0];
+  }
+}
 #undef HRT_CHAIN_STEP
+#undef HRT_CHAIN_PARAMS
+#undef HRT_CHAIN_ARGS
 
 // The valid taps [*first, *end) of a window starting at `start` with
 // `dilation` over an input of `size` (as the CPU library finds them).
