@@ -643,15 +643,63 @@ static int hrt_kernel_unary_f32(const halrt_dispatch_state_t* dispatch,
 enum { HRT_CHAIN_BLOCK = 1024, HRT_CHAIN_FIRST_STEP = 13 };
 
 // Adds the NaN, +Inf and -Inf among t[0, count) to c[0], c[1], c[2],
-// looking at each element only when a quick scan found one.
-static void hrt_count_nonfinite(const float* t, size_t count, uint32_t* c) {
+// looking at each element only when a quick scan found one; whether it
+// found one.
+static bool hrt_count_nonfinite(const float* t, size_t count, uint32_t* c) {
   if (!hrt_hal_tensor_any_nonfinite(HRT_HAL_ELEMENT_TYPE_F32, t, count)) {
-    return;
+    return false;
   }
   for (size_t e = 0; e < count; ++e) {
     c[0] += t[e] != t[e];
     c[1] += t[e] == INFINITY;
     c[2] += t[e] == -INFINITY;
+  }
+  return true;
+}
+
+// Whether chain step `step` (op word, alpha, beta) gives a finite result
+// for every finite t, whatever x and y hold: then a block that was finite
+// before it needs no count after it.
+static bool hrt_chain_step_keeps_finite(const uint32_t* step) {
+  const uint32_t op = step[0] & 0xffu, operand = step[0] >> 8;
+  const float alpha = hrt_f32_from_bits(step[1]);
+  const float beta = hrt_f32_from_bits(step[2]);
+  const bool finite = alpha - alpha == 0.0f && beta - beta == 0.0f;
+  switch (op) {
+    case 0:   // sigmoid
+    case 1:   // tanh
+    case 5:   // neg
+    case 6:   // abs
+    case 8:   // erf
+    case 11:  // hard swish
+    case 13:  // gelu
+      return true;
+    case 9:  // leaky relu
+      return fabsf(alpha) <= 1.0f;
+    case 10:  // hard sigmoid
+      return finite;
+    case 12:  // clip: x, alpha or beta
+      return alpha < INFINITY && beta > -INFINITY;
+    default:
+      break;
+  }
+  if (op < 16 || operand != 2) return false;  // v may be anything
+  const uint32_t binary = op & 15u;
+  const bool alpha_finite = alpha - alpha == 0.0f;
+  switch (binary) {
+    case 2:  // mul
+      return fabsf(alpha) <= 1.0f;
+    case 3:  // div: t / alpha
+      return op < 32 && fabsf(alpha) >= 1.0f;
+    case 5:  // max, min (either NaN rule): t or alpha
+    case 6:
+    case 8:
+    case 9:
+      return alpha_finite;
+    case 7:  // eq: 0 or 1
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -703,7 +751,9 @@ static void hrt_chain_f32_body(const halrt_dispatch_state_t* dispatch,
       done += run;
     }
     // The first step reads x, the last writes out, the others t: element
-    // e of a step reads only element e, so out may be x.
+    // e of a step reads only element e, so out may be x. `finite`: t is
+    // known to hold no NaN or infinity.
+    bool finite = false;
     for (uint32_t j = 0; j < k[0]; ++j) {
       const uint32_t* step = k + HRT_CHAIN_FIRST_STEP + 3 * j;
       const uint32_t op = step[0] & 0xffu, operand = step[0] >> 8;
@@ -727,7 +777,9 @@ static void hrt_chain_f32_body(const halrt_dispatch_state_t* dispatch,
           row(other, stride, in, 1, to, count);
         }
       }
-      if (counts) hrt_count_nonfinite(to, count, counts + 3 * j);
+      if (counts && !(finite && hrt_chain_step_keeps_finite(step))) {
+        finite = !hrt_count_nonfinite(to, count, counts + 3 * j);
+      }
     }
     i += count;
   }
