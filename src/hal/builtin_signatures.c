@@ -52,7 +52,10 @@ uint32_t hrt_builtin_chain_y_offset(const uint32_t* k) {
     const uint32_t* step = k + 13 + 3 * j;
     float alpha;
     memcpy(&alpha, &step[1], sizeof(alpha));
-    if (step[0] >> 8 == 3 && alpha > (float)offset) offset = (uint32_t)alpha;
+    // Offsets a valid chain cannot have are left to hrt_builtin_chain_valid.
+    if (step[0] >> 8 == 3 && alpha > (float)offset && alpha < 16777216.0f) {
+      offset = (uint32_t)alpha;
+    }
   }
   return offset;
 }

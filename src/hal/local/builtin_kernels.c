@@ -765,8 +765,8 @@ static void hrt_chain_f32_body(const halrt_dispatch_state_t* dispatch,
       } else {
         // y (operand 1) and y at an offset (3) gathered into v.
         if (operand == 1 || operand == 3) {
-          hrt_chain_gather(dims, block, y + (operand == 3 ? (uint32_t)alpha : 0),
-                           v, count);
+          const uint32_t offset = operand == 3 ? (uint32_t)alpha : 0;
+          hrt_chain_gather(dims, block, y + offset, v, count);
         }
         const float* other = operand == 0 ? x + i : operand == 2 ? &alpha : v;
         const uint64_t stride = operand == 2 ? 0 : 1;
