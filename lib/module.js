@@ -81,10 +81,15 @@ function isPlainObject(value) {
 }
 
 // JSON text of a module description; what JSON cannot hold (a BigInt, a
-// cycle) is INVALID_ARGUMENT naming `what`.
+// cycle) is INVALID_ARGUMENT naming `what`. JSON.stringify writes -0 as 0,
+// but an f32 constant's sign matters: -0 is written as the number -0
+// (valid JSON), through a placeholder holding a NUL, which no description
+// can hold (the reader rejects \u0000).
+const NEGATIVE_ZERO = '\u0000-0';
 function serialize(object, what) {
   try {
-    return JSON.stringify(object);
+    return JSON.stringify(object, (key, value) => (Object.is(value, -0) ? NEGATIVE_ZERO : value))
+      .replaceAll('"\\u0000-0"', '-0');
   } catch (error) {
     throw new HalrtError(`${what} is not JSON-serialisable: ${error.message}`, 'INVALID_ARGUMENT', { cause: error });
   }

@@ -713,6 +713,49 @@ describe("ONNX traces in 'health' mode: chains fused across traced nodes (chain_
     assertThrowsHalrt(() => halrt.onnx.convert(bytes, { traceMode: 'stats' }), 'INVALID_ARGUMENT', "halrt.onnx.convert: options.traceMode must be one of full, summary, health (got 'stats')");
   });
 
+  it("keep a scalar -0's sign (1/(|x|·-0) is -Inf), and read a BatchNormalization's shift at an offset only below 2^24", async () => {
+    const bytes = writeModel({
+      opset: 13,
+      graph: {
+        nodes: [
+          { opType: 'Abs', inputs: ['x'], outputs: ['a'] },
+          { opType: 'Mul', inputs: ['a', 'z'], outputs: ['m'] },
+          { opType: 'Reciprocal', inputs: ['m'], outputs: ['out'] },
+        ],
+        inputs: [{ name: 'x', dtype: 'f32', dims: [4] }],
+        outputs: [{ name: 'out', dtype: 'f32' }],
+        initializers: [{ name: 'z', dtype: 'f32', dims: [], data: Float32Array.of(-0) }],
+      },
+    });
+    for (const options of [{}, { traceNodes: true, traceMode: 'health' }]) {
+      const instance = new halrt.Instance();
+      try {
+        const device = instance.createDevice('local-sync');
+        const hal = new halrt.HalModule(instance, device, { debugSink: () => {} });
+        const context = new halrt.Context(instance, [hal, halrt.Module.fromObject(instance, halrt.onnx.convert(bytes, options))]);
+        const { out } = await context.lookupFunction('onnx.main').invoke({ x: Float32Array.of(1, -2, 3, 0) }, { named: true, read: true });
+        assert.deepStrictEqual(Array.from(out), [-Infinity, -Infinity, -Infinity, -Infinity], JSON.stringify(options));
+      } finally {
+        instance.close();
+      }
+    }
+    // fuse() on its own: two views of one constant share a y when the
+    // second offset is below 2^24, and end the chain otherwise.
+    const { fuse } = require('../lib/onnx/fuse');
+    for (const [offset, fused] of [[2 ** 24 - 1, true], [2 ** 24, false]]) {
+      const dims = [1, 2, 1, 1];
+      const mul = { op: 'dispatch', bindings: ['x', 's', 'xs'] };
+      const add = { op: 'dispatch', bindings: ['xs', 't', 'out'] };
+      const tags = new Map([
+        [mul, { kind: 'binary', op: 2, a: { name: 'x', dims }, b: { name: 's', dims, view: { name: 'st', offset: 0 } }, out: { name: 'xs', dims } }],
+        [add, { kind: 'binary', op: 0, a: { name: 'xs', dims }, b: { name: 't', dims, view: { name: 'st', offset } }, out: { name: 'out', dims } }],
+      ]);
+      const body = fuse([mul, add], tags, new Set(), (chain) => ({ op: 'dispatch', chain }));
+      assert.strictEqual(body.length, fused ? 1 : 2, `offset ${offset}`);
+      if (fused) assert.deepStrictEqual(body[0].chain.steps, [[18, 1, 0, 0], [16, 3, offset, 0]]);
+    }
+  });
+
   for (const uri of DEVICE_URIS) {
     it(`report what the unfused model's health traces report, with the same output bits, on ${uri}`, async () => {
       const { bytes, x } = healthModel();

@@ -392,6 +392,45 @@ for (const uri of DEVICE_URIS) {
   });
 }
 
+describe('module descriptions as objects', () => {
+  it('keep -0 in constants (JSON.stringify writes 0), also through ModuleBuilder.toObject', async () => {
+    const instance = new halrt.Instance();
+    try {
+      const device = instance.createDevice('local-sync');
+      const hal = new halrt.HalModule(instance, device);
+      // y = x · alpha: 1 · -0 is -0, 1 · +0 is +0.
+      const description = new halrt.ModuleBuilder('m').executable('k', { local: { builtin: true } })
+        .function('f', (f) => f.input('x', 'f32', [1]).output('y', 'f32', [1])
+          .dispatch('k.chain_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 18 | (2 << 8), { f32: -0 }, -0, ...new Array(15).fill(0)] }))
+        .toObject();
+      assert.ok(Object.is(description.functions.f.body[0].constants[14].f32, -0));
+      const module = halrt.Module.fromObject(instance, description);
+      const context = new halrt.Context(instance, [hal, module]);
+      const [y] = await context.lookupFunction('m.f').invoke([Float32Array.of(1)], { read: true });
+      assert.ok(Object.is(y[0], -0), `${y[0]}`);
+    } finally {
+      instance.close();
+    }
+  });
+
+  it('locals no op uses take no memory, however large: even a sum past 2^64 bytes runs', async () => {
+    const instance = new halrt.Instance();
+    try {
+      const device = instance.createDevice('local-sync');
+      const module = new halrt.ModuleBuilder('m').executable('k', { local: { builtin: true } })
+        .function('f', (f) => f.input('x', 'f32', [4]).output('y', 'f32', [4])
+          .local('a', 'f32', [2 ** 31 - 1, 2 ** 31 - 1]).local('b', 'f32', [2 ** 31 - 1, 2 ** 31 - 1])
+          .dispatch('k.add_f32', { workgroups: [1], bindings: ['x', 'x', 'y'], constants: [4] }))
+        .build(instance);
+      const context = new halrt.Context(instance, [new halrt.HalModule(instance, device), module]);
+      const [y] = await context.lookupFunction('m.f').invoke([Float32Array.of(1, 2, 3, 4)], { read: true });
+      assert.deepStrictEqual(Array.from(y), [2, 4, 6, 8]);
+    } finally {
+      instance.close();
+    }
+  });
+});
+
 describe("trace op counts: bad values name the field", () => {
   it('counts need mode health, one entry per value, a u32 [W, 6, 3] value, a step 0 to 5 and f32 values', () => {
     const instance = new halrt.Instance();

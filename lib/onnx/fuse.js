@@ -14,6 +14,7 @@ const UNARY_BASE = 0;
 const T_OP_V = 16; // t op v
 const V_OP_T = 32; // v op t
 const OPERAND = { x: 0, y: 1, alpha: 2, yAt: 3 };
+const MAX_Y_OFFSET = 2 ** 24; // operand 3's offsets are below it
 
 const squeezed = (dims) => dims.filter((d) => d !== 1).join(',');
 const padded = (dims) => [...new Array(6 - dims.length).fill(1), ...dims].join(',');
@@ -51,7 +52,7 @@ function add(chain, info, v, reversed) {
   } else if (v.name === chain.x.name) {
     chain.steps.push([code, OPERAND.x, 0, 0]);
   } else {
-    const { name, offset } = v.view ?? { name: v.name, offset: 0 };
+    const { name, offset } = v.view?.offset < MAX_Y_OFFSET ? v.view : { name: v.name, offset: 0 };
     if (chain.y === null) chain.y = { name, dims: v.dims };
     else if (chain.y.name !== name || padded(chain.y.dims) !== padded(v.dims)) return false;
     chain.steps.push(offset === 0 ? [code, OPERAND.y, 0, 0] : [code, OPERAND.yAt, offset, 0]);

@@ -92,7 +92,8 @@ typedef struct hrt_function_s {
   uint32_t constant_base;
   hrt_vm_tensor_type_t* types;
   uint64_t* byte_lengths;
-  // What one call allocates: the outputs' and locals' bytes (saturating).
+  // What one call allocates: the outputs' and used locals' bytes
+  // (saturating).
   uint64_t call_bytes;
   uint32_t op_count;
   hrt_op_t* ops;

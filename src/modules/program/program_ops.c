@@ -553,11 +553,14 @@ hrt_status_t hrt_program_mark_overwritten(hrt_program_parser_t* parser,
       function->overwritten[v] = hrt_op_overwrites(function, op, v);
     }
   }
-  for (uint32_t v = first_local; v < function->constant_base; ++v) {
-    function->unused[v] = !seen[v];
-    if (!seen[v] && function->call_bytes != UINT64_MAX) {
-      function->call_bytes -= function->byte_lengths[v];
-    }
+  // What a call allocates: its outputs and the locals some op uses.
+  function->call_bytes = 0;
+  for (uint32_t v = first_value; v < function->constant_base; ++v) {
+    function->unused[v] = v >= first_local && !seen[v];
+    const uint64_t bytes = function->unused[v] ? 0 : function->byte_lengths[v];
+    function->call_bytes = bytes > UINT64_MAX - function->call_bytes
+                               ? UINT64_MAX
+                               : function->call_bytes + bytes;
   }
   return HRT_OK;
 }

@@ -24,7 +24,8 @@ hrt_status_t hrt_program_parse_op(hrt_program_parser_t* parser,
 // it, a copy into it from another value, or a built-in dispatch that binds
 // it only as outputs its constants size to the whole value), so a call need
 // not zero it before the op; and, for locals (from `first_local` on),
-// whether no op uses it at all.
+// whether no op uses it at all. Sets function->call_bytes: the outputs'
+// and used locals' bytes (saturating).
 hrt_status_t hrt_program_mark_overwritten(hrt_program_parser_t* parser,
                                           hrt_function_t* function,
                                           uint32_t first_value,

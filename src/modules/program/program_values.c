@@ -133,12 +133,6 @@ hrt_status_t hrt_program_parse_values(hrt_program_parser_t* parser,
       HRT_RETURN_IF_ERROR(hrt_parse_value(&lists[g]->items[i], value_path,
                                           &out->types[index],
                                           &out->byte_lengths[index]));
-      if (g > 0) {
-        uint64_t bytes = out->byte_lengths[index];
-        out->call_bytes = bytes > UINT64_MAX - out->call_bytes
-                              ? UINT64_MAX
-                              : out->call_bytes + bytes;
-      }
       for (uint32_t j = 0; j < index; ++j) {
         if (strcmp(out->types[j].name, out->types[index].name) == 0) {
           return hrt_program_field_error(
