@@ -757,7 +757,7 @@ describe("ONNX traces in 'health' mode: chains fused across traced nodes (chain_
   });
 
   for (const uri of DEVICE_URIS) {
-    it(`report what the unfused model's health traces report, with the same output bits, on ${uri}`, async () => {
+    it(`report what the unfused model's health traces report, with the same output bits (NaN payloads aside), on ${uri}`, async () => {
       const { bytes, x } = healthModel();
       const runs = [];
       for (const traceMode of [undefined, 'health']) {
@@ -777,7 +777,11 @@ describe("ONNX traces in 'health' mode: chains fused across traced nodes (chain_
       assert.deepStrictEqual(runs[1].seen, runs[0].seen);
       const nonFinite = runs[0].seen.map(([, [t]]) => t.summary.nanCount + t.summary.posInfCount + t.summary.negInfCount);
       assert.ok(nonFinite.some((c) => c === 0) && nonFinite.some((c) => c > 0), `${nonFinite}`);
-      assert.deepStrictEqual(new Uint32Array(runs[1].out.buffer), new Uint32Array(runs[0].out.buffer));
+      // The same bits, a NaN's sign and payload aside (which operand's NaN
+      // an op passes on is the compiler's choice: the CUDA model built
+      // with sanitizers differs there).
+      const bits = (a) => Array.from(new Uint32Array(a.buffer), (b, i) => (Number.isNaN(a[i]) ? 'NaN' : b));
+      assert.deepStrictEqual(bits(runs[1].out), bits(runs[0].out));
     });
   }
 });
