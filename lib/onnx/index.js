@@ -65,9 +65,10 @@ function withCaller(caller, fn) {
 
 // halrt.onnx.convert(model, {name, shapes, traceNodes, traceMode, baseDir})
 // -> the module description (constants' data as TypedArrays).
-function convert(model, options = {}) {
+function convert(model, given = {}) {
   const caller = 'halrt.onnx.convert';
-  if (!isPlainObject(options)) throw new HalrtError(`${caller}: options must be an object (got ${describe(options)})`, 'INVALID_ARGUMENT');
+  if (!isPlainObject(given)) throw new HalrtError(`${caller}: options must be an object (got ${describe(given)})`, 'INVALID_ARGUMENT');
+  const options = { ...given }; // each getter read once: what is checked is what is used
   checkOptions(caller, options);
   const { bytes, baseDir, name } = source(caller, model, options.baseDir);
   return withCaller(caller, () => converter.convert(readModel(bytes, baseDir), { name, ...options }).description);
