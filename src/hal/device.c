@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "base/copy.h"
 #include "base/live.h"
 
 void hrt_hal_device_initialize(const hrt_hal_device_vtable_t* vtable,
@@ -74,9 +75,12 @@ hrt_status_t hrt_hal_device_queue_submit(
 }
 
 void hrt_hal_device_copy_host(hrt_hal_device_t* device, void* dst,
-                              const void* src, uint64_t byte_length) {
+                              const void* src, uint64_t byte_length,
+                              bool streaming) {
   if (device && device->vtable->copy_host) {
-    device->vtable->copy_host(device, dst, src, byte_length);
+    device->vtable->copy_host(device, dst, src, byte_length, streaming);
+  } else if (streaming) {
+    hrt_copy_streaming(dst, src, (size_t)byte_length);
   } else if (byte_length) {
     memcpy(dst, src, (size_t)byte_length);
   }

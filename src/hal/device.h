@@ -91,9 +91,10 @@ typedef struct hrt_hal_device_vtable_s {
   // Called after hrt_hal_device_queue_submit validated the submission.
   hrt_status_t (*queue_submit)(hrt_hal_device_t* device,
                                const hrt_hal_submission_t* submission);
-  // Optional (NULL: memcpy); see hrt_hal_device_copy_host.
+  // Optional (NULL: memcpy or hrt_copy_streaming); see
+  // hrt_hal_device_copy_host.
   void (*copy_host)(hrt_hal_device_t* device, void* dst, const void* src,
-                    uint64_t byte_length);
+                    uint64_t byte_length, bool streaming);
 } hrt_hal_device_vtable_t;
 
 struct hrt_hal_device_s {
@@ -141,8 +142,11 @@ hrt_status_t hrt_hal_device_queue_submit(hrt_hal_device_t* device,
 // memcpy of `byte_length` host bytes (the ranges do not overlap), for a
 // trace callback's copy of traced data: on a local-task device's queue
 // thread the copy is spread over its workers, which are idle while a trace
-// runs there; on any other thread it is a memcpy.
+// runs there; on any other thread it is a memcpy. `streaming`: the
+// destination is not read soon (a block handed to JavaScript, a ring), so
+// the stores bypass the caches (base/copy.h).
 void hrt_hal_device_copy_host(hrt_hal_device_t* device, void* dst,
-                              const void* src, uint64_t byte_length);
+                              const void* src, uint64_t byte_length,
+                              bool streaming);
 
 #endif  // HRT_HAL_DEVICE_H_

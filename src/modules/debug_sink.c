@@ -24,6 +24,6 @@ hrt_debug_sink_t hrt_debug_sink_null(void) {
 }
 
 void hrt_trace_copy(const hrt_trace_info_t* info, void* dst, const void* src,
-                    uint64_t byte_length) {
-  hrt_hal_device_copy_host(info->device, dst, src, byte_length);
+                    uint64_t byte_length, bool streaming) {
+  hrt_hal_device_copy_host(info->device, dst, src, byte_length, streaming);
 }

@@ -77,9 +77,9 @@ typedef struct hrt_trace_info_s {
 
 // What a sink calls to copy traced data it keeps: hrt_hal_device_copy_host
 // on info->device (spread over a local-task device's idle workers when the
-// trace runs on its queue thread), or memcpy.
+// trace runs on its queue thread), or memcpy; `streaming` as there.
 void hrt_trace_copy(const hrt_trace_info_t* info, void* dst, const void* src,
-                    uint64_t byte_length);
+                    uint64_t byte_length, bool streaming);
 
 typedef struct hrt_trace_tensor_s {
   const char* name;  // the traced value's name

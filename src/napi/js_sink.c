@@ -736,8 +736,8 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     // Large copies and statistics are made without the lock, so that the
     // JS thread never waits for them.
     hrt_mutex_unlock(&sink->mutex);
-    ok =
-        hrt_js_trace_extras_make(sink->pool, info, count, tensors, contents, &extras);
+    ok = hrt_js_trace_extras_make(sink->pool, !sink->borrowed, info, count,
+                                  tensors, contents, &extras);
     hrt_mutex_lock(&sink->mutex);
   }
   ok = ok && hrt_js_trace_batch_add_trace(&sink->batch, key, info,

@@ -99,7 +99,7 @@ void hrt_js_trace_extras_free(hrt_js_trace_extras_t* extras) {
   free(extras);
 }
 
-bool hrt_js_trace_extras_make(hrt_block_pool_t* pool,
+bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, bool streaming,
                               const hrt_trace_info_t* info, uint32_t count,
                               const hrt_trace_tensor_t* tensors,
                               hrt_js_trace_contents_t contents,
@@ -125,7 +125,7 @@ bool hrt_js_trace_extras_make(hrt_block_pool_t* pool,
       return false;
     }
     hrt_trace_copy(info, extras->copies[i], tensors[i].data,
-                   tensors[i].byte_length);
+                   tensors[i].byte_length, streaming);
   }
   *out_extras = extras;
   return true;

@@ -120,8 +120,10 @@ bool hrt_js_trace_needs_extras(uint32_t count,
 // when out of memory (nothing left allocated).
 // The copies are blocks of `pool` (kept warm for the next trace: a fresh
 // allocation per large trace would fault in every page anew), made with
-// hrt_trace_copy(info).
-bool hrt_js_trace_extras_make(hrt_block_pool_t* pool,
+// hrt_trace_copy(info, streaming): streaming where the blocks are given
+// away, since a block then comes back only after a garbage collection, long
+// out of the caches.
+bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, bool streaming,
                               const hrt_trace_info_t* info, uint32_t count,
                               const hrt_trace_tensor_t* tensors,
                               hrt_js_trace_contents_t contents,

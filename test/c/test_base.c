@@ -1,4 +1,5 @@
-// src/base: statuses, notifications, threads, dynamic libraries and files.
+// src/base: statuses, notifications, threads, dynamic libraries, files and
+// streaming copies.
 #include <math.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/copy.h"
 #include "base/dynlib.h"
 #include "base/file.h"
 #include "base/half.h"
@@ -290,6 +292,47 @@ static void file_read_refuses_devices_fifos_and_directories(void) {
   CHECK(not_found);
 }
 
+// hrt_copy_streaming writes exactly the bytes memcpy would, at every
+// alignment of source and destination, for lengths around the streaming
+// threshold and the 64-byte lines, and nothing outside them.
+static void streaming_copy_matches_memcpy(void) {
+  const size_t max = HRT_COPY_STREAMING_MIN_BYTES * 4 + 256;
+  unsigned char* src = malloc(max + 64);
+  unsigned char* dst = malloc(max + 128);
+  CHECK(src != NULL && dst != NULL);
+  for (size_t i = 0; i < max + 64; ++i) src[i] = (unsigned char)(i * 131 + 7);
+  const size_t lengths[] = {0,
+                            1,
+                            63,
+                            64,
+                            HRT_COPY_STREAMING_MIN_BYTES - 1,
+                            HRT_COPY_STREAMING_MIN_BYTES,
+                            HRT_COPY_STREAMING_MIN_BYTES + 1,
+                            HRT_COPY_STREAMING_MIN_BYTES + 63,
+                            max};
+  int wrong = 0;
+  for (size_t k = 0; k < sizeof(lengths) / sizeof(lengths[0]); ++k) {
+    for (size_t from = 0; from < 64; from += 7) {
+      for (size_t to = 1; to < 65; to += 9) {
+        const size_t n = lengths[k];
+        memset(dst, 0xEE, max + 128);
+        hrt_copy_streaming(dst + to, src + from, n);
+        bool ok = memcmp(dst + to, src + from, n) == 0;
+        for (size_t i = 0; i < to; ++i) ok = ok && dst[i] == 0xEE;
+        for (size_t i = to + n; i < max + 128; ++i) ok = ok && dst[i] == 0xEE;
+        if (!ok) {
+          fprintf(stderr, "length %zu from +%zu to +%zu differs\n", n, from,
+                  to);
+          ++wrong;
+        }
+      }
+    }
+  }
+  free(src);
+  free(dst);
+  CHECK_EQ_INT(wrong, 0);
+}
+
 TEST_MAIN(TEST_CASE(status_carries_code_and_formatted_message),
           TEST_CASE(status_made_with_ok_code_is_internal),
           TEST_CASE(long_messages_are_kept_whole_up_to_the_limit),
@@ -301,4 +344,5 @@ TEST_MAIN(TEST_CASE(status_carries_code_and_formatted_message),
           TEST_CASE(allocation_failure_is_resource_exhausted),
           TEST_CASE(file_read_returns_exactly_the_bytes_and_a_nul),
           TEST_CASE(file_read_refuses_devices_fifos_and_directories),
-          TEST_CASE(half_floats_round_trip_and_round_to_even))
+          TEST_CASE(half_floats_round_trip_and_round_to_even),
+          TEST_CASE(streaming_copy_matches_memcpy))

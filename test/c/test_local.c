@@ -971,11 +971,13 @@ static int copies_differ(hrt_hal_device_t* device, const uint8_t* source,
   int wrong = 0;
   uint8_t* copy = malloc((size_t)length + 2);
   if (!copy) return 1;
-  for (size_t k = 0; k < sizeof(kCopySizes) / sizeof(kCopySizes[0]); ++k) {
-    // At an odd offset from the start, so chunks split unaligned bytes.
-    const uint64_t n = kCopySizes[k] < length - 1 ? kCopySizes[k] : length - 1;
+  for (size_t k = 0; k < 2 * sizeof(kCopySizes) / sizeof(kCopySizes[0]); ++k) {
+    // At an odd offset from the start, so chunks split unaligned bytes;
+    // every size both ways.
+    const uint64_t size = kCopySizes[k / 2];
+    const uint64_t n = size < length - 1 ? size : length - 1;
     memset(copy, 0xEE, (size_t)length + 2);
-    hrt_hal_device_copy_host(device, copy + 1, source + 1, n);
+    hrt_hal_device_copy_host(device, copy + 1, source + 1, n, k % 2 == 1);
     wrong += memcmp(copy + 1, source + 1, (size_t)n) != 0 || copy[0] != 0xEE ||
              copy[n + 1] != 0xEE;
   }

@@ -244,7 +244,8 @@ static bool add_trace(hrt_js_trace_batch_t* batch, hrt_block_pool_t* pool,
                       hrt_js_trace_contents_t contents) {
   uint64_t credit = hrt_js_trace_bytes(key, info, count, tensors, contents);
   hrt_js_trace_extras_t* extras = NULL;
-  if (!hrt_js_trace_extras_make(pool, info, count, tensors, contents, &extras)) {
+  if (!hrt_js_trace_extras_make(pool, false, info, count, tensors, contents,
+                                &extras)) {
     return false;
   }
   return hrt_js_trace_batch_add_trace(batch, key, info, dropped, count, tensors,
@@ -334,7 +335,8 @@ static void inline_trace_encodes_every_slot(void) {
   uint64_t credit = hrt_js_trace_bytes("probe", &info, 2, tensors, kData);
   hrt_js_trace_extras_t* extras = (hrt_js_trace_extras_t*)&extras;
   bool needs_extras = hrt_js_trace_needs_extras(2, tensors, kData);
-  bool made = hrt_js_trace_extras_make(pool, &info, 2, tensors, kData, &extras);
+  bool made =
+      hrt_js_trace_extras_make(pool, true, &info, 2, tensors, kData, &extras);
   hrt_js_trace_batch_t batch = {0};
   bool added = hrt_js_trace_batch_add_trace(&batch, "probe", &info, 2, 2,
                                             tensors, kData, extras, credit);
@@ -598,7 +600,8 @@ static void large_data_travels_as_a_pool_block(void) {
   uint64_t credit = hrt_js_trace_bytes("wide", &info, 3, tensors, kData);
   hrt_js_trace_extras_t* extras = NULL;
   bool needs_extras = hrt_js_trace_needs_extras(3, tensors, kData);
-  bool made = hrt_js_trace_extras_make(pool, &info, 3, tensors, kData, &extras);
+  bool made =
+      hrt_js_trace_extras_make(pool, false, &info, 3, tensors, kData, &extras);
   size_t outstanding_after_make = outstanding_blocks(pool);
   bool added =
       made && hrt_js_trace_batch_add_trace(&batch, "wide", &info, 0, 3, tensors,

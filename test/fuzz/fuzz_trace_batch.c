@@ -625,8 +625,8 @@ static void op_add_trace(state_t* state, input_t* input) {
   snapshot_take(&model->batch, may_fail, &before);
   hrt_js_trace_extras_t* extras = NULL;
   bool added =
-      hrt_js_trace_extras_make(state->pool, &info, count, views, contents,
-                               &extras) &&
+      hrt_js_trace_extras_make(state->pool, (count & 1) != 0, &info, count,
+                               views, contents, &extras) &&
       hrt_js_trace_batch_add_trace(&model->batch, key, &info, dropped, count,
                                    views, contents, extras, credit);
   g_fail_countdown = -1;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/copy.h"
 #include "base/list.h"
 #include "base/threads.h"
 #include "hal/local/local_allocator.h"
@@ -614,29 +615,41 @@ typedef struct hrt_copy_job_s {
   char* dst;
   const char* src;
   uint64_t length;
+  bool streaming;
 } hrt_copy_job_t;
+
+static void hrt_copy_bytes(void* dst, const void* src, uint64_t length,
+                           bool streaming) {
+  if (streaming) {
+    hrt_copy_streaming(dst, src, (size_t)length);
+  } else if (length) {
+    memcpy(dst, src, (size_t)length);
+  }
+}
 
 static void hrt_copy_chunk(void* context, uint64_t item, uint32_t worker_id) {
   (void)worker_id;
   const hrt_copy_job_t* job = context;
   const uint64_t begin = item * HRT_LOCAL_COPY_CHUNK;
   const uint64_t left = job->length - begin;
-  memcpy(job->dst + begin, job->src + begin,
-         (size_t)(left < HRT_LOCAL_COPY_CHUNK ? left : HRT_LOCAL_COPY_CHUNK));
+  hrt_copy_bytes(job->dst + begin, job->src + begin,
+                 left < HRT_LOCAL_COPY_CHUNK ? left : HRT_LOCAL_COPY_CHUNK,
+                 job->streaming);
 }
 
 // Any thread; on the queue thread (the pool's only caller, which runs
 // traces between jobs) the chunks go to the worker pool.
 static void hrt_local_copy_host(hrt_hal_device_t* base, void* dst,
-                                const void* src, uint64_t byte_length) {
+                                const void* src, uint64_t byte_length,
+                                bool streaming) {
   hrt_local_device_t* device = (hrt_local_device_t*)base;
   const uint64_t chunks =
       (byte_length + HRT_LOCAL_COPY_CHUNK - 1) / HRT_LOCAL_COPY_CHUNK;
   if (!device->pool || chunks < 2 || !hrt_thread_is_current(&device->thread)) {
-    if (byte_length) memcpy(dst, src, (size_t)byte_length);
+    hrt_copy_bytes(dst, src, byte_length, streaming);
     return;
   }
-  hrt_copy_job_t job = {dst, src, byte_length};
+  hrt_copy_job_t job = {dst, src, byte_length, streaming};
   hrt_worker_pool_run(device->pool, chunks, hrt_copy_chunk, &job);
 }
 
@@ -826,15 +839,18 @@ static void* hrt_queue_main(void* arg) {
       device->queue_sleeping = false;
       continue;
     }
+    // Everything queued is taken at once, so that a submitter contends for
+    // the mutex once per batch rather than once per submission.
     hrt_local_submission_t* sub = device->head;
     if (!sub) break;  // shut down with nothing left
-    device->head = sub->next;
-    if (!device->head) {
-      device->tail = NULL;
-      atomic_store_explicit(&device->queued, false, memory_order_relaxed);
-    }
+    device->head = device->tail = NULL;
+    atomic_store_explicit(&device->queued, false, memory_order_relaxed);
     hrt_mutex_unlock(&device->mutex);
-    hrt_complete(device, sub);
+    while (sub) {
+      hrt_local_submission_t* next = sub->next;
+      hrt_complete(device, sub);
+      sub = next;
+    }
     worked = true;
     spun = false;
     hrt_mutex_lock(&device->mutex);

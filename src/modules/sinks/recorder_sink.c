@@ -114,7 +114,8 @@ static void hrt_recorded_copy(hrt_recorded_trace_t* entry,
       memcpy(data, tensors[i].summary, payload);
       tensor->summary = (const hrt_hal_tensor_summary_t*)data;
     } else {
-      hrt_trace_copy(info, data, tensors[i].data, payload);
+      // The ring's memory, not the caches, takes the copy.
+      hrt_trace_copy(info, data, tensors[i].data, payload, true);
       tensor->data = data;
     }
     data += hrt_align16(payload);
