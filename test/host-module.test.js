@@ -82,6 +82,41 @@ for (const uri of DEVICE_URIS) {
       ]);
     });
 
+    it('the sink has every trace before a call, however slow it is, before the host function runs', async () => {
+      // Enough traces, to a sink slow enough, that the batch is delivered in
+      // several time slices; the host call's message waits behind it.
+      const seen = [];
+      const busy = (ms) => {
+        const until = Date.now() + ms;
+        while (Date.now() < until);
+      };
+      const hal = keep(new halrt.HalModule(instance, device, {
+        debugSink: (key) => {
+          seen.push(key);
+          busy(1);
+        },
+      }));
+      const host = keep(new halrt.HostModule(instance, 'host', {
+        argmax: argmax((scores) => {
+          seen.push('impl');
+          return [rowArgmax(scores)];
+        }),
+      }));
+      const keys = Array.from({ length: 8 }, (_, i) => `t${i}`);
+      const module = keep(new halrt.ModuleBuilder('slow').function('main', (f) => {
+        f.input('x', 'f32', [2, 3]).output('best', 'i32', [2]);
+        for (const key of keys) f.trace(key, ['x']);
+        return f.call('host.argmax', ['x'], ['best']).trace('after', ['best']);
+      }).build(instance));
+      const main = keep(keep(new halrt.Context(instance, [hal, host, module])).lookupFunction('slow.main'));
+      for (let round = 0; round < 3; ++round) {
+        seen.length = 0;
+        const [best] = await main.invoke([[[1, 5, 3], [9, 2, 4]]], { read: true });
+        assert.deepStrictEqual(Array.from(best), [1, 0]);
+        assert.deepStrictEqual(seen, [...keys, 'impl', 'after']);
+      }
+    });
+
     it('results: a bare single output, a BufferView, typed arrays of every kind, and direct invocation', async () => {
       const hal = keep(new halrt.HalModule(instance, device));
       const host = keep(new halrt.HostModule(instance, 'host', {

@@ -173,8 +173,9 @@ static hrt_status_t hrt_callback_begin_call(hrt_vm_module_t* base,
   call->device = device;
   hrt_hal_device_retain(device);
   call->done = vm_call->done;
-  call->info = (hrt_host_call_info_t){vm_call->function_ordinal,
-                                      vm_call->sequence, vm_call->invocation};
+  call->info =
+      (hrt_host_call_info_t){vm_call->function_ordinal, vm_call->sequence,
+                             vm_call->invocation, vm_call->route};
   hrt_hal_command_buffer_t* commands = NULL;
   hrt_status_t status = hrt_hal_command_buffer_create(device, &commands);
   for (uint32_t i = 0; i < def->input_count && status == HRT_OK; ++i) {

@@ -33,6 +33,7 @@ typedef struct hrt_host_call_info_s {
   uint32_t function;     // the function's ordinal in the module
   uint64_t sequence;     // the invocation's number in its context
   uint64_t invocation;   // the invocation's id, unique in the process
+  void* route;           // the invocation's (hrt_vm_call_t)
 } hrt_host_call_info_t;
 
 typedef struct hrt_callback_module_callbacks_s {

@@ -274,8 +274,9 @@ static napi_value hrt_js_function_invoke(napi_env env,
     hrt_js_throw_napi_failure(env, napi_generic_failure, "napi_create_promise");
     return NULL;
   }
+  // Host calls travel with the completion (js_host_module.h).
   hrt_status_t status = hrt_vm_invoke_async(
-      handle->context, &handle->function, views, count,
+      handle->context, &handle->function, views, count, invocation->channel,
       (hrt_vm_invocation_done_t){hrt_js_invocation_done, invocation},
       &invocation->ids);
   if (status != HRT_OK) {

@@ -204,7 +204,12 @@ static void hrt_js_host_deliver(napi_env env, hrt_js_channel_t* channel,
   free(message);
 }
 
-// Device completion thread: posts the call to the JS thread.
+// Device completion thread: posts the call to the JS thread, through the
+// channel of its invocation's completion when it has one (info->route, from
+// js_function.c): with a debug sink that is the sink's channel, where the
+// traces before the call are already queued (they are never held back), so
+// the sink sees them before the host function runs. The invocation holds
+// that channel until it completes, so after the call.
 static void hrt_js_host_call(void* user_data, hrt_host_call_t* call,
                              const hrt_host_call_info_t* info, uint32_t count,
                              const hrt_trace_tensor_t* inputs) {
@@ -226,7 +231,9 @@ static void hrt_js_host_call(void* user_data, hrt_host_call_t* call,
       .count = count,
       .inputs = inputs,
   };
-  if (!hrt_js_channel_post(host->channel, &message->base)) {
+  hrt_js_channel_t* channel =
+      info->route != NULL ? (hrt_js_channel_t*)info->route : host->channel;
+  if (!hrt_js_channel_post(channel, &message->base)) {
     free(message);
     hrt_js_host_cancel(call, "the environment that runs the host function "
                              "has ended");

@@ -2,8 +2,10 @@
 // module (modules/callback_module.h) whose functions run JavaScript.
 //
 // new HostModule(instance, name, defs, runner) makes the native module;
-// each call of one of its functions is posted through the module's channel
-// (js_channel.h) and, on the JS thread, handed to `runner(index, tensors,
+// each call of one of its functions is posted through the channel of its
+// invocation's completion (with a debug sink, the sink's: after the traces
+// before the call), or the module's own channel (js_channel.h) for a call
+// made from C, and on the JS thread handed to `runner(index, tensors,
 // info, token)` with copies of the inputs (JS-owned). lib/ ends it with
 // finishHostCall(token, outputs, code, message, thrown) exactly once; a
 // token collected unfinished ends its call with CANCELLED, and so does env

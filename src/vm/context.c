@@ -215,7 +215,7 @@ static void hrt_vm_invocation_done(void* user_data, hrt_status_t status,
 hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                                  const hrt_vm_function_t* function,
                                  hrt_hal_buffer_view_t* const* inputs,
-                                 uint32_t input_count,
+                                 uint32_t input_count, void* route,
                                  hrt_vm_invocation_done_t done,
                                  hrt_vm_invocation_ids_t* out_ids) {
   hrt_vm_module_t* module = function->module;
@@ -249,6 +249,7 @@ hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
       .input_count = input_count,
       .sequence = ids.sequence,
       .invocation = ids.invocation,
+      .route = route,
       .done = {hrt_vm_invocation_done, invocation},
   };
   hrt_status_t status = module->vtable->begin_call(module, state, &call);

@@ -69,14 +69,17 @@ typedef struct hrt_vm_invocation_ids_s {
 // runs exactly once on the completion thread; on error it never runs.
 // `*out_ids` (out_ids may be NULL) receives the call's numbers, as reported
 // with its traces, just before the call starts, so that `done` may read
-// them; they mean nothing when this returns an error.
+// them; they mean nothing when this returns an error. `route` is opaque
+// (hrt_vm_call_t): the N-API binding passes the channel the invocation's
+// completion travels through, so that a host call's message follows the
+// traces before it.
 // The input views are borrowed only during this call; the device keeps their
 // buffers until the call completes. A program may write into its inputs
 // (fill, copy or dispatch targets), which changes the caller's tensors.
 hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                                  const hrt_vm_function_t* function,
                                  hrt_hal_buffer_view_t* const* inputs,
-                                 uint32_t input_count,
+                                 uint32_t input_count, void* route,
                                  hrt_vm_invocation_done_t done,
                                  hrt_vm_invocation_ids_t* out_ids) HRT_MUST_USE;
 

@@ -54,6 +54,10 @@ typedef struct hrt_vm_call_s {
   // Reported with the call's traces and timings (hrt_vm_invoke_async).
   uint64_t sequence;    // the call's number in its context: 1, 2, ...
   uint64_t invocation;  // the call's id, unique in the process
+  // Opaque to the runtime: the caller's (hrt_vm_invoke_async), passed on to
+  // every call the invocation makes, host calls included
+  // (hrt_host_call_info_t).
+  void* route;
   hrt_vm_invocation_done_t done;
 } hrt_vm_call_t;
 

@@ -133,9 +133,9 @@ static void run_once(hrt_vm_context_t* context, hrt_hal_device_t* device,
                                       shape, &input));
   result_t result = {0};
   hrt_notification_init(&result.done);
-  hrt_status_t started = hrt_vm_invoke_async(
-      context, &main_fn, &input, 1, (hrt_vm_invocation_done_t){on_done, &result},
-      NULL);
+  hrt_status_t started =
+      hrt_vm_invoke_async(context, &main_fn, &input, 1, NULL,
+                          (hrt_vm_invocation_done_t){on_done, &result}, NULL);
   hrt_hal_buffer_view_release(input);
   if (started != HRT_OK) hrt_notification_set(&result.done);
   CHECK_OK(started);

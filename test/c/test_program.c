@@ -234,7 +234,7 @@ static hrt_status_t run_mlp(const fixture_t* f, const float* x, const float* w,
   if (status == HRT_OK) {
     memset(result, 0, sizeof(*result));
     hrt_notification_init(&result->done);
-    status = hrt_vm_invoke_async(f->context, &function, inputs, 2,
+    status = hrt_vm_invoke_async(f->context, &function, inputs, 2, NULL,
                                  (hrt_vm_invocation_done_t){on_done, result},
                                  out_ids);
     if (status == HRT_OK) {
@@ -284,8 +284,8 @@ static void program_runs_and_traces_in_order(void) {
       memset(&results[r], 0, sizeof(results[r]));
       hrt_notification_init(&results[r].done);
       hrt_vm_invocation_done_t done = {on_done, &results[r]};
-      CHECK_OK(
-          hrt_vm_invoke_async(f.context, &function, inputs, 2, done, &ids[r]));
+      CHECK_OK(hrt_vm_invoke_async(f.context, &function, inputs, 2, NULL, done,
+                                   &ids[r]));
       hrt_hal_buffer_view_release(inputs[0]);  // the call holds it
     }
     hrt_hal_buffer_view_release(weights);
@@ -465,10 +465,12 @@ static void invocations_are_numbered_per_context(void) {
   CHECK_OK(make_tensor(f.device, x, 4, 8, &inputs[0]));
   CHECK_OK(make_tensor(other, w, 8, 16, &inputs[1]));
   hrt_vm_invocation_done_t done = {on_done, NULL};
-  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 1, done, NULL),
-               HRT_STATUS_INVALID_ARGUMENT, "takes 2 inputs");
-  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, done, NULL),
-               HRT_STATUS_INVALID_ARGUMENT, "is on another device");
+  CHECK_STATUS(
+      hrt_vm_invoke_async(f.context, &function, inputs, 1, NULL, done, NULL),
+      HRT_STATUS_INVALID_ARGUMENT, "takes 2 inputs");
+  CHECK_STATUS(
+      hrt_vm_invoke_async(f.context, &function, inputs, 2, NULL, done, NULL),
+      HRT_STATUS_INVALID_ARGUMENT, "is on another device");
   hrt_hal_buffer_view_release(inputs[0]);
   hrt_hal_buffer_view_release(inputs[1]);
   hrt_hal_device_release(other);
@@ -556,7 +558,7 @@ static void sink_released_once_from_the_completion_thread(void) {
   hrt_vm_context_t* context = f.context;
   hrt_vm_context_retain(context);
   CHECK_OK(hrt_vm_invoke_async(
-      context, &function, inputs, 2,
+      context, &function, inputs, 2, NULL,
       (hrt_vm_invocation_done_t){drop_everything, &drop}, NULL));
   hrt_vm_context_release(context);
   hrt_hal_buffer_view_release(inputs[0]);
@@ -605,19 +607,22 @@ static void contexts_check_names_and_inputs(void) {
   CHECK_OK(make_tensor(f.device, data, 8, 4, &wrong_shape));
   hrt_vm_invocation_done_t done = {on_done, NULL};
   hrt_hal_buffer_view_t* inputs[2] = {good, wrong_shape};
-  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 1, done, NULL),
-               HRT_STATUS_INVALID_ARGUMENT, "mlp.main: takes 2 inputs (got 1)");
-  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, done, NULL),
-               HRT_STATUS_INVALID_ARGUMENT,
-               "input 1 ('w') must have shape [8,16] (got [8,4])");
+  CHECK_STATUS(
+      hrt_vm_invoke_async(f.context, &function, inputs, 1, NULL, done, NULL),
+      HRT_STATUS_INVALID_ARGUMENT, "mlp.main: takes 2 inputs (got 1)");
+  CHECK_STATUS(
+      hrt_vm_invoke_async(f.context, &function, inputs, 2, NULL, done, NULL),
+      HRT_STATUS_INVALID_ARGUMENT,
+      "input 1 ('w') must have shape [8,16] (got [8,4])");
   // An input from another device.
   hrt_hal_device_t* other = NULL;
   CHECK_OK(hrt_vm_instance_create_device(f.instance, "local-sync", &other));
   hrt_hal_buffer_view_t* foreign = NULL;
   CHECK_OK(make_tensor(other, data, 8, 16, &foreign));
   inputs[1] = foreign;
-  CHECK_STATUS(hrt_vm_invoke_async(f.context, &function, inputs, 2, done, NULL),
-               HRT_STATUS_INVALID_ARGUMENT, "input 1 ('w') is on another");
+  CHECK_STATUS(
+      hrt_vm_invoke_async(f.context, &function, inputs, 2, NULL, done, NULL),
+      HRT_STATUS_INVALID_ARGUMENT, "input 1 ('w') is on another");
   hrt_hal_buffer_view_release(foreign);
   hrt_hal_device_release(other);
   hrt_hal_buffer_view_release(good);
@@ -774,7 +779,7 @@ static void bad_modules_name_the_field(void) {
   hrt_hal_buffer_release(buffer);
   result_t result = {.output_count = 0};
   hrt_notification_init(&result.done);
-  CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1,
+  CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1, NULL,
                                (hrt_vm_invocation_done_t){on_done, &result},
                                NULL));
   hrt_hal_buffer_view_release(input);
@@ -844,7 +849,7 @@ static void fills_store_values_in_each_dtype(void) {
   CHECK_OK(hrt_vm_context_lookup_function(f.context, "m.f", &function));
   result_t result = {.output_count = 0};
   hrt_notification_init(&result.done);
-  CHECK_OK(hrt_vm_invoke_async(f.context, &function, NULL, 0,
+  CHECK_OK(hrt_vm_invoke_async(f.context, &function, NULL, 0, NULL,
                                (hrt_vm_invocation_done_t){on_done, &result},
                                NULL));
   CHECK_OK(wait_result(&result));
@@ -944,7 +949,7 @@ static void nonfinite_guard_rejects_naming_key_and_index(void) {
     hrt_hal_buffer_release(buffer);
     result_t result = {.output_count = 0};
     hrt_notification_init(&result.done);
-    CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1,
+    CHECK_OK(hrt_vm_invoke_async(f.context, &function, &input, 1, NULL,
                                  (hrt_vm_invocation_done_t){on_done, &result},
                                  NULL));
     hrt_hal_buffer_view_release(input);

@@ -210,7 +210,7 @@ static hrt_status_t start_call(setup_t* setup, calls_t* calls) {
   hrt_mutex_unlock(&calls->mutex);
   atomic_fetch_add(&setup->calls, 1);
   hrt_status_t status =
-      hrt_vm_invoke_async(setup->context, &setup->function, inputs, 2,
+      hrt_vm_invoke_async(setup->context, &setup->function, inputs, 2, NULL,
                           (hrt_vm_invocation_done_t){call_done, calls}, NULL);
   if (status != HRT_OK) {
     hrt_mutex_lock(&calls->mutex);

@@ -402,7 +402,7 @@ static void invoke(hrt_vm_context_t* context, const hrt_vm_module_t* program,
   hrt_notification_init(&call.done);
   atomic_store(&sink->refused, false);
   hrt_status_t status =
-      hrt_vm_invoke_async(context, &function, inputs, def->input_count,
+      hrt_vm_invoke_async(context, &function, inputs, def->input_count, NULL,
                           (hrt_vm_invocation_done_t){on_done, &call}, NULL);
   if (status == HRT_OK) {
     FUZZ_CHECK(hrt_notification_wait_until(

@@ -17,6 +17,7 @@ typedef struct hrt_program_call_s {
   uint32_t function_ordinal;
   uint64_t sequence;
   uint64_t invocation;
+  void* route;             // the invocation's (hrt_vm_call_t)
   uint32_t segment;        // the one submitted last
   int64_t host_start_ns;   // when the current host call started
   uint32_t slot_count;     // values and extra slots
@@ -368,6 +369,7 @@ static hrt_status_t hrt_program_host_begin(hrt_program_call_t* call) {
         .input_count = count,
         .sequence = call->sequence,
         .invocation = call->invocation,
+        .route = call->route,
         .done = {hrt_program_host_done, call},
     };
     call->host_start_ns = hrt_time_now_ns();
@@ -420,6 +422,7 @@ hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
   call->function_ordinal = vm_call->function_ordinal;
   call->sequence = vm_call->sequence;
   call->invocation = vm_call->invocation;
+  call->route = vm_call->route;
   call->slot_count = values;
   hrt_status_t status =
       hrt_prepare_call(state->device, function, recorded, def, vm_call, call);
