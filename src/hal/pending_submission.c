@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/live.h"
 
 size_t hrt_hal_pending_submission_storage_size(
@@ -109,7 +110,8 @@ void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
   for (uint32_t i = 0; i < pending->signal_count; ++i) {
     hrt_hal_semaphore_release(pending->signals[i].semaphore);
   }
-  free(owner);
+  // Made by the submitting thread (the JS thread, in the binding).
+  hrt_free_deferred(owner);
   hrt_live_add(HRT_LIVE_SUBMISSION, -1);
   hrt_hal_device_release(device);
   if (completion.fn) {

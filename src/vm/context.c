@@ -208,7 +208,7 @@ static void hrt_vm_invocation_done(void* user_data, hrt_status_t status,
   invocation->done.fn(invocation->done.user_data, status, outputs,
                       output_count);
   hrt_vm_context_release(invocation->context);
-  free(invocation);
+  hrt_free_deferred(invocation);  // made on the invoking thread
   hrt_live_add(HRT_LIVE_INVOCATION, -1);
 }
 

@@ -1,5 +1,5 @@
 // src/base: statuses, notifications, threads, dynamic libraries, files and
-// streaming copies.
+// streaming copies and deferred frees.
 #include <math.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -333,6 +333,50 @@ static void streaming_copy_matches_memcpy(void) {
   CHECK_EQ_INT(wrong, 0);
 }
 
+// hrt_free_deferred from other threads while this one allocates: every
+// block is freed once, by an allocating thread, and a block handed out is
+// never written by the list (its pattern survives).
+typedef struct {
+  void** blocks;
+  size_t count;
+} deferring_t;
+
+static void* defer_blocks(void* arg) {
+  deferring_t* work = arg;
+  for (size_t i = 0; i < work->count; ++i) hrt_free_deferred(work->blocks[i]);
+  return NULL;
+}
+
+static void deferred_frees_run_on_allocating_threads(void) {
+  enum { kPerThread = 20000, kThreads = 2 };
+  void** blocks = malloc(sizeof(void*) * kPerThread * kThreads);
+  CHECK(blocks != NULL);
+  for (size_t i = 0; i < (size_t)kPerThread * kThreads; ++i) {
+    CHECK_OK(hrt_allocate(24 + i % 200, "deferred block", &blocks[i]));
+  }
+  deferring_t work[kThreads];
+  pthread_t threads[kThreads];
+  for (int t = 0; t < kThreads; ++t) {
+    work[t] = (deferring_t){blocks + (size_t)t * kPerThread, kPerThread};
+    CHECK_EQ_INT(pthread_create(&threads[t], NULL, defer_blocks, &work[t]), 0);
+  }
+  int wrong = 0;
+  for (int i = 0; i < 20000; ++i) {
+    unsigned char* block = NULL;
+    CHECK_OK(hrt_allocate_zeroed(64, "block", (void**)&block));
+    memset(block, 0x5A, 64);
+    for (int k = 0; k < 64; ++k) wrong += block[k] != 0x5A;
+    free(block);
+  }
+  for (int t = 0; t < kThreads; ++t) pthread_join(threads[t], NULL);
+  void* last = NULL;
+  CHECK_OK(hrt_allocate(8, "last", &last));  // frees what is left
+  free(last);
+  hrt_free_deferred(NULL);
+  free(blocks);
+  CHECK_EQ_INT(wrong, 0);
+}
+
 TEST_MAIN(TEST_CASE(status_carries_code_and_formatted_message),
           TEST_CASE(status_made_with_ok_code_is_internal),
           TEST_CASE(long_messages_are_kept_whole_up_to_the_limit),
@@ -345,4 +389,5 @@ TEST_MAIN(TEST_CASE(status_carries_code_and_formatted_message),
           TEST_CASE(file_read_returns_exactly_the_bytes_and_a_nul),
           TEST_CASE(file_read_refuses_devices_fifos_and_directories),
           TEST_CASE(half_floats_round_trip_and_round_to_even),
-          TEST_CASE(streaming_copy_matches_memcpy))
+          TEST_CASE(streaming_copy_matches_memcpy),
+          TEST_CASE(deferred_frees_run_on_allocating_threads))

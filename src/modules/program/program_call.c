@@ -160,7 +160,7 @@ static void hrt_program_call_free(hrt_program_call_t* call,
   for (uint32_t i = 0; release_outputs && i < call->output_count; ++i) {
     hrt_hal_buffer_view_release(call->outputs[i]);
   }
-  free(call);
+  hrt_free_deferred(call);  // made on the invoking thread
 }
 
 static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
