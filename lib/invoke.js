@@ -14,7 +14,7 @@ const binding = require('./binding');
 const { HalrtError, invalid } = require('./errors');
 const util = require('util');
 const { declared, isHostData } = require('./host_data');
-const { deferCloses, recordView, deviceUri, isClosed } = require('./objects');
+const { deferCloses, isClosed } = require('./objects');
 const { describe } = require('./half');
 
 const NO_OPTIONS = Object.freeze({});
@@ -25,16 +25,12 @@ function cancelled(name, signal) {
   return new HalrtError(`${name}: the invocation was aborted`, 'CANCELLED', { cause: signal.reason });
 }
 
-// The promise invoke() returns for the native `result`: outputs marked with
-// their device, `made` (uploaded inputs) closed once it settles, outputs
-// read and/or named as asked, the AbortSignal honoured. It holds only
+// The promise invoke() returns for the native `result`: `made` (uploaded
+// inputs) closed once it settles, outputs read and/or named as asked, the
+// AbortSignal honoured. It holds only
 // strings of the function: an invocation in flight must not keep the
 // Function (and through it the HalModule and its sink) reachable.
 function deliver(result, made, delivery, signal) {
-  if (delivery !== null) {
-    const { uri } = delivery;
-    result = result.then((outputs) => outputs.map((view) => recordView(view, uri)));
-  }
   if (made.length > 0) {
     const release = () => {
       for (const view of made) view.close();
@@ -87,8 +83,7 @@ function deviceOf(fn) {
 }
 
 // What every call of a function needs that never changes (its name, its
-// device's URI, its output names, the HostModules of its context), read
-// once: these getters make new objects on each read.
+// output names, the HostModules of its context), read once: these getters make new objects on each read.
 const facts = new WeakMap();
 function factsOf(fn) {
   let known = facts.get(fn);
@@ -96,7 +91,6 @@ function factsOf(fn) {
     const name = fn.name;
     known = {
       name,
-      uri: deviceUri(deviceOf(fn)),
       outputNames: fn.outputs.map((s) => s.name),
       // An invocation in flight holds these: their functions may be called.
       hosts: fn.context.modules.filter((module) => module instanceof HostModule),
@@ -202,8 +196,8 @@ Object.defineProperty(NativeFunction.prototype, 'invoke', {
       const isFunction = this instanceof NativeFunction;
       result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made) : inputs));
       if (isFunction) {
-        const { name, uri, outputNames, hosts } = factsOf(this);
-        delivery = { name, uri, names: named ? outputNames : null, read };
+        const { name, outputNames, hosts } = factsOf(this);
+        delivery = { name, names: named ? outputNames : null, read };
         if (hosts.length > 0) result.then(() => hosts, () => hosts);
       }
     } catch (error) {

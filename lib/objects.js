@@ -1,7 +1,6 @@
 'use strict';
 // What the JavaScript side adds to the native classes: device.tensor() from
-// host data (lib/host_data.js), which device made each view, whether an
-// object is closed, `numel`/`size`, util.inspect and toString output, and
+// host data (lib/host_data.js), whether an object is closed, `numel`/`size`, util.inspect and toString output, and
 // context.lookupFunction() by a bare function name.
 
 const util = require('util');
@@ -11,9 +10,6 @@ const half = require('./half');
 const { prepare, shapeText } = require('./host_data');
 const { FlightRecorder } = require('./flight_recorder');
 
-// view -> the URI of the device holding it (views come from device.tensor,
-// device.empty and invocation outputs, all made through this file or invoke.js).
-const viewDevices = new WeakMap();
 // Objects whose close() has been called.
 const closedObjects = new WeakSet();
 // The names of closed Modules, for the Contexts that still link them.
@@ -35,11 +31,6 @@ function deferCloses(run) {
       for (const object of deferredCloses.splice(0)) object.close();
     }
   }
-}
-
-function recordView(view, device) {
-  viewDevices.set(view, device);
-  return view;
 }
 
 function isClosed(object) {
@@ -124,12 +115,8 @@ define(Device.prototype, 'tensor', function tensor(data, shape, dtype) {
     const view = prepared.dtype === undefined
       ? nativeTensor.call(this, prepared.data, prepared.shape)
       : nativeTensor.call(this, prepared.data, prepared.shape, prepared.dtype);
-    return recordView(view, deviceUri(this));
+    return view;
   });
-});
-const nativeEmpty = Device.prototype.empty;
-define(Device.prototype, 'empty', function empty(shape, dtype) {
-  return recordView(nativeEmpty.call(this, shape, dtype), deviceUri(this));
 });
 
 // view.toArray(): the contents as nested Arrays in the view's shape (a
@@ -187,7 +174,7 @@ define(Context.prototype, 'lookupFunction', function lookupFunction(name) {
 const views = (view) => ({
   dtype: tryGet(() => view.dtype),
   shape: tryGet(() => view.shape),
-  device: viewDevices.get(view),
+  device: binding.viewDevice(view),
   byteLength: tryGet(() => view.byteLength),
   closed: isClosed(view),
 });
@@ -205,7 +192,7 @@ const inspections = [
     (o) => `Device(${deviceUri(o)})`],
   [BufferView, views, (o) => (isClosed(o)
     ? 'BufferView(closed)'
-    : `BufferView(${o.dtype}${shapeText(o.shape)}${viewDevices.has(o) ? ` on ${viewDevices.get(o)}` : ''})`)],
+    : `BufferView(${o.dtype}${shapeText(o.shape)} on ${binding.viewDevice(o)})`)],
   [HalModule, (o) => ({
     device: deviceUri(o.device),
     debugSink: o.debugSink !== null,
@@ -255,4 +242,4 @@ for (const [cls, fields, text] of inspections) {
   });
 }
 
-module.exports = { deferCloses, recordView, deviceUri, functionText, inspector, isClosed, setOwn };
+module.exports = { deferCloses, deviceUri, functionText, inspector, isClosed, setOwn };

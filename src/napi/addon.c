@@ -13,6 +13,7 @@
 //   objects
 //   nvrtcCompile(...)              halrt.nvrtc.compile's native half
 //   finishHostCall(...)            ends a host call (js_host_module.h)
+//   viewDevice(view)               a BufferView's device URI (js_buffer_view.h)
 //   setErrorClass, setTraceDecoder,
 //   setScheduler                   hooks lib/index.js installs (see below)
 #include <stddef.h>
@@ -285,6 +286,8 @@ NAPI_MODULE_INIT() {
       {"nvrtcCompile", NULL, hrt_js_nvrtc_compile, NULL, NULL, NULL,
        napi_enumerable, NULL},
       {"finishHostCall", NULL, hrt_js_host_finish, NULL, NULL, NULL,
+       napi_enumerable, NULL},
+      {"viewDevice", NULL, hrt_js_buffer_view_device, NULL, NULL, NULL,
        napi_enumerable, NULL},
       {"setErrorClass", NULL, hrt_js_set_hook, NULL, NULL, NULL,
        napi_enumerable, (void*)offsetof(hrt_js_env_t, error_class)},

@@ -195,6 +195,25 @@ napi_value hrt_js_buffer_view_new(napi_env env, hrt_hal_buffer_view_t* view) {
   return object;
 }
 
+napi_value hrt_js_buffer_view_device(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value value = NULL;
+  napi_value result = NULL;
+  HRT_NAPI_CALL(env, napi_get_cb_info(env, info, &argc, &value, NULL, NULL));
+  HRT_NAPI_CALL(env, napi_get_undefined(env, &result));
+  if (argc < 1 || !hrt_js_wrap_is(env, value, &hrt_js_buffer_view_class)) {
+    return result;
+  }
+  hrt_js_wrap_t* wrap = hrt_js_wrap_get(env, value);
+  if (wrap == NULL) return NULL;
+  if (wrap->closed || wrap->handle == NULL) return result;
+  const hrt_hal_buffer_t* buffer = hrt_hal_buffer_view_buffer(wrap->handle);
+  HRT_NAPI_CALL(env, napi_create_string_utf8(
+                         env, hrt_hal_device_info(buffer->device)->uri,
+                         NAPI_AUTO_LENGTH, &result));
+  return result;
+}
+
 napi_value hrt_js_buffer_view_define(napi_env env, hrt_js_env_t* state) {
   const napi_property_descriptor properties[] = {
       HRT_JS_GETTER("shape", hrt_js_buffer_view_shape),

@@ -25,4 +25,9 @@ napi_value hrt_js_buffer_view_define(napi_env env, hrt_js_env_t* state);
 // BufferView object. Returns NULL with a pending exception on failure.
 napi_value hrt_js_buffer_view_new(napi_env env, hrt_hal_buffer_view_t* view);
 
+// viewDevice(value): the URI of the device holding BufferView `value`'s
+// buffer; undefined for a closed view or anything else (lib/objects.js
+// prints it). The binding's export.
+napi_value hrt_js_buffer_view_device(napi_env env, napi_callback_info info);
+
 #endif  // HRT_NAPI_JS_BUFFER_VIEW_H_
