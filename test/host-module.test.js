@@ -368,6 +368,35 @@ describe('HostModule: spec, linking, lifetime', () => {
     }
   });
 
+  it('a worker that ends while host calls wait behind its slow sink: every invocation ends and nothing is left', async () => {
+    for (const uri of ['local-sync', 'local-task?workers=2']) {
+      const before = await liveBaseline();
+      const script = `
+        const halrt = require(${LIB});
+        const { parentPort } = require('worker_threads');
+        const busy = (ms) => { const until = Date.now() + ms; while (Date.now() < until); };
+        const instance = new halrt.Instance();
+        const device = instance.createDevice('${uri}');
+        let traces = 0;
+        const hal = new halrt.HalModule(instance, device, { debugSink: () => { if (++traces === 3) parentPort.postMessage('sinking'); busy(2); } });
+        const host = new halrt.HostModule(instance, 'host', { f: { inputs: [{ name: 'x', dtype: 'f32', shape: [4] }], outputs: [{ name: 'y', dtype: 'f32', shape: [4] }], impl: (x) => x.data } });
+        const module = new halrt.ModuleBuilder('m').function('main', (f) => {
+          f.input('x', 'f32', [4]).output('y', 'f32', [4]);
+          for (let i = 0; i < 30; ++i) f.trace('t' + i, ['x']);
+          return f.call('host.f', ['x'], ['y']);
+        }).build(instance);
+        const main = new halrt.Context(instance, [hal, host, module]).lookupFunction('m.main');
+        for (let i = 0; i < 8; ++i) main.invoke([[1, 2, 3, 4]]).catch(() => {});`;
+      const worker = new Worker(script, { eval: true });
+      await new Promise((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+      });
+      await worker.terminate();
+      assert.deepStrictEqual(await settleLiveObjects(before), before, uri);
+    }
+  });
+
   it('a worker that ends while its impl is pending, and process.exit in impl: no crash', async () => {
     const script = `
       const halrt = require(${LIB});

@@ -199,6 +199,11 @@ static void hrt_js_host_deliver(napi_env env, hrt_js_channel_t* channel,
     } else if (pending) {
       char text[512];
       hrt_js_host_pending_text(env, text, sizeof(text));
+    } else if (token == NULL) {
+      // Refused without an exception: the env is terminating (a worker
+      // that ends), and nothing else would end the call.
+      hrt_js_host_cancel(message->call, "the environment that runs the host "
+                                        "function is ending");
     }
   }
   free(message);
