@@ -3,6 +3,14 @@
 #include <stdint.h>
 #include <string.h>
 
+void hrt_copy(void* dst, const void* src, size_t length, bool streaming) {
+  if (streaming) {
+    hrt_copy_streaming(dst, src, length);
+  } else if (length) {
+    memcpy(dst, src, length);
+  }
+}
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
 

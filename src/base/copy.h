@@ -11,12 +11,16 @@
 #ifndef HRT_BASE_COPY_H_
 #define HRT_BASE_COPY_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 
 // memcpy of `length` bytes between ranges that do not overlap, with stores
 // that bypass the caches where the platform has them (x86-64); memcpy
 // elsewhere and for lengths under HRT_COPY_STREAMING_MIN_BYTES.
 void hrt_copy_streaming(void* dst, const void* src, size_t length);
+
+// hrt_copy_streaming when `streaming`, else memcpy.
+void hrt_copy(void* dst, const void* src, size_t length, bool streaming);
 
 // Below this a streaming copy is a memcpy: the destination of a small copy
 // is as likely to be cached, and the fence costs more than it saves.

@@ -1,7 +1,5 @@
 #include "hal/device.h"
 
-#include <string.h>
-
 #include "base/copy.h"
 #include "base/live.h"
 
@@ -79,9 +77,7 @@ void hrt_hal_device_copy_host(hrt_hal_device_t* device, void* dst,
                               bool streaming) {
   if (device && device->vtable->copy_host) {
     device->vtable->copy_host(device, dst, src, byte_length, streaming);
-  } else if (streaming) {
-    hrt_copy_streaming(dst, src, (size_t)byte_length);
-  } else if (byte_length) {
-    memcpy(dst, src, (size_t)byte_length);
+  } else {
+    hrt_copy(dst, src, (size_t)byte_length, streaming);
   }
 }

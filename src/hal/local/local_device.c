@@ -618,23 +618,14 @@ typedef struct hrt_copy_job_s {
   bool streaming;
 } hrt_copy_job_t;
 
-static void hrt_copy_bytes(void* dst, const void* src, uint64_t length,
-                           bool streaming) {
-  if (streaming) {
-    hrt_copy_streaming(dst, src, (size_t)length);
-  } else if (length) {
-    memcpy(dst, src, (size_t)length);
-  }
-}
-
 static void hrt_copy_chunk(void* context, uint64_t item, uint32_t worker_id) {
   (void)worker_id;
   const hrt_copy_job_t* job = context;
   const uint64_t begin = item * HRT_LOCAL_COPY_CHUNK;
   const uint64_t left = job->length - begin;
-  hrt_copy_bytes(job->dst + begin, job->src + begin,
-                 left < HRT_LOCAL_COPY_CHUNK ? left : HRT_LOCAL_COPY_CHUNK,
-                 job->streaming);
+  hrt_copy(job->dst + begin, job->src + begin,
+           (size_t)(left < HRT_LOCAL_COPY_CHUNK ? left : HRT_LOCAL_COPY_CHUNK),
+           job->streaming);
 }
 
 // Any thread; on the queue thread (the pool's only caller, which runs
@@ -646,7 +637,7 @@ static void hrt_local_copy_host(hrt_hal_device_t* base, void* dst,
   const uint64_t chunks =
       (byte_length + HRT_LOCAL_COPY_CHUNK - 1) / HRT_LOCAL_COPY_CHUNK;
   if (!device->pool || chunks < 2 || !hrt_thread_is_current(&device->thread)) {
-    hrt_copy_bytes(dst, src, byte_length, streaming);
+    hrt_copy(dst, src, (size_t)byte_length, streaming);
     return;
   }
   hrt_copy_job_t job = {dst, src, byte_length, streaming};
