@@ -83,7 +83,8 @@ function deviceOf(fn) {
 }
 
 // What every call of a function needs that never changes (its name, its
-// output names, the HostModules of its context), read once: these getters make new objects on each read.
+// output names, the HostModules of its context), read once: these getters
+// make new objects on each read.
 const facts = new WeakMap();
 function factsOf(fn) {
   let known = facts.get(fn);

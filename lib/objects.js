@@ -1,7 +1,8 @@
 'use strict';
 // What the JavaScript side adds to the native classes: device.tensor() from
-// host data (lib/host_data.js), whether an object is closed, `numel`/`size`, util.inspect and toString output, and
-// context.lookupFunction() by a bare function name.
+// host data (lib/host_data.js), whether an object is closed, `numel`/`size`,
+// util.inspect and toString output, and context.lookupFunction() by a bare
+// function name.
 
 const util = require('util');
 const binding = require('./binding');
