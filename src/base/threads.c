@@ -4,6 +4,7 @@
 #include "base/threads.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -57,6 +58,8 @@ int64_t hrt_time_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+void hrt_thread_yield(void) { (void)sched_yield(); }
 
 hrt_status_t hrt_thread_create(const char* name, void* (*entry)(void*),
                                void* arg, hrt_thread_t* out_thread) {

@@ -49,6 +49,10 @@ static inline void hrt_cpu_pause(void) {
   __asm__ volatile("yield");
 #endif
 }
+// Gives the core to another runnable thread, if any, and returns at once
+// otherwise (sched_yield): a spin-wait that calls it never delays a thread it
+// shares a core with.
+void hrt_thread_yield(void);
 #define HRT_TIME_INFINITE_FUTURE INT64_MAX
 
 typedef struct hrt_thread_s {

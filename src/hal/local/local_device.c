@@ -762,24 +762,21 @@ static void hrt_local_device_free(hrt_local_device_t* device) {
 // is empty before it sleeps. A caller that awaits each result, or keeps
 // several in flight, submits again within microseconds; waking a sleeping
 // thread costs the submitter a system call and both threads several
-// microseconds (most of the JS thread's time per call on a VM). When a
-// spin finds nothing, the next HRT_LOCAL_QUEUE_SPIN_BACKOFF times the queue
-// empties the thread sleeps at once: a spin that shares a busy core with
-// the submitter only delays it (on 2 cores with one taken by other work, a
-// spinning queue thread tripled the latency of a call awaited in a loop).
+// microseconds (most of the JS thread's time per call on a VM). The spin
+// yields the core between looks (hrt_thread_yield) rather than pausing: a
+// submitter that shares the core runs at once instead of waiting out the
+// spin (on 2 cores with one taken by other work, a pausing spin tripled the
+// latency of a call awaited in a loop, which is why an earlier version
+// stopped spinning for a while after a spin found nothing).
 #define HRT_LOCAL_QUEUE_SPIN_NS ((int64_t)50 * 1000)
-#define HRT_LOCAL_QUEUE_SPIN_BACKOFF 64
 
 // Queue thread, without the mutex: waits until a submission is queued or
-// HRT_LOCAL_QUEUE_SPIN_NS have passed, without sleeping; whether one was.
-static bool hrt_queue_spin(hrt_local_device_t* device) {
+// HRT_LOCAL_QUEUE_SPIN_NS have passed, without sleeping.
+static void hrt_queue_spin(hrt_local_device_t* device) {
   const int64_t until = hrt_time_now_ns() + HRT_LOCAL_QUEUE_SPIN_NS;
-  for (;;) {
-    if (atomic_load_explicit(&device->queued, memory_order_relaxed)) {
-      return true;
-    }
-    if (hrt_time_now_ns() >= until) return false;
-    hrt_cpu_pause();
+  while (!atomic_load_explicit(&device->queued, memory_order_relaxed) &&
+         hrt_time_now_ns() < until) {
+    hrt_thread_yield();
   }
 }
 
@@ -793,18 +790,13 @@ static void* hrt_queue_main(void* arg) {
   int64_t trim_at = HRT_TIME_INFINITE_FUTURE;
   bool worked = false;  // since the queue was last seen empty
   bool spun = false;    // since the last submission was taken
-  uint32_t skip_spins = 0;
   hrt_mutex_lock(&device->mutex);
   for (;;) {
     if (!device->head && !device->shutdown) {
       if (worked && !spun) {
         spun = true;
-        if (skip_spins > 0) {
-          --skip_spins;
-          continue;
-        }
         hrt_mutex_unlock(&device->mutex);
-        if (!hrt_queue_spin(device)) skip_spins = HRT_LOCAL_QUEUE_SPIN_BACKOFF;
+        hrt_queue_spin(device);
         hrt_mutex_lock(&device->mutex);
         continue;
       }
