@@ -197,6 +197,57 @@ for (const uri of DEVICE_URIS) {
     });
 
     for (const traceData of ['owned', 'borrowed']) {
+      it(`large traces are exact however many workgroups wrote them (traceData '${traceData}')`, async () => {
+                  // A local-task device splits the copy of a dispatch's output
+                  // by the workers that ran its workgroups (2 to 64 of them) or
+                  // by chunks: every split must copy every byte once. 300007
+                  // f32: not a whole number of cache lines, nor of chunks.
+                  const N = 300007;
+                  const counts = [1, 2, 3, 7, 64, 65];
+                  const seen = new Map();
+        const p = makeProgram(uri, (b) => b.function('main', (f) => {
+                    f.input('a', 'f32', [N]).input('b', 'f32', [N]);
+                    for (const [i, w] of counts.entries()) {
+                      f.local(`c${i}`, 'f32', [N])
+                          .dispatch('k.add_f32', {
+                            workgroups: [w],
+                            bindings:
+                                [i === 0 ? 'a' : `c${i - 1}`, 'b', `c${i}`],
+                            constants: [N]
+                          })
+                          .trace(`w${w}`, [`c${i}`]);
+                    }
+                    return f.trace('a', ['a']);
+        }), {
+          hal: {
+            traceData,
+            debugSink: (key, tensors) => seen.set(key, tensors[0].data.slice()),
+          },
+        });
+                    const fn = p.lookup('main');
+                    const a = Float32Array.from(
+                        {length: N}, (_, i) => ((i * 37) % 101) - 50 + i / N);
+                    const b = Float32Array.from(
+                        {length: N}, (_, i) => ((i * 13) % 29) / 8);
+                    try {
+                      await fn.invoke([a, b]);
+                      let expected = a;
+                      for (const w of counts) {
+                        expected =
+                            expected.map((v, i) => Math.fround(v + b[i]));
+                        assert.deepStrictEqual(
+                            seen.get(`w${w}`), expected,
+                            `the output of ${w} workgroups`);
+                      }
+                      assert.deepStrictEqual(
+                          seen.get('a'), a,
+                          'an input, traced after the dispatches');
+                    } finally {
+                      fn.close();
+                      p.close();
+                    }
+      });
+
       it(`a later dispatch that writes a traced value in place never changes what the trace shows (traceData '${traceData}')`, async () => {
         // 4 MiB traces, a sink that takes 5 ms per call and room for one
         // trace at a time: the device has long moved on when a trace is

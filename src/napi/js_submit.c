@@ -57,6 +57,23 @@ hrt_status_t hrt_js_array_too_large(uint64_t byte_length, uint64_t limit) {
                          (unsigned long long)limit);
 }
 
+// Before data is given away in an external ArrayBuffer. V8 counts the bytes
+// of external ArrayBuffers, and every 64 MiB more of them since its last
+// full collection starts another (a mark-compact of the whole heap: 0.4 ms
+// of the JS thread per 10 MiB traced, besides its marking threads). Young
+// ArrayBuffers that already died are freed far more cheaply by a scavenge,
+// which V8 runs only when it allocates an ArrayBuffer's memory itself and
+// the young ones hold twice the largest semi-space or more
+// (Heap::AllocateExternalBackingStore). Allocating a 1-byte ArrayBuffer
+// gives it that chance before each large one: arrays a callback dropped
+// then go with a scavenge, long before the full collection would come.
+// Failure only loses the chance.
+static void hrt_js_let_young_buffers_go(napi_env env) {
+  void* data = NULL;
+  napi_value buffer = NULL;
+  (void)napi_create_arraybuffer(env, 1, &data, &buffer);
+}
+
 bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
                                   void* data, uint64_t byte_length,
                                   hrt_js_release_fn release,
@@ -75,6 +92,7 @@ bool hrt_js_typed_array_from_host(napi_env env, hrt_hal_element_type_t dtype,
   // the data of an external ArrayBuffer it refuses only for its size, checked
   // above: any other refusal leaves `data` to us.
   if (byte_length >= HRT_JS_EXTERNAL_MIN_BYTES) {
+    if (release != NULL) hrt_js_let_young_buffers_go(env);
     status = napi_create_external_arraybuffer(
         env, data, (size_t)byte_length,
         release ? hrt_js_release_external : NULL, (void*)release,
