@@ -73,9 +73,8 @@ struct hrt_local_submission_s {
 // would cost more than the sink's copy of it.
 #define HRT_TRACE_INLINE_BYTES (64 * 1024)
 
-// A copy on the queue thread of at most this many parts per dispatch
-// workgroup count goes to the workers by the workgroups they ran (see
-// hrt_local_copy_host).
+// The most workgroups of a dispatch, and units of a job after it, whose
+// workers are matched (hrt_affine_t).
 #define HRT_LOCAL_AFFINITY_PARTS 64
 
 typedef struct hrt_local_device_s {
@@ -516,6 +515,62 @@ static void hrt_trace_order_writer(hrt_local_device_t* device,
   hrt_mutex_unlock(&device->mutex);
 }
 
+// Work on a dispatch's output that follows the caches. Right after a
+// dispatch of 2 to HRT_LOCAL_AFFINITY_PARTS workgroups, its output is still
+// in the caches of the workers that wrote it, workgroup i's share being
+// part i of the output's bytes (the built-in kernels write linear chunks
+// in workgroup order). A job over that output in `count` units runs
+// `count` items, each taking (hrt_affine_take) the first unit not yet taken
+// whose middle byte is in a part its worker wrote, else any unit not yet
+// taken: every unit runs once. A copy from another core's cache ran at
+// 16.5 GB/s here, from its own at 24.8.
+typedef struct hrt_affine_s {
+  uint32_t count;  // 0: no preferences (item i runs unit i)
+  uint8_t prefer[HRT_LOCAL_AFFINITY_PARTS];
+  atomic_bool taken[HRT_LOCAL_AFFINITY_PARTS];
+} hrt_affine_t;
+
+// Queue thread: preferences for `units` units of `unit_bytes` over
+// `byte_length` bytes from the last dispatch, if there was one and the
+// units are 2 to HRT_LOCAL_AFFINITY_PARTS (larger outputs are out of the
+// caches anyway).
+static void hrt_affine_init(hrt_affine_t* affine,
+                            const hrt_local_device_t* device, uint64_t units,
+                            uint64_t unit_bytes, uint64_t byte_length) {
+  affine->count = 0;
+  const uint32_t parts = device->dispatch_parts;
+  if (parts < 2 || units < 2 || units > HRT_LOCAL_AFFINITY_PARTS) return;
+  const uint64_t part_bytes = (byte_length + parts - 1) / parts;
+  for (uint32_t i = 0; i < units; ++i) {
+    uint64_t middle = i * unit_bytes + unit_bytes / 2;
+    if (middle >= byte_length) middle = byte_length - 1;
+    const uint64_t part = middle / part_bytes;
+    affine->prefer[i] =
+        device->dispatch_worker[part < parts ? part : parts - 1];
+    atomic_init(&affine->taken[i], false);
+  }
+  affine->count = (uint32_t)units;
+}
+
+static bool hrt_affine_try(hrt_affine_t* affine, uint32_t unit) {
+  return !atomic_load_explicit(&affine->taken[unit], memory_order_relaxed) &&
+         !atomic_exchange_explicit(&affine->taken[unit], true,
+                                   memory_order_relaxed);
+}
+
+// Any worker, once per item of a job of `count` items: the unit to run.
+static uint64_t hrt_affine_take(hrt_affine_t* affine, uint64_t item,
+                                uint32_t worker_id) {
+  if (affine->count == 0) return item;
+  for (uint32_t i = 0; i < affine->count; ++i) {
+    if (affine->prefer[i] == worker_id && hrt_affine_try(affine, i)) return i;
+  }
+  // Fewer than `count` items have run before this one: a unit is left.
+  uint32_t i = 0;
+  while (!hrt_affine_try(affine, i)) ++i;
+  return i;
+}
+
 // One source's summary computed by the worker pool: one item per chunk.
 typedef struct hrt_summary_job_s {
   hrt_hal_trace_mode_t mode;
@@ -523,14 +578,15 @@ typedef struct hrt_summary_job_s {
   const void* data;
   uint64_t count;
   hrt_hal_tensor_summary_t* partials;  // [chunk count]
+  hrt_affine_t affine;
 } hrt_summary_job_t;
 
 static void hrt_summarize_chunk(void* context, uint64_t item,
                                 uint32_t worker_id) {
-  (void)worker_id;
-  const hrt_summary_job_t* job = context;
+  hrt_summary_job_t* job = context;
+  const uint64_t chunk = hrt_affine_take(&job->affine, item, worker_id);
   hrt_hal_tensor_summary_chunk(job->mode, job->type, job->data, job->count,
-                               item, &job->partials[item]);
+                               chunk, &job->partials[chunk]);
 }
 
 // Queue thread: the summary of `source` (resolved) in `mode`, over the live
@@ -558,6 +614,10 @@ static void hrt_summarize(hrt_local_device_t* device,
     hrt_hal_tensor_summary_compute(mode, type, job.data, job.count, out);
     return;
   }
+  hrt_affine_init(
+      &job.affine, device, chunks,
+      HRT_HAL_TENSOR_SUMMARY_CHUNK * hrt_hal_element_type_size(type),
+      source->length);
   hrt_worker_pool_run(device->pool, chunks, hrt_summarize_chunk, &job);
   hrt_hal_tensor_summary_init(out);
   for (uint64_t i = 0; i < chunks; ++i) {
@@ -624,7 +684,7 @@ static void hrt_trace(hrt_local_device_t* device, hrt_local_submission_t* sub,
   hrt_trace_enqueue(device, job);
 }
 
-// A copy spread over the worker pool: one item per chunk, or per part.
+// A copy spread over the worker pool: one item per chunk.
 #define HRT_LOCAL_COPY_CHUNK ((uint64_t)128 * 1024)
 
 typedef struct hrt_copy_job_s {
@@ -632,57 +692,22 @@ typedef struct hrt_copy_job_s {
   const char* src;
   uint64_t length;
   bool streaming;
-  // Parts (0: chunks of HRT_LOCAL_COPY_CHUNK): `parts` ranges of
-  // `part_bytes`, part i preferably copied by worker_of[i].
-  uint32_t parts;
-  uint64_t part_bytes;
-  const uint8_t* worker_of;
-  atomic_bool taken[HRT_LOCAL_AFFINITY_PARTS];
+  hrt_affine_t affine;
 } hrt_copy_job_t;
 
-static void hrt_copy_range(const hrt_copy_job_t* job, uint64_t begin,
-                           uint64_t size) {
-  if (begin >= job->length) return;
+static void hrt_copy_chunk(void* context, uint64_t item, uint32_t worker_id) {
+  hrt_copy_job_t* job = context;
+  const uint64_t begin =
+      hrt_affine_take(&job->affine, item, worker_id) * HRT_LOCAL_COPY_CHUNK;
   const uint64_t left = job->length - begin;
   hrt_copy(job->dst + begin, job->src + begin,
-           (size_t)(left < size ? left : size), job->streaming);
-}
-
-// Takes part `i` unless another item has.
-static bool hrt_copy_take(hrt_copy_job_t* job, uint32_t i) {
-  return !atomic_load_explicit(&job->taken[i], memory_order_relaxed) &&
-         !atomic_exchange_explicit(&job->taken[i], true, memory_order_relaxed);
-}
-
-// One item: a chunk, or with parts the first part not yet taken that this
-// worker wrote in the last dispatch, else any part not yet taken (there are
-// as many items as parts, each takes one: every part is copied once).
-static void hrt_copy_item(void* context, uint64_t item, uint32_t worker_id) {
-  hrt_copy_job_t* job = context;
-  if (job->parts == 0) {
-    hrt_copy_range(job, item * HRT_LOCAL_COPY_CHUNK, HRT_LOCAL_COPY_CHUNK);
-    return;
-  }
-  for (uint32_t pass = 0; pass < 2; ++pass) {
-    for (uint32_t i = 0; i < job->parts; ++i) {
-      if ((pass == 1 || job->worker_of[i] == worker_id) &&
-          hrt_copy_take(job, i)) {
-        hrt_copy_range(job, i * job->part_bytes, job->part_bytes);
-        return;
-      }
-    }
-  }
+           (size_t)(left < HRT_LOCAL_COPY_CHUNK ? left : HRT_LOCAL_COPY_CHUNK),
+           job->streaming);
 }
 
 // Any thread; on the queue thread (the pool's only caller, which runs
-// traces between jobs) the copy goes to the worker pool. A dispatch's
-// output is still in the caches of the workers that wrote it, so right
-// after a dispatch of 2 to HRT_LOCAL_AFFINITY_PARTS workgroups the copy is
-// split into as many parts, part i going first to the worker that ran
-// workgroup i (the built-in kernels write linear chunks in workgroup
-// order): a copy from another core's cache ran at 16.5 GB/s here, from its
-// own at 24.8. Parts larger than HRT_LOCAL_COPY_CHUNK * 8 would be out of
-// the caches anyway, and are copied by chunks.
+// traces between jobs) the chunks go to the worker pool, each first to a
+// worker that wrote it (hrt_affine_t).
 static void hrt_local_copy_host(hrt_hal_device_t* base, void* dst,
                                 const void* src, uint64_t byte_length,
                                 bool streaming) {
@@ -695,21 +720,9 @@ static void hrt_local_copy_host(hrt_hal_device_t* base, void* dst,
   }
   hrt_copy_job_t job = {
       .dst = dst, .src = src, .length = byte_length, .streaming = streaming};
-  uint64_t items = chunks;
-  const uint32_t parts = device->dispatch_parts;
-  if (parts >= 2) {
-    // Whole cache lines per part.
-    const uint64_t part_bytes =
-        ((byte_length + parts - 1) / parts + 63) & ~63ull;
-    if (part_bytes <= HRT_LOCAL_COPY_CHUNK * 8) {
-      job.parts = parts;
-      job.part_bytes = part_bytes;
-      job.worker_of = device->dispatch_worker;
-      for (uint32_t i = 0; i < parts; ++i) atomic_init(&job.taken[i], false);
-      items = parts;
-    }
-  }
-  hrt_worker_pool_run(device->pool, items, hrt_copy_item, &job);
+  hrt_affine_init(&job.affine, device, chunks, HRT_LOCAL_COPY_CHUNK,
+                  byte_length);
+  hrt_worker_pool_run(device->pool, chunks, hrt_copy_chunk, &job);
 }
 
 // Queue thread: reports a dispatch's time after every trace before it.
