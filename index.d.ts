@@ -678,14 +678,17 @@ export interface HalModuleOptions {
    * Who owns `tensor.data` of a trace: 'owned' (the default: the callback
    * may keep it as long as it likes) or 'borrowed' (valid only until the
    * callback returns: arrays of 64 KiB and more are then detached, to length
-   * 0, and their memory is reused at once rather than when V8 collects them;
-   * keep a copy with `data.slice()`). Borrowed data makes large traces
-   * several times cheaper. Never hand a borrowed array to anything that
+   * 0; keep a copy with `data.slice()`). Borrowed data makes large traces
+   * several times cheaper: on the CPU devices the array is the device
+   * buffer's own memory (a later command that writes those bytes copies
+   * them aside first, or waits for the callback to return, so the values
+   * are always those traced). Read borrowed arrays, never write into them:
+   * a write changes the device's data. Never hand one to anything that
    * reads it after the callback returns (an asynchronous native API such as
-   * zlib or fs with a callback): its memory is reused, and Node may abort or
-   * crash. Transferring a borrowed array's buffer (postMessage or
-   * structuredClone with `transfer`) keeps it valid, but its memory is then
-   * never reused nor freed.
+   * zlib or fs with a callback): the memory is the device's again, and Node
+   * may abort or crash. A borrowed array's buffer is not transferable: in
+   * the transfer list of postMessage or structuredClone it is copied
+   * instead (Node 20).
    */
   traceData?: 'owned' | 'borrowed' | undefined;
   /**

@@ -153,7 +153,7 @@ for (const uri of DEVICE_URIS) {
       }
     });
 
-    it("traceData 'borrowed' lends large data for the callback only: detached after it; small data and transferred buffers are kept", async () => {
+    it('traceData \'borrowed\' lends large data for the callback only: detached after it; small data is kept, and a transfer copies', async () => {
       const N = 32768; // 128 KiB of f32: lent; the f32[4] is always a copy
       const seen = [];
       const moved = [];
@@ -165,10 +165,12 @@ for (const uri of DEVICE_URIS) {
           traceData: 'borrowed',
           debugSink: (key, tensors) => {
             seen.push({ key, tensors, copies: tensors.map((t) => t.data.slice()) });
-            // A callback that transfers a lent buffer keeps it: that block
-            // is never reused.
+            // A lent buffer is not transferable (Node marks the external
+            // buffers of addons so): a transfer copies it.
             if (key === 'relu' && moved.length === 0) {
               moved.push(structuredClone(tensors[0].data, { transfer: [tensors[0].data.buffer] }));
+              assert.strictEqual(
+                  tensors[0].data.length, N, 'still lent after the transfer');
             }
           },
         },
@@ -189,11 +191,63 @@ for (const uri of DEVICE_URIS) {
           assert.strictEqual(tensors[0].data.buffer.byteLength, 0);
           if (key === 'inputs') assert.deepStrictEqual(tensors[1].data, small, 'small data stays a copy');
         }
-        assert.deepStrictEqual(moved[0], relu, 'a transferred buffer is left alone');
+        assert.deepStrictEqual(moved[0], relu, 'the copy a transfer made');
       } finally {
         fn.close();
         p.close();
       }
+    });
+
+    it('traceData \'borrowed\' shows each invocation the values it traced while later ones overwrite them in place', async () => {
+                // Borrowed data may be lent where it lies, without a copy: a
+                // later writer of the bytes copies them first while the sink
+                // has not begun reading them, and waits while it reads. Four
+                // invocations in flight bump the same input in place under a
+                // sink that takes 3 ms a trace.
+                const N = 1 << 16;  // 256 KiB: large data
+                const seen = [];
+      const p = makeProgram(uri, (b) => b.function('main', (f) => f
+        .input('x', 'f32', [N]).input('one', 'f32', [N])
+        .trace('before', ['x'])
+        .dispatch('k.add_f32', { workgroups: [4], bindings: ['x', 'one', 'x'], constants: [N] })
+        .trace('after', ['x'])), {
+        hal: {
+          traceData: 'borrowed',
+          debugSink: (key, tensors, info) => {
+                    const {data} = tensors[0];
+                    seen.push({
+                      key,
+                      sequence: info.sequence,
+                      first: data[0],
+                      last: data[N - 1],
+                      sum: data.reduce((a, v) => a + v, 0)
+                    });
+                    busyWait(3);
+          },
+        },
+      });
+                  const fn = p.lookup('main');
+                  const x = p.device.tensor(new Float32Array(N).fill(10), [N]);
+                  const one = p.device.tensor(new Float32Array(N).fill(1), [N]);
+                  try {
+                    await Promise.all(
+                        [0, 1, 2, 3].map(() => fn.invoke([x, one])));
+                    assert.strictEqual(seen.length, 8);
+                    for (const {key, sequence, first, last, sum} of seen) {
+                      const expected =
+                          10 + (sequence - 1) + (key === 'after' ? 1 : 0);
+                      assert.deepStrictEqual(
+                          {first, last, sum},
+                          {first: expected, last: expected, sum: expected * N},
+                          `${key} of invocation ${sequence}`);
+                    }
+                    assert.deepStrictEqual(
+                        await x.read(), new Float32Array(N).fill(14));
+                  } finally {
+                    closeAll(x, one);
+                    fn.close();
+                    p.close();
+                  }
     });
 
     for (const traceData of ['owned', 'borrowed']) {

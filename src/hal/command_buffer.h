@@ -44,14 +44,18 @@ typedef enum hrt_hal_command_type_e {
 // on the device when every command before it has run. Devices may run
 // later commands while it runs (only those that may write a traced range
 // wait for it). `submission_context` is the submission's
-// hrt_hal_submission_t.host_context. A non-OK return fails the submission
-// with that status: later traces of the submission are not delivered, and
-// later commands may already have run (reads included) or not run.
+// hrt_hal_submission_t.host_context. `buffers[i]`, where `buffers` is not
+// NULL, is the buffer that `data[i]` lies in, which the callback may lend
+// (hrt_hal_device_lend; full traces on devices whose buffers are host
+// memory). A non-OK return fails the submission with that status: later
+// traces of the submission are not delivered, and later commands may
+// already have run (reads included) or not run.
 typedef hrt_status_t (*hrt_hal_trace_fn_t)(void* user_data,
                                            void* submission_context,
                                            uint32_t count,
                                            const void* const* data,
-                                           const uint64_t* lengths);
+                                           const uint64_t* lengths,
+                                           hrt_hal_buffer_t* const* buffers);
 
 #define HRT_HAL_MAX_TRACE_SOURCES 32
 

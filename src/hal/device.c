@@ -81,3 +81,20 @@ void hrt_hal_device_copy_host(hrt_hal_device_t* device, void* dst,
     hrt_copy(dst, src, (size_t)byte_length, streaming);
   }
 }
+
+hrt_hal_loan_t* hrt_hal_device_lend(hrt_hal_device_t* device,
+                                    hrt_hal_buffer_t* buffer, const void* data,
+                                    uint64_t length, void* spare) {
+  if (device == NULL || buffer == NULL || device->vtable->lend == NULL) {
+    return NULL;
+  }
+  return device->vtable->lend(device, buffer, data, length, spare);
+}
+
+const void* hrt_hal_loan_open(hrt_hal_loan_t* loan) {
+  return loan->device->vtable->loan_open(loan);
+}
+
+void hrt_hal_loan_close(hrt_hal_loan_t* loan, bool abandon) {
+  loan->device->vtable->loan_close(loan, abandon);
+}

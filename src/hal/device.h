@@ -78,6 +78,7 @@ typedef struct hrt_hal_submission_s {
 } hrt_hal_submission_t;
 
 typedef struct hrt_hal_device_s hrt_hal_device_t;
+typedef struct hrt_hal_loan_s hrt_hal_loan_t;
 
 typedef struct hrt_hal_device_vtable_s {
   void (*destroy)(hrt_hal_device_t* device);
@@ -95,6 +96,11 @@ typedef struct hrt_hal_device_vtable_s {
   // hrt_hal_device_copy_host.
   void (*copy_host)(hrt_hal_device_t* device, void* dst, const void* src,
                     uint64_t byte_length, bool streaming);
+  // Optional (NULL: the device lends nothing); see hrt_hal_device_lend.
+  hrt_hal_loan_t* (*lend)(hrt_hal_device_t* device, hrt_hal_buffer_t* buffer,
+                          const void* data, uint64_t length, void* spare);
+  const void* (*loan_open)(hrt_hal_loan_t* loan);
+  void (*loan_close)(hrt_hal_loan_t* loan, bool abandon);
 } hrt_hal_device_vtable_t;
 
 struct hrt_hal_device_s {
@@ -148,5 +154,34 @@ hrt_status_t hrt_hal_device_queue_submit(hrt_hal_device_t* device,
 void hrt_hal_device_copy_host(hrt_hal_device_t* device, void* dst,
                               const void* src, uint64_t byte_length,
                               bool streaming);
+
+// Loans: traced bytes read where they lie, without a copy. A device whose
+// buffers are host memory (the local devices) lends the bytes a trace
+// callback was given (`length` bytes at `data`, inside `buffer`) to a sink
+// that hands them to JavaScript for the length of a callback. Until the
+// loan is closed the device keeps them as the trace saw them: a later
+// command that may write them first copies them into `spare` (the
+// caller's, at least `length` bytes) while the loan is only lent, and
+// waits while it is open. The loan keeps `buffer` alive.
+//
+// Threads and ownership: lend on the device's completion thread, during
+// the trace callback that was given `data`; NULL when the device lends
+// nothing or is out of memory (then copy). The loan is the caller's until
+// close, which frees it; `spare` stays the caller's, free to reuse once
+// close returns. open and close run on any thread (the JS thread), open at
+// most once and before close.
+struct hrt_hal_loan_s {
+  hrt_hal_device_t* device;
+};
+hrt_hal_loan_t* hrt_hal_device_lend(hrt_hal_device_t* device,
+                                    hrt_hal_buffer_t* buffer, const void* data,
+                                    uint64_t length, void* spare);
+// The bytes as the trace saw them (the buffer's own, or `spare` where a
+// writer came first), valid until close: writers of them wait until then.
+const void* hrt_hal_loan_open(hrt_hal_loan_t* loan);
+// Ends the loan and frees it. `abandon`: the bytes may still be read after
+// it (memory that could not be taken back from JavaScript): writers go on,
+// and the buffer is never released, so the bytes stay mapped.
+void hrt_hal_loan_close(hrt_hal_loan_t* loan, bool abandon);
 
 #endif  // HRT_HAL_DEVICE_H_

@@ -94,6 +94,10 @@ typedef struct hrt_trace_tensor_s {
   // (hal/tensor_summary.h says which fields each mode sets), valid during
   // the call; NULL in FULL traces.
   const hrt_hal_tensor_summary_t* summary;
+  // The device buffer `data` lies in, which a sink may lend instead of
+  // copying (hrt_hal_device_lend on info->device, during the call); NULL
+  // where the bytes are a host copy (a GPU's, a recorded trace's).
+  struct hrt_hal_buffer_s* buffer;
 } hrt_trace_tensor_t;
 
 typedef struct hrt_dispatch_timing_s {

@@ -263,7 +263,8 @@ static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
         hrt_js_trace_batch_take_external(batch, index), external->byte_length,
         hrt_block_pool_give_back, out_array);
   }
-  if (!hrt_js_typed_array_from_host(env, external->element_type, external->data,
+  void* bytes = (void*)hrt_js_trace_batch_external_bytes(batch, index);
+  if (!hrt_js_typed_array_from_host(env, external->element_type, bytes,
                                     external->byte_length, NULL, out_array)) {
     return false;
   }
@@ -283,10 +284,11 @@ static bool hrt_js_sink_external(napi_env env, const hrt_js_sink_t* sink,
 }
 
 // Borrowed data: detaches what was lent of the externals from `lent_end` up
-// to `to` and forgets it, so that the batch's reset gives their blocks back.
-// Works with an exception pending (a callback that terminated its worker).
-// A buffer found detached already (transferred elsewhere by a callback) may
-// still be in use there: its block is left, never reused.
+// to `to` and forgets it, ending a device's loan of it at once (its writers
+// may wait) and leaving its block to the batch's reset. Works with an
+// exception pending (a callback that terminated its worker). A buffer found
+// detached already, or that cannot be detached, may still be read: its
+// block is left, never reused, and its loan abandoned (hal/device.h).
 static void hrt_js_sink_take_back(napi_env env,
                                   hrt_js_sink_delivery_t* delivery, size_t to) {
   if (delivery->lent == NULL) return;
@@ -301,6 +303,8 @@ static void hrt_js_sink_take_back(napi_env env,
         napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok ||
         detached || napi_detach_arraybuffer(env, buffer) != napi_ok) {
       hrt_js_trace_batch_take_external(&delivery->batch, i);  // left to leak
+    } else {
+      hrt_js_trace_batch_end_loan(&delivery->batch, i);
     }
     napi_delete_reference(env, ref);
   }
@@ -736,7 +740,7 @@ static hrt_status_t hrt_js_sink_trace(void* user_data, const char* key,
     // Large copies and statistics are made without the lock, so that the
     // JS thread never waits for them.
     hrt_mutex_unlock(&sink->mutex);
-    ok = hrt_js_trace_extras_make(sink->pool, !sink->borrowed, info, count,
+    ok = hrt_js_trace_extras_make(sink->pool, sink->borrowed, info, count,
                                   tensors, contents, &extras);
     hrt_mutex_lock(&sink->mutex);
   }

@@ -23,8 +23,15 @@ enum {
 struct hrt_js_trace_extras_s {
   uint32_t count;
   void** copies;              // [count], NULL where data stays inline
+  hrt_hal_loan_t** loans;     // [count], NULL where copied
   hrt_tensor_stats_t* stats;  // [count] or NULL
 };
+
+// Ends `loan` (if any) and gives back `block`.
+static void hrt_js_external_free(void* block, hrt_hal_loan_t* loan) {
+  if (loan != NULL) hrt_hal_loan_close(loan, false);
+  hrt_block_pool_give_back(block);
+}
 
 static uint64_t hrt_js_slots_for(uint64_t bytes) { return (bytes + 7) / 8; }
 
@@ -94,12 +101,12 @@ bool hrt_js_trace_needs_extras(uint32_t count,
 void hrt_js_trace_extras_free(hrt_js_trace_extras_t* extras) {
   if (extras == NULL) return;
   for (uint32_t i = 0; i < extras->count; ++i) {
-    hrt_block_pool_give_back(extras->copies[i]);
+    hrt_js_external_free(extras->copies[i], extras->loans[i]);
   }
   free(extras);
 }
 
-bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, bool streaming,
+bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, bool borrowed,
                               const hrt_trace_info_t* info, uint32_t count,
                               const hrt_trace_tensor_t* tensors,
                               hrt_js_trace_contents_t contents,
@@ -108,12 +115,13 @@ bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, bool streaming,
   if (!hrt_js_trace_needs_extras(count, tensors, contents)) return true;
   hrt_js_trace_extras_t* extras =
       calloc(1, sizeof(*extras) +
-                    count * (sizeof(void*) + sizeof(hrt_tensor_stats_t)));
+                    count * (2 * sizeof(void*) + sizeof(hrt_tensor_stats_t)));
   if (extras == NULL) return false;
   // Stats first: doubles and 64-bit counts want the struct's alignment.
   extras->stats = contents.stats ? (hrt_tensor_stats_t*)(extras + 1) : NULL;
   extras->copies =
       (void**)((char*)(extras + 1) + count * sizeof(hrt_tensor_stats_t));
+  extras->loans = (hrt_hal_loan_t**)(extras->copies + count);
   extras->count = count;
   for (uint32_t i = 0; i < count; ++i) {
     if (contents.stats)
@@ -124,8 +132,14 @@ bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, bool streaming,
       hrt_js_trace_extras_free(extras);
       return false;
     }
+    if (borrowed) {
+      extras->loans[i] =
+          hrt_hal_device_lend(info->device, tensors[i].buffer, tensors[i].data,
+                              tensors[i].byte_length, extras->copies[i]);
+      if (extras->loans[i] != NULL) continue;
+    }
     hrt_trace_copy(info, extras->copies[i], tensors[i].data,
-                   tensors[i].byte_length, streaming);
+                   tensors[i].byte_length, !borrowed);
   }
   *out_extras = extras;
   return true;
@@ -350,9 +364,11 @@ bool hrt_js_trace_batch_add_trace(hrt_js_trace_batch_t* batch, const char* key,
       batch->dtype_mask |= 1u << tensor->element_type;
     } else {
       hrt_js_put(batch, (double)batch->external_count);
-      batch->externals[batch->external_count++] = (hrt_js_trace_external_t){
-          extras->copies[i], tensor->byte_length, tensor->element_type};
+      batch->externals[batch->external_count++] =
+          (hrt_js_trace_external_t){extras->copies[i], tensor->byte_length,
+                                    tensor->element_type, extras->loans[i]};
       extras->copies[i] = NULL;
+      extras->loans[i] = NULL;
     }
   }
   if (strings != strings_on_stack) free(strings);
@@ -389,14 +405,29 @@ bool hrt_js_trace_batch_add_timing(hrt_js_trace_batch_t* batch,
 
 void* hrt_js_trace_batch_take_external(hrt_js_trace_batch_t* batch,
                                        size_t index) {
-  void* data = batch->externals[index].data;
-  batch->externals[index].data = NULL;
+  hrt_js_trace_external_t* external = &batch->externals[index];
+  if (external->loan != NULL) hrt_hal_loan_close(external->loan, true);
+  external->loan = NULL;
+  void* data = external->data;
+  external->data = NULL;
   return data;
+}
+
+const void* hrt_js_trace_batch_external_bytes(hrt_js_trace_batch_t* batch,
+                                              size_t index) {
+  const hrt_js_trace_external_t* external = &batch->externals[index];
+  return external->loan ? hrt_hal_loan_open(external->loan) : external->data;
+}
+
+void hrt_js_trace_batch_end_loan(hrt_js_trace_batch_t* batch, size_t index) {
+  hrt_js_trace_external_t* external = &batch->externals[index];
+  if (external->loan != NULL) hrt_hal_loan_close(external->loan, false);
+  external->loan = NULL;
 }
 
 void hrt_js_trace_batch_deinit(hrt_js_trace_batch_t* batch) {
   for (size_t i = 0; i < batch->external_count; ++i) {
-    hrt_block_pool_give_back(batch->externals[i].data);
+    hrt_js_external_free(batch->externals[i].data, batch->externals[i].loan);
   }
   free(batch->records);
   free(batch->text);
@@ -414,7 +445,7 @@ void hrt_js_trace_batch_reset(hrt_js_trace_batch_t* batch) {
     return;
   }
   for (size_t i = 0; i < batch->external_count; ++i) {
-    hrt_block_pool_give_back(batch->externals[i].data);
+    hrt_js_external_free(batch->externals[i].data, batch->externals[i].loan);
   }
   if (batch->string_count) {
     memset(batch->slots, 0, batch->slot_count * sizeof(*batch->slots));

@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "base/block_pool.h"
+#include "hal/device.h"
 #include "modules/debug_sink.h"
 
 enum {
@@ -69,6 +70,10 @@ typedef struct hrt_js_trace_external_s {
   void* data;  // a block of the sink's pool; NULL once taken
   uint64_t byte_length;
   hrt_hal_element_type_t element_type;
+  // Borrowed data a device lends (hal/device.h: hrt_hal_device_lend), with
+  // `data` its spare; NULL when the bytes were copied into `data`, and once
+  // the loan has ended.
+  hrt_hal_loan_t* loan;
 } hrt_js_trace_external_t;
 
 typedef struct hrt_js_trace_batch_s {
@@ -119,11 +124,13 @@ bool hrt_js_trace_needs_extras(uint32_t count,
 // Makes the extras of a trace; *out_extras is NULL when it needs none. False
 // when out of memory (nothing left allocated).
 // The copies are blocks of `pool` (kept warm for the next trace: a fresh
-// allocation per large trace would fault in every page anew), made with
-// hrt_trace_copy(info, streaming): streaming where the blocks are given
-// away, since a block then comes back only after a garbage collection, long
-// out of the caches.
-bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, bool streaming,
+// allocation per large trace would fault in every page anew). Given away
+// (not `borrowed`) a block comes back only after a garbage collection, long
+// out of the caches: the copy streams past them (hrt_trace_copy).
+// `borrowed` data is lent by the device where it can (the block is then the
+// loan's spare, written only if a later command writes the bytes first),
+// else copied.
+bool hrt_js_trace_extras_make(hrt_block_pool_t* pool, bool borrowed,
                               const hrt_trace_info_t* info, uint32_t count,
                               const hrt_trace_tensor_t* tensors,
                               hrt_js_trace_contents_t contents,
@@ -152,12 +159,19 @@ static inline bool hrt_js_trace_batch_empty(const hrt_js_trace_batch_t* batch) {
 const char* hrt_js_trace_batch_string(const hrt_js_trace_batch_t* batch,
                                       size_t index);
 
-// Takes external block `index` (its data now belongs to the caller).
+// Takes external block `index` (its data now belongs to the caller, for
+// good: a loan of it is abandoned, see hrt_hal_loan_close).
 void* hrt_js_trace_batch_take_external(hrt_js_trace_batch_t* batch,
                                        size_t index);
+// The bytes of external `index`, opening its loan (the bytes stay as they
+// were until hrt_js_trace_batch_end_loan or the batch's reset).
+const void* hrt_js_trace_batch_external_bytes(hrt_js_trace_batch_t* batch,
+                                              size_t index);
+// Ends the loan of external `index`, if any: JavaScript reads it no more.
+void hrt_js_trace_batch_end_loan(hrt_js_trace_batch_t* batch, size_t index);
 
-// Empties the batch (freeing external blocks not taken), keeping its
-// buffers unless they have grown large.
+// Empties the batch (ending loans and freeing external blocks not taken),
+// keeping its buffers unless they have grown large.
 void hrt_js_trace_batch_reset(hrt_js_trace_batch_t* batch);
 // Frees everything.
 void hrt_js_trace_batch_deinit(hrt_js_trace_batch_t* batch);

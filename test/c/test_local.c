@@ -317,7 +317,9 @@ typedef struct {
 
 static hrt_status_t record_trace(void* user_data, void* submission_context,
                                  uint32_t count, const void* const* data,
-                                 const uint64_t* lengths) {
+                                 const uint64_t* lengths,
+                                 hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   trace_record_t* record = user_data;
   record->calls++;
   record->context_seen = submission_context;
@@ -419,7 +421,9 @@ static void sleep_ms(int ms) {
 
 static hrt_status_t snapshot_trace(void* user_data, void* submission_context,
                                    uint32_t count, const void* const* data,
-                                   const uint64_t* lengths) {
+                                   const uint64_t* lengths,
+                                   hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   (void)submission_context;
   (void)count;
   (void)lengths;
@@ -623,7 +627,9 @@ typedef struct {
 
 static hrt_status_t keep_summary(void* user_data, void* submission_context,
                                  uint32_t count, const void* const* data,
-                                 const uint64_t* lengths) {
+                                 const uint64_t* lengths,
+                                 hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   (void)submission_context;
   (void)count;
   summary_seen_t* seen = user_data;
@@ -724,7 +730,9 @@ static void order_append(char kind, int submission, uint32_t command) {
 // user_data: the command index; 2 ms each, so the trace thread lags.
 static hrt_status_t order_trace(void* user_data, void* submission_context,
                                 uint32_t count, const void* const* data,
-                                const uint64_t* lengths) {
+                                const uint64_t* lengths,
+                                hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   (void)count;
   (void)data;
   (void)lengths;
@@ -987,7 +995,9 @@ static int copies_differ(hrt_hal_device_t* device, const uint8_t* source,
 
 static hrt_status_t copying_trace(void* user_data, void* submission_context,
                                   uint32_t count, const void* const* data,
-                                  const uint64_t* lengths) {
+                                  const uint64_t* lengths,
+                                  hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   (void)submission_context;
   (void)count;
   copying_trace_t* trace = user_data;
@@ -1099,6 +1109,134 @@ static void builtin_signatures_match_the_kernel_library(void) {
   CHECK(chain->bindings[3].written);
 }
 
+// A trace callback that lends its range (hal/device.h) into `loan`.
+typedef struct lender_s {
+  hrt_hal_device_t* device;
+  hrt_hal_loan_t* loan;
+  uint32_t spare[SNAPSHOT_WORDS];
+} lender_t;
+
+static hrt_status_t lending_trace(void* user_data, void* submission_context,
+                                  uint32_t count, const void* const* data,
+                                  const uint64_t* lengths,
+                                  hrt_hal_buffer_t* const* buffers) {
+  (void)submission_context;
+  (void)count;
+  lender_t* lender = user_data;
+  lender->loan = hrt_hal_device_lend(lender->device, buffers[0], data[0],
+                                     lengths[0], lender->spare);
+  return HRT_OK;
+}
+
+// Submits [fill `x` with `word`, store 1 into `flag`]; the caller waits.
+static void submit_fill_then_flag(hrt_hal_device_t* device,
+                                  hrt_hal_executable_t* executable,
+                                  hrt_hal_buffer_t* x, uint32_t word,
+                                  hrt_hal_buffer_t* flag, completion_t* done) {
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), word, 4));
+  const hrt_hal_buffer_ref_t flag_ref = whole(flag);
+  CHECK_OK(record_store_release(cb, executable, &flag_ref));
+  hrt_hal_command_buffer_finalize(cb);
+  CHECK_OK(submit(device, cb, NULL, 0, done));
+  hrt_hal_command_buffer_release(cb);
+}
+
+static int words_differ(const uint32_t* words, uint32_t expected) {
+  int wrong = 0;
+  for (int i = 0; i < SNAPSHOT_WORDS; ++i) wrong += words[i] != expected;
+  return wrong;
+}
+
+// A loan keeps the traced bytes: a writer that comes while it is only lent
+// copies them into the spare first and goes on; one that comes while it is
+// open waits for the close; an abandoned loan holds no writer up and keeps
+// its buffer for good.
+static void loans_keep_the_traced_bytes_until_closed(void) {
+  enum { N = SNAPSHOT_WORDS };
+  static lender_t lender;
+  for (int d = 0; d < 2; ++d) {
+    hrt_hal_device_t* device = NULL;
+    CHECK_OK(make_device(kDeviceUris[d], &device));
+    hrt_hal_executable_t* executable = NULL;
+    CHECK_OK(load_test_library(device, "good", &executable));
+    hrt_hal_buffer_t *x = NULL, *flag = NULL;
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &x));
+    CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &flag));
+    const hrt_hal_buffer_ref_t traced = whole(x);
+    static uint32_t host[N];
+
+    // Lent, then written in the same submission: copied first.
+    memset(&lender, 0, sizeof(lender));
+    lender.device = device;
+    hrt_hal_command_buffer_t* cb = NULL;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 0x11111111, 4));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, lending_trace, &lender));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 0x22222222, 4));
+    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(x), host));
+    hrt_hal_command_buffer_finalize(cb);
+    completion_t done;
+    CHECK_OK(submit(device, cb, NULL, 0, &done));
+    CHECK_OK(completion_wait(&done));
+    hrt_hal_command_buffer_release(cb);
+    CHECK(lender.loan != NULL);
+    const uint32_t* seen = hrt_hal_loan_open(lender.loan);
+    CHECK(seen == lender.spare);
+    CHECK_EQ_INT(words_differ(seen, 0x11111111), 0);
+    CHECK_EQ_INT(words_differ(host, 0x22222222), 0);
+    hrt_hal_loan_close(lender.loan, false);
+
+    // Open, then written by a later submission: it waits for the close.
+    memset(&lender, 0, sizeof(lender));
+    lender.device = device;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 0x33333333, 4));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, lending_trace, &lender));
+    hrt_hal_command_buffer_finalize(cb);
+    CHECK_OK(submit(device, cb, NULL, 0, &done));
+    CHECK_OK(completion_wait(&done));
+    hrt_hal_command_buffer_release(cb);
+    CHECK(lender.loan != NULL);
+    seen = hrt_hal_loan_open(lender.loan);
+    CHECK(seen == x->host_ptr);
+    submit_fill_then_flag(device, executable, x, 0x44444444, flag, &done);
+    sleep_ms(50);
+    CHECK_EQ_INT(__atomic_load_n((uint32_t*)flag->host_ptr, __ATOMIC_ACQUIRE),
+                 0);
+    CHECK_EQ_INT(words_differ(seen, 0x33333333), 0);
+    hrt_hal_loan_close(lender.loan, false);
+    CHECK_OK(completion_wait(&done));
+    CHECK_EQ_INT(words_differ(x->host_ptr, 0x44444444), 0);
+
+    // Abandoned while open: the writer goes on; the buffer is kept.
+    memset(&lender, 0, sizeof(lender));
+    lender.device = device;
+    *(uint32_t*)flag->host_ptr = 0;
+    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+    CHECK_OK(
+        hrt_hal_command_buffer_trace(cb, &traced, 1, lending_trace, &lender));
+    hrt_hal_command_buffer_finalize(cb);
+    CHECK_OK(submit(device, cb, NULL, 0, &done));
+    CHECK_OK(completion_wait(&done));
+    hrt_hal_command_buffer_release(cb);
+    CHECK(hrt_hal_loan_open(lender.loan) == x->host_ptr);
+    hrt_hal_loan_close(lender.loan, true);
+    submit_fill_then_flag(device, executable, x, 0x55555555, flag, &done);
+    CHECK_OK(completion_wait(&done));
+    CHECK_EQ_INT(words_differ(x->host_ptr, 0x55555555), 0);
+    hrt_hal_buffer_release(x);  // the reference the abandoned loan kept
+
+    hrt_hal_buffer_release(x);
+    hrt_hal_buffer_release(flag);
+    hrt_hal_executable_release(executable);
+    hrt_hal_device_release(device);
+  }
+}
+
 TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(fill_copy_update_read_move_bytes),
           TEST_CASE(reused_command_buffer_runs_on_new_bindings),
@@ -1115,5 +1253,6 @@ TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(traces_timings_and_completions_keep_program_order),
           TEST_CASE(device_released_with_traces_in_flight_is_destroyed),
           TEST_CASE(full_traces_with_workers_run_at_their_place),
+          TEST_CASE(loans_keep_the_traced_bytes_until_closed),
           TEST_CASE(builtin_signatures_match_the_kernel_library),
           TEST_CASE(every_object_is_destroyed))

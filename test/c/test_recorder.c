@@ -136,7 +136,7 @@ static hrt_status_t record(hrt_debug_sink_t* sink, const char* key,
   float data[4] = {value, value, value, value};
   hrt_trace_info_t info = {sequence, "m.f", 1, 0, 100 + sequence, HRT_HAL_TRACE_FULL, false, NULL, false};
   hrt_trace_tensor_t tensor = {
-      "x", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, data, sizeof(data), NULL};
+      "x", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, data, sizeof(data), NULL, NULL};
   return sink->buffer_view_trace.fn(sink->buffer_view_trace.user_data, key,
                                     &info, 1, &tensor);
 }
@@ -146,7 +146,7 @@ static uint64_t one_trace_bytes(const char* key) {
   float data[4] = {0};
   hrt_trace_info_t info = {1, "m.f", 1, 0, 1, HRT_HAL_TRACE_FULL, false, NULL, false};
   hrt_trace_tensor_t tensor = {
-      "x", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, data, sizeof(data), NULL};
+      "x", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, data, sizeof(data), NULL, NULL};
   return hrt_recorder_trace_bytes(key, &info, 1, &tensor);
 }
 

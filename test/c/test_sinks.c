@@ -30,8 +30,9 @@ static void stdio_sink_prints_and_elides(void) {
   int64_t big_shape[1] = {10};
   hrt_trace_tensor_t tensors[2] = {
       {"h", HRT_HAL_ELEMENT_TYPE_F32, 2, small_shape, small, sizeof(small),
+       NULL, NULL},
+      {"ids", HRT_HAL_ELEMENT_TYPE_I32, 1, big_shape, big, sizeof(big), NULL,
        NULL},
-      {"ids", HRT_HAL_ELEMENT_TYPE_I32, 1, big_shape, big, sizeof(big), NULL},
   };
   CHECK_OK(sink.buffer_view_trace.fn(sink.buffer_view_trace.user_data,
                                      "layer1", &kInfo, 2, tensors));
@@ -204,7 +205,8 @@ static hrt_status_t trace_one(hrt_debug_sink_t* sink, const char* key,
   static const int64_t shape[1] = {1};
   hrt_trace_info_t info = {sequence, "m.f", 0, 0, sequence, HRT_HAL_TRACE_FULL, false, NULL, false};
   hrt_trace_tensor_t tensor = {
-      "t", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, &value, sizeof(value), NULL};
+      "t", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, &value, sizeof(value), NULL,
+      NULL};
   return sink->buffer_view_trace.fn(sink->buffer_view_trace.user_data, key,
                                     &info, 1, &tensor);
 }
@@ -253,9 +255,10 @@ static void npy_sink_writes_valid_files(void) {
   uint8_t flags[3] = {1, 0, 1};
   int64_t flag_shape[1] = {3};
   hrt_trace_tensor_t tensors[2] = {
-      {"x", HRT_HAL_ELEMENT_TYPE_F64, 2, shape, values, sizeof(values), NULL},
-      {"m", HRT_HAL_ELEMENT_TYPE_BOOL, 1, flag_shape, flags, sizeof(flags),
+      {"x", HRT_HAL_ELEMENT_TYPE_F64, 2, shape, values, sizeof(values), NULL,
        NULL},
+      {"m", HRT_HAL_ELEMENT_TYPE_BOOL, 1, flag_shape, flags, sizeof(flags),
+       NULL, NULL},
   };
   CHECK_OK(sink.buffer_view_trace.fn(sink.buffer_view_trace.user_data,
                                      "after/matmul x", &kInfo, 2, tensors));
@@ -615,8 +618,8 @@ static void tee_forwards_to_every_sink(void) {
 static void stats_skip_and_count_nonfinite_values(void) {
   float values[6] = {1, NAN, -2, INFINITY, 4, -INFINITY};
   int64_t shape[1] = {6};
-  hrt_trace_tensor_t tensor = {"v",    HRT_HAL_ELEMENT_TYPE_F32, 1,   shape,
-                               values, sizeof(values),           NULL};
+  hrt_trace_tensor_t tensor = {"v",    HRT_HAL_ELEMENT_TYPE_F32, 1,    shape,
+                               values, sizeof(values),           NULL, NULL};
   hrt_tensor_stats_t stats;
   hrt_tensor_stats_compute(&tensor, &stats);
   CHECK_EQ_INT(stats.count, 6);
@@ -629,17 +632,19 @@ static void stats_skip_and_count_nonfinite_values(void) {
   uint16_t half[2] = {0x3C00, 0x7C00};  // 1, +inf
   int64_t half_shape[1] = {2};
   hrt_trace_tensor_t f16 = {
-      "h", HRT_HAL_ELEMENT_TYPE_F16, 1, half_shape, half, sizeof(half), NULL};
+      "h", HRT_HAL_ELEMENT_TYPE_F16, 1, half_shape, half, sizeof(half), NULL,
+      NULL};
   CHECK(hrt_tensor_find_nonfinite(&f16, &index) && index == 1);
   int32_t ints[3] = {-5, 7, 1};
   int64_t ints_shape[1] = {3};
   hrt_trace_tensor_t i32 = {
-      "i", HRT_HAL_ELEMENT_TYPE_I32, 1, ints_shape, ints, sizeof(ints), NULL};
+      "i", HRT_HAL_ELEMENT_TYPE_I32, 1, ints_shape, ints, sizeof(ints), NULL,
+      NULL};
   hrt_tensor_stats_compute(&i32, &stats);
   CHECK(stats.min == -5 && stats.max == 7 && stats.mean == 1);
   CHECK(!hrt_tensor_find_nonfinite(&i32, &index));
   hrt_trace_tensor_t empty = {
-      "e", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, values, 0, NULL};
+      "e", HRT_HAL_ELEMENT_TYPE_F32, 1, shape, values, 0, NULL, NULL};
   hrt_tensor_stats_compute(&empty, &stats);
   CHECK(stats.count == 0 && isnan(stats.mean));
 }

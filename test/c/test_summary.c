@@ -151,7 +151,9 @@ static void summaries_of_edge_cases(void) {
 
 static hrt_status_t never_called(void* user_data, void* submission_context,
                                  uint32_t count, const void* const* data,
-                                 const uint64_t* lengths) {
+                                 const uint64_t* lengths,
+                                 hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   (void)user_data;
   (void)submission_context;
   (void)count;

@@ -206,7 +206,9 @@ static inline hrt_status_t summary_log_trace(void* user_data,
                                              void* submission_context,
                                              uint32_t count,
                                              const void* const* data,
-                                             const uint64_t* lengths) {
+                                             const uint64_t* lengths,
+                                             hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   (void)submission_context;
   summary_log_t* log = user_data;
   log->calls++;

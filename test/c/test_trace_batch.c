@@ -244,7 +244,7 @@ static bool add_trace(hrt_js_trace_batch_t* batch, hrt_block_pool_t* pool,
                       hrt_js_trace_contents_t contents) {
   uint64_t credit = hrt_js_trace_bytes(key, info, count, tensors, contents);
   hrt_js_trace_extras_t* extras = NULL;
-  if (!hrt_js_trace_extras_make(pool, false, info, count, tensors, contents,
+  if (!hrt_js_trace_extras_make(pool, true, info, count, tensors, contents,
                                 &extras)) {
     return false;
   }
@@ -327,8 +327,9 @@ static void inline_trace_encodes_every_slot(void) {
   const int64_t step = -42;
   hrt_trace_tensor_t tensors[2] = {
       {"logits", HRT_HAL_ELEMENT_TYPE_F32, 2, logits_shape, logits,
-       sizeof(logits), NULL},
-      {"step", HRT_HAL_ELEMENT_TYPE_I64, 0, NULL, &step, sizeof(step), NULL},
+       sizeof(logits), NULL, NULL},
+      {"step", HRT_HAL_ELEMENT_TYPE_I64, 0, NULL, &step, sizeof(step), NULL,
+       NULL},
   };
   const hrt_trace_info_t info = {7,  "model.predict",   3, 123456789,
                                  70, HRT_HAL_TRACE_FULL, false, NULL, false};
@@ -336,7 +337,7 @@ static void inline_trace_encodes_every_slot(void) {
   hrt_js_trace_extras_t* extras = (hrt_js_trace_extras_t*)&extras;
   bool needs_extras = hrt_js_trace_needs_extras(2, tensors, kData);
   bool made =
-      hrt_js_trace_extras_make(pool, true, &info, 2, tensors, kData, &extras);
+      hrt_js_trace_extras_make(pool, false, &info, 2, tensors, kData, &extras);
   hrt_js_trace_batch_t batch = {0};
   bool added = hrt_js_trace_batch_add_trace(&batch, "probe", &info, 2, 2,
                                             tensors, kData, extras, credit);
@@ -402,12 +403,12 @@ static void stats_slots_match_tensor_stats(void) {
   const int64_t ramp_shape[1] = {64 * 1024};
   hrt_trace_tensor_t tensors[4] = {
       {"activations", HRT_HAL_ELEMENT_TYPE_F32, 2, activations_shape,
-       activations, sizeof(activations), NULL},
+       activations, sizeof(activations), NULL, NULL},
       {"counts", HRT_HAL_ELEMENT_TYPE_I32, 1, counts_shape, counts,
-       sizeof(counts), NULL},
-      {"empty", HRT_HAL_ELEMENT_TYPE_F32, 2, empty_shape, NULL, 0, NULL},
+       sizeof(counts), NULL, NULL},
+      {"empty", HRT_HAL_ELEMENT_TYPE_F32, 2, empty_shape, NULL, 0, NULL, NULL},
       {"ramp", HRT_HAL_ELEMENT_TYPE_F32, 1, ramp_shape, ramp, sizeof(ramp),
-       NULL},
+       NULL, NULL},
   };
   const hrt_trace_info_t info = {21,  "model.stats", 9,
                                  555, 210,           HRT_HAL_TRACE_FULL, false, NULL, false};
@@ -588,11 +589,11 @@ static void large_data_travels_as_a_pool_block(void) {
   const int64_t larger_shape[2] = {250, 200};
   hrt_trace_tensor_t tensors[3] = {
       {"at_limit", HRT_HAL_ELEMENT_TYPE_F32, 1, at_limit_shape, at_limit,
-       sizeof(at_limit), NULL},
+       sizeof(at_limit), NULL, NULL},
       {"under_limit", HRT_HAL_ELEMENT_TYPE_U8, 1, under_limit_shape,
-       under_limit, sizeof(under_limit), NULL},
+       under_limit, sizeof(under_limit), NULL, NULL},
       {"larger", HRT_HAL_ELEMENT_TYPE_I16, 2, larger_shape, larger,
-       sizeof(larger), NULL},
+       sizeof(larger), NULL, NULL},
   };
   const hrt_trace_info_t info = {11, "model.load", 0,
                                  5,  110,          HRT_HAL_TRACE_FULL, false, NULL, false};
@@ -601,7 +602,7 @@ static void large_data_travels_as_a_pool_block(void) {
   hrt_js_trace_extras_t* extras = NULL;
   bool needs_extras = hrt_js_trace_needs_extras(3, tensors, kData);
   bool made =
-      hrt_js_trace_extras_make(pool, false, &info, 3, tensors, kData, &extras);
+      hrt_js_trace_extras_make(pool, true, &info, 3, tensors, kData, &extras);
   size_t outstanding_after_make = outstanding_blocks(pool);
   bool added =
       made && hrt_js_trace_batch_add_trace(&batch, "wide", &info, 0, 3, tensors,
@@ -687,8 +688,8 @@ static void timings_and_traces_share_strings(void) {
     values[i][0] = (int32_t)i;
     values[i][1] = -(int32_t)i;
     tensors[i] =
-        (hrt_trace_tensor_t){"x",       HRT_HAL_ELEMENT_TYPE_I32, 1,   shape,
-                             values[i], sizeof(values[i]),        NULL};
+        (hrt_trace_tensor_t){"x",       HRT_HAL_ELEMENT_TYPE_I32, 1,    shape,
+                             values[i], sizeof(values[i]),        NULL, NULL};
     infos[i] = (hrt_trace_info_t){sequence, "model.step",  i,
                                   1000 + i, sequence * 10, HRT_HAL_TRACE_FULL, false, NULL, false};
     events[i] = (hrt_dispatch_timing_t){sequence,     "model.step", i,
@@ -742,9 +743,9 @@ static const char* many_trace(int i, hrt_trace_info_t* out_info,
   *out_info = (hrt_trace_info_t){(uint64_t)i, functions[i % 4],  0, 0,
                                  (uint64_t)i, HRT_HAL_TRACE_FULL, false, NULL, false};
   out_tensors[0] = (hrt_trace_tensor_t){
-      inputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1, NULL};
+      inputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1, NULL, NULL};
   out_tensors[1] = (hrt_trace_tensor_t){
-      outputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1, NULL};
+      outputs[i], HRT_HAL_ELEMENT_TYPE_U8, 1, shape, &byte, 1, NULL, NULL};
   return keys[i];
 }
 
@@ -971,6 +972,7 @@ static void append_make(int i, append_t* append) {
                              &append->shapes[j],
                              is_large ? (const void*)large : (const void*)small,
                              length,
+                             NULL,
                              NULL};
   }
 }
@@ -1150,11 +1152,12 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   const int64_t ones_shape[1] = {24};
   const int64_t large_shape[1] = {sizeof(large)};
   hrt_trace_tensor_t old_tensors[3] = {
-      {"old", HRT_HAL_ELEMENT_TYPE_U8, 1, ones_shape, ones, sizeof(ones), NULL},
+      {"old", HRT_HAL_ELEMENT_TYPE_U8, 1, ones_shape, ones, sizeof(ones), NULL,
+       NULL},
       {"kept", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large),
-       NULL},
+       NULL, NULL},
       {"taken", HRT_HAL_ELEMENT_TYPE_U8, 1, large_shape, large, sizeof(large),
-       NULL},
+       NULL, NULL},
   };
   const hrt_trace_info_t old_info = {5, "old.fn", 1, 2, 50, HRT_HAL_TRACE_FULL, false, NULL, false};
   const hrt_dispatch_timing_t old_event = {6,        "old.fn", 0, "old.kernel",
@@ -1176,7 +1179,8 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   for (int i = 0; i < 17; ++i) seventeen[i] = (uint8_t)(i + 1);
   const int64_t seventeen_shape[1] = {17};
   hrt_trace_tensor_t new_tensor = {
-      "new", HRT_HAL_ELEMENT_TYPE_U8, 1, seventeen_shape, seventeen, 17, NULL};
+      "new", HRT_HAL_ELEMENT_TYPE_U8, 1, seventeen_shape, seventeen, 17, NULL,
+      NULL};
   const hrt_trace_info_t new_info = {9, "new.fn", 4, 8, 90, HRT_HAL_TRACE_FULL, false, NULL, false};
   bool added_new =
       add_trace(&batch, pool, "new-key", &new_info, 3, 1, &new_tensor, kData);
@@ -1192,8 +1196,8 @@ static void reset_keeps_buffers_and_empties_the_batch(void) {
   memset(chunk, 0x11, sizeof(chunk));
   const int64_t chunk_shape[1] = {sizeof(chunk)};
   hrt_trace_tensor_t chunk_tensor = {
-      "chunk", HRT_HAL_ELEMENT_TYPE_U8, 1,   chunk_shape,
-      chunk,   sizeof(chunk),           NULL};
+      "chunk", HRT_HAL_ELEMENT_TYPE_U8, 1,    chunk_shape,
+      chunk,   sizeof(chunk),           NULL, NULL};
   bool added_chunks = true;
   for (int i = 0; added_chunks && i < 20; ++i) {
     added_chunks = add_trace(&batch, pool, "chunk-key", &new_info, 0, 1,

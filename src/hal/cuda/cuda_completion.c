@@ -113,7 +113,7 @@ static hrt_status_t hrt_cuda_finish_range(const hrt_cuda_submission_t* sub,
       }
       HRT_RETURN_IF_ERROR(command->trace.fn(command->trace.user_data,
                                             sub->pending.host_context, count,
-                                            data, lengths));
+                                            data, lengths, NULL));
     }
   }
   return HRT_OK;

@@ -77,6 +77,8 @@ struct hrt_local_submission_s {
 // workers are matched (hrt_affine_t).
 #define HRT_LOCAL_AFFINITY_PARTS 64
 
+typedef struct hrt_local_loan_s hrt_local_loan_t;
+
 typedef struct hrt_local_device_s {
   hrt_hal_device_t base;
   hrt_worker_pool_t* pool;  // NULL for local-sync
@@ -122,7 +124,37 @@ typedef struct hrt_local_device_s {
   bool trace_sleeping;  // the trace thread waits on trace_cond
   bool trace_shutdown;
   bool trace_free_on_exit;  // destroyed from the trace thread itself
+  // Loans (hal/device.h) that writers must respect: the lent and open ones,
+  // guarded by mutex; loan_count mirrors their number for the queue
+  // thread's look without the mutex. loan_cond wakes a writer waiting for
+  // an open loan to close, and an opener waiting for a writer's copy.
+  hrt_local_loan_t* loans;
+  atomic_uint loan_count;
+  hrt_cond_t loan_cond;
 } hrt_local_device_t;
+
+// A loan's life: LENT (made; a writer first copies the bytes into the
+// spare: COPYING, then COPIED) or OPEN (JavaScript reads the buffer's own
+// bytes; writers wait), until closed. Guarded by the device's mutex.
+typedef enum hrt_local_loan_state_e {
+  HRT_LOCAL_LOAN_LENT,
+  HRT_LOCAL_LOAN_OPEN,
+  HRT_LOCAL_LOAN_COPYING,
+  HRT_LOCAL_LOAN_COPIED,
+} hrt_local_loan_state_t;
+
+struct hrt_local_loan_s {
+  hrt_hal_loan_t base;
+  hrt_hal_buffer_t* buffer;  // retained until closed (for good if abandoned)
+  const char* data;
+  uint64_t length;
+  void* spare;
+  hrt_local_loan_state_t state;
+  // In device->loans while LENT, OPEN or COPYING.
+  hrt_local_loan_t* prev;
+  hrt_local_loan_t* next;
+  hrt_local_loan_t* copy_next;  // the writer's list of loans it copies
+};
 
 typedef struct hrt_local_buffer_s {
   hrt_hal_buffer_t base;
@@ -331,6 +363,7 @@ static void hrt_trace_run(hrt_local_submission_t* sub,
   if (sub->trace_status != HRT_OK) return;
   const void* data[HRT_HAL_MAX_TRACE_SOURCES];
   uint64_t lengths[HRT_HAL_MAX_TRACE_SOURCES];
+  hrt_hal_buffer_t* buffers[HRT_HAL_MAX_TRACE_SOURCES];
   uint32_t count = command->trace.source_count;
   for (uint32_t i = 0; i < count; ++i) {
     if (summaries) {
@@ -339,11 +372,12 @@ static void hrt_trace_run(hrt_local_submission_t* sub,
     } else {
       data[i] = hrt_host_address(&sources[i]);
       lengths[i] = sources[i].length;
+      buffers[i] = sources[i].buffer;
     }
   }
   hrt_status_t status =
       command->trace.fn(command->trace.user_data, sub->pending.host_context,
-                        count, data, lengths);
+                        count, data, lengths, summaries ? NULL : buffers);
   if (status != HRT_OK) {
     sub->trace_status = status;
     atomic_store(&sub->trace_failed, true);
@@ -725,6 +759,149 @@ static void hrt_local_copy_host(hrt_hal_device_t* base, void* dst,
   hrt_worker_pool_run(device->pool, chunks, hrt_copy_chunk, &job);
 }
 
+//===----------------------------------------------------------------------===//
+// Loans (hal/device.h)
+//===----------------------------------------------------------------------===//
+
+// Under the mutex.
+static void hrt_loan_unlink(hrt_local_device_t* device,
+                            hrt_local_loan_t* loan) {
+  if (loan->prev) loan->prev->next = loan->next;
+  if (loan->next) loan->next->prev = loan->prev;
+  if (device->loans == loan) device->loans = loan->next;
+  atomic_store_explicit(
+      &device->loan_count,
+      atomic_load_explicit(&device->loan_count, memory_order_relaxed) - 1,
+      memory_order_release);
+}
+
+// The completion thread, during the trace callback given `data`.
+static hrt_hal_loan_t* hrt_local_lend(hrt_hal_device_t* base,
+                                      hrt_hal_buffer_t* buffer,
+                                      const void* data, uint64_t length,
+                                      void* spare) {
+  hrt_local_device_t* device = (hrt_local_device_t*)base;
+  if (buffer->device != base) return NULL;
+  hrt_local_loan_t* loan = calloc(1, sizeof(*loan));
+  if (loan == NULL) return NULL;
+  loan->base.device = base;
+  loan->buffer = buffer;
+  loan->data = data;
+  loan->length = length;
+  loan->spare = spare;
+  loan->state = HRT_LOCAL_LOAN_LENT;
+  hrt_hal_buffer_retain(buffer);
+  hrt_mutex_lock(&device->mutex);
+  loan->next = device->loans;
+  if (device->loans) device->loans->prev = loan;
+  device->loans = loan;
+  atomic_store_explicit(
+      &device->loan_count,
+      atomic_load_explicit(&device->loan_count, memory_order_relaxed) + 1,
+      memory_order_release);
+  hrt_mutex_unlock(&device->mutex);
+  return &loan->base;
+}
+
+static const void* hrt_local_loan_open(hrt_hal_loan_t* base) {
+  hrt_local_loan_t* loan = (hrt_local_loan_t*)base;
+  hrt_local_device_t* device = (hrt_local_device_t*)base->device;
+  hrt_mutex_lock(&device->mutex);
+  while (loan->state == HRT_LOCAL_LOAN_COPYING) {
+    hrt_cond_wait(&device->loan_cond, &device->mutex);
+  }
+  if (loan->state == HRT_LOCAL_LOAN_LENT) loan->state = HRT_LOCAL_LOAN_OPEN;
+  const void* bytes = loan->state == HRT_LOCAL_LOAN_OPEN
+                          ? (const void*)loan->data
+                          : loan->spare;
+  hrt_mutex_unlock(&device->mutex);
+  return bytes;
+}
+
+static void hrt_local_loan_close(hrt_hal_loan_t* base, bool abandon) {
+  hrt_local_loan_t* loan = (hrt_local_loan_t*)base;
+  hrt_local_device_t* device = (hrt_local_device_t*)base->device;
+  hrt_mutex_lock(&device->mutex);
+  // A writer copying into the spare is done before the caller reuses it.
+  while (loan->state == HRT_LOCAL_LOAN_COPYING) {
+    hrt_cond_wait(&device->loan_cond, &device->mutex);
+  }
+  if (loan->state != HRT_LOCAL_LOAN_COPIED) {
+    hrt_loan_unlink(device, loan);
+    if (loan->state == HRT_LOCAL_LOAN_OPEN) {
+      hrt_cond_broadcast(&device->loan_cond);
+    }
+  }
+  hrt_mutex_unlock(&device->mutex);
+  // The buffer may be the last reference to the device: released last.
+  hrt_hal_buffer_t* buffer = loan->buffer;
+  free(loan);
+  if (!abandon) hrt_hal_buffer_release(buffer);
+}
+
+// Whether `loan`'s bytes share one with the host ranges `written`.
+static bool hrt_loan_overlaps(const hrt_local_loan_t* loan,
+                              const hrt_hal_buffer_ref_t* written,
+                              uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* begin = hrt_host_address(&written[i]);
+    if (written[i].length > 0 && loan->length > 0 &&
+        begin < loan->data + loan->length &&
+        loan->data < begin + written[i].length) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Queue thread, before `command` of `sub`: keeps every loan of a range the
+// command may write as it was lent. A lent one is copied into its spare
+// first (the mutex is not held during the copies: submitters take it), an
+// open one is waited for.
+static void hrt_loans_before_write(hrt_local_device_t* device,
+                                   const hrt_local_submission_t* sub,
+                                   const hrt_hal_command_t* command) {
+  if (atomic_load_explicit(&device->loan_count, memory_order_acquire) == 0) {
+    return;
+  }
+  hrt_hal_buffer_ref_t written[HRT_HAL_MAX_DISPATCH_BINDINGS];
+  const uint32_t count =
+      hrt_hal_pending_submission_written(&sub->pending, command, written);
+  if (count == 0) return;
+  hrt_mutex_lock(&device->mutex);
+  for (;;) {
+    hrt_local_loan_t* copies = NULL;
+    bool open = false;
+    for (hrt_local_loan_t* loan = device->loans; loan; loan = loan->next) {
+      if (!hrt_loan_overlaps(loan, written, count)) continue;
+      if (loan->state == HRT_LOCAL_LOAN_LENT) {
+        loan->state = HRT_LOCAL_LOAN_COPYING;
+        loan->copy_next = copies;
+        copies = loan;
+      } else if (loan->state == HRT_LOCAL_LOAN_OPEN) {
+        open = true;
+      }
+    }
+    if (copies) {
+      hrt_mutex_unlock(&device->mutex);
+      for (hrt_local_loan_t* loan = copies; loan; loan = loan->copy_next) {
+        hrt_local_copy_host(&device->base, loan->spare, loan->data,
+                            loan->length, false);
+      }
+      hrt_mutex_lock(&device->mutex);
+      for (hrt_local_loan_t* loan = copies; loan; loan = loan->copy_next) {
+        hrt_loan_unlink(device, loan);
+        loan->state = HRT_LOCAL_LOAN_COPIED;
+      }
+      hrt_cond_broadcast(&device->loan_cond);
+      continue;
+    }
+    if (!open) break;
+    hrt_cond_wait(&device->loan_cond, &device->mutex);
+  }
+  hrt_mutex_unlock(&device->mutex);
+}
+
 // Queue thread: reports a dispatch's time after every trace before it.
 static void hrt_timing(hrt_local_device_t* device, hrt_local_submission_t* sub,
                        uint32_t command_index, int64_t start_ns,
@@ -762,6 +939,7 @@ static hrt_status_t hrt_execute(hrt_local_device_t* device,
     const hrt_hal_command_t* command =
         hrt_hal_command_buffer_at(command_buffer, i);
     hrt_trace_order_writer(device, sub, command);
+    hrt_loans_before_write(device, sub, command);
     if (atomic_load_explicit(&sub->trace_failed, memory_order_relaxed)) break;
     switch (command->type) {
       case HRT_HAL_COMMAND_FILL: {
@@ -832,6 +1010,7 @@ static void hrt_complete(hrt_local_device_t* device,
 static void hrt_local_device_free(hrt_local_device_t* device) {
   hrt_local_allocator_deinitialize(&device->allocator);
   hrt_worker_pool_destroy(device->pool);
+  hrt_cond_deinit(&device->loan_cond);
   hrt_cond_deinit(&device->trace_cond);
   hrt_cond_deinit(&device->cond);
   hrt_mutex_deinit(&device->mutex);
@@ -993,6 +1172,9 @@ static const hrt_hal_device_vtable_t hrt_local_device_vtable = {
     .create_executable = hrt_local_create_executable,
     .queue_submit = hrt_local_queue_submit,
     .copy_host = hrt_local_copy_host,
+    .lend = hrt_local_lend,
+    .loan_open = hrt_local_loan_open,
+    .loan_close = hrt_local_loan_close,
 };
 
 hrt_status_t hrt_local_device_create(const char* driver_name,
@@ -1011,6 +1193,8 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   hrt_mutex_init(&device->mutex);
   hrt_cond_init(&device->cond);
   hrt_cond_init(&device->trace_cond);
+  hrt_cond_init(&device->loan_cond);
+  atomic_init(&device->loan_count, 0);
   if (worker_count > 0) {
     status = hrt_worker_pool_create(worker_count, &device->pool);
   }
@@ -1024,6 +1208,7 @@ hrt_status_t hrt_local_device_create(const char* driver_name,
   if (status != HRT_OK) {
     hrt_worker_pool_destroy(device->pool);
     hrt_local_allocator_deinitialize(&device->allocator);
+    hrt_cond_deinit(&device->loan_cond);
     hrt_cond_deinit(&device->trace_cond);
     hrt_cond_deinit(&device->cond);
     hrt_mutex_deinit(&device->mutex);

@@ -65,7 +65,8 @@ static void hrt_counted_health(const hrt_function_t* function, uint32_t value,
 
 hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
                                     uint32_t count, const void* const* data,
-                                    const uint64_t* lengths) {
+                                    const uint64_t* lengths,
+                                    hrt_hal_buffer_t* const* buffers) {
   const hrt_trace_site_t* site = user_data;
   const hrt_program_call_t* call = submission_context;
   if (site->every > 1 && call->sequence % site->every != 0) return HRT_OK;
@@ -97,6 +98,7 @@ hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
         .shape = type->shape,
         .data = summary ? NULL : source,
         .byte_length = summary ? site->function->byte_lengths[value] : length,
+        .buffer = summary || buffers == NULL ? NULL : buffers[i],
         .summary = summary ? source : NULL,
     };
   }

@@ -34,9 +34,10 @@ typedef struct hrt_trace_site_s {
 // `user_data` is its hrt_trace_site_t, `submission_context` the call. Hands
 // the traced tensors (their data, or in a summary or health trace their
 // summaries) to the HAL module's sink (completion thread).
-hrt_status_t hrt_program_call_trace(void* user_data, void* submission_context,
-                                    uint32_t count, const void* const* data,
-                                    const uint64_t* lengths) HRT_MUST_USE;
+hrt_status_t hrt_program_call_trace(
+    void* user_data, void* submission_context, uint32_t count,
+    const void* const* data, const uint64_t* lengths,
+    hrt_hal_buffer_t* const* buffers) HRT_MUST_USE;
 
 // The vtable's begin_call of program modules.
 hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,

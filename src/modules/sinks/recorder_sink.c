@@ -105,6 +105,7 @@ static void hrt_recorded_copy(hrt_recorded_trace_t* entry,
   for (uint32_t i = 0; i < count; ++i) {
     hrt_trace_tensor_t* tensor = &entry->tensors[i];
     *tensor = tensors[i];
+    tensor->buffer = NULL;  // the copy below is what is kept
     tensor->name = hrt_recorded_string(&text, tensors[i].name);
     memcpy(shapes, tensors[i].shape, tensors[i].rank * sizeof(int64_t));
     tensor->shape = shapes;

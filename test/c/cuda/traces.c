@@ -28,7 +28,9 @@ typedef struct {
 
 static hrt_status_t record_trace(void* user_data, void* submission_context,
                                  uint32_t count, const void* const* data,
-                                 const uint64_t* lengths) {
+                                 const uint64_t* lengths,
+                                 hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   trace_record_t* record = user_data;
   int call = record->calls++;
   record->context_seen = submission_context;
@@ -132,7 +134,9 @@ typedef struct {
 
 static hrt_status_t log_trace(void* user_data, void* submission_context,
                               uint32_t count, const void* const* data,
-                              const uint64_t* lengths) {
+                              const uint64_t* lengths,
+                              hrt_hal_buffer_t* const* buffers) {
+  (void)buffers;
   (void)submission_context;
   trace_log_t* log = user_data;
   if (log->calls < 8) {
