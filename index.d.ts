@@ -688,7 +688,9 @@ export interface HalModuleOptions {
    * zlib or fs with a callback): the memory is the device's again, and Node
    * may abort or crash. A borrowed array's buffer is not transferable: in
    * the transfer list of postMessage or structuredClone it is copied
-   * instead (Node 20).
+   * instead (Node 20); something that detaches it anyway and keeps its
+   * memory (a byte stream's enqueue) sees the device's later writes, and
+   * that memory is never freed.
    */
   traceData?: 'owned' | 'borrowed' | undefined;
   /**

@@ -20,7 +20,10 @@
 //   views      views[dtype]: a TypedArray of that dtype over the same bytes
 //              as `slots` (only dtypes with inline data)
 //   externals  typed arrays of large data, indexed by the records (in record
-//              order)
+//              order); with borrowed data, a function: externals(k) lends
+//              external k, called once, just before its record's callbacks
+//              (a device may lend the bytes where they lie, and its writers
+//              of them wait from then until takeBack)
 //   takeBack   with borrowed data: takeBack(to) detaches the externals
 //              before `to`, called as soon as the callbacks of the record
 //              that lent them have returned; undefined otherwise
@@ -177,7 +180,7 @@ function makeTraceDecoder(dtypeNames) {
             data = view.slice(start, start + byteLength / view.BYTES_PER_ELEMENT);
             p += Math.ceil(byteLength / 8);
           } else {
-            data = externals[where];
+            data = takeBack === undefined ? externals[where] : externals(where);
             externalEnd = where + 1;
           }
           tensors.push({ name, dtype, shape: shapeAt(slots, first, rank), data });

@@ -250,6 +250,85 @@ for (const uri of DEVICE_URIS) {
                   }
     });
 
+    it('traceData \'borrowed\' lends a record\'s data only when its callbacks come: a writer of it runs before then', async () => {
+                  // One invocation traces y 12 times, then x, to a sink that
+                  // takes 3 ms a trace, so that the batch is delivered in
+                  // slices with other work between them; a second one, made
+                  // from the first callback, writes x. Its dispatch must not
+                  // wait for x's record: x is copied aside.
+                  const N = 1 << 16;
+                  let firstAt = 0n;
+                  let xAt = 0n;
+                  let writerAt = 0n;
+                  let xSeen;
+                  let bump;
+                  let stop = false;
+      const p = makeProgram(uri, (b) => b
+        .function('first', (f) => {
+                    f.input('x', 'f32', [N]).input('y', 'f32', [N]);
+                    for (let i = 0; i < 12; ++i) f.trace(`y${i}`, ['y']);
+                    return f.trace('x', ['x']);
+        })
+        .function('bump', (f) => f.input('x', 'f32', [N]).input('one', 'f32', [N])
+          .dispatch('k.add_f32', { workgroups: [1], bindings: ['x', 'one', 'x'], constants: [N] })), {
+        hal: {
+          traceData: 'borrowed',
+          profile: true,
+          debugSink: {
+            trace(key, tensors) {
+                      const now = process.hrtime.bigint();
+                      if (firstAt === 0n) {
+                        firstAt = now;
+                        bump = writer.invoke([x, one]);
+                      }
+                      if (key === 'x') {
+                        xAt = now;
+                        xSeen = tensors[0].data.slice(0, 4);
+                      }
+                      busyWait(3);
+            },
+            timing(event) {
+                      if (event.function === 'm.bump')
+                        writerAt = BigInt(Math.round(event.startNs));
+            },
+          },
+        },
+      });
+                    const first = p.lookup('first');
+                    const writer = p.lookup('bump');
+                    const x = p.device.tensor(new Float32Array(N).fill(1), [N]);
+                    const y = p.device.tensor(new Float32Array(N).fill(2), [N]);
+                    const one =
+                        p.device.tensor(new Float32Array(N).fill(1), [N]);
+                    const spin = () => {
+                      if (stop) return;
+                      busyWait(10);
+                      setImmediate(spin);
+                    };
+                    try {
+                      const done = first.invoke([x, y]);
+                      setImmediate(spin);
+                      await done;
+                      await bump;
+                      stop = true;
+                      assert.deepStrictEqual(
+                          xSeen, new Float32Array(4).fill(1), 'x as traced');
+                      assert.ok(
+                          writerAt > 0n && writerAt < xAt,
+                          `the writer ran ${
+                              Number(writerAt - firstAt) /
+                              1e6} ms after the first callback, x's record came at ${
+                              Number(xAt - firstAt) / 1e6} ms`);
+                      assert.deepStrictEqual(
+                          (await x.read()).slice(0, 4),
+                          new Float32Array(4).fill(2));
+                    } finally {
+                      stop = true;
+                      closeAll(x, y, one, first, writer);
+                      p.close();
+                    }
+    });
+
     for (const traceData of ['owned', 'borrowed']) {
       it(`large traces are exact however many workgroups wrote them (traceData '${traceData}')`, async () => {
                   // A local-task device splits the copy of a dispatch's output

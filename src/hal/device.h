@@ -181,7 +181,8 @@ hrt_hal_loan_t* hrt_hal_device_lend(hrt_hal_device_t* device,
 const void* hrt_hal_loan_open(hrt_hal_loan_t* loan);
 // Ends the loan and frees it. `abandon`: the bytes may still be read after
 // it (memory that could not be taken back from JavaScript): writers go on,
-// and the buffer is never released, so the bytes stay mapped.
+// and the buffer's storage, if it was opened, is never freed, so the bytes
+// stay mapped (the buffer and the device still go).
 void hrt_hal_loan_close(hrt_hal_loan_t* loan, bool abandon);
 
 #endif  // HRT_HAL_DEVICE_H_

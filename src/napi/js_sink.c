@@ -117,7 +117,9 @@ struct hrt_js_sink_s {
   napi_ref records_ref;
   void* records_data;
   size_t records_capacity;
-  // Borrowed data: lib/trace_batch.js's takeBack (made on first use).
+  // Borrowed data: lib/trace_batch.js's lend and takeBack (made on first
+  // use).
+  napi_ref lend_ref;
   napi_ref take_back_ref;
   hrt_js_sink_delivery_t delivery;
   // Guarded by mutex: the batch being appended to, the empty spare it is
@@ -333,26 +335,55 @@ static napi_value hrt_js_sink_take_back_js(napi_env env,
   return NULL;
 }
 
-// The sink's takeBack function, made on first use and kept.
-static bool hrt_js_sink_take_back_function(napi_env env, hrt_js_sink_t* sink,
-                                           napi_value* out_function) {
-  if (sink->take_back_ref != NULL) {
-    HRT_NAPI_CALL_BOOL(
-        env, napi_get_reference_value(env, sink->take_back_ref, out_function));
+// lend(k) of lib/trace_batch.js, called when the record holding borrowed
+// external k is about to be delivered: lends it and returns its array
+// (undefined outside a slice, or for an external lent or taken back
+// already). A device's loan of the bytes is opened only now, so that its
+// writers of them wait for this record's callbacks alone.
+static napi_value hrt_js_sink_lend_js(napi_env env, napi_callback_info info) {
+  napi_value argv[1] = {NULL};
+  size_t argc = 1;
+  void* data = NULL;
+  uint32_t index = 0;
+  napi_value array = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, &data) != napi_ok) {
+    return NULL;
+  }
+  hrt_js_sink_t* sink = data;
+  hrt_js_sink_delivery_t* delivery = &sink->delivery;
+  if (!delivery->in_slice || delivery->lent == NULL || argc != 1 ||
+      napi_get_value_uint32(env, argv[0], &index) != napi_ok ||
+      index >= delivery->batch.external_count || index < delivery->lent_end ||
+      delivery->lent[index] != NULL) {
+    return NULL;
+  }
+  return hrt_js_sink_external(env, sink, &delivery->batch, index, &array,
+                              &delivery->lent[index])
+             ? array
+             : NULL;
+}
+
+// A function of the sink for lib/trace_batch.js, made on first use and kept
+// in `*ref`.
+static bool hrt_js_sink_function(napi_env env, hrt_js_sink_t* sink,
+                                 napi_ref* ref, const char* name,
+                                 napi_callback callback,
+                                 napi_value* out_function) {
+  if (*ref != NULL) {
+    HRT_NAPI_CALL_BOOL(env, napi_get_reference_value(env, *ref, out_function));
     return true;
   }
-  HRT_NAPI_CALL_BOOL(
-      env, napi_create_function(env, "takeBack", NAPI_AUTO_LENGTH,
-                                hrt_js_sink_take_back_js, sink, out_function));
-  HRT_NAPI_CALL_BOOL(
-      env, napi_create_reference(env, *out_function, 1, &sink->take_back_ref));
+  HRT_NAPI_CALL_BOOL(env, napi_create_function(env, name, NAPI_AUTO_LENGTH,
+                                               callback, sink, out_function));
+  HRT_NAPI_CALL_BOOL(env, napi_create_reference(env, *out_function, 1, ref));
   return true;
 }
 
 // lib/trace_batch.js's arguments for `batch`: (targets, statsMask, records,
 // strings, views, externals, takeBack or undefined). Takes the batch's
-// external blocks, or with borrowed data (`lent` given) lends them, keeping
-// references to their ArrayBuffers in `lent`.
+// external blocks; with borrowed data (`lent` given) `externals` is the
+// sink's lend function instead, which lends each as its record comes,
+// keeping references to their ArrayBuffers in `lent`.
 static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
                                    hrt_js_trace_batch_t* batch,
                                    napi_value* argv, napi_ref* lent) {
@@ -392,21 +423,21 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
                                 buffer, 0, &view));
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[4], type, view));
   }
+  if (lent != NULL) {
+    return hrt_js_sink_function(env, sink, &sink->lend_ref, "lend",
+                                hrt_js_sink_lend_js, &argv[5]) &&
+           hrt_js_sink_function(env, sink, &sink->take_back_ref, "takeBack",
+                                hrt_js_sink_take_back_js, &argv[6]);
+  }
   HRT_NAPI_CALL_BOOL(
       env, napi_create_array_with_length(env, batch->external_count, &argv[5]));
   for (size_t i = 0; i < batch->external_count; ++i) {
     napi_value array = NULL;
-    if (!hrt_js_sink_external(env, sink, batch, i, &array,
-                              lent != NULL ? &lent[i] : NULL)) {
-      return false;
-    }
+    if (!hrt_js_sink_external(env, sink, batch, i, &array, NULL)) return false;
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
   }
-  if (lent == NULL) {
-    HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, &argv[6]));
-    return true;
-  }
-  return hrt_js_sink_take_back_function(env, sink, &argv[6]);
+  HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, &argv[6]));
+  return true;
 }
 
 #define HRT_JS_SINK_BATCH_ARGS 7
@@ -808,6 +839,8 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
   }
   if (sink->records_ref != NULL) napi_delete_reference(env, sink->records_ref);
   sink->records_ref = NULL;
+  if (sink->lend_ref != NULL) napi_delete_reference(env, sink->lend_ref);
+  sink->lend_ref = NULL;
   if (sink->take_back_ref != NULL) {
     napi_delete_reference(env, sink->take_back_ref);
   }

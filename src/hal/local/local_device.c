@@ -158,6 +158,9 @@ struct hrt_local_loan_s {
 
 typedef struct hrt_local_buffer_s {
   hrt_hal_buffer_t base;
+  // Set by a loan abandoned while open (hrt_local_loan_close): JavaScript
+  // may still read the storage, which is then never freed.
+  atomic_bool keep_storage;
 } hrt_local_buffer_t;
 
 //===----------------------------------------------------------------------===//
@@ -168,7 +171,8 @@ typedef struct hrt_local_buffer_s {
 // (the buffer's reference to it is released after this).
 static void hrt_local_buffer_destroy(hrt_hal_buffer_t* buffer) {
   hrt_local_device_t* device = (hrt_local_device_t*)buffer->device;
-  bool cached = hrt_local_allocator_free(&device->allocator, buffer->host_ptr,
+  bool cached = !atomic_load(&((hrt_local_buffer_t*)buffer)->keep_storage) &&
+                hrt_local_allocator_free(&device->allocator, buffer->host_ptr,
                                          (size_t)buffer->byte_length);
   free(buffer);
   if (!cached) return;
@@ -228,6 +232,7 @@ static hrt_status_t hrt_local_allocate_buffer(hrt_hal_device_t* base,
                            "on %s",
                            (unsigned long long)byte_length, base->info.uri);
   }
+  atomic_init(&buffer->keep_storage, false);
   hrt_hal_buffer_initialize(&hrt_local_buffer_vtable, base, byte_length,
                             storage, &buffer->base);
   *out_buffer = &buffer->base;
@@ -826,17 +831,22 @@ static void hrt_local_loan_close(hrt_hal_loan_t* base, bool abandon) {
   while (loan->state == HRT_LOCAL_LOAN_COPYING) {
     hrt_cond_wait(&device->loan_cond, &device->mutex);
   }
+  const bool was_open = loan->state == HRT_LOCAL_LOAN_OPEN;
   if (loan->state != HRT_LOCAL_LOAN_COPIED) {
     hrt_loan_unlink(device, loan);
-    if (loan->state == HRT_LOCAL_LOAN_OPEN) {
-      hrt_cond_broadcast(&device->loan_cond);
-    }
+    if (was_open) hrt_cond_broadcast(&device->loan_cond);
   }
   hrt_mutex_unlock(&device->mutex);
+  // Abandoned while open, the buffer's own bytes may still be read: they
+  // are kept for good (the buffer and the device still go). Lent or copied,
+  // JavaScript never had them.
+  if (abandon && was_open) {
+    atomic_store(&((hrt_local_buffer_t*)loan->buffer)->keep_storage, true);
+  }
   // The buffer may be the last reference to the device: released last.
   hrt_hal_buffer_t* buffer = loan->buffer;
   free(loan);
-  if (!abandon) hrt_hal_buffer_release(buffer);
+  hrt_hal_buffer_release(buffer);
 }
 
 // Whether `loan`'s bytes share one with the host ranges `written`.
