@@ -509,7 +509,6 @@ static bool hrt_js_sink_deliver_slice(napi_env env, hrt_js_sink_t* sink) {
   if (first && sink->borrowed && batch->external_count > 0) {
     delivery->lent = calloc(batch->external_count, sizeof(*delivery->lent));
   }
-  int64_t left = hrt_js_channel_time_left_ns(env);
   double slots = (double)(batch->size / 8);
   bool ok =
       state != NULL &&
@@ -520,9 +519,13 @@ static bool hrt_js_sink_deliver_slice(napi_env env, hrt_js_sink_t* sink) {
       decoder != NULL && napi_get_global(env, &global) == napi_ok &&
       (first ? hrt_js_sink_batch_args(env, sink, batch, argv, delivery->lent)
              : hrt_js_sink_kept_args(env, delivery, argv)) &&
-      napi_create_double(env, delivery->next, &argv[7]) == napi_ok &&
-      napi_create_double(env, left == INT64_MAX ? INFINITY : (double)left / 1e6,
-                         &argv[8]) == napi_ok;
+      napi_create_double(env, delivery->next, &argv[7]) == napi_ok;
+  // The budget left once the arguments are made: making the arrays of large
+  // data may have run a garbage collection (js_submit.c).
+  const int64_t left = hrt_js_channel_time_left_ns(env);
+  ok = ok && napi_create_double(
+                 env, left == INT64_MAX ? INFINITY : (double)left / 1e6,
+                 &argv[8]) == napi_ok;
   if (ok) {
     delivery->in_slice = true;
     ok = napi_call_function(env, global, decoder, 9, argv, &result) == napi_ok;
