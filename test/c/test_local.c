@@ -1149,6 +1149,28 @@ static int words_differ(const uint32_t* words, uint32_t expected) {
   return wrong;
 }
 
+// Runs [fill `x` with `before` unless 0, trace `x` lending it into
+// `lender`, fill `x` with `after` unless 0, read `x` into `host`] and waits.
+static void lend_between_fills(hrt_hal_device_t* device, hrt_hal_buffer_t* x,
+                               uint32_t before, uint32_t after,
+                               lender_t* lender, uint32_t* host) {
+  memset(lender, 0, sizeof(*lender));
+  lender->device = device;
+  const hrt_hal_buffer_ref_t traced = whole(x);
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  if (before) CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), before, 4));
+  CHECK_OK(hrt_hal_command_buffer_trace(cb, &traced, 1, lending_trace, lender));
+  if (after) CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), after, 4));
+  CHECK_OK(hrt_hal_command_buffer_read(cb, whole(x), host));
+  hrt_hal_command_buffer_finalize(cb);
+  completion_t done;
+  CHECK_OK(submit(device, cb, NULL, 0, &done));
+  CHECK_OK(completion_wait(&done));
+  hrt_hal_command_buffer_release(cb);
+  CHECK(lender->loan != NULL);
+}
+
 // A loan keeps the traced bytes: a writer that comes while it is only lent
 // copies them into the spare first and goes on; one that comes while it is
 // open waits for the close. The loan keeps the buffer alive, and gives it
@@ -1156,6 +1178,7 @@ static int words_differ(const uint32_t* words, uint32_t expected) {
 static void loans_keep_the_traced_bytes_until_closed(void) {
   enum { N = SNAPSHOT_WORDS };
   static lender_t lender;
+  static uint32_t host[N];
   for (int d = 0; d < 2; ++d) {
     hrt_hal_device_t* device = NULL;
     CHECK_OK(make_device(kDeviceUris[d], &device));
@@ -1164,25 +1187,9 @@ static void loans_keep_the_traced_bytes_until_closed(void) {
     hrt_hal_buffer_t *x = NULL, *flag = NULL;
     CHECK_OK(hrt_hal_device_allocate_buffer(device, N * 4, NULL, &x));
     CHECK_OK(hrt_hal_device_allocate_buffer(device, 4, NULL, &flag));
-    const hrt_hal_buffer_ref_t traced = whole(x);
-    static uint32_t host[N];
 
     // Lent, then written in the same submission: copied first.
-    memset(&lender, 0, sizeof(lender));
-    lender.device = device;
-    hrt_hal_command_buffer_t* cb = NULL;
-    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 0x11111111, 4));
-    CHECK_OK(
-        hrt_hal_command_buffer_trace(cb, &traced, 1, lending_trace, &lender));
-    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 0x22222222, 4));
-    CHECK_OK(hrt_hal_command_buffer_read(cb, whole(x), host));
-    hrt_hal_command_buffer_finalize(cb);
-    completion_t done;
-    CHECK_OK(submit(device, cb, NULL, 0, &done));
-    CHECK_OK(completion_wait(&done));
-    hrt_hal_command_buffer_release(cb);
-    CHECK(lender.loan != NULL);
+    lend_between_fills(device, x, 0x11111111, 0x22222222, &lender, host);
     const uint32_t* seen = hrt_hal_loan_open(lender.loan);
     CHECK(seen == lender.spare);
     CHECK_EQ_INT(words_differ(seen, 0x11111111), 0);
@@ -1190,19 +1197,10 @@ static void loans_keep_the_traced_bytes_until_closed(void) {
     hrt_hal_loan_close(lender.loan, false);
 
     // Open, then written by a later submission: it waits for the close.
-    memset(&lender, 0, sizeof(lender));
-    lender.device = device;
-    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 0x33333333, 4));
-    CHECK_OK(
-        hrt_hal_command_buffer_trace(cb, &traced, 1, lending_trace, &lender));
-    hrt_hal_command_buffer_finalize(cb);
-    CHECK_OK(submit(device, cb, NULL, 0, &done));
-    CHECK_OK(completion_wait(&done));
-    hrt_hal_command_buffer_release(cb);
-    CHECK(lender.loan != NULL);
+    lend_between_fills(device, x, 0x33333333, 0, &lender, host);
     seen = hrt_hal_loan_open(lender.loan);
     CHECK(seen == x->host_ptr);
+    completion_t done;
     submit_fill_then_flag(device, executable, x, 0x44444444, flag, &done);
     sleep_ms(50);
     CHECK_EQ_INT(__atomic_load_n((uint32_t*)flag->host_ptr, __ATOMIC_ACQUIRE),
@@ -1214,21 +1212,12 @@ static void loans_keep_the_traced_bytes_until_closed(void) {
 
     // Abandoned once copied (JavaScript could only hold the spare): the
     // buffer goes back as after a close.
-    memset(&lender, 0, sizeof(lender));
-    lender.device = device;
-    CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
-    CHECK_OK(
-        hrt_hal_command_buffer_trace(cb, &traced, 1, lending_trace, &lender));
-    CHECK_OK(hrt_hal_command_buffer_fill(cb, whole(x), 0x55555555, 4));
-    hrt_hal_command_buffer_finalize(cb);
-    CHECK_OK(submit(device, cb, NULL, 0, &done));
-    CHECK_OK(completion_wait(&done));
-    hrt_hal_command_buffer_release(cb);
+    lend_between_fills(device, x, 0, 0x55555555, &lender, host);
     seen = hrt_hal_loan_open(lender.loan);
     CHECK(seen == lender.spare);
     CHECK_EQ_INT(words_differ(seen, 0x44444444), 0);
     hrt_hal_loan_close(lender.loan, true);
-    CHECK_EQ_INT(words_differ(x->host_ptr, 0x55555555), 0);
+    CHECK_EQ_INT(words_differ(host, 0x55555555), 0);
 
     hrt_hal_buffer_release(x);
     hrt_hal_buffer_release(flag);
