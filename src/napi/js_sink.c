@@ -298,7 +298,7 @@ static void hrt_js_sink_take_back(napi_env env,
     napi_ref ref = delivery->lent[i];
     napi_value buffer = NULL;
     bool detached = true;
-    if (ref == NULL) continue;  // delivery failed before lending it
+    if (ref == NULL) continue;  // never lent (or the delivery failed first)
     delivery->lent[i] = NULL;
     if (napi_get_reference_value(env, ref, &buffer) != napi_ok ||
         buffer == NULL ||

@@ -52,8 +52,11 @@ typedef struct hrt_js_sink_options_s {
   hrt_js_sink_policy_t policy;
   // Large trace data (external ArrayBuffers) is lent to the callbacks of its
   // trace and detached as soon as they return, before the next trace is
-  // delivered, so that its block is reused at once instead of when V8
-  // collects the ArrayBuffer (HalModule option traceData: 'borrowed').
+  // delivered, so that its memory is reused at once instead of when V8
+  // collects the ArrayBuffer (HalModule option traceData: 'borrowed'). A
+  // device that can lends the traced bytes themselves instead of the sink
+  // copying them (hal/device.h: hrt_hal_device_lend), from when the trace's
+  // record is delivered until its callbacks return.
   bool borrowed;
 } hrt_js_sink_options_t;
 
