@@ -143,11 +143,13 @@ function upload(fn, device, index, value, label, method) {
 // Views for every input; the ones made here are pushed to `made`. Without
 // host data the inputs go to the native call, which checks them in order.
 function toViews(fn, inputs, made) {
-  // A closed function or context: the native call rejects, before the inputs.
-  if (isClosed(fn) || isClosed(fn.context)) return inputs;
+  // A closed function or context: the native call rejects, before the
+  // inputs (named ones unread).
+  const closed = () => isClosed(fn) || isClosed(fn.context);
+  if (isNamedInputs(inputs) && closed()) return inputs;
   const ordering = ordered(fn, inputs);
   const { values } = ordering;
-  if (ordering.labels === undefined || !values.some(isHostData)) return values;
+  if (ordering.labels === undefined || !values.some(isHostData) || closed()) return values;
   const method = `function.invoke: ${fn.name}`;
   const labels = ordering.labels ?? values.map((_, i) => `inputs[${i}]`);
   if (values.length !== fn.inputs.length) {

@@ -11,8 +11,6 @@ const half = require('./half');
 const { prepare, shapeText } = require('./host_data');
 const { FlightRecorder } = require('./flight_recorder');
 
-// Objects whose close() has been called.
-const closedObjects = new WeakSet();
 // The names of closed Modules, for the Contexts that still link them.
 const closedModuleNames = new WeakMap();
 
@@ -34,9 +32,8 @@ function deferCloses(run) {
   }
 }
 
-function isClosed(object) {
-  return closedObjects.has(object);
-}
+// Whether close() was called on an object of the binding.
+const isClosed = binding.isClosed;
 
 // A property that may throw (a closed object): its value, or undefined.
 function tryGet(read) {
@@ -95,14 +92,13 @@ for (const cls of [Instance, Device, BufferView, HalModule, HostModule, Module, 
     // A Context still links a closed Module and prints it by name.
     if (this instanceof Module && !isClosed(this)) closedModuleNames.set(this, tryGet(() => this.name));
     nativeClose.call(this);
-    closedObjects.add(this);
   });
   define(cls.prototype, disposeSymbol, function dispose() {
     this.close();
   });
   Object.defineProperty(cls.prototype, 'closed', {
     get() {
-      return closedObjects.has(this);
+      return isClosed(this);
     },
     enumerable: false,
     configurable: true,

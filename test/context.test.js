@@ -907,6 +907,9 @@ describe('bad input', () => {
     it('inputs that are not BufferViews, or not an Array, reject with INVALID_ARGUMENT', async () => {
       await assertRejectsHalrt(fn.invoke([views.a, 'b']), 'INVALID_ARGUMENT', 'function.invoke: inputs[1] is not a BufferView');
       await assertRejectsHalrt(fn.invoke([views.a, {}]), 'INVALID_ARGUMENT', 'function.invoke: inputs[1] is not a BufferView');
+      // Objects of the binding's other classes are not BufferViews either.
+      await assertRejectsHalrt(fn.invoke([views.a, p.device]), 'INVALID_ARGUMENT', 'function.invoke: inputs[1] is not a BufferView');
+      await assertRejectsHalrt(fn.invoke.call(p.device, [views.a, views.a]), 'INVALID_ARGUMENT', 'function.invoke: `this` is not a Function');
       await assertRejectsHalrt(fn.invoke(views.a), 'INVALID_ARGUMENT', 'function.invoke: inputs must be an Array');
       await assertRejectsHalrt(fn.invoke(), 'INVALID_ARGUMENT', 'function.invoke: inputs must be an Array');
       await assertRejectsHalrt(fn.invoke([views.a, views.a], 5), 'INVALID_ARGUMENT', 'function.invoke: options must be an object');

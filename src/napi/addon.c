@@ -14,6 +14,8 @@
 //   nvrtcCompile(...)              halrt.nvrtc.compile's native half
 //   finishHostCall(...)            ends a host call (js_host_module.h)
 //   viewDevice(view)               a BufferView's device URI (js_buffer_view.h)
+//   isClosed(object)               whether close() was called on an object of
+//                                  the binding (js_wrap.h)
 //   setErrorClass, setTraceDecoder,
 //   setScheduler                   hooks lib/index.js installs (see below)
 #include <stddef.h>
@@ -57,7 +59,6 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
   hrt_js_delete_ref(env, &state->buffer_view_class);
   hrt_js_delete_ref(env, &state->module_class);
   hrt_js_delete_ref(env, &state->function_class);
-  hrt_js_delete_ref(env, &state->construct_token);
   hrt_js_wrap_pins_free(state);
   hrt_js_host_errors_free(env, state);
   free(state);
@@ -240,13 +241,6 @@ NAPI_MODULE_INIT() {
   }
   // From here on the finalizer owns `state` and whatever is filled in.
 
-  napi_value token = NULL;
-  // A plain object rather than an external: externals carry native memory
-  // that Node frees only when they are collected, which never happens for one
-  // alive at env teardown.
-  HRT_NAPI_CALL(env, napi_create_object(env, &token));
-  HRT_NAPI_CALL(env,
-                napi_create_reference(env, token, 1, &state->construct_token));
   HRT_NAPI_CALL(env, hrt_js_channel_create(env, "halrt.completion", NULL, NULL,
                                            &state->channel));
 
@@ -288,6 +282,8 @@ NAPI_MODULE_INIT() {
       {"finishHostCall", NULL, hrt_js_host_finish, NULL, NULL, NULL,
        napi_enumerable, NULL},
       {"viewDevice", NULL, hrt_js_buffer_view_device, NULL, NULL, NULL,
+       napi_enumerable, NULL},
+      {"isClosed", NULL, hrt_js_wrap_is_closed, NULL, NULL, NULL,
        napi_enumerable, NULL},
       {"setErrorClass", NULL, hrt_js_set_hook, NULL, NULL, NULL,
        napi_enumerable, (void*)offsetof(hrt_js_env_t, error_class)},

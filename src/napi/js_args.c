@@ -360,7 +360,8 @@ bool hrt_js_arg_unwrap(napi_env env, napi_value value,
                        const hrt_js_class_t* cls, const char* method,
                        const char* name, bool allow_closed,
                        hrt_js_wrap_t** out_wrap) {
-  if (!hrt_js_wrap_is(env, value, cls)) {
+  hrt_js_wrap_t* wrap = hrt_js_wrap_find(env, value, cls);
+  if (wrap == NULL) {
     if (name == NULL) {
       return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
                           "%s: `this` is not %s %s", method,
@@ -372,8 +373,6 @@ bool hrt_js_arg_unwrap(napi_env env, napi_value value,
                         "%s: %s is not %s %s (got %s)", method, name,
                         hrt_js_article(cls->name), cls->name, got);
   }
-  hrt_js_wrap_t* wrap = hrt_js_wrap_get(env, value);
-  if (wrap == NULL) return false;
   if (wrap->closed && !allow_closed) {
     return hrt_js_throw(env, HRT_STATUS_FAILED_PRECONDITION,
                         "%s: %s%s%s is closed", method, name ? name : "",
@@ -534,11 +533,11 @@ bool hrt_js_arg_choice(napi_env env, napi_value value, const char* method,
 
 napi_value hrt_js_internal_constructor(napi_env env, napi_callback_info info,
                                        const char* message) {
-  napi_value argv[1];
   napi_value this_arg = NULL;
-  size_t argc = 0;
-  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, &argc)) return NULL;
-  if (!hrt_js_is_internal_construct(env, argc, argv[0])) {
+  HRT_NAPI_CALL(env, napi_get_cb_info(env, info, NULL, NULL, &this_arg, NULL));
+  const hrt_js_env_t* state = hrt_js_env_get(env);
+  if (state == NULL) return NULL;
+  if (state->constructing == 0) {
     hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT, "%s", message);
     return NULL;
   }

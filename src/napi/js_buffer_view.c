@@ -12,7 +12,6 @@ static void hrt_js_buffer_view_release(void* handle) {
 
 const hrt_js_class_t hrt_js_buffer_view_class = {
     .name = "BufferView",
-    .tag = {0xe963a4756b55aca0ULL, 0xbcab4bcb2c3d6fb0ULL},
     .release = hrt_js_buffer_view_release,
 };
 
@@ -201,12 +200,9 @@ napi_value hrt_js_buffer_view_device(napi_env env, napi_callback_info info) {
   napi_value result = NULL;
   HRT_NAPI_CALL(env, napi_get_cb_info(env, info, &argc, &value, NULL, NULL));
   HRT_NAPI_CALL(env, napi_get_undefined(env, &result));
-  if (argc < 1 || !hrt_js_wrap_is(env, value, &hrt_js_buffer_view_class)) {
-    return result;
-  }
-  hrt_js_wrap_t* wrap = hrt_js_wrap_get(env, value);
-  if (wrap == NULL) return NULL;
-  if (wrap->closed || wrap->handle == NULL) return result;
+  hrt_js_wrap_t* wrap =
+      argc < 1 ? NULL : hrt_js_wrap_find(env, value, &hrt_js_buffer_view_class);
+  if (wrap == NULL || wrap->closed || wrap->handle == NULL) return result;
   const hrt_hal_buffer_t* buffer = hrt_hal_buffer_view_buffer(wrap->handle);
   HRT_NAPI_CALL(env, napi_create_string_utf8(
                          env, hrt_hal_device_info(buffer->device)->uri,

@@ -138,31 +138,16 @@ bool hrt_js_new_internal(napi_env env, napi_ref class_ref,
   hrt_js_env_t* state = hrt_js_env_get(env);
   if (state == NULL) return false;
   napi_value constructor = NULL;
-  napi_value token = NULL;
   HRT_NAPI_CALL_BOOL(env,
                      napi_get_reference_value(env, class_ref, &constructor));
-  HRT_NAPI_CALL_BOOL(
-      env, napi_get_reference_value(env, state->construct_token, &token));
-  HRT_NAPI_CALL_BOOL(
-      env, napi_new_instance(env, constructor, 1, &token, out_object));
+  ++state->constructing;
+  napi_status status = napi_new_instance(env, constructor, 0, NULL, out_object);
+  --state->constructing;
+  if (status != napi_ok) {
+    hrt_js_throw_napi_failure(env, status, "napi_new_instance");
+    return false;
+  }
   return true;
-}
-
-bool hrt_js_is_internal_construct(napi_env env, size_t argc, napi_value first) {
-  if (argc < 1) return false;
-  void* data = NULL;
-  if (napi_get_instance_data(env, &data) != napi_ok || data == NULL) {
-    return false;
-  }
-  hrt_js_env_t* state = (hrt_js_env_t*)data;
-  napi_value token = NULL;
-  if (napi_get_reference_value(env, state->construct_token, &token) !=
-          napi_ok ||
-      token == NULL) {
-    return false;
-  }
-  bool equal = false;
-  return napi_strict_equals(env, first, token, &equal) == napi_ok && equal;
 }
 
 bool hrt_js_set_string(napi_env env, napi_value object, const char* key,

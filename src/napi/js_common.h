@@ -35,10 +35,10 @@ typedef struct hrt_js_env_s {
   napi_ref buffer_view_class;  // BufferView constructor
   napi_ref module_class;       // Module constructor
   napi_ref function_class;     // Function constructor
-  // An object that only the binding can reach. Device and BufferView
-  // constructors accept a call only when it is passed as their first argument,
-  // so users cannot construct them directly.
-  napi_ref construct_token;
+  // How many hrt_js_new_internal calls are constructing an object now: the
+  // constructors of classes users may not construct accept a call only then
+  // (no user code runs between the two).
+  uint32_t constructing;
   // Carries submission results from device threads to this env. One native
   // reference is owned by this struct and dropped at teardown.
   hrt_js_channel_t* channel;
@@ -59,13 +59,9 @@ typedef struct hrt_js_env_s {
 hrt_js_env_t* hrt_js_env_get(napi_env env);
 
 // Creates an object of a class whose constructor only the binding may call
-// (Device, BufferView) by passing it the construct token.
+// (Device, BufferView, ...; see hrt_js_internal_constructor).
 bool hrt_js_new_internal(napi_env env, napi_ref class_ref,
                          napi_value* out_object);
-
-// Whether a constructor was called by hrt_js_new_internal: `argc` arguments
-// were passed and the first is the construct token.
-bool hrt_js_is_internal_construct(napi_env env, size_t argc, napi_value first);
 
 // Throws for a failed napi_* call named `call`, unless an exception is already
 // pending (the usual case: the call itself threw).

@@ -18,7 +18,6 @@ static void hrt_js_context_release(void* opaque) {
 
 const hrt_js_class_t hrt_js_context_class = {
     .name = "Context",
-    .tag = {0x71c4a9e3d85b2f06ULL, 0x4e8d1b6a3f9c7250ULL},
     .release = hrt_js_context_release,
 };
 
@@ -147,7 +146,7 @@ static napi_value hrt_js_context_lookup_function(napi_env env,
       hrt_vm_context_lookup_function(handle->context, name, &function);
   free(name);
   HRT_JS_THROW_IF_ERROR(env, method, status);
-  return hrt_js_function_new(env, this_arg, handle, &function);
+  return hrt_js_function_new(env, this_arg, wrap, &function);
 }
 
 static napi_value hrt_js_context_close(napi_env env, napi_callback_info info) {

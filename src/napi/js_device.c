@@ -14,7 +14,6 @@ static void hrt_js_device_release(void* handle) {
 
 const hrt_js_class_t hrt_js_device_class = {
     .name = "Device",
-    .tag = {0xba3ee5303103a4f8ULL, 0x3994819a6fe9dd5eULL},
     .release = hrt_js_device_release,
 };
 

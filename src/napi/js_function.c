@@ -12,6 +12,9 @@
 
 typedef struct hrt_js_function_handle_s {
   hrt_vm_context_t* context;  // owned reference
+  // The wrap of the Function's `context` (a read-only, non-configurable
+  // property): alive while the Function object is.
+  const hrt_js_wrap_t* context_wrap;
   hrt_vm_function_t function;
   hrt_js_sink_t* sink;  // owned reference, or NULL
   char name[];          // "module.function"
@@ -26,7 +29,6 @@ static void hrt_js_function_release(void* opaque) {
 
 static const hrt_js_class_t hrt_js_function_class = {
     .name = "Function",
-    .tag = {0xc3a85f1e6d2b4907ULL, 0x1b7e9d4c2a5f8e36ULL},
     .release = hrt_js_function_release,
 };
 
@@ -43,7 +45,7 @@ typedef struct hrt_js_invocation_s {
   int64_t end_ns;       // written on the completion thread
   hrt_status_t status;  // written on the completion thread
   uint32_t output_count;
-  hrt_hal_buffer_view_t** outputs;  // owned references
+  hrt_hal_buffer_view_t** outputs;  // owned references, after `name`
   char name[];
 } hrt_js_invocation_t;
 
@@ -54,7 +56,6 @@ static void hrt_js_invocation_free(hrt_js_invocation_t* invocation) {
   hrt_status_free(invocation->status);
   if (invocation->sink != NULL) hrt_js_sink_release(invocation->sink);
   hrt_js_channel_release(invocation->channel);
-  free(invocation->outputs);
   free(invocation);
 }
 
@@ -176,19 +177,16 @@ static bool hrt_js_function_this(napi_env env, napi_value this_arg,
                                  const char* method,
                                  hrt_js_function_handle_t** out) {
   hrt_js_wrap_t* wrap = NULL;
-  hrt_js_wrap_t* context = NULL;
-  napi_value context_object = NULL;
   if (!hrt_js_arg_unwrap(env, this_arg, &hrt_js_function_class, method, NULL,
                          false, &wrap)) {
     return false;
   }
-  HRT_NAPI_CALL_BOOL(
-      env, napi_get_named_property(env, this_arg, "context", &context_object));
-  if (!hrt_js_arg_unwrap(env, context_object, &hrt_js_context_class, method,
-                         "its context", false, &context)) {
-    return false;
+  hrt_js_function_handle_t* handle = wrap->handle;
+  if (handle->context_wrap->closed) {
+    return hrt_js_throw(env, HRT_STATUS_FAILED_PRECONDITION,
+                        "%s: its context Context is closed", method);
   }
-  *out = wrap->handle;
+  *out = handle;
   return true;
 }
 
@@ -207,12 +205,9 @@ static bool hrt_js_invoke_inputs(napi_env env, napi_value value,
   }
   for (uint32_t i = 0; i < count; ++i) {
     napi_value element = NULL;
-    hrt_js_wrap_t* wrap = NULL;
     HRT_NAPI_CALL_BOOL(env, napi_get_element(env, value, i, &element));
-    if (hrt_js_wrap_is(env, element, &hrt_js_buffer_view_class)) {
-      wrap = hrt_js_wrap_get(env, element);
-      if (wrap == NULL) return false;
-    }
+    hrt_js_wrap_t* wrap =
+        hrt_js_wrap_find(env, element, &hrt_js_buffer_view_class);
     if (wrap != NULL && !wrap->closed) {
       if (!hrt_js_wrap_pin(env, wrap)) return false;
     } else {
@@ -246,21 +241,22 @@ static napi_value hrt_js_function_invoke(napi_env env,
   }
   const hrt_vm_function_def_t* def = hrt_vm_function_def(&handle->function);
   size_t name_length = strlen(handle->name) + 1;
-  hrt_js_invocation_t* invocation =
-      calloc(1, sizeof(*invocation) + name_length);
-  hrt_hal_buffer_view_t** outputs =
-      calloc(def->output_count ? def->output_count : 1, sizeof(*outputs));
+  // The output array follows the name, aligned.
+  size_t outputs_offset =
+      (sizeof(hrt_js_invocation_t) + name_length + sizeof(void*) - 1) &
+      ~(sizeof(void*) - 1);
+  hrt_js_invocation_t* invocation = calloc(
+      1, outputs_offset + def->output_count * sizeof(hrt_hal_buffer_view_t*));
   napi_value promise = NULL;
-  if (invocation == NULL || outputs == NULL) {
-    free(invocation);
-    free(outputs);
+  if (invocation == NULL) {
     hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED, "%s: out of host memory",
                  method);
     return hrt_js_rejected_with_pending(env);
   }
   memcpy(invocation->name, handle->name, name_length);
   invocation->message.deliver = hrt_js_invocation_deliver;
-  invocation->outputs = outputs;
+  invocation->outputs =
+      (hrt_hal_buffer_view_t**)((char*)invocation + outputs_offset);
   invocation->sink = handle->sink;
   if (invocation->sink != NULL) hrt_js_sink_retain(invocation->sink);
   invocation->channel =
@@ -336,8 +332,9 @@ bool hrt_js_function_signature(napi_env env, const hrt_vm_function_def_t* def,
 }
 
 napi_value hrt_js_function_new(napi_env env, napi_value context_object,
-                               const hrt_js_context_handle_t* context,
+                               hrt_js_wrap_t* context_wrap,
                                const hrt_vm_function_t* function) {
+  const hrt_js_context_handle_t* context = context_wrap->handle;
   hrt_js_env_t* state = hrt_js_env_get(env);
   if (state == NULL) return NULL;
   const hrt_vm_function_def_t* def = hrt_vm_function_def(function);
@@ -351,6 +348,7 @@ napi_value hrt_js_function_new(napi_env env, napi_value context_object,
   snprintf(handle->name, length, "%s.%s", function->module->name, def->name);
   handle->context = context->context;
   hrt_vm_context_retain(handle->context);
+  handle->context_wrap = context_wrap;
   handle->function = *function;
   handle->sink = context->sink;
   if (handle->sink != NULL) hrt_js_sink_retain(handle->sink);

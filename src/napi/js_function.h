@@ -26,10 +26,11 @@
 
 napi_value hrt_js_function_define(napi_env env, hrt_js_env_t* state);
 
-// A new Function object for `function` of `context` (whose JS object is
-// `context_object`). Returns NULL with a pending exception on failure.
+// A new Function object for `function` of the context whose JS object is
+// `context_object` (its wrap `context_wrap`). Returns NULL with a pending
+// exception on failure.
 napi_value hrt_js_function_new(napi_env env, napi_value context_object,
-                               const hrt_js_context_handle_t* context,
+                               hrt_js_wrap_t* context_wrap,
                                const hrt_vm_function_t* function);
 
 // {name, inputs: [{name, dtype, shape}], outputs: [...]} for `def`.

@@ -23,7 +23,6 @@ void hrt_js_module_handle_release(void* opaque) {
 
 const hrt_js_class_t hrt_js_hal_module_class = {
     .name = "HalModule",
-    .tag = {0x5c0e7d2a91b34f60ULL, 0x8a1f3e6d2c7b4a95ULL},
     .release = hrt_js_module_handle_release,
 };
 

@@ -19,7 +19,6 @@
 
 const hrt_js_class_t hrt_js_host_module_class = {
     .name = "HostModule",
-    .tag = {0x6a73686f73746d6fULL, 0x64756c6568616c72ULL},
     .release = hrt_js_module_handle_release,
 };
 

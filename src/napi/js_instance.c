@@ -13,7 +13,6 @@ static void hrt_js_instance_release(void* handle) {
 
 const hrt_js_class_t hrt_js_instance_class = {
     .name = "Instance",
-    .tag = {0xe79af302180a94e4ULL, 0x43cb5334a31ff5f9ULL},
     .release = hrt_js_instance_release,
 };
 

@@ -12,19 +12,15 @@
 
 const hrt_js_class_t hrt_js_module_class = {
     .name = "Module",
-    .tag = {0x2f6b8e1d0a9c4b73ULL, 0x9d3e5a7c1b2f8e40ULL},
     .release = hrt_js_module_handle_release,
 };
 
 bool hrt_js_arg_module(napi_env env, napi_value value, const char* method,
                        const char* name, hrt_js_module_handle_t** out_handle) {
-  const hrt_js_class_t* cls =
-      hrt_js_wrap_is(env, value, &hrt_js_hal_module_class)
-          ? &hrt_js_hal_module_class
-      : hrt_js_wrap_is(env, value, &hrt_js_host_module_class)
-          ? &hrt_js_host_module_class
-          : &hrt_js_module_class;
-  if (!hrt_js_wrap_is(env, value, cls)) {
+  const hrt_js_wrap_t* any = hrt_js_wrap_find(env, value, NULL);
+  const hrt_js_class_t* cls = any != NULL ? any->cls : NULL;
+  if (cls != &hrt_js_hal_module_class && cls != &hrt_js_host_module_class &&
+      cls != &hrt_js_module_class) {
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
                         "%s: %s is not a HalModule, HostModule or Module",
                         method, name);

@@ -5,6 +5,83 @@
 
 #include "napi/js_common.h"
 
+// The wraps this addon made on this thread and not yet freed: an open-
+// addressing set of pointers (linear probing, at most half full), freed when
+// it empties. Initial-exec: no call into the dynamic loader per access, and
+// no link to it.
+static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
+  hrt_js_wrap_t** slots;
+  size_t mask;  // capacity - 1; capacity a power of two
+  size_t count;
+} hrt_js_wraps;
+
+static size_t hrt_js_wraps_home(const hrt_js_wrap_t* wrap) {
+  return (size_t)((((uintptr_t)wrap >> 4) * 0x9e3779b97f4a7c15ULL) >> 32) &
+         hrt_js_wraps.mask;
+}
+
+// The slot holding `wrap`, or the empty slot where it would go.
+static size_t hrt_js_wraps_slot(const hrt_js_wrap_t* wrap) {
+  size_t i = hrt_js_wraps_home(wrap);
+  while (hrt_js_wraps.slots[i] != NULL && hrt_js_wraps.slots[i] != wrap) {
+    i = (i + 1) & hrt_js_wraps.mask;
+  }
+  return i;
+}
+
+static bool hrt_js_wraps_has(const void* data) {
+  return hrt_js_wraps.count > 0 &&
+         hrt_js_wraps.slots[hrt_js_wraps_slot(data)] ==
+             (const hrt_js_wrap_t*)data;
+}
+
+static bool hrt_js_wraps_add(hrt_js_wrap_t* wrap) {
+  size_t capacity = hrt_js_wraps.slots ? hrt_js_wraps.mask + 1 : 0;
+  if (2 * (hrt_js_wraps.count + 1) > capacity) {
+    size_t grown = capacity ? 2 * capacity : 64;
+    hrt_js_wrap_t** old = hrt_js_wraps.slots;
+    hrt_js_wrap_t** slots = calloc(grown, sizeof(*slots));
+    if (slots == NULL) return false;
+    hrt_js_wraps.slots = slots;
+    hrt_js_wraps.mask = grown - 1;
+    for (size_t i = 0; i < capacity; ++i) {
+      if (old[i] != NULL) slots[hrt_js_wraps_slot(old[i])] = old[i];
+    }
+    free(old);
+  }
+  hrt_js_wraps.slots[hrt_js_wraps_slot(wrap)] = wrap;
+  ++hrt_js_wraps.count;
+  return true;
+}
+
+// Removes `wrap` (listed), moving back the entries after it that would no
+// longer be found.
+static void hrt_js_wraps_remove(const hrt_js_wrap_t* wrap) {
+  size_t hole = hrt_js_wraps_slot(wrap);
+  size_t mask = hrt_js_wraps.mask;
+  for (size_t i = (hole + 1) & mask; hrt_js_wraps.slots[i] != NULL;
+       i = (i + 1) & mask) {
+    // Entry i may fill the hole when its home is not after the hole on the
+    // way round to i.
+    size_t home = hrt_js_wraps_home(hrt_js_wraps.slots[i]);
+    if (((i - home) & mask) >= ((i - hole) & mask)) {
+      hrt_js_wraps.slots[hole] = hrt_js_wraps.slots[i];
+      hole = i;
+    }
+  }
+  hrt_js_wraps.slots[hole] = NULL;
+  if (--hrt_js_wraps.count == 0) {
+    free(hrt_js_wraps.slots);
+    hrt_js_wraps.slots = NULL;
+    hrt_js_wraps.mask = 0;
+  }
+}
+
+static void hrt_js_wrap_free(hrt_js_wrap_t* wrap) {
+  hrt_js_wraps_remove(wrap);
+  free(wrap);
+}
+
 // JS thread, from GC or at env teardown. A pinned object is reachable from
 // the running call, so it is not collected; the check only keeps the rule
 // local.
@@ -14,7 +91,7 @@ static void hrt_js_wrap_finalize(napi_env env, void* data, void* hint) {
   hrt_js_wrap_t* wrap = (hrt_js_wrap_t*)data;
   hrt_js_wrap_close(wrap);
   if (wrap->pins == 0) {
-    free(wrap);
+    hrt_js_wrap_free(wrap);
   } else {
     wrap->finalized = true;
   }
@@ -29,35 +106,33 @@ bool hrt_js_wrap_attach(napi_env env, napi_value object,
                         "out of host memory wrapping a %s", cls->name);
   }
   *wrap = (hrt_js_wrap_t){.cls = cls, .handle = handle};
-  napi_status status = napi_type_tag_object(env, object, &cls->tag);
-  if (status == napi_ok) {
-    status = napi_wrap(env, object, wrap, hrt_js_wrap_finalize, NULL, NULL);
-  }
-  if (status != napi_ok) {
+  if (!hrt_js_wraps_add(wrap)) {
     hrt_js_wrap_close(wrap);
     free(wrap);
+    return hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED,
+                        "out of host memory wrapping a %s", cls->name);
+  }
+  napi_status status =
+      napi_wrap(env, object, wrap, hrt_js_wrap_finalize, NULL, NULL);
+  if (status != napi_ok) {
+    hrt_js_wrap_close(wrap);
+    hrt_js_wrap_free(wrap);
     hrt_js_throw_napi_failure(env, status, "napi_wrap");
     return false;
   }
   return true;
 }
 
-bool hrt_js_wrap_is(napi_env env, napi_value value, const hrt_js_class_t* cls) {
+hrt_js_wrap_t* hrt_js_wrap_find(napi_env env, napi_value value,
+                                const hrt_js_class_t* cls) {
   napi_valuetype type = napi_undefined;
-  if (napi_typeof(env, value, &type) != napi_ok || type != napi_object) {
-    return false;
-  }
-  bool matches = false;
-  if (napi_check_object_type_tag(env, value, &cls->tag, &matches) != napi_ok) {
-    return false;
-  }
-  return matches;
-}
-
-hrt_js_wrap_t* hrt_js_wrap_get(napi_env env, napi_value object) {
   void* data = NULL;
-  HRT_NAPI_CALL(env, napi_unwrap(env, object, &data));
-  return (hrt_js_wrap_t*)data;
+  if (napi_typeof(env, value, &type) != napi_ok || type != napi_object ||
+      napi_unwrap(env, value, &data) != napi_ok || !hrt_js_wraps_has(data)) {
+    return NULL;
+  }
+  hrt_js_wrap_t* wrap = data;
+  return cls == NULL || wrap->cls == cls ? wrap : NULL;
 }
 
 void hrt_js_wrap_close(hrt_js_wrap_t* wrap) {
@@ -89,7 +164,7 @@ bool hrt_js_wrap_pin(napi_env env, hrt_js_wrap_t* wrap) {
 static void hrt_js_wrap_unpin(hrt_js_wrap_t* wrap) {
   if (--wrap->pins > 0) return;
   if (wrap->closed) hrt_js_wrap_close(wrap);
-  if (wrap->finalized) free(wrap);
+  if (wrap->finalized) hrt_js_wrap_free(wrap);
 }
 
 napi_value hrt_js_wrap_call(napi_env env, napi_callback_info info) {
@@ -108,6 +183,17 @@ napi_value hrt_js_wrap_call(napi_env env, napi_callback_info info) {
   // above the mark.
   while (state->pin_count > mark)
     hrt_js_wrap_unpin(state->pins[--state->pin_count]);
+  return result;
+}
+
+napi_value hrt_js_wrap_is_closed(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value value = NULL, result = NULL;
+  HRT_NAPI_CALL(env, napi_get_cb_info(env, info, &argc, &value, NULL, NULL));
+  const hrt_js_wrap_t* wrap =
+      argc < 1 ? NULL : hrt_js_wrap_find(env, value, NULL);
+  HRT_NAPI_CALL(env,
+                napi_get_boolean(env, wrap != NULL && wrap->closed, &result));
   return result;
 }
 

@@ -1,6 +1,9 @@
 // The one object model behind every wrapped JavaScript class: a JS object
-// carries a type tag (one per class) and a native hrt_js_wrap_t holding
-// exactly one owned reference to a runtime object.
+// wrapped (napi_wrap) with a native hrt_js_wrap_t holding exactly one owned
+// reference to a runtime object. The wraps this addon made on a thread are
+// listed in that thread's registry, so a pointer napi_unwrap finds on an
+// object another addon wrapped is never taken for one (no type tags: one
+// private property per object).
 //
 // Lifetime: the reference is dropped by hrt_js_wrap_close() (close() and
 // [Symbol.dispose] in JavaScript) or by the napi_wrap finalizer, whichever
@@ -18,7 +21,7 @@
 // hrt_js_define_class installs in front of every method, getter and
 // constructor; unwrapping is only allowed inside such a call.
 //
-// Threads: JS thread of the owning env only.
+// Threads: JS thread of the owning env only (one env per thread).
 #ifndef HRT_NAPI_JS_WRAP_H_
 #define HRT_NAPI_JS_WRAP_H_
 
@@ -29,8 +32,7 @@
 typedef struct hrt_js_env_s hrt_js_env_t;
 
 typedef struct hrt_js_class_s {
-  const char* name;  // "Device": used in messages
-  napi_type_tag tag;
+  const char* name;               // "Device": used in messages
   void (*release)(void* handle);  // drops the runtime reference
 } hrt_js_class_t;
 
@@ -43,8 +45,8 @@ typedef struct hrt_js_wrap_s {
   bool finalized;  // the JS object is gone; freed when the last pin goes
 } hrt_js_wrap_t;
 
-// Tags `object` as `cls` and attaches `handle` (an owned reference, consumed
-// in every case: released on failure). Returns false with a pending exception
+// Wraps `object` as `cls` with `handle` (an owned reference, consumed in
+// every case: released on failure). Returns false with a pending exception
 // on failure.
 bool hrt_js_wrap_attach(napi_env env, napi_value object,
                         const hrt_js_class_t* cls, void* handle);
@@ -57,12 +59,10 @@ bool hrt_js_wrap_new(napi_env env, napi_ref class_ref,
                      const hrt_js_class_t* cls, void* handle,
                      napi_value* out_object);
 
-// True when `value` is an object tagged as `cls`.
-bool hrt_js_wrap_is(napi_env env, napi_value value, const hrt_js_class_t* cls);
-
-// The wrap of an object already known to be tagged as `cls`, or NULL with a
-// pending exception.
-hrt_js_wrap_t* hrt_js_wrap_get(napi_env env, napi_value object);
+// The wrap of `value` when it is an object this addon wrapped as `cls` (any
+// class when `cls` is NULL), else NULL; never leaves an exception pending.
+hrt_js_wrap_t* hrt_js_wrap_find(napi_env env, napi_value value,
+                                const hrt_js_class_t* cls);
 
 // Pins `wrap` (not closed) until the binding call now running returns.
 // Returns false with a pending exception when out of memory.
@@ -76,6 +76,10 @@ void hrt_js_wrap_close(hrt_js_wrap_t* wrap);
 // binding class: `data` is the real napi_callback (as an intptr); calls it
 // and then unpins every wrap pinned during the call.
 napi_value hrt_js_wrap_call(napi_env env, napi_callback_info info);
+
+// isClosed(value) -> boolean: whether `value` is an object of the binding
+// whose close() was called (false for anything else).
+napi_value hrt_js_wrap_is_closed(napi_env env, napi_callback_info info);
 
 // Frees the env's pin stack (env teardown; no call is running then).
 void hrt_js_wrap_pins_free(hrt_js_env_t* state);
