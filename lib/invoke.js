@@ -102,7 +102,8 @@ function factsOf(fn) {
 }
 
 function isNamedInputs(inputs) {
-  if (inputs === null || typeof inputs !== 'object' || util.types.isProxy(inputs)) return false;
+  // An Array (a Proxy of one included) is not, and is the common case.
+  if (inputs === null || typeof inputs !== 'object' || Array.isArray(inputs) || util.types.isProxy(inputs)) return false;
   const prototype = Object.getPrototypeOf(inputs);
   return prototype === Object.prototype || prototype === null;
 }

@@ -26,7 +26,7 @@ function deferCloses(run) {
     return run();
   } finally {
     deferring -= 1;
-    if (deferring === 0) {
+    if (deferring === 0 && deferredCloses.length > 0) {
       for (const object of deferredCloses.splice(0)) object.close();
     }
   }

@@ -8,6 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 void hrt_mutex_init(hrt_mutex_t* mutex) {
   pthread_mutex_init(&mutex->handle, NULL);
@@ -60,6 +65,17 @@ int64_t hrt_time_now_ns(void) {
 }
 
 void hrt_thread_yield(void) { (void)sched_yield(); }
+
+void hrt_thread_give_way(void) {
+#if defined(__linux__)
+  const id_t tid = (id_t)syscall(SYS_gettid);
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) {
+    (void)setpriority(PRIO_PROCESS, tid, nice + HRT_THREAD_GIVE_WAY_NICE);
+  }
+#endif
+}
 
 hrt_status_t hrt_thread_create(const char* name, void* (*entry)(void*),
                                void* arg, hrt_thread_t* out_thread) {

@@ -5,9 +5,12 @@
 // returns. Each pool runs jobs for a while (a race between a job's end and
 // the next job's start took a million jobs or so, a second or two, to
 // show).
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/threads.h"
@@ -100,5 +103,43 @@ static void every_item_runs_once_while_its_job_runs(void) {
   CHECK_EQ_INT(atomic_load(&wild_items), 0);
 }
 
+// The nice level of the calling thread (Linux: each thread has its own).
+static int thread_nice(void) {
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+  return errno == 0 ? nice : -100;
+}
+
+static atomic_int worker_nice = -100;
+
+static void record_nice(void* context, uint64_t item, uint32_t worker_id) {
+  (void)context;
+  (void)item;
+  if (worker_id == 0) return;  // the runner: the calling thread here
+  atomic_store(&worker_nice, thread_nice());
+  struct timespec pause = {0, 1000000};
+  nanosleep(&pause, NULL);  // so that every worker takes an item
+}
+
+// The pool's threads run HRT_THREAD_GIVE_WAY_NICE levels below the thread
+// that made the pool (at most 19), so that the JS thread keeps its core.
+static void workers_give_way_to_the_creating_thread(void) {
+  const int creator = thread_nice();
+  CHECK(creator != -100);
+  hrt_worker_pool_t* pool = NULL;
+  CHECK_OK(hrt_worker_pool_create(2, &pool));
+  for (int tries = 0; tries < 100 && atomic_load(&worker_nice) == -100;
+       ++tries) {
+    hrt_worker_pool_run(pool, 8, record_nice, NULL);
+  }
+  hrt_worker_pool_destroy(pool);
+  const int expected = creator + HRT_THREAD_GIVE_WAY_NICE > 19
+                           ? 19
+                           : creator + HRT_THREAD_GIVE_WAY_NICE;
+  CHECK_EQ_INT(atomic_load(&worker_nice), expected);
+  CHECK_EQ_INT(thread_nice(), creator);  // the caller's own is unchanged
+}
+
 TEST_MAIN(TEST_CASE(every_item_runs_once_while_its_job_runs),
+          TEST_CASE(workers_give_way_to_the_creating_thread),
           TEST_CASE(every_object_is_destroyed))

@@ -417,6 +417,7 @@ static void hrt_local_device_free(hrt_local_device_t* device);
 // stays visible to the queue thread (trace_current) until it has run, so
 // that a later writer of its ranges waits for it.
 static void* hrt_trace_main(void* arg) {
+  hrt_thread_give_way();
   hrt_local_device_t* device = arg;
   hrt_mutex_lock(&device->mutex);
   for (;;) {
@@ -1056,6 +1057,7 @@ static void hrt_queue_spin(hrt_local_device_t* device) {
 // cached since it looked) for HRT_LOCAL_ALLOCATOR_IDLE_TRIM_NS with
 // something cached.
 static void* hrt_queue_main(void* arg) {
+  hrt_thread_give_way();
   hrt_local_device_t* device = arg;
   int64_t trim_at = HRT_TIME_INFINITE_FUTURE;
   bool worked = false;  // since the queue was last seen empty

@@ -4,10 +4,11 @@
 // With a worker pool (`local-task`) the queue thread hands each dispatch's
 // workgroups to the pool and waits for them; without one (`local-sync`) it
 // runs them itself. Once the queue empties after work, the queue thread
-// spins up to 50 us for the next submission before it sleeps (after a spin
-// that found nothing it sleeps at once the next 64 times), and a submit
-// signals it only while it sleeps: a caller that awaits each result, or
-// keeps several in flight, then makes no system call to wake it. Buffers
+// spins up to 50 us for the next submission (yielding its core to any
+// thread that wants it) before it sleeps, and a submit signals it only
+// while it sleeps: a caller that awaits each result, or keeps several in
+// flight, then makes no system call to wake it. The device's threads give
+// way to the JS thread (hrt_thread_give_way). Buffers
 // come from the device's caching allocator
 // (local_allocator.h); when the device has been idle for a while with blocks
 // cached, the queue thread trims it.

@@ -106,6 +106,7 @@ static bool hrt_worker_spin(hrt_worker_pool_t* pool, uint64_t seen) {
 }
 
 static void* hrt_worker_main(void* arg) {
+  hrt_thread_give_way();
   hrt_worker_t* worker = arg;
   hrt_worker_pool_t* pool = worker->pool;
   uint64_t seen = 0;

@@ -8,8 +8,9 @@
 // runner waits for the items, not for each thread: a thread that finds
 // every item taken (or is off its core meanwhile) holds nothing up. Between
 // jobs the threads, and the runner waiting for the last items, spin a while
-// before they sleep (worker_pool.c). destroy() joins the threads; call it
-// from a thread that is not one.
+// before they sleep (worker_pool.c). The threads give way to the JS thread
+// (hrt_thread_give_way). destroy() joins the threads; call it from a thread
+// that is not one.
 #ifndef HRT_HAL_LOCAL_WORKER_POOL_H_
 #define HRT_HAL_LOCAL_WORKER_POOL_H_
 
