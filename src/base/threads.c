@@ -68,11 +68,16 @@ void hrt_thread_yield(void) { (void)sched_yield(); }
 
 void hrt_thread_give_way(void) {
 #if defined(__linux__)
+  // Relative to the main thread's (whose id is the process's), so that a
+  // thread started by one that already gave way lands on the same level.
+  errno = 0;
+  const int main_nice = getpriority(PRIO_PROCESS, (id_t)getpid());
+  if (errno != 0) return;
   const id_t tid = (id_t)syscall(SYS_gettid);
   errno = 0;
   const int nice = getpriority(PRIO_PROCESS, tid);
-  if (errno == 0) {
-    (void)setpriority(PRIO_PROCESS, tid, nice + HRT_THREAD_GIVE_WAY_NICE);
+  if (errno == 0 && nice < main_nice + HRT_THREAD_GIVE_WAY_NICE) {
+    (void)setpriority(PRIO_PROCESS, tid, main_nice + HRT_THREAD_GIVE_WAY_NICE);
   }
 #endif
 }

@@ -53,11 +53,11 @@ static inline void hrt_cpu_pause(void) {
 // otherwise (sched_yield): a spin-wait that calls it never delays a thread it
 // shares a core with.
 void hrt_thread_yield(void);
-// Lowers the calling thread's scheduling priority by
-// HRT_THREAD_GIVE_WAY_NICE (nice; Linux, where each thread has its own;
-// best effort, nothing elsewhere): a device's threads give way to the
-// JavaScript thread when the cores are fewer than the runnable threads,
-// and take any core left idle as before.
+// Lowers the calling thread's scheduling priority to HRT_THREAD_GIVE_WAY_NICE
+// nice levels below the process's main thread (Linux, where each thread
+// has its own; never raises it; best effort, nothing elsewhere): a device's
+// threads give way to the JavaScript thread when the cores are fewer than
+// the runnable threads, and take any core left idle as before.
 #define HRT_THREAD_GIVE_WAY_NICE 5
 void hrt_thread_give_way(void);
 #define HRT_TIME_INFINITE_FUTURE INT64_MAX

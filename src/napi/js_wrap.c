@@ -6,9 +6,9 @@
 #include "napi/js_common.h"
 
 // The wraps this addon made on this thread and not yet freed: an open-
-// addressing set of pointers (linear probing, at most half full), freed when
-// it empties. Initial-exec: no call into the dynamic loader per access, and
-// no link to it.
+// addressing set of pointers (linear probing, at most half full, at least
+// an eighth full once past its first size), freed when it empties.
+// Initial-exec: no call into the dynamic loader per access, and no link to it.
 static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
   hrt_js_wrap_t** slots;
   size_t mask;  // capacity - 1; capacity a power of two
@@ -35,19 +35,31 @@ static bool hrt_js_wraps_has(const void* data) {
              (const hrt_js_wrap_t*)data;
 }
 
+static size_t hrt_js_wraps_capacity(void) {
+  return hrt_js_wraps.slots ? hrt_js_wraps.mask + 1 : 0;
+}
+
+// Moves the entries into a table of `capacity` slots; false (nothing
+// changed) when out of memory.
+static bool hrt_js_wraps_resize(size_t capacity) {
+  const size_t old_capacity = hrt_js_wraps_capacity();
+  hrt_js_wrap_t** old = hrt_js_wraps.slots;
+  hrt_js_wrap_t** slots = calloc(capacity, sizeof(*slots));
+  if (slots == NULL) return false;
+  hrt_js_wraps.slots = slots;
+  hrt_js_wraps.mask = capacity - 1;
+  for (size_t i = 0; i < old_capacity; ++i) {
+    if (old[i] != NULL) slots[hrt_js_wraps_slot(old[i])] = old[i];
+  }
+  free(old);
+  return true;
+}
+
 static bool hrt_js_wraps_add(hrt_js_wrap_t* wrap) {
-  size_t capacity = hrt_js_wraps.slots ? hrt_js_wraps.mask + 1 : 0;
-  if (2 * (hrt_js_wraps.count + 1) > capacity) {
-    size_t grown = capacity ? 2 * capacity : 64;
-    hrt_js_wrap_t** old = hrt_js_wraps.slots;
-    hrt_js_wrap_t** slots = calloc(grown, sizeof(*slots));
-    if (slots == NULL) return false;
-    hrt_js_wraps.slots = slots;
-    hrt_js_wraps.mask = grown - 1;
-    for (size_t i = 0; i < capacity; ++i) {
-      if (old[i] != NULL) slots[hrt_js_wraps_slot(old[i])] = old[i];
-    }
-    free(old);
+  const size_t capacity = hrt_js_wraps_capacity();
+  if (2 * (hrt_js_wraps.count + 1) > capacity &&
+      !hrt_js_wraps_resize(capacity ? 2 * capacity : 64)) {
+    return false;
   }
   hrt_js_wraps.slots[hrt_js_wraps_slot(wrap)] = wrap;
   ++hrt_js_wraps.count;
@@ -70,10 +82,13 @@ static void hrt_js_wraps_remove(const hrt_js_wrap_t* wrap) {
     }
   }
   hrt_js_wraps.slots[hole] = NULL;
+  const size_t capacity = mask + 1;
   if (--hrt_js_wraps.count == 0) {
     free(hrt_js_wraps.slots);
     hrt_js_wraps.slots = NULL;
     hrt_js_wraps.mask = 0;
+  } else if (capacity > 64 && 8 * hrt_js_wraps.count < capacity) {
+    (void)hrt_js_wraps_resize(capacity / 4);  // kept as it is without memory
   }
 }
 
