@@ -141,16 +141,19 @@ function upload(fn, device, index, value, label, method) {
   return device.tensor(declared(method, `input ${index} ('${name}')`, label, value, dtype, shape), shape, dtype);
 }
 
+// A closed function or context: the native call rejects, before the inputs.
+function isClosedFunction(fn) {
+  return isClosed(fn) || isClosed(fn.context);
+}
+
 // Views for every input; the ones made here are pushed to `made`. Without
-// host data the inputs go to the native call, which checks them in order.
+// host data the inputs go to the native call, which checks them in order
+// (named inputs of a closed function are not read).
 function toViews(fn, inputs, made) {
-  // A closed function or context: the native call rejects, before the
-  // inputs (named ones unread).
-  const closed = () => isClosed(fn) || isClosed(fn.context);
-  if (isNamedInputs(inputs) && closed()) return inputs;
+  if (isNamedInputs(inputs) && isClosedFunction(fn)) return inputs;
   const ordering = ordered(fn, inputs);
   const { values } = ordering;
-  if (ordering.labels === undefined || !values.some(isHostData) || closed()) return values;
+  if (ordering.labels === undefined || !values.some(isHostData) || isClosedFunction(fn)) return values;
   const method = `function.invoke: ${fn.name}`;
   const labels = ordering.labels ?? values.map((_, i) => `inputs[${i}]`);
   if (values.length !== fn.inputs.length) {
