@@ -1171,6 +1171,14 @@ declare class HalrtFunction implements Disposable {
     inputs: readonly InvokeInput[] | NamedInputs,
     options: InvokeOptions & InvokeOutputOptions,
   ): Promise<BufferView[] | HostArray[] | { [name: string]: BufferView | HostArray }>;
+  /**
+   * A call of this function on `inputs` (as invoke() takes them), to run
+   * again and again: the inputs are checked and host data uploaded once,
+   * and the call holds its own reference to each input's buffer. Throws
+   * what invoke() would reject with (INVALID_ARGUMENT naming the input,
+   * FAILED_PRECONDITION for a closed function or context).
+   */
+  prepare(inputs: readonly InvokeInput[] | NamedInputs): PreparedCall;
   /** Whether close() was called. */
   readonly closed: boolean;
   /** Releases this object's references. Idempotent. */
@@ -1178,6 +1186,38 @@ declare class HalrtFunction implements Disposable {
   [Symbol.dispose](): void;
 }
 export { HalrtFunction as Function };
+
+/** A prepared call: function.prepare(inputs). */
+export class PreparedCall implements Disposable {
+  /** Not callable: use function.prepare(inputs). */
+  private constructor();
+  /** The function it calls. */
+  readonly function: HalrtFunction;
+  /**
+   * Frozen: the call's own output views, in the function's output
+   * signature, zero-filled until the first run. Each run writes its results
+   * into their buffers (zeroing first an output the function does not write
+   * whole); read them after the run settles.
+   */
+  readonly outputs: readonly BufferView[];
+  /**
+   * Runs the function on the prepared inputs, reading what their buffers
+   * hold when it runs; resolves with undefined once the results are in
+   * `outputs`. An invocation like any other (numbered, traced); runs may
+   * overlap and run in the order started. Bound to the call. Rejects with
+   * INVALID_ARGUMENT when given arguments, FAILED_PRECONDITION once the
+   * call, its function, its context or one of its outputs is closed.
+   */
+  run(): Promise<undefined>;
+  /** Whether close() was called. */
+  readonly closed: boolean;
+  /**
+   * Closes the call and its outputs. Idempotent. Runs already started
+   * complete; their results go nowhere.
+   */
+  close(): void;
+  [Symbol.dispose](): void;
+}
 
 /** halrt.load options: the device URI, and every HalModule option. */
 export interface LoadOptions extends HalModuleOptions {

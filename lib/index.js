@@ -32,6 +32,7 @@ module.exports = {
   ModuleBuilder,
   Context: binding.Context,
   Function: binding.Function,
+  PreparedCall: binding.PreparedCall,
   HalrtError,
   LoadedModule,
   load,

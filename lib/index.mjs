@@ -15,6 +15,7 @@ export const {
   ModuleBuilder,
   Context,
   Function,
+  PreparedCall,
   HalrtError,
   LoadedModule,
   load,

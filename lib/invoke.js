@@ -8,7 +8,8 @@
 // - `read: true`: outputs read to host arrays (the views are then closed);
 // - AbortSignal support. Device work cannot be interrupted; an abort
 //   settles the promise at once with CANCELLED and the outputs, when they
-//   arrive, are closed unseen.
+//   arrive, are closed unseen;
+// and fn.prepare(inputs), which takes its inputs as invoke() does.
 
 const binding = require('./binding');
 const { HalrtError, invalid } = require('./errors');
@@ -77,6 +78,7 @@ function deliver(result, made, delivery, signal) {
 const { BufferView, HalModule, HostModule } = binding;
 const NativeFunction = binding.Function;
 const nativeInvoke = NativeFunction.prototype.invoke;
+const nativePrepare = NativeFunction.prototype.prepare;
 
 function deviceOf(fn) {
   return fn.context.modules.find((module) => module instanceof HalModule).device;
@@ -111,10 +113,10 @@ function isNamedInputs(inputs) {
 // {values, labels}: the inputs as an Array in signature order (each element
 // read once) and how messages name each (null: inputs[i]); anything but
 // an Array or an object of names goes to the native call as it is, which
-// names it.
-function ordered(fn, inputs) {
+// names it. `verb`: 'invoke' or 'prepare', for messages.
+function ordered(fn, inputs, verb) {
   if (isNamedInputs(inputs)) {
-    const method = `function.invoke: ${fn.name}`;
+    const method = `function.${verb}: ${fn.name}`;
     const names = fn.inputs.map((s) => s.name);
     for (const key of Object.keys(inputs)) {
       if (!names.includes(key)) {
@@ -149,12 +151,12 @@ function isClosedFunction(fn) {
 // Views for every input; the ones made here are pushed to `made`. Without
 // host data the inputs go to the native call, which checks them in order
 // (named inputs of a closed function are not read).
-function toViews(fn, inputs, made) {
+function toViews(fn, inputs, made, verb) {
   if (isNamedInputs(inputs) && isClosedFunction(fn)) return inputs;
-  const ordering = ordered(fn, inputs);
+  const ordering = ordered(fn, inputs, verb);
   const { values } = ordering;
   if (ordering.labels === undefined || !values.some(isHostData) || isClosedFunction(fn)) return values;
-  const method = `function.invoke: ${fn.name}`;
+  const method = `function.${verb}: ${fn.name}`;
   const labels = ordering.labels ?? values.map((_, i) => `inputs[${i}]`);
   if (values.length !== fn.inputs.length) {
     throw invalid(`${method} takes ${fn.inputs.length} inputs (got ${values.length})`);
@@ -201,7 +203,7 @@ Object.defineProperty(NativeFunction.prototype, 'invoke', {
     let delivery = null;
     try {
       const isFunction = this instanceof NativeFunction;
-      result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made) : inputs));
+      result = deferCloses(() => nativeInvoke.call(this, isFunction ? toViews(this, inputs, made, 'invoke') : inputs));
       if (isFunction) {
         const { name, outputNames, hosts } = factsOf(this);
         delivery = { name, names: named ? outputNames : null, read };
@@ -218,3 +220,20 @@ Object.defineProperty(NativeFunction.prototype, 'invoke', {
   configurable: true,
 });
 
+// fn.prepare(inputs): the native prepare on views, host data uploaded and
+// named inputs ordered as invoke() does. The PreparedCall holds its own
+// references to the inputs' buffers, so the views made here are closed.
+Object.defineProperty(NativeFunction.prototype, 'prepare', {
+  value: function prepare(inputs) {
+    if (!(this instanceof NativeFunction)) return nativePrepare.call(this, inputs);
+    const made = [];
+    try {
+      return deferCloses(() => nativePrepare.call(this, toViews(this, inputs, made, 'prepare')));
+    } finally {
+      for (const view of made) view.close();
+    }
+  },
+  writable: true,
+  enumerable: false,
+  configurable: true,
+});

@@ -76,13 +76,13 @@ function inspector(className, fields) {
   };
 }
 
-const { Instance, Device, BufferView, HalModule, HostModule, Module, Context } = binding;
+const { Instance, Device, BufferView, HalModule, HostModule, Module, Context, PreparedCall } = binding;
 const NativeFunction = binding.Function;
 const disposeSymbol = Symbol.dispose ?? Symbol.for('nodejs.dispose');
 
 // What every native class gets: close() that a method reading its arguments
 // defers, `closed` and [Symbol.dispose]; util.inspect and toString below.
-for (const cls of [Instance, Device, BufferView, HalModule, HostModule, Module, Context, NativeFunction]) {
+for (const cls of [Instance, Device, BufferView, HalModule, HostModule, Module, Context, NativeFunction, PreparedCall]) {
   const nativeClose = cls.prototype.close;
   define(cls.prototype, 'close', function close() {
     if (deferring > 0 && this instanceof cls) {
@@ -226,6 +226,11 @@ const inspections = [
     outputs: signatureText(o.outputs),
     closed: isClosed(o),
   }), (o) => `Function(${functionText(o.name, o.inputs, o.outputs)})`],
+  [PreparedCall, (o) => ({
+    function: o.function.name,
+    outputs: o.outputs.length,
+    closed: isClosed(o),
+  }), (o) => `PreparedCall(${o.function.name})`],
 ];
 for (const [cls, fields, text] of inspections) {
   // On something that is not a live wrapper (a prototype, say) the fields

@@ -123,6 +123,10 @@ void hrt_hal_shape_format(uint32_t rank, const int64_t* shape,
   out[used] = 0;
 }
 
+void hrt_hal_buffer_view_retain(hrt_hal_buffer_view_t* view) {
+  hrt_ref_retain(&view->ref);
+}
+
 void hrt_hal_buffer_view_release(hrt_hal_buffer_view_t* view) {
   if (!view || !hrt_ref_release(&view->ref)) return;
   hrt_hal_buffer_release(view->buffer);

@@ -33,6 +33,7 @@ hrt_status_t hrt_hal_shape_byte_length(hrt_hal_element_type_t element_type,
 void hrt_hal_shape_format(uint32_t rank, const int64_t* shape,
                           char out[HRT_HAL_SHAPE_TEXT_MAX]);
 
+void hrt_hal_buffer_view_retain(hrt_hal_buffer_view_t* view);
 void hrt_hal_buffer_view_release(hrt_hal_buffer_view_t* view);
 
 // Borrowed.

@@ -38,6 +38,7 @@
 #include "napi/js_instance.h"
 #include "napi/js_module.h"
 #include "napi/js_nvrtc.h"
+#include "napi/js_prepared_call.h"
 #include "napi/js_wrap.h"
 
 static void hrt_js_delete_ref(napi_env env, napi_ref* ref) {
@@ -59,6 +60,7 @@ static void hrt_js_env_finalize(napi_env env, void* data, void* hint) {
   hrt_js_delete_ref(env, &state->buffer_view_class);
   hrt_js_delete_ref(env, &state->module_class);
   hrt_js_delete_ref(env, &state->function_class);
+  hrt_js_delete_ref(env, &state->prepared_call_class);
   hrt_js_wrap_pins_free(state);
   hrt_js_host_errors_free(env, state);
   free(state);
@@ -260,6 +262,8 @@ NAPI_MODULE_INIT() {
   if (context_class == NULL) return NULL;
   napi_value function_class = hrt_js_function_define(env, state);
   if (function_class == NULL) return NULL;
+  napi_value prepared_call_class = hrt_js_prepared_call_define(env, state);
+  if (prepared_call_class == NULL) return NULL;
   napi_value dtypes = hrt_js_dtypes(env);
   if (dtypes == NULL) return NULL;
 
@@ -272,6 +276,7 @@ NAPI_MODULE_INIT() {
       HRT_JS_VALUE("Module", module_class),
       HRT_JS_VALUE("Context", context_class),
       HRT_JS_VALUE("Function", function_class),
+      HRT_JS_VALUE("PreparedCall", prepared_call_class),
       HRT_JS_VALUE("dtypes", dtypes),
       {"drivers", NULL, hrt_js_drivers, NULL, NULL, NULL, napi_enumerable,
        NULL},

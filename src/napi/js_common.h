@@ -35,6 +35,7 @@ typedef struct hrt_js_env_s {
   napi_ref buffer_view_class;  // BufferView constructor
   napi_ref module_class;       // Module constructor
   napi_ref function_class;     // Function constructor
+  napi_ref prepared_call_class;  // PreparedCall constructor
   // How many hrt_js_new_internal calls are constructing an object now: the
   // constructors of classes users may not construct accept a call only then
   // (no user code runs between the two).

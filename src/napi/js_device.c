@@ -39,13 +39,10 @@ static bool hrt_js_device_this(napi_env env, napi_callback_info info,
   return true;
 }
 
-// Allocates a buffer of `device` holding `data` (NULL: zeros) and wraps a view
-// of `shape` over it.
-static napi_value hrt_js_device_make_view(napi_env env, const char* method,
-                                          hrt_hal_device_t* device,
-                                          hrt_hal_element_type_t dtype,
-                                          uint32_t rank, const int64_t* shape,
-                                          const void* data) {
+napi_value hrt_js_device_view_new(napi_env env, const char* method,
+                                  hrt_hal_device_t* device,
+                                  hrt_hal_element_type_t dtype, uint32_t rank,
+                                  const int64_t* shape, const void* data) {
   uint64_t byte_length = 0;
   HRT_JS_THROW_IF_ERROR(
       env, method, hrt_hal_shape_byte_length(dtype, rank, shape, &byte_length));
@@ -114,8 +111,8 @@ static napi_value hrt_js_device_tensor(napi_env env, napi_callback_info info) {
       }
     }
   }
-  return hrt_js_device_make_view(env, method, device, dtype, rank, shape,
-                                 data.data);
+  return hrt_js_device_view_new(env, method, device, dtype, rank, shape,
+                                data.data);
 }
 
 // device.empty(shape, dtype) -> zero-filled BufferView.
@@ -133,7 +130,7 @@ static napi_value hrt_js_device_empty(napi_env env, napi_callback_info info) {
       !hrt_js_arg_dtype(env, argv[1], method, "dtype", &dtype)) {
     return NULL;
   }
-  return hrt_js_device_make_view(env, method, device, dtype, rank, shape, NULL);
+  return hrt_js_device_view_new(env, method, device, dtype, rank, shape, NULL);
 }
 
 static bool hrt_js_device_copy_view(napi_env env, napi_value value,

@@ -21,4 +21,12 @@ napi_value hrt_js_device_define(napi_env env, hrt_js_env_t* state);
 // object. Returns NULL with a pending exception on failure.
 napi_value hrt_js_device_new(napi_env env, hrt_hal_device_t* device);
 
+// A new BufferView of `dtype`[shape] on `device`: a copy of `data`, or zeros
+// when `data` is NULL. Returns NULL with a pending exception (naming
+// `method`) on failure.
+napi_value hrt_js_device_view_new(napi_env env, const char* method,
+                                  hrt_hal_device_t* device,
+                                  hrt_hal_element_type_t dtype, uint32_t rank,
+                                  const int64_t* shape, const void* data);
+
 #endif  // HRT_NAPI_JS_DEVICE_H_

@@ -5,10 +5,12 @@
 #include <string.h>
 
 #include "base/threads.h"
+#include "modules/hal_module.h"
 #include "napi/js_args.h"
 #include "napi/js_buffer_view.h"
 #include "napi/js_channel.h"
 #include "napi/js_host_module.h"
+#include "napi/js_prepared_call.h"
 
 typedef struct hrt_js_function_handle_s {
   hrt_vm_context_t* context;  // owned reference
@@ -40,6 +42,7 @@ typedef struct hrt_js_invocation_s {
   hrt_js_channel_t* channel;  // retained until delivered
   hrt_js_sink_t* sink;        // retained, or NULL
   napi_deferred deferred;     // JS thread only
+  hrt_js_prepared_call_t* call;  // a PreparedCall's run: a reference; or NULL
   hrt_vm_invocation_ids_t ids;
   int64_t start_ns;     // when invoke was called
   int64_t end_ns;       // written on the completion thread
@@ -55,6 +58,7 @@ static void hrt_js_invocation_free(hrt_js_invocation_t* invocation) {
   }
   hrt_status_free(invocation->status);
   if (invocation->sink != NULL) hrt_js_sink_release(invocation->sink);
+  if (invocation->call != NULL) hrt_js_prepared_call_release(invocation->call);
   hrt_js_channel_release(invocation->channel);
   free(invocation);
 }
@@ -140,6 +144,13 @@ static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
     invocation->status = HRT_OK;
     hrt_js_reject_status(env, invocation->deferred,
                          hrt_status_annotate(status, "%s", invocation->name));
+  } else if (invocation->call != NULL) {
+    hrt_js_prepared_call_take(invocation->call, invocation->outputs,
+                              invocation->output_count);
+    invocation->output_count = 0;
+    napi_value undefined = NULL;
+    napi_get_undefined(env, &undefined);
+    napi_resolve_deferred(env, invocation->deferred, undefined);
   } else {
     napi_value outputs = NULL;
     if (hrt_js_outputs_array(env, invocation, &outputs)) {
@@ -173,13 +184,13 @@ static void hrt_js_invocation_done(void* user_data, hrt_status_t status,
   }
 }
 
-static bool hrt_js_function_this(napi_env env, napi_value this_arg,
+// The handle of Function wrap `wrap` when it and its context are open.
+static bool hrt_js_function_open(napi_env env, const hrt_js_wrap_t* wrap,
                                  const char* method,
                                  hrt_js_function_handle_t** out) {
-  hrt_js_wrap_t* wrap = NULL;
-  if (!hrt_js_arg_unwrap(env, this_arg, &hrt_js_function_class, method, NULL,
-                         false, &wrap)) {
-    return false;
+  if (wrap->closed) {
+    return hrt_js_throw(env, HRT_STATUS_FAILED_PRECONDITION,
+                        "%s: its function Function is closed", method);
   }
   hrt_js_function_handle_t* handle = wrap->handle;
   if (handle->context_wrap->closed) {
@@ -190,12 +201,19 @@ static bool hrt_js_function_this(napi_env env, napi_value this_arg,
   return true;
 }
 
+// The wrap of `this` when it is a Function.
+static bool hrt_js_function_this(napi_env env, napi_value this_arg,
+                                 const char* method, hrt_js_wrap_t** out) {
+  return hrt_js_arg_unwrap(env, this_arg, &hrt_js_function_class, method, NULL,
+                           false, out);
+}
+
 // Collects the input views (pinned for this call: an element getter may
 // close an earlier input).
-static bool hrt_js_invoke_inputs(napi_env env, napi_value value,
-                                 const char* method,
-                                 hrt_hal_buffer_view_t** views,
-                                 uint32_t* out_count) {
+static bool hrt_js_function_inputs(napi_env env, napi_value value,
+                                   const char* method,
+                                   hrt_hal_buffer_view_t** views,
+                                   uint32_t* out_count) {
   uint32_t count = 0;
   if (!hrt_js_arg_array(env, value, method, "inputs", &count)) return false;
   if (count > HRT_JS_MAX_INPUTS) {
@@ -225,18 +243,14 @@ static bool hrt_js_invoke_inputs(napi_env env, napi_value value,
   return true;
 }
 
-// fn.invoke(inputs) -> Promise<BufferView[]>; every failure is a rejection.
-static napi_value hrt_js_function_invoke(napi_env env,
-                                         napi_callback_info info) {
-  static const char* const method = "function.invoke";
-  napi_value argv[1], this_arg = NULL;
+napi_value hrt_js_function_start(
+    napi_env env, const hrt_js_wrap_t* function_wrap, const char* method,
+    hrt_hal_buffer_view_t* const* inputs, uint32_t input_count,
+    hrt_js_prepared_call_t* call, hrt_hal_buffer_view_t* const* outputs) {
   hrt_js_function_handle_t* handle = NULL;
-  hrt_hal_buffer_view_t* views[HRT_JS_MAX_INPUTS];
-  uint32_t count = 0;
   hrt_js_env_t* state = hrt_js_env_get(env);
-  if (state == NULL || !hrt_js_args_get(env, info, 1, argv, &this_arg, NULL) ||
-      !hrt_js_function_this(env, this_arg, method, &handle) ||
-      !hrt_js_invoke_inputs(env, argv[0], method, views, &count)) {
+  if (state == NULL ||
+      !hrt_js_function_open(env, function_wrap, method, &handle)) {
     return hrt_js_rejected_with_pending(env);
   }
   const hrt_vm_function_def_t* def = hrt_vm_function_def(&handle->function);
@@ -264,6 +278,8 @@ static napi_value hrt_js_function_invoke(napi_env env,
   // With a sink its delivery calls the sink's invocation callback.
   invocation->message.settles_only = invocation->sink == NULL;
   hrt_js_channel_retain(invocation->channel);
+  if (call != NULL) hrt_js_prepared_call_retain(call);
+  invocation->call = call;
   invocation->start_ns = hrt_time_now_ns();
   if (napi_create_promise(env, &invocation->deferred, &promise) != napi_ok) {
     hrt_js_invocation_free(invocation);
@@ -271,8 +287,9 @@ static napi_value hrt_js_function_invoke(napi_env env,
     return NULL;
   }
   // Host calls travel with the completion (js_host_module.h).
-  hrt_status_t status = hrt_vm_invoke_async(
-      handle->context, &handle->function, views, count, invocation->channel,
+  hrt_status_t status = hrt_vm_invoke_in_place(
+      handle->context, &handle->function, inputs, input_count, outputs,
+      invocation->channel,
       (hrt_vm_invocation_done_t){hrt_js_invocation_done, invocation},
       &invocation->ids);
   if (status != HRT_OK) {
@@ -287,6 +304,55 @@ static napi_value hrt_js_function_invoke(napi_env env,
     hrt_js_channel_begin_work(env, invocation->channel);
   }
   return promise;
+}
+
+// fn.invoke(inputs) -> Promise<BufferView[]>; every failure is a rejection.
+static napi_value hrt_js_function_invoke(napi_env env,
+                                         napi_callback_info info) {
+  static const char* const method = "function.invoke";
+  napi_value argv[1], this_arg = NULL;
+  hrt_js_wrap_t* wrap = NULL;
+  hrt_js_function_handle_t* handle = NULL;
+  hrt_hal_buffer_view_t* views[HRT_JS_MAX_INPUTS];
+  uint32_t count = 0;
+  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, NULL) ||
+      !hrt_js_function_this(env, this_arg, method, &wrap) ||
+      !hrt_js_function_open(env, wrap, method, &handle) ||
+      !hrt_js_function_inputs(env, argv[0], method, views, &count)) {
+    return hrt_js_rejected_with_pending(env);
+  }
+  return hrt_js_function_start(env, wrap, method, views, count, NULL, NULL);
+}
+
+// fn.prepare(inputs) -> PreparedCall; throws for bad inputs.
+static napi_value hrt_js_function_prepare(napi_env env,
+                                          napi_callback_info info) {
+  static const char* const method = "function.prepare";
+  napi_value argv[1], this_arg = NULL;
+  hrt_js_wrap_t* wrap = NULL;
+  hrt_js_function_handle_t* handle = NULL;
+  hrt_hal_buffer_view_t* views[HRT_JS_MAX_INPUTS];
+  uint32_t count = 0;
+  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, NULL) ||
+      !hrt_js_function_this(env, this_arg, method, &wrap) ||
+      !hrt_js_function_open(env, wrap, method, &handle) ||
+      !hrt_js_function_inputs(env, argv[0], method, views, &count)) {
+    return NULL;
+  }
+  HRT_JS_THROW_IF_ERROR(
+      env, method,
+      hrt_vm_function_check_inputs(&handle->function, views, count));
+  const hrt_vm_module_t* hal =
+      hrt_vm_context_module_named(handle->context, "hal");
+  if (hal == NULL || !hrt_hal_module_isa(hal)) {
+    hrt_js_throw(env, HRT_STATUS_FAILED_PRECONDITION,
+                 "%s: %s has no HAL module in its context to hold its outputs",
+                 method, handle->name);
+    return NULL;
+  }
+  return hrt_js_prepared_call_new(env, this_arg, wrap,
+                                  hrt_vm_function_def(&handle->function),
+                                  hrt_hal_module_device(hal), views, count);
 }
 
 static bool hrt_js_tensor_types(napi_env env, const hrt_vm_tensor_type_t* types,
@@ -389,6 +455,7 @@ static napi_value hrt_js_function_close(napi_env env, napi_callback_info info) {
 napi_value hrt_js_function_define(napi_env env, hrt_js_env_t* state) {
   const napi_property_descriptor properties[] = {
       HRT_JS_METHOD("invoke", hrt_js_function_invoke),
+      HRT_JS_METHOD("prepare", hrt_js_function_prepare),
       HRT_JS_METHOD("close", hrt_js_function_close),
   };
   return hrt_js_define_class(

@@ -105,7 +105,7 @@ static void hrt_js_wrap_finalize(napi_env env, void* data, void* hint) {
   (void)hint;
   hrt_js_wrap_t* wrap = (hrt_js_wrap_t*)data;
   hrt_js_wrap_close(wrap);
-  if (wrap->pins == 0) {
+  if (wrap->pins == 0 && wrap->holds == 0) {
     hrt_js_wrap_free(wrap);
   } else {
     wrap->finalized = true;
@@ -158,6 +158,26 @@ void hrt_js_wrap_close(hrt_js_wrap_t* wrap) {
   if (handle != NULL) wrap->cls->release(handle);
 }
 
+void hrt_js_wrap_hold(hrt_js_wrap_t* wrap) { ++wrap->holds; }
+
+void hrt_js_wrap_unhold(hrt_js_wrap_t* wrap) {
+  if (--wrap->holds == 0 && wrap->finalized && wrap->pins == 0) {
+    hrt_js_wrap_free(wrap);
+  }
+}
+
+bool hrt_js_wrap_replace(hrt_js_wrap_t* wrap, void* handle) {
+  if (wrap->closed || wrap->pins > 0 || wrap->handle == NULL) return false;
+  if (handle == wrap->handle) {
+    wrap->cls->release(handle);  // the same object: one reference too many
+    return true;
+  }
+  void* old = wrap->handle;
+  wrap->handle = handle;
+  wrap->cls->release(old);
+  return true;
+}
+
 bool hrt_js_wrap_pin(napi_env env, hrt_js_wrap_t* wrap) {
   hrt_js_env_t* state = hrt_js_env_get(env);
   if (state == NULL) return false;
@@ -179,7 +199,7 @@ bool hrt_js_wrap_pin(napi_env env, hrt_js_wrap_t* wrap) {
 static void hrt_js_wrap_unpin(hrt_js_wrap_t* wrap) {
   if (--wrap->pins > 0) return;
   if (wrap->closed) hrt_js_wrap_close(wrap);
-  if (wrap->finalized) hrt_js_wrap_free(wrap);
+  if (wrap->finalized && wrap->holds == 0) hrt_js_wrap_free(wrap);
 }
 
 napi_value hrt_js_wrap_call(napi_env env, napi_callback_info info) {

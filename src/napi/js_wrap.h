@@ -41,6 +41,9 @@ typedef struct hrt_js_wrap_s {
   // Owned runtime reference; NULL once released (closed and not pinned).
   void* handle;
   uint32_t pins;   // binding calls now running that unwrapped this wrap
+  // Native owners that keep this struct (not the runtime reference) past
+  // the object's finalizer (hrt_js_wrap_hold).
+  uint32_t holds;
   bool closed;     // close() was called (the reference may still be pinned)
   bool finalized;  // the JS object is gone; freed when the last pin goes
 } hrt_js_wrap_t;
@@ -71,6 +74,20 @@ bool hrt_js_wrap_pin(napi_env env, hrt_js_wrap_t* wrap);
 // Marks the wrap closed and drops the runtime reference, at once when no call
 // pins it, otherwise when the last pinning call returns. Idempotent.
 void hrt_js_wrap_close(hrt_js_wrap_t* wrap);
+
+// Keeps the wrap struct valid after its object is collected, until the
+// matching unhold (both on the JS thread): a native owner that outlives the
+// object reads `closed` (true once the object is gone) instead of a freed
+// struct. The runtime reference is dropped as usual.
+void hrt_js_wrap_hold(hrt_js_wrap_t* wrap);
+void hrt_js_wrap_unhold(hrt_js_wrap_t* wrap);
+
+// Swaps `handle` (an owned reference) in for the wrap's, releasing the old
+// one (or `handle` itself when it is the wrap's), when the wrap is open and
+// no call pins it; otherwise returns false and the caller keeps `handle`.
+// The new runtime object must be of the same class and stand where the old
+// one did (a PreparedCall's outputs).
+bool hrt_js_wrap_replace(hrt_js_wrap_t* wrap, void* handle);
 
 // The napi_callback installed for every method, getter and constructor of a
 // binding class: `data` is the real napi_callback (as an intptr); calls it

@@ -201,6 +201,14 @@ static hrt_status_t hrt_check_inputs(const hrt_vm_function_def_t* def,
   return HRT_OK;
 }
 
+hrt_status_t hrt_vm_function_check_inputs(const hrt_vm_function_t* function,
+                                          hrt_hal_buffer_view_t* const* inputs,
+                                          uint32_t input_count) {
+  const hrt_vm_function_def_t* def = hrt_vm_function_def(function);
+  return hrt_status_annotate(hrt_check_inputs(def, inputs, input_count),
+                             "%s.%s", function->module->name, def->name);
+}
+
 static void hrt_vm_invocation_done(void* user_data, hrt_status_t status,
                                    hrt_hal_buffer_view_t* const* outputs,
                                    uint32_t output_count) {
@@ -218,6 +226,17 @@ hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                                  uint32_t input_count, void* route,
                                  hrt_vm_invocation_done_t done,
                                  hrt_vm_invocation_ids_t* out_ids) {
+  return hrt_vm_invoke_in_place(context, function, inputs, input_count, NULL,
+                                route, done, out_ids);
+}
+
+hrt_status_t hrt_vm_invoke_in_place(hrt_vm_context_t* context,
+                                    const hrt_vm_function_t* function,
+                                    hrt_hal_buffer_view_t* const* inputs,
+                                    uint32_t input_count,
+                                    hrt_hal_buffer_view_t* const* outputs,
+                                    void* route, hrt_vm_invocation_done_t done,
+                                    hrt_vm_invocation_ids_t* out_ids) {
   hrt_vm_module_t* module = function->module;
   void* state = NULL;
   for (uint32_t i = 0; i < context->linked_count && !state; ++i) {
@@ -227,10 +246,8 @@ hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                            "the function does not belong to this context");
   }
-  const hrt_vm_function_def_t* def = hrt_vm_function_def(function);
   HRT_RETURN_IF_ERROR(
-      hrt_status_annotate(hrt_check_inputs(def, inputs, input_count), "%s.%s",
-                          module->name, def->name));
+      hrt_vm_function_check_inputs(function, inputs, input_count));
   hrt_vm_invocation_t* invocation = NULL;
   HRT_RETURN_IF_ERROR(
       hrt_allocate(sizeof(*invocation), "invocation", (void**)&invocation));
@@ -247,6 +264,7 @@ hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
       .function_ordinal = function->ordinal,
       .inputs = inputs,
       .input_count = input_count,
+      .outputs = outputs,
       .sequence = ids.sequence,
       .invocation = ids.invocation,
       .route = route,

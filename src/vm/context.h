@@ -64,6 +64,13 @@ typedef struct hrt_vm_invocation_ids_s {
   uint64_t invocation;
 } hrt_vm_invocation_ids_t;
 
+// Checks `inputs` against the function's signature (count, dtype, shape):
+// INVALID_ARGUMENT naming the function and the input ("m.f: input 1 ('b')
+// must be f32 (got i32)"), as hrt_vm_invoke_async does.
+hrt_status_t hrt_vm_function_check_inputs(const hrt_vm_function_t* function,
+                                          hrt_hal_buffer_view_t* const* inputs,
+                                          uint32_t input_count) HRT_MUST_USE;
+
 // Checks `inputs` against the function's signature (count, dtype, shape;
 // INVALID_ARGUMENT naming the input) and starts the call. On HRT_OK `done`
 // runs exactly once on the completion thread; on error it never runs.
@@ -82,5 +89,18 @@ hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                                  uint32_t input_count, void* route,
                                  hrt_vm_invocation_done_t done,
                                  hrt_vm_invocation_ids_t* out_ids) HRT_MUST_USE;
+
+// hrt_vm_invoke_async that may write outputs into `outputs` ([output count]
+// views of the signature's dtypes and shapes, NULL entries allowed) instead
+// of new buffers: a program does so for each output on the call's device
+// that its first op writes whole, and hands back that view (another
+// reference) as the output; any other output is a new buffer as usual. The
+// views are borrowed only during this call.
+hrt_status_t hrt_vm_invoke_in_place(
+    hrt_vm_context_t* context, const hrt_vm_function_t* function,
+    hrt_hal_buffer_view_t* const* inputs, uint32_t input_count,
+    hrt_hal_buffer_view_t* const* outputs, void* route,
+    hrt_vm_invocation_done_t done,
+    hrt_vm_invocation_ids_t* out_ids) HRT_MUST_USE;
 
 #endif  // HRT_VM_CONTEXT_H_

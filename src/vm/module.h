@@ -51,6 +51,10 @@ typedef struct hrt_vm_call_s {
   uint32_t function_ordinal;
   hrt_hal_buffer_view_t* const* inputs;  // already checked against the def
   uint32_t input_count;
+  // NULL, or [output_count] views (NULL entries allowed, borrowed during
+  // begin_call) that a module may write an output into instead of a new
+  // buffer, returning the view itself (hrt_vm_invoke_in_place).
+  hrt_hal_buffer_view_t* const* outputs;
   // Reported with the call's traces and timings (hrt_vm_invoke_async).
   uint64_t sequence;    // the call's number in its context: 1, 2, ...
   uint64_t invocation;  // the call's id, unique in the process

@@ -919,6 +919,84 @@ static void values_written_whole_by_their_first_op_skip_the_zero_fill(void) {
   CHECK(same);
 }
 
+// A view of `count` f32 on `device` holding `value` everywhere.
+static hrt_hal_buffer_view_t* filled_view(hrt_hal_device_t* device,
+                                          int64_t count, float value) {
+  float data[16];
+  for (int i = 0; i < 16; ++i) data[i] = value;
+  hrt_hal_buffer_t* buffer = NULL;
+  hrt_hal_buffer_view_t* view = NULL;
+  hrt_status_t status = hrt_hal_device_allocate_buffer(
+      device, (uint64_t)count * 4, data, &buffer);
+  if (status == HRT_OK) {
+    status = hrt_hal_buffer_view_create(buffer, 0, HRT_HAL_ELEMENT_TYPE_F32, 1,
+                                        &count, &view);
+  }
+  hrt_hal_buffer_release(buffer);
+  hrt_status_free(status);
+  return view;
+}
+
+static void outputs_are_written_into_the_callers_views(void) {
+  const char* json =
+      "{\"format\": \"halrt.module/1\", \"name\": \"m\", "
+      "\"executables\": {\"k\": {\"local\": {\"builtin\": true}}}, "
+      "\"functions\": {\"f\": {"
+      " \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4]}],"
+      " \"outputs\": ["
+      "  {\"name\": \"whole\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"part\", \"dtype\": \"f32\", \"shape\": [4]},"
+      "  {\"name\": \"fresh\", \"dtype\": \"f32\", \"shape\": [4]}],"
+      " \"body\": ["
+      "  {\"op\": \"dispatch\", \"kernel\": \"k.add_f32\", \"workgroups\": [1],"
+      "   \"bindings\": [\"x\", \"x\", \"whole\"], \"constants\": [4]},"
+      "  {\"op\": \"dispatch\", \"kernel\": \"k.add_f32\", \"workgroups\": [1],"
+      "   \"bindings\": [\"x\", \"x\", \"part\"], \"constants\": [3]},"
+      "  {\"op\": \"fill\", \"target\": \"fresh\", \"value\": 5}]}}}";
+  fixture_t f;
+  CHECK_OK(fixture_create("local-task?workers=2", json, NULL, NULL, &f));
+  hrt_vm_function_t function;
+  CHECK_OK(hrt_vm_context_lookup_function(f.context, "m.f", &function));
+  hrt_hal_buffer_view_t* x = filled_view(f.device, 4, 1.0f);
+  // whole and part are the caller's (dirty), fresh is not given; a view of
+  // the wrong size is not written into.
+  hrt_hal_buffer_view_t* given[3] = {filled_view(f.device, 4, 9.0f),
+                                     filled_view(f.device, 4, 9.0f), NULL};
+  hrt_hal_buffer_view_t* small = filled_view(f.device, 2, 9.0f);
+  CHECK(x && given[0] && given[1] && small);
+  for (int run = 0; run < 2; ++run) {
+    given[2] = run == 0 ? NULL : small;
+    result_t result = {.output_count = 0};
+    hrt_notification_init(&result.done);
+    CHECK_OK(hrt_vm_invoke_in_place(
+        f.context, &function, &x, 1, given, NULL,
+        (hrt_vm_invocation_done_t){on_done, &result}, NULL));
+    CHECK_OK(wait_result(&result));
+    CHECK_EQ_INT(result.output_count, 3);
+    CHECK(result.outputs[0] == given[0]);
+    CHECK(result.outputs[1] == given[1]);
+    CHECK(result.outputs[2] != small);
+    const float* whole = hrt_hal_buffer_view_buffer(given[0])->host_ptr;
+    const float* part = hrt_hal_buffer_view_buffer(given[1])->host_ptr;
+    const float* fresh =
+        hrt_hal_buffer_view_buffer(result.outputs[2])->host_ptr;
+    for (int i = 0; i < 4; ++i) {
+      CHECK(whole[i] == 2.0f);
+      CHECK(part[i] == (i < 3 ? 2.0f : 0.0f));  // zeroed, as a new buffer is
+      CHECK(fresh[i] == 5.0f);
+    }
+    for (int i = 0; i < 3; ++i) hrt_hal_buffer_view_release(result.outputs[i]);
+    // Dirty again for the second run.
+    float* dirty = hrt_hal_buffer_view_buffer(given[1])->host_ptr;
+    for (int i = 0; i < 4; ++i) dirty[i] = 9.0f;
+  }
+  hrt_hal_buffer_view_release(small);
+  hrt_hal_buffer_view_release(given[0]);
+  hrt_hal_buffer_view_release(given[1]);
+  hrt_hal_buffer_view_release(x);
+  fixture_release(&f);
+}
+
 static void nonfinite_guard_rejects_naming_key_and_index(void) {
   const char* json =
       "{\"format\": \"halrt.module/1\", \"name\": \"m\","
@@ -978,6 +1056,7 @@ TEST_MAIN(TEST_CASE(program_runs_and_traces_in_order),
           TEST_CASE(cuda_only_executables_fail_to_link_on_cpu),
           TEST_CASE(fills_store_values_in_each_dtype),
           TEST_CASE(values_written_whole_by_their_first_op_skip_the_zero_fill),
+          TEST_CASE(outputs_are_written_into_the_callers_views),
           TEST_CASE(nonfinite_guard_rejects_naming_key_and_index),
           TEST_CASE(profiled_dispatches_report_timings),
           TEST_CASE(dispatch_trace_filters_pick_keys_functions_and_invocations),

@@ -9,7 +9,7 @@
 #       unit tests (test/c, SANITIZE=thread), then the mocha files where the
 #       addon's threads (queue, workers, completion, JS, worker_threads) meet:
 #       the debug sink's, the sinks', the flight recorder's, trace
-#       summaries', processes, stress, host modules and calls
+#       summaries', processes, stress, host modules, calls and prepared calls
 # Exits non-zero when a test fails or when any process wrote a sanitizer
 # report (under TSan: one that shows a frame of halrt's own; see the end);
 # the reports are printed at the end.
@@ -66,7 +66,8 @@ else
   node --expose-gc node_modules/mocha/bin/mocha.js --no-config --timeout 120000 \
     test/debug-sink.test.js test/sink-lifetime.test.js test/sinks.test.js \
     test/flight-recorder.test.js test/trace-summary.test.js \
-    test/processes.test.js test/stress.test.js test/host-module.test.js test/calls.test.js || status=1
+    test/processes.test.js test/stress.test.js test/host-module.test.js test/calls.test.js \
+    test/prepared-call.test.js || status=1
 fi
 echo "test:$name: tests took $((SECONDS - start)) s"
 

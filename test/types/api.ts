@@ -714,3 +714,19 @@ async function hostModuleTypes(instance: Instance): Promise<void> {
   new halrt.HostModule(instance, 'h', { f: { inputs: [] } });
 }
 void hostModuleTypes;
+
+// A prepared call: run() resolves with undefined, outputs are BufferViews.
+async function preparedCall(fn: halrt.Function, x: halrt.BufferView): Promise<void> {
+  using call = fn.prepare([x, new Float32Array(4)]);
+  const done: undefined = await call.run();
+  const { run } = call;
+  await run();
+  const outputs: readonly halrt.BufferView[] = call.outputs;
+  const f: halrt.Function = call.function;
+  // @ts-expect-error run takes no arguments
+  await call.run(x);
+  // @ts-expect-error the outputs are read-only
+  call.outputs = [];
+  void done, outputs, f;
+}
+void preparedCall;

@@ -189,13 +189,15 @@ static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
 }
 
 // Allocates the call's outputs, locals and extra slots (program_record.h)
-// and fills its binding table.
+// and fills its binding table. `*out_zero_count`: how many outputs are the
+// caller's views that the first op does not write whole (zeroed first).
 static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
                                      const hrt_function_t* function,
                                      const hrt_recorded_function_t* recorded,
                                      const hrt_vm_function_def_t* def,
                                      const hrt_vm_call_t* vm_call,
-                                     hrt_program_call_t* call) {
+                                     hrt_program_call_t* call,
+                                     uint32_t* out_zero_count) {
   for (uint32_t i = 0; i < def->input_count; ++i) {
     hrt_hal_buffer_t* buffer = hrt_hal_buffer_view_buffer(vm_call->inputs[i]);
     if (buffer->device != device) {
@@ -240,13 +242,24 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
       continue;
     }
     // A value whose first op writes all of it needs no zero fill first.
-    const void* initial =
-        !extra && function->overwritten[v] ? HRT_HAL_UNINITIALIZED : NULL;
+    const bool overwritten = !extra && function->overwritten[v];
+    const uint32_t output = v - def->input_count;
+    const bool is_output = !extra && output < def->output_count;
+    hrt_hal_buffer_view_t* given =
+        is_output && vm_call->outputs ? vm_call->outputs[output] : NULL;
+    if (given && hrt_hal_buffer_view_buffer(given)->device == device &&
+        hrt_hal_buffer_view_byte_length(given) == bytes) {
+      hrt_hal_buffer_view_retain(given);
+      call->outputs[output] = given;
+      call->output_count = output + 1;
+      call->bindings[v] = hrt_hal_buffer_view_ref(given);
+      if (!overwritten) ++*out_zero_count;
+      continue;
+    }
     hrt_hal_buffer_t* buffer = NULL;
-    HRT_RETURN_IF_ERROR(
-        hrt_hal_device_allocate_buffer(device, bytes, initial, &buffer));
-    uint32_t output = v - def->input_count;
-    if (!extra && output < def->output_count) {
+    HRT_RETURN_IF_ERROR(hrt_hal_device_allocate_buffer(
+        device, bytes, overwritten ? HRT_HAL_UNINITIALIZED : NULL, &buffer));
+    if (is_output) {
       const hrt_vm_tensor_type_t* type = &function->types[v];
       hrt_status_t status =
           hrt_hal_buffer_view_create(buffer, 0, type->element_type, type->rank,
@@ -264,6 +277,33 @@ static hrt_status_t hrt_prepare_call(hrt_hal_device_t* device,
 }
 
 static void hrt_program_segment_done(void* user_data, hrt_status_t status);
+
+// Zeroes the outputs written into the caller's views that the first op does
+// not write whole, as a new buffer would be: a submission of its own ahead
+// of the call's (the queue runs them in order).
+static hrt_status_t hrt_program_call_zero(hrt_program_call_t* call,
+                                          const hrt_vm_function_def_t* def,
+                                          const hrt_vm_call_t* vm_call) {
+  hrt_hal_command_buffer_t* zero = NULL;
+  HRT_RETURN_IF_ERROR(
+      hrt_hal_command_buffer_create(call->state->device, &zero));
+  hrt_status_t status = HRT_OK;
+  for (uint32_t o = 0; o < def->output_count && status == HRT_OK; ++o) {
+    const uint32_t v = def->input_count + o;
+    if (call->function->overwritten[v] || call->outputs[o] == NULL ||
+        call->outputs[o] != vm_call->outputs[o]) {
+      continue;
+    }
+    status = hrt_hal_command_buffer_fill(zero, call->bindings[v], 0, 1);
+  }
+  if (status == HRT_OK) {
+    hrt_hal_command_buffer_finalize(zero);
+    hrt_hal_submission_t submission = {.command_buffer = zero};
+    status = hrt_hal_device_queue_submit(call->state->device, &submission);
+  }
+  hrt_hal_command_buffer_release(zero);
+  return status;
+}
 
 // Submits segment call->segment.
 static hrt_status_t hrt_program_call_submit(hrt_program_call_t* call) {
@@ -426,8 +466,12 @@ hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
   call->invocation = vm_call->invocation;
   call->route = vm_call->route;
   call->slot_count = values;
-  hrt_status_t status =
-      hrt_prepare_call(state->device, function, recorded, def, vm_call, call);
+  uint32_t zero_count = 0;
+  hrt_status_t status = hrt_prepare_call(state->device, function, recorded, def,
+                                         vm_call, call, &zero_count);
+  if (status == HRT_OK && zero_count > 0) {
+    status = hrt_program_call_zero(call, def, vm_call);
+  }
   if (status == HRT_OK) {
     // A host call that comes first starts here, with nothing submitted.
     status = hrt_program_segment_empty(call) && hrt_program_call_step(call)
