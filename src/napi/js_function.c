@@ -306,42 +306,48 @@ napi_value hrt_js_function_start(
   return promise;
 }
 
+// The arguments of invoke and prepare: `this`, an open Function whose
+// context is open, and its inputs (pinned for the call).
+typedef struct hrt_js_function_args_s {
+  napi_value this_arg;
+  hrt_js_wrap_t* wrap;
+  hrt_js_function_handle_t* handle;
+  uint32_t count;
+  hrt_hal_buffer_view_t* views[HRT_JS_MAX_INPUTS];
+} hrt_js_function_args_t;
+
+static bool hrt_js_function_args(napi_env env, napi_callback_info info,
+                                 const char* method,
+                                 hrt_js_function_args_t* out) {
+  napi_value argv[1];
+  return hrt_js_args_get(env, info, 1, argv, &out->this_arg, NULL) &&
+         hrt_js_function_this(env, out->this_arg, method, &out->wrap) &&
+         hrt_js_function_open(env, out->wrap, method, &out->handle) &&
+         hrt_js_function_inputs(env, argv[0], method, out->views, &out->count);
+}
+
 // fn.invoke(inputs) -> Promise<BufferView[]>; every failure is a rejection.
 static napi_value hrt_js_function_invoke(napi_env env,
                                          napi_callback_info info) {
   static const char* const method = "function.invoke";
-  napi_value argv[1], this_arg = NULL;
-  hrt_js_wrap_t* wrap = NULL;
-  hrt_js_function_handle_t* handle = NULL;
-  hrt_hal_buffer_view_t* views[HRT_JS_MAX_INPUTS];
-  uint32_t count = 0;
-  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, NULL) ||
-      !hrt_js_function_this(env, this_arg, method, &wrap) ||
-      !hrt_js_function_open(env, wrap, method, &handle) ||
-      !hrt_js_function_inputs(env, argv[0], method, views, &count)) {
+  hrt_js_function_args_t args;
+  if (!hrt_js_function_args(env, info, method, &args)) {
     return hrt_js_rejected_with_pending(env);
   }
-  return hrt_js_function_start(env, wrap, method, views, count, NULL, NULL);
+  return hrt_js_function_start(env, args.wrap, method, args.views, args.count,
+                               NULL, NULL);
 }
 
 // fn.prepare(inputs) -> PreparedCall; throws for bad inputs.
 static napi_value hrt_js_function_prepare(napi_env env,
                                           napi_callback_info info) {
   static const char* const method = "function.prepare";
-  napi_value argv[1], this_arg = NULL;
-  hrt_js_wrap_t* wrap = NULL;
-  hrt_js_function_handle_t* handle = NULL;
-  hrt_hal_buffer_view_t* views[HRT_JS_MAX_INPUTS];
-  uint32_t count = 0;
-  if (!hrt_js_args_get(env, info, 1, argv, &this_arg, NULL) ||
-      !hrt_js_function_this(env, this_arg, method, &wrap) ||
-      !hrt_js_function_open(env, wrap, method, &handle) ||
-      !hrt_js_function_inputs(env, argv[0], method, views, &count)) {
-    return NULL;
-  }
+  hrt_js_function_args_t args;
+  if (!hrt_js_function_args(env, info, method, &args)) return NULL;
+  const hrt_js_function_handle_t* handle = args.handle;
   HRT_JS_THROW_IF_ERROR(
       env, method,
-      hrt_vm_function_check_inputs(&handle->function, views, count));
+      hrt_vm_function_check_inputs(&handle->function, args.views, args.count));
   const hrt_vm_module_t* hal =
       hrt_vm_context_module_named(handle->context, "hal");
   if (hal == NULL || !hrt_hal_module_isa(hal)) {
@@ -350,9 +356,9 @@ static napi_value hrt_js_function_prepare(napi_env env,
                  method, handle->name);
     return NULL;
   }
-  return hrt_js_prepared_call_new(env, this_arg, wrap,
-                                  hrt_vm_function_def(&handle->function),
-                                  hrt_hal_module_device(hal), views, count);
+  return hrt_js_prepared_call_new(
+      env, args.this_arg, args.wrap, hrt_vm_function_def(&handle->function),
+      hrt_hal_module_device(hal), args.views, args.count);
 }
 
 static bool hrt_js_tensor_types(napi_env env, const hrt_vm_tensor_type_t* types,
