@@ -52,15 +52,25 @@ typedef struct hrt_js_invocation_s {
   char name[];
 } hrt_js_invocation_t;
 
-static void hrt_js_invocation_free(hrt_js_invocation_t* invocation) {
+// Frees the invocation, or with `reuse` (JS thread) hands its memory to its
+// PreparedCall for the next run.
+static void hrt_js_invocation_free_or_reuse(hrt_js_invocation_t* invocation,
+                                            bool reuse) {
   for (uint32_t i = 0; i < invocation->output_count; ++i) {
     hrt_hal_buffer_view_release(invocation->outputs[i]);
   }
   hrt_status_free(invocation->status);
   if (invocation->sink != NULL) hrt_js_sink_release(invocation->sink);
-  if (invocation->call != NULL) hrt_js_prepared_call_release(invocation->call);
   hrt_js_channel_release(invocation->channel);
-  free(invocation);
+  hrt_js_prepared_call_t* call = invocation->call;
+  if (!reuse || call == NULL || !hrt_js_prepared_call_keep(call, invocation)) {
+    free(invocation);
+  }
+  if (call != NULL) hrt_js_prepared_call_release(call);
+}
+
+static void hrt_js_invocation_free(hrt_js_invocation_t* invocation) {
+  hrt_js_invocation_free_or_reuse(invocation, false);
 }
 
 // The rejection for an invocation whose debug sink threw `thrown`.
@@ -164,7 +174,7 @@ static void hrt_js_invocation_deliver(napi_env env, hrt_js_channel_t* channel,
   } else {
     hrt_js_channel_end_work(env, invocation->channel);
   }
-  hrt_js_invocation_free(invocation);
+  hrt_js_invocation_free_or_reuse(invocation, true);
 }
 
 // Device completion thread. Never calls N-API.
@@ -259,8 +269,15 @@ napi_value hrt_js_function_start(
   size_t outputs_offset =
       (sizeof(hrt_js_invocation_t) + name_length + sizeof(void*) - 1) &
       ~(sizeof(void*) - 1);
-  hrt_js_invocation_t* invocation = calloc(
-      1, outputs_offset + def->output_count * sizeof(hrt_hal_buffer_view_t*));
+  const size_t size =
+      outputs_offset + def->output_count * sizeof(hrt_hal_buffer_view_t*);
+  hrt_js_invocation_t* invocation =
+      call != NULL ? hrt_js_prepared_call_reuse(call) : NULL;
+  if (invocation != NULL) {
+    memset(invocation, 0, size);
+  } else {
+    invocation = calloc(1, size);
+  }
   napi_value promise = NULL;
   if (invocation == NULL) {
     hrt_js_throw(env, HRT_STATUS_RESOURCE_EXHAUSTED, "%s: out of host memory",

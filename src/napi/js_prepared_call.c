@@ -8,6 +8,10 @@
 #include "napi/js_device.h"
 #include "napi/js_function.h"
 
+// Delivered runs' records kept for reuse: as many as a burst of runs in
+// flight gives back before the next starts.
+#define HRT_JS_PREPARED_CALL_SPARES 64
+
 struct hrt_js_prepared_call_s {
   // The object's, its `run` function's, and one per run in flight.
   atomic_uint refs;
@@ -23,6 +27,8 @@ struct hrt_js_prepared_call_s {
   // [output_count] the outputs' views at the start of a run (JS thread, that
   // run only), after `outputs`.
   hrt_hal_buffer_view_t** views;
+  uint32_t spare_count;  // JS thread
+  void* spares[HRT_JS_PREPARED_CALL_SPARES];
   hrt_js_wrap_t* outputs[];  // its `outputs`' wraps, held
 };
 
@@ -32,8 +38,19 @@ void hrt_js_prepared_call_retain(hrt_js_prepared_call_t* call) {
 
 void hrt_js_prepared_call_release(hrt_js_prepared_call_t* call) {
   if (atomic_fetch_sub_explicit(&call->refs, 1, memory_order_acq_rel) == 1) {
+    for (uint32_t i = 0; i < call->spare_count; ++i) free(call->spares[i]);
     free(call);
   }
+}
+
+bool hrt_js_prepared_call_keep(hrt_js_prepared_call_t* call, void* record) {
+  if (call->spare_count == HRT_JS_PREPARED_CALL_SPARES) return false;
+  call->spares[call->spare_count++] = record;
+  return true;
+}
+
+void* hrt_js_prepared_call_reuse(hrt_js_prepared_call_t* call) {
+  return call->spare_count > 0 ? call->spares[--call->spare_count] : NULL;
 }
 
 // close() or collection (JS thread): the inputs and the outputs' wraps go at

@@ -42,6 +42,13 @@ napi_value hrt_js_prepared_call_new(napi_env env, napi_value function_object,
 void hrt_js_prepared_call_retain(hrt_js_prepared_call_t* call);
 void hrt_js_prepared_call_release(hrt_js_prepared_call_t* call);
 
+// Memory of a delivered run's invocation record, kept for the next run (all
+// of one call's records have one size); keep returns false when full (the
+// caller frees it), reuse NULL when none is kept. JS thread, while the call
+// is referenced.
+bool hrt_js_prepared_call_keep(hrt_js_prepared_call_t* call, void* record);
+void* hrt_js_prepared_call_reuse(hrt_js_prepared_call_t* call);
+
 // A run's results (owned references, consumed) replace the outputs' views;
 // an output closed meanwhile, or a call closed or collected, drops them. JS
 // thread.
