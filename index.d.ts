@@ -1173,10 +1173,11 @@ declare class HalrtFunction implements Disposable {
   ): Promise<BufferView[] | HostArray[] | { [name: string]: BufferView | HostArray }>;
   /**
    * A call of this function on `inputs` (as invoke() takes them), to run
-   * again and again: the inputs are checked and host data uploaded once,
-   * and the call holds its own reference to each input's buffer. Throws
-   * what invoke() would reject with (INVALID_ARGUMENT naming the input,
-   * FAILED_PRECONDITION for a closed function or context).
+   * again and again: the inputs' count, dtypes and shapes are checked and
+   * host data uploaded once, and the call holds its own reference to each
+   * input's buffer. Throws what invoke() would reject with
+   * (INVALID_ARGUMENT naming the input, FAILED_PRECONDITION for a closed
+   * function or context); an input on another device is reported by run().
    */
   prepare(inputs: readonly InvokeInput[] | NamedInputs): PreparedCall;
   /** Whether close() was called. */
@@ -1197,7 +1198,8 @@ export class PreparedCall implements Disposable {
    * Frozen: the call's own output views, in the function's output
    * signature, zero-filled until the first run. Each run writes its results
    * into their buffers (zeroing first an output the function does not write
-   * whole); read them after the run settles.
+   * whole); read them after the run settles. A run that rejects leaves
+   * them unspecified.
    */
   readonly outputs: readonly BufferView[];
   /**

@@ -271,6 +271,23 @@ describe('PreparedCall', () => {
     });
   }
 
+  it('an input on another device: each run rejects, naming it', async () => {
+    const p = makeProgram('local-sync', addRelu(4));
+    const other = p.instance.createDevice('local-task?workers=2');
+    const fn = p.lookup('f');
+    const a = p.device.tensor(new Float32Array(4), [4]);
+    const b = other.tensor(new Float32Array(4), [4]);
+    try {
+      const call = fn.prepare([a, b]);
+      await assertRejectsHalrt(call.run(), 'INVALID_ARGUMENT', 'preparedCall.run', "input 1 ('b') is on another device");
+      await assertRejectsHalrt(call.run(), 'INVALID_ARGUMENT', "input 1 ('b') is on another device");
+      call.close();
+    } finally {
+      closeAll(a, b, other, fn);
+      p.close();
+    }
+  });
+
   it("a host function: each run's results replace the contents of the same output views", async () => {
     const instance = new halrt.Instance();
     const device = instance.createDevice('local-task?workers=2');
