@@ -54,7 +54,7 @@ function halrtAdd(instance, device) {
       const [c] = await fn.invoke(inputs);
       c.close();
     },
-    // Each run's result replaces call.outputs[0]'s contents.
+    // Each run writes its result into call.outputs[0].
     run: () => call.run(),
   };
 }
@@ -157,7 +157,7 @@ async function invokeOverhead({ quick, ref, instance, ort, uris }) {
           target: { op: '<=', value: 2 },
           note:
             `${cpuNote}. \`call.run()\` of \`fn.prepare([a, b])\` (the same add_f32): inputs checked once, ` +
-            `each run's result replacing call.outputs[0]'s contents, no object made per run but the promise ` +
+            `each run writing its result into call.outputs[0], no object made per run but the promise ` +
             `(issue 25's target for repeated calls: at most twice the round trip's JS-thread work)`,
         }),
         row({
