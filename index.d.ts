@@ -1297,7 +1297,8 @@ export class LoadedModule implements Disposable {
    * The module's functions by (bare) name. For an ONNX model whose
    * symbolic dimensions each invocation binds, `main` is an object with
    * the same members that runs each invocation on the specialisation for
-   * its inputs' dimensions (its inputs and outputs show them as -1).
+   * its inputs' dimensions (its inputs and outputs show them as -1); its
+   * prepare() throws FAILED_PRECONDITION (give halrt.load options.shapes).
    */
   readonly functions: { readonly [name: string]: HalrtFunction };
   /** Whether close() was called (the context is closed). */

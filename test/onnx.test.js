@@ -928,6 +928,9 @@ describe('ONNX symbolic dimensions bound by each invocation', function () {
       // Another object as `this`, and an input getter that closes the module.
       await assert.rejects(m.functions.main.invoke.call({}, [a, b]), (e) => e.code === 'INVALID_ARGUMENT' && /`this` is not a Function/.test(e.message));
       assertThrowsHalrt(() => m.functions.main.close.call({}), 'INVALID_ARGUMENT', '`this` is not a Function');
+      // A prepared call needs every dimension fixed at load.
+      assertThrowsHalrt(() => m.functions.main.prepare([a, b]), 'FAILED_PRECONDITION', 'sym.main.prepare', 'give halrt.load options.shapes');
+      assertThrowsHalrt(() => m.functions.main.prepare.call({}), 'INVALID_ARGUMENT', 'function.prepare: `this` is not a Function');
       const closing = { get a() { m.close(); return a; }, b };
       await assert.rejects(m.main(closing), (e) => e.code === 'FAILED_PRECONDITION');
     } finally {

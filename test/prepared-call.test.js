@@ -288,7 +288,7 @@ describe('PreparedCall', () => {
     }
   });
 
-  it("a host function: each run's results replace the contents of the same output views", async () => {
+  it("a host function: each run writes its results into the same output views, which another call reads", async () => {
     const instance = new halrt.Instance();
     const device = instance.createDevice('local-task?workers=2');
     let k = 0;
@@ -305,12 +305,15 @@ describe('PreparedCall', () => {
     try {
       const call = fn.prepare([Float32Array.of(10, 20)]);
       const [y] = call.outputs;
+      const chained = fn.prepare(call.outputs); // y + k, k++
       await call.run();
       assert.deepStrictEqual(await y.read(), Float32Array.of(10, 21));
       await call.run();
       assert.strictEqual(call.outputs[0], y);
       assert.deepStrictEqual(await y.read(), Float32Array.of(12, 23));
-      call.close();
+      await chained.run();
+      assert.deepStrictEqual(await chained.outputs[0].read(), Float32Array.of(16, 28));
+      closeAll(chained, call);
     } finally {
       closeAll(fn, context, host, hal, device, instance);
     }

@@ -166,6 +166,13 @@ class SpecializingFunction {
     return entry.fn.invoke(inputs, options);
   }
 
+  // A prepared call would outlive the specialisation it ran on (the cache
+  // closes the one used longest ago): refused, naming what to do instead.
+  prepare() {
+    if (!(this instanceof SpecializingFunction)) throw notFunction('prepare');
+    throw new HalrtError(`${this.name}.prepare: the model's symbolic dimensions are bound per invocation; prepare needs them all: give halrt.load options.shapes`, 'FAILED_PRECONDITION');
+  }
+
   toString() {
     return `Function(${functionText(this.name, this.inputs, this.outputs)})`;
   }

@@ -27,6 +27,10 @@ struct hrt_host_call_s {
   uint32_t output_count;
   hrt_trace_tensor_t* inputs;       // [input_count], data malloc'd
   hrt_hal_buffer_view_t** outputs;  // [output_count], owned until done
+  // [the def's output count]: the caller's views to write the outputs into
+  // (hrt_vm_invoke_in_place), retained until finish hands them on, or NULL.
+  hrt_hal_buffer_view_t** given;
+  uint32_t given_count;
 };
 
 static void hrt_host_call_free(hrt_host_call_t* call) {
@@ -35,6 +39,9 @@ static void hrt_host_call_free(hrt_host_call_t* call) {
   }
   for (uint32_t i = 0; i < call->output_count; ++i) {
     hrt_hal_buffer_view_release(call->outputs[i]);
+  }
+  for (uint32_t i = 0; i < call->given_count; ++i) {
+    hrt_hal_buffer_view_release(call->given[i]);
   }
   hrt_status_free(call->status);
   hrt_hal_device_release(call->device);
@@ -88,14 +95,6 @@ static void hrt_host_call_started(void* user_data, hrt_status_t status) {
                      call->input_count, call->inputs);
 }
 
-// An empty command buffer of `device`, finalized.
-static hrt_status_t hrt_empty_commands(hrt_hal_device_t* device,
-                                       hrt_hal_command_buffer_t** out) {
-  HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_create(device, out));
-  hrt_hal_command_buffer_finalize(*out);
-  return HRT_OK;
-}
-
 uint64_t hrt_host_call_invocation(const hrt_host_call_t* call) {
   return call->info.invocation;
 }
@@ -127,12 +126,33 @@ hrt_status_t hrt_host_call_check_output(const hrt_host_call_t* call,
 void hrt_host_call_finish(hrt_host_call_t* call, hrt_status_t status,
                           const void* const* outputs) {
   const hrt_vm_function_def_t* def = &call->module->defs[call->info.function];
+  // The submission that ends the call writes the outputs given in place, in
+  // queue order; the others are new buffers.
+  hrt_hal_command_buffer_t* commands = NULL;
+  hrt_status_t made = hrt_hal_command_buffer_create(call->device, &commands);
+  if (made != HRT_OK) {
+    hrt_status_free(status);
+    hrt_host_call_done(call, made);
+    return;
+  }
   for (uint32_t i = 0; status == HRT_OK && i < def->output_count; ++i) {
     const hrt_vm_tensor_type_t* type = &def->outputs[i];
     uint64_t bytes = 0;
-    hrt_hal_buffer_t* buffer = NULL;
     status = hrt_hal_shape_byte_length(type->element_type, type->rank,
                                        type->shape, &bytes);
+    hrt_hal_buffer_view_t* given =
+        i < call->given_count ? call->given[i] : NULL;
+    if (status == HRT_OK && given != NULL) {
+      status = hrt_hal_command_buffer_update(commands, outputs[i], bytes,
+                                             hrt_hal_buffer_view_ref(given));
+      if (status == HRT_OK) {
+        call->outputs[i] = given;
+        call->given[i] = NULL;
+        call->output_count = i + 1;
+      }
+      continue;
+    }
+    hrt_hal_buffer_t* buffer = NULL;
     if (status == HRT_OK) {
       status = hrt_hal_device_allocate_buffer(call->device, bytes, outputs[i],
                                               &buffer);
@@ -146,12 +166,7 @@ void hrt_host_call_finish(hrt_host_call_t* call, hrt_status_t status,
     }
   }
   call->status = status;
-  hrt_hal_command_buffer_t* commands = NULL;
-  status = hrt_empty_commands(call->device, &commands);
-  if (status != HRT_OK) {
-    hrt_host_call_done(call, status);
-    return;
-  }
+  hrt_hal_command_buffer_finalize(commands);
   hrt_host_call_submit(call, commands, hrt_host_call_done);
 }
 
@@ -164,10 +179,27 @@ static hrt_status_t hrt_callback_begin_call(hrt_vm_module_t* base,
   hrt_host_call_t* call = NULL;
   HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
       sizeof(*call) + def->input_count * sizeof(hrt_trace_tensor_t) +
-          def->output_count * sizeof(hrt_hal_buffer_view_t*),
+          2 * def->output_count * sizeof(hrt_hal_buffer_view_t*),
       "host call", (void**)&call));
   call->inputs = (hrt_trace_tensor_t*)(call + 1);
   call->outputs = (hrt_hal_buffer_view_t**)(call->inputs + def->input_count);
+  call->given = call->outputs + def->output_count;
+  for (uint32_t i = 0; vm_call->outputs && i < def->output_count; ++i) {
+    hrt_hal_buffer_view_t* view = vm_call->outputs[i];
+    if (view == NULL || hrt_hal_buffer_view_buffer(view)->device != device) {
+      continue;
+    }
+    const hrt_vm_tensor_type_t* type = &def->outputs[i];
+    uint64_t bytes = 0;
+    hrt_status_t size = hrt_hal_shape_byte_length(
+        type->element_type, type->rank, type->shape, &bytes);
+    if (size == HRT_OK && hrt_hal_buffer_view_byte_length(view) == bytes) {
+      hrt_hal_buffer_view_retain(view);
+      call->given[i] = view;
+    }
+    hrt_status_free(size);
+  }
+  call->given_count = def->output_count;
   call->module = module;
   hrt_vm_module_retain(base);
   call->device = device;

@@ -90,12 +90,14 @@ hrt_status_t hrt_vm_invoke_async(hrt_vm_context_t* context,
                                  hrt_vm_invocation_done_t done,
                                  hrt_vm_invocation_ids_t* out_ids) HRT_MUST_USE;
 
-// hrt_vm_invoke_async that may write outputs into `outputs` ([output count]
+// hrt_vm_invoke_async that writes outputs into `outputs` ([output count]
 // views of the signature's dtypes and shapes, NULL entries allowed) instead
-// of new buffers: a program does so for each output on the call's device
-// that its first op writes whole, and hands back that view (another
-// reference) as the output; any other output is a new buffer as usual. The
-// views are borrowed only during this call.
+// of new buffers, and hands back that view (another reference) as the
+// output: program and callback (host) modules do so for every view on the
+// call's device of the output's byte length, in queue order (a program
+// zeroes first an output its first op does not write whole); any other
+// output is a new buffer as usual. The views are borrowed only during this
+// call.
 hrt_status_t hrt_vm_invoke_in_place(
     hrt_vm_context_t* context, const hrt_vm_function_t* function,
     hrt_hal_buffer_view_t* const* inputs, uint32_t input_count,
