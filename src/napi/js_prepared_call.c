@@ -15,10 +15,10 @@
 struct hrt_js_prepared_call_s {
   // The object's, its `run` function's, and one per run in flight.
   atomic_uint refs;
-  // The object's wrap, held by its `run` function (which may outlive it).
+  // The object's wrap and its `function`'s, held by its `run` function
+  // (which may outlive both: their finalizers may run in either order).
   hrt_js_wrap_t* self;
-  // The wrap of its `function`: alive while the object is.
-  const hrt_js_wrap_t* function_wrap;
+  hrt_js_wrap_t* function_wrap;
   uint32_t input_count;  // 0 once the object let go
   // 0 once the object let go (JS thread): a run delivered later drops its
   // results.
@@ -124,6 +124,7 @@ static void hrt_js_prepared_call_run_finalize(napi_env env, void* data,
   (void)hint;
   hrt_js_prepared_call_t* call = data;
   hrt_js_wrap_unhold(call->self);
+  hrt_js_wrap_unhold(call->function_wrap);
   hrt_js_prepared_call_release(call);
 }
 
@@ -139,7 +140,7 @@ void hrt_js_prepared_call_take(hrt_js_prepared_call_t* call,
 }
 
 napi_value hrt_js_prepared_call_new(napi_env env, napi_value function_object,
-                                    const hrt_js_wrap_t* function_wrap,
+                                    hrt_js_wrap_t* function_wrap,
                                     const hrt_vm_function_def_t* def,
                                     hrt_hal_device_t* device,
                                     hrt_hal_buffer_view_t* const* inputs,
@@ -196,6 +197,7 @@ napi_value hrt_js_prepared_call_new(napi_env env, napi_value function_object,
                                 hrt_js_prepared_call_run_bound, call, &run));
   hrt_js_prepared_call_retain(call);
   hrt_js_wrap_hold(call->self);
+  hrt_js_wrap_hold(call->function_wrap);
   if (napi_add_finalizer(env, run, call, hrt_js_prepared_call_run_finalize,
                          NULL, NULL) != napi_ok) {
     hrt_js_prepared_call_run_finalize(env, call, NULL);

@@ -1,19 +1,20 @@
 // JavaScript class PreparedCall: fn.prepare(inputs) checks the inputs once
-// and holds them; call.run() invokes the function on them, and each run's
-// results replace the contents of the call's own output views
-// (`call.outputs`, a frozen Array made at prepare, zero-filled until the
-// first run). No objects are made per run: the fast path for calling one
-// function on the same tensors again and again.
+// and holds them; call.run() invokes the function on them, and each run
+// writes its results into the call's own output views (`call.outputs`, a
+// frozen Array made at prepare, zero-filled until the first run;
+// hrt_vm_invoke_in_place). No objects are made per run but the promise: the
+// fast path for calling one function on the same tensors again and again.
 //
 // Threads: JS thread of the owning env, except retain/release (any thread:
 // an invocation whose post failed is freed on the completion thread).
 //
-// Ownership: the object holds its Function as `function` (whose wrap the
-// native call borrows) and its outputs as `outputs` (read-only,
-// non-configurable). The native call holds a reference to each input's view
-// and holds the outputs' wraps (hrt_js_wrap_hold) until close() or
-// collection; a run in flight holds the native call until it is delivered.
-// close() closes the outputs too.
+// Ownership: the object holds its Function as `function` and its outputs as
+// `outputs` (read-only, non-configurable). The native call holds a reference
+// to each input's view and holds the outputs' wraps (hrt_js_wrap_hold) until
+// close() or collection; its own `run` function holds the call, the object's
+// wrap and the Function's wrap until it is collected, so a detached `run`
+// finds them closed, never freed; a run in flight holds the native call
+// until it is delivered. close() closes the outputs too.
 #ifndef HRT_NAPI_JS_PREPARED_CALL_H_
 #define HRT_NAPI_JS_PREPARED_CALL_H_
 
@@ -33,7 +34,7 @@ napi_value hrt_js_prepared_call_define(napi_env env, hrt_js_env_t* state);
 // each retained here), with zero-filled outputs on `device`. Returns NULL
 // with a pending exception on failure.
 napi_value hrt_js_prepared_call_new(napi_env env, napi_value function_object,
-                                    const hrt_js_wrap_t* function_wrap,
+                                    hrt_js_wrap_t* function_wrap,
                                     const hrt_vm_function_def_t* def,
                                     hrt_hal_device_t* device,
                                     hrt_hal_buffer_view_t* const* inputs,
