@@ -19,11 +19,13 @@
 //   strings    the batch's strings, indexed by the records
 //   views      views[dtype]: a TypedArray of that dtype over the same bytes
 //              as `slots` (only dtypes with inline data)
-//   externals  typed arrays of large data, indexed by the records (in record
-//              order); with borrowed data, a function: externals(k) lends
-//              external k, called once, just before its record's callbacks
-//              (a device may lend the bytes where they lie, and its writers
-//              of them wait from then until takeBack)
+//   externals  externals(k): the typed array of large data k (numbered by
+//              the records, in record order), called once, just before its
+//              record's callbacks; made then, so that nothing but the
+//              callbacks holds owned data (V8 may collect it young); with
+//              borrowed data it is lent (a device may lend the bytes where
+//              they lie, and its writers of them wait from then until
+//              takeBack)
 //   takeBack   with borrowed data: takeBack(to) detaches the externals
 //              before `to`, called as soon as the callbacks of the record
 //              that lent them have returned; undefined otherwise
@@ -180,7 +182,7 @@ function makeTraceDecoder(dtypeNames) {
             data = view.slice(start, start + byteLength / view.BYTES_PER_ELEMENT);
             p += Math.ceil(byteLength / 8);
           } else {
-            data = takeBack === undefined ? externals[where] : externals(where);
+            data = externals(where);
             externalEnd = where + 1;
           }
           tensors.push({ name, dtype, shape: shapeAt(slots, first, rank), data });

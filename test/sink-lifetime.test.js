@@ -178,6 +178,38 @@ describe('debug sink and garbage collection', function () {
       device.close();
       instance.close();
     });
+
+    it(`owned trace data a callback dropped is not held while the rest of its batch is delivered in later turns (${uri})`, async () => {
+      const instance = new halrt.Instance();
+      const device = instance.createDevice(uri);
+      const N = 1 << 18; // 1 MiB of f32: large data, in an external ArrayBuffer
+      const traces = 4;
+      const dropped = [];
+      const stillHeld = [];
+      const sink = (key, tensors) => {
+        // Each callback outlasts a turn's budget, so the next record of the
+        // batch comes in a later turn, after this callback's WeakRef stops
+        // keeping its target.
+        global.gc();
+        stillHeld.push(dropped.filter((ref) => ref.deref() !== undefined).length);
+        dropped.push(new WeakRef(tensors[0].data.buffer));
+        const end = performance.now() + 3;
+        while (performance.now() < end);
+      };
+      const hal = new halrt.HalModule(instance, device, { debugSink: sink });
+      const module = new halrt.ModuleBuilder('w').function('f', (f) => {
+        f.input('x', 'f32', [N]);
+        for (let i = 0; i < traces; ++i) f.trace(`t${i}`, ['x']);
+      }).build(instance);
+      const context = new halrt.Context(instance, [hal, module]);
+      const x = device.tensor(new Float32Array(N).fill(2), [N]);
+      try {
+        await context.lookupFunction('w.f').invoke([x]);
+        assert.deepStrictEqual(stillHeld, new Array(traces).fill(0));
+      } finally {
+        closeAll(x, context, module, hal, device, instance);
+      }
+    });
   }
 });
 

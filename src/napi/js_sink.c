@@ -119,7 +119,7 @@ struct hrt_js_sink_s {
   size_t records_capacity;
   // Borrowed data: lib/trace_batch.js's lend and takeBack (made on first
   // use).
-  napi_ref lend_ref;
+  napi_ref external_ref;
   napi_ref take_back_ref;
   hrt_js_sink_delivery_t delivery;
   // Guarded by mutex: the batch being appended to, the empty spare it is
@@ -335,12 +335,17 @@ static napi_value hrt_js_sink_take_back_js(napi_env env,
   return NULL;
 }
 
-// lend(k) of lib/trace_batch.js, called when the record holding borrowed
-// external k is about to be delivered: lends it and returns its array
-// (undefined outside a slice, or for an external lent or taken back
-// already). A device's loan of the bytes is opened only now, so that its
-// writers of them wait for this record's callbacks alone.
-static napi_value hrt_js_sink_lend_js(napi_env env, napi_callback_info info) {
+// externals(k) of lib/trace_batch.js, called once, just before the record
+// holding external k is delivered: returns its array (undefined outside a
+// slice, or for an external handed out or taken back already). Made only
+// now, so that nothing of the batch holds it: owned data given away is
+// JavaScript's alone, and V8 may collect it young once the callbacks drop
+// it (a batch delivered over many turns would otherwise keep its arrays
+// until a full collection). Borrowed data is lent: a device's loan of the
+// bytes is opened only now, so that its writers of them wait for this
+// record's callbacks alone.
+static napi_value hrt_js_sink_external_js(napi_env env,
+                                          napi_callback_info info) {
   napi_value argv[1] = {NULL};
   size_t argc = 1;
   void* data = NULL;
@@ -351,14 +356,19 @@ static napi_value hrt_js_sink_lend_js(napi_env env, napi_callback_info info) {
   }
   hrt_js_sink_t* sink = data;
   hrt_js_sink_delivery_t* delivery = &sink->delivery;
-  if (!delivery->in_slice || delivery->lent == NULL || argc != 1 ||
+  hrt_js_trace_batch_t* batch = &delivery->batch;
+  if (!delivery->in_slice || argc != 1 ||
       napi_get_value_uint32(env, argv[0], &index) != napi_ok ||
-      index >= delivery->batch.external_count || index < delivery->lent_end ||
-      delivery->lent[index] != NULL) {
+      index >= batch->external_count) {
     return NULL;
   }
-  return hrt_js_sink_external(env, sink, &delivery->batch, index, &array,
-                              &delivery->lent[index])
+  if (sink->borrowed ? delivery->lent == NULL || index < delivery->lent_end ||
+                           delivery->lent[index] != NULL
+                     : batch->externals[index].data == NULL) {
+    return NULL;
+  }
+  return hrt_js_sink_external(env, sink, batch, index, &array,
+                              sink->borrowed ? &delivery->lent[index] : NULL)
              ? array
              : NULL;
 }
@@ -380,10 +390,10 @@ static bool hrt_js_sink_function(napi_env env, hrt_js_sink_t* sink,
 }
 
 // lib/trace_batch.js's arguments for `batch`: (targets, statsMask, records,
-// strings, views, externals, takeBack or undefined). Takes the batch's
-// external blocks; with borrowed data (`lent` given) `externals` is the
-// sink's lend function instead, which lends each as its record comes,
-// keeping references to their ArrayBuffers in `lent`.
+// strings, views, externals, takeBack or undefined). `externals` is the
+// sink's function that hands out each external as its record comes; with
+// borrowed data (`lent` given) it keeps references to their ArrayBuffers in
+// `lent`, for takeBack.
 static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
                                    hrt_js_trace_batch_t* batch,
                                    napi_value* argv, napi_ref* lent) {
@@ -423,18 +433,13 @@ static bool hrt_js_sink_batch_args(napi_env env, hrt_js_sink_t* sink,
                                 buffer, 0, &view));
     HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[4], type, view));
   }
-  if (lent != NULL) {
-    return hrt_js_sink_function(env, sink, &sink->lend_ref, "lend",
-                                hrt_js_sink_lend_js, &argv[5]) &&
-           hrt_js_sink_function(env, sink, &sink->take_back_ref, "takeBack",
-                                hrt_js_sink_take_back_js, &argv[6]);
+  if (!hrt_js_sink_function(env, sink, &sink->external_ref, "externals",
+                            hrt_js_sink_external_js, &argv[5])) {
+    return false;
   }
-  HRT_NAPI_CALL_BOOL(
-      env, napi_create_array_with_length(env, batch->external_count, &argv[5]));
-  for (size_t i = 0; i < batch->external_count; ++i) {
-    napi_value array = NULL;
-    if (!hrt_js_sink_external(env, sink, batch, i, &array, NULL)) return false;
-    HRT_NAPI_CALL_BOOL(env, napi_set_element(env, argv[5], (uint32_t)i, array));
+  if (lent != NULL) {
+    return hrt_js_sink_function(env, sink, &sink->take_back_ref, "takeBack",
+                                hrt_js_sink_take_back_js, &argv[6]);
   }
   HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, &argv[6]));
   return true;
@@ -842,8 +847,10 @@ static void hrt_js_sink_finalize(napi_env env, void* data) {
   }
   if (sink->records_ref != NULL) napi_delete_reference(env, sink->records_ref);
   sink->records_ref = NULL;
-  if (sink->lend_ref != NULL) napi_delete_reference(env, sink->lend_ref);
-  sink->lend_ref = NULL;
+  if (sink->external_ref != NULL) {
+    napi_delete_reference(env, sink->external_ref);
+  }
+  sink->external_ref = NULL;
   if (sink->take_back_ref != NULL) {
     napi_delete_reference(env, sink->take_back_ref);
   }
