@@ -1,7 +1,12 @@
 #include "base/alloc.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "base/threads.h"
 
 // The blocks hrt_free_deferred has taken, linked through their first bytes.
 typedef struct hrt_deferred_s {
@@ -57,4 +62,85 @@ hrt_status_t hrt_allocate_zeroed(size_t size, const char* what,
 hrt_status_t hrt_reallocate(void* ptr, size_t size, const char* what,
                             void** out_ptr) {
   return hrt_allocated(realloc(ptr, size ? size : 1), size, what, out_ptr);
+}
+
+//===----------------------------------------------------------------------===//
+// Recycled blocks
+//===----------------------------------------------------------------------===//
+
+#define HRT_RECYCLE_GRAIN ((size_t)64)
+#define HRT_RECYCLE_CLASSES 64  // classes of 64 bytes up to 4 KiB
+#define HRT_RECYCLE_KEEP 256    // blocks kept per class
+
+// Before each recycled block's data (16 bytes keep malloc's alignment).
+typedef struct hrt_recycled_s {
+  struct hrt_recycled_s* next;  // while kept
+  size_t class_index;           // HRT_RECYCLE_CLASSES: not kept (too large)
+} hrt_recycled_t;
+
+typedef struct hrt_recycle_class_s {
+  hrt_mutex_t mutex;
+  hrt_recycled_t* head;  // kept blocks, the last released first
+  uint32_t count;
+} hrt_recycle_class_t;
+
+static hrt_recycle_class_t hrt_recycle_classes[HRT_RECYCLE_CLASSES];
+static pthread_once_t hrt_recycle_once = PTHREAD_ONCE_INIT;
+
+static void hrt_recycle_init(void) {
+  for (size_t i = 0; i < HRT_RECYCLE_CLASSES; ++i) {
+    hrt_mutex_init(&hrt_recycle_classes[i].mutex);
+  }
+}
+
+hrt_status_t hrt_allocate_recycled(size_t size, const char* what,
+                                   void** out_ptr) {
+  const size_t class_index = size ? (size - 1) / HRT_RECYCLE_GRAIN : 0;
+  hrt_recycled_t* block = NULL;
+  if (class_index < HRT_RECYCLE_CLASSES) {
+    pthread_once(&hrt_recycle_once, hrt_recycle_init);
+    hrt_recycle_class_t* kept = &hrt_recycle_classes[class_index];
+    hrt_mutex_lock(&kept->mutex);
+    block = kept->head;
+    if (block) {
+      kept->head = block->next;
+      --kept->count;
+    }
+    hrt_mutex_unlock(&kept->mutex);
+    if (block) {
+      memset(block + 1, 0, size);
+    } else {
+      HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
+          sizeof(*block) + (class_index + 1) * HRT_RECYCLE_GRAIN, what,
+          (void**)&block));
+    }
+  } else {
+    if (size > SIZE_MAX - sizeof(*block)) {
+      return hrt_allocated(NULL, size, what, out_ptr);
+    }
+    HRT_RETURN_IF_ERROR(
+        hrt_allocate_zeroed(sizeof(*block) + size, what, (void**)&block));
+  }
+  block->class_index =
+      class_index < HRT_RECYCLE_CLASSES ? class_index : HRT_RECYCLE_CLASSES;
+  *out_ptr = block + 1;
+  return HRT_OK;
+}
+
+void hrt_free_recycled(void* ptr) {
+  if (!ptr) return;
+  hrt_recycled_t* block = (hrt_recycled_t*)ptr - 1;
+  if (block->class_index < HRT_RECYCLE_CLASSES) {
+    hrt_recycle_class_t* kept = &hrt_recycle_classes[block->class_index];
+    hrt_mutex_lock(&kept->mutex);
+    const bool keep = kept->count < HRT_RECYCLE_KEEP;
+    if (keep) {
+      block->next = kept->head;
+      kept->head = block;
+      ++kept->count;
+    }
+    hrt_mutex_unlock(&kept->mutex);
+    if (keep) return;
+  }
+  hrt_free_deferred(block);
 }

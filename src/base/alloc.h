@@ -1,7 +1,8 @@
 // Host allocation that reports failure as a status.
 //
 // Failure is RESOURCE_EXHAUSTED with a message naming `what` and the size.
-// Memory is released with free(). Zero-byte requests return a valid pointer.
+// Memory is released with free(), but a recycled block's (below). Zero-byte
+// requests return a valid pointer.
 #ifndef HRT_BASE_ALLOC_H_
 #define HRT_BASE_ALLOC_H_
 
@@ -28,5 +29,19 @@ hrt_status_t hrt_reallocate(void* ptr, size_t size, const char* what,
 // sizeof(void*) bytes. What waits stays reachable, bounded by what was
 // released since the last allocation.
 void hrt_free_deferred(void* ptr);
+
+// Recycled blocks: for records made on one thread and released on another
+// at every invocation (its VM record, program call and submission). A
+// block released with hrt_free_recycled is kept for the next
+// hrt_allocate_recycled of its size class (64-byte classes up to 4 KiB, at
+// most 256 kept per class) instead of freed; 64 invocations in flight then
+// make and free nothing, where malloc's per-thread caches (7 blocks a size)
+// overflow and every block takes malloc's slow paths. The block reads as
+// zero. It must be released with hrt_free_recycled (NULL is ignored), never
+// free(). Any thread; one mutex per class. Blocks kept at exit stay
+// reachable.
+hrt_status_t hrt_allocate_recycled(size_t size, const char* what,
+                                   void** out_ptr) HRT_MUST_USE;
+void hrt_free_recycled(void* ptr);
 
 #endif  // HRT_BASE_ALLOC_H_

@@ -111,7 +111,7 @@ void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
     hrt_hal_semaphore_release(pending->signals[i].semaphore);
   }
   // Made by the submitting thread (the JS thread, in the binding).
-  hrt_free_deferred(owner);
+  hrt_free_recycled(owner);
   hrt_live_add(HRT_LIVE_SUBMISSION, -1);
   hrt_hal_device_release(device);
   if (completion.fn) {

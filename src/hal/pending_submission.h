@@ -63,7 +63,8 @@ bool hrt_hal_buffer_ranges_overlap(const hrt_hal_buffer_ref_t* a,
                                    const hrt_hal_buffer_ref_t* b);
 
 // Completion thread. Consumes `status`, frees `owner` (the device's
-// submission object holding `pending`) and releases `device` (the
+// submission object holding `pending`, from hrt_allocate_recycled) and
+// releases `device` (the
 // submission's reference) before calling the completion.
 void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
                                        hrt_status_t status, void* owner,

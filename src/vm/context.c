@@ -216,7 +216,7 @@ static void hrt_vm_invocation_done(void* user_data, hrt_status_t status,
   invocation->done.fn(invocation->done.user_data, status, outputs,
                       output_count);
   hrt_vm_context_release(invocation->context);
-  hrt_free_deferred(invocation);  // made on the invoking thread
+  hrt_free_recycled(invocation);  // made on the invoking thread
   hrt_live_add(HRT_LIVE_INVOCATION, -1);
 }
 
@@ -249,8 +249,8 @@ hrt_status_t hrt_vm_invoke_in_place(hrt_vm_context_t* context,
   HRT_RETURN_IF_ERROR(
       hrt_vm_function_check_inputs(function, inputs, input_count));
   hrt_vm_invocation_t* invocation = NULL;
-  HRT_RETURN_IF_ERROR(
-      hrt_allocate(sizeof(*invocation), "invocation", (void**)&invocation));
+  HRT_RETURN_IF_ERROR(hrt_allocate_recycled(sizeof(*invocation), "invocation",
+                                            (void**)&invocation));
   invocation->context = context;
   invocation->done = done;
   hrt_vm_context_retain(context);
@@ -277,7 +277,7 @@ hrt_status_t hrt_vm_invoke_in_place(hrt_vm_context_t* context,
     atomic_compare_exchange_strong(&context->last_sequence, &taken,
                                    ids.sequence - 1);
     hrt_vm_context_release(context);
-    free(invocation);
+    hrt_free_recycled(invocation);
     hrt_live_add(HRT_LIVE_INVOCATION, -1);
   }
   return status;

@@ -347,6 +347,12 @@ static void* defer_blocks(void* arg) {
   return NULL;
 }
 
+static void* recycle_blocks(void* arg) {
+  void** blocks = arg;
+  for (size_t i = 0; i < 3000; ++i) hrt_free_recycled(blocks[i]);
+  return NULL;
+}
+
 static void deferred_frees_run_on_allocating_threads(void) {
   enum { kPerThread = 20000, kThreads = 2 };
   void** blocks = malloc(sizeof(void*) * kPerThread * kThreads);
@@ -377,6 +383,47 @@ static void deferred_frees_run_on_allocating_threads(void) {
   CHECK_EQ_INT(wrong, 0);
 }
 
+// A recycled block comes back to the next allocation of its size class,
+// reading as zero; blocks too large to keep are freed; released on other
+// threads, blocks are reused here.
+static void recycled_blocks_come_back_zeroed(void) {
+  unsigned char* first = NULL;
+  CHECK_OK(hrt_allocate_recycled(100, "first", (void**)&first));
+  memset(first, 0x5A, 100);
+  hrt_free_recycled(first);
+  unsigned char* again = NULL;
+  CHECK_OK(hrt_allocate_recycled(128, "again", (void**)&again));
+  CHECK(again == first);  // the same class: 65 to 128 bytes
+  int nonzero = 0;
+  for (int i = 0; i < 128; ++i) nonzero += again[i] != 0;
+  CHECK_EQ_INT(nonzero, 0);
+  hrt_free_recycled(again);
+  void* large = NULL;
+  CHECK_OK(hrt_allocate_recycled((size_t)1 << 20, "large", &large));
+  memset(large, 1, (size_t)1 << 20);
+  hrt_free_recycled(large);
+  void* impossible = NULL;
+  hrt_status_t status =
+      hrt_allocate_recycled(SIZE_MAX, "impossible", &impossible);
+  CHECK(hrt_status_code(status) == HRT_STATUS_RESOURCE_EXHAUSTED &&
+        impossible == NULL);
+  hrt_status_free(status);
+  hrt_free_recycled(NULL);
+  enum { kBlocks = 3000 };
+  void** blocks = malloc(sizeof(void*) * kBlocks);
+  CHECK(blocks != NULL);
+  for (int round = 0; blocks && round < 4; ++round) {
+    for (size_t i = 0; i < kBlocks; ++i) {
+      CHECK_OK(hrt_allocate_recycled(24 + i % 300, "block", &blocks[i]));
+      memset(blocks[i], 0x33, 24 + i % 300);
+    }
+    pthread_t thread;
+    CHECK_EQ_INT(pthread_create(&thread, NULL, recycle_blocks, blocks), 0);
+    pthread_join(thread, NULL);
+  }
+  free(blocks);
+}
+
 TEST_MAIN(TEST_CASE(status_carries_code_and_formatted_message),
           TEST_CASE(status_made_with_ok_code_is_internal),
           TEST_CASE(long_messages_are_kept_whole_up_to_the_limit),
@@ -390,4 +437,5 @@ TEST_MAIN(TEST_CASE(status_carries_code_and_formatted_message),
           TEST_CASE(file_read_refuses_devices_fifos_and_directories),
           TEST_CASE(half_floats_round_trip_and_round_to_even),
           TEST_CASE(streaming_copy_matches_memcpy),
-          TEST_CASE(deferred_frees_run_on_allocating_threads))
+          TEST_CASE(deferred_frees_run_on_allocating_threads),
+          TEST_CASE(recycled_blocks_come_back_zeroed))

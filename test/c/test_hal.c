@@ -2,6 +2,7 @@
 // validation, and timeline semaphores across threads.
 #include <stdatomic.h>
 
+#include "base/alloc.h"
 #include "base/live.h"
 #include "base/threads.h"
 #include "hal/buffer_view.h"
@@ -272,9 +273,11 @@ static void written_ranges_follow_commands_and_read_only_bindings(void) {
   hrt_hal_buffer_ref_t table[1] = {{buffer, 0, 0, HRT_HAL_WHOLE_BUFFER}};
   hrt_hal_submission_t submission = {
       .command_buffer = cb, .binding_count = 1, .bindings = table};
-  void* owner = malloc(hrt_hal_pending_submission_storage_size(&submission) +
-                       sizeof(hrt_hal_pending_submission_t));
-  CHECK(owner);
+  void* owner = NULL;
+  CHECK_OK(hrt_allocate_recycled(
+      hrt_hal_pending_submission_storage_size(&submission) +
+          sizeof(hrt_hal_pending_submission_t),
+      "submission", &owner));
   if (!owner) return;
   hrt_hal_pending_submission_t* pending = owner;
   hrt_hal_pending_submission_init(pending, &submission, pending + 1);

@@ -320,7 +320,7 @@ static hrt_status_t hrt_cuda_queue_submit(
                 sizeof(hrt_cuda_timing_t)
           : 0;
   hrt_cuda_submission_t* sub = NULL;
-  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
+  HRT_RETURN_IF_ERROR(hrt_allocate_recycled(
       sizeof(*sub) + offsets_size + checkpoints_size + timings_size +
           hrt_hal_pending_submission_storage_size(submission),
       "submission", (void**)&sub));

@@ -1158,7 +1158,7 @@ static hrt_status_t hrt_local_queue_submit(
     hrt_hal_device_t* base, const hrt_hal_submission_t* submission) {
   hrt_local_device_t* device = (hrt_local_device_t*)base;
   hrt_local_submission_t* sub = NULL;
-  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
+  HRT_RETURN_IF_ERROR(hrt_allocate_recycled(
       sizeof(*sub) + hrt_hal_pending_submission_storage_size(submission),
       "submission", (void**)&sub));
   atomic_init(&sub->trace_failed, false);

@@ -162,7 +162,7 @@ static void hrt_program_call_free(hrt_program_call_t* call,
   for (uint32_t i = 0; release_outputs && i < call->output_count; ++i) {
     hrt_hal_buffer_view_release(call->outputs[i]);
   }
-  hrt_free_deferred(call);  // made on the invoking thread
+  hrt_free_recycled(call);  // made on the invoking thread
 }
 
 static void hrt_program_call_complete(void* user_data, hrt_status_t status) {
@@ -449,7 +449,7 @@ hrt_status_t hrt_program_call_begin(hrt_vm_module_t* base, void* opaque,
                              ? recorded->max_span_count
                              : 0;
   hrt_program_call_t* call = NULL;
-  HRT_RETURN_IF_ERROR(hrt_allocate_zeroed(
+  HRT_RETURN_IF_ERROR(hrt_allocate_recycled(
       sizeof(*call) + spans * sizeof(int64_t) +
           values * (sizeof(hrt_hal_buffer_ref_t) + 2 * sizeof(void*)),
       "call", (void**)&call));
