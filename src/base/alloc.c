@@ -70,7 +70,6 @@ hrt_status_t hrt_reallocate(void* ptr, size_t size, const char* what,
 
 #define HRT_RECYCLE_GRAIN ((size_t)64)
 #define HRT_RECYCLE_CLASSES 64  // classes of 64 bytes up to 4 KiB
-#define HRT_RECYCLE_KEEP 256    // blocks kept per class
 
 // Before each recycled block's data (16 bytes keep malloc's alignment).
 typedef struct hrt_recycled_s {
@@ -81,7 +80,7 @@ typedef struct hrt_recycled_s {
 typedef struct hrt_recycle_class_s {
   hrt_mutex_t mutex;
   hrt_recycled_t* head;  // kept blocks, the last released first
-  uint32_t count;
+  int32_t count;
 } hrt_recycle_class_t;
 
 static hrt_recycle_class_t hrt_recycle_classes[HRT_RECYCLE_CLASSES];

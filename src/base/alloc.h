@@ -40,6 +40,18 @@ void hrt_free_deferred(void* ptr);
 // zero. It must be released with hrt_free_recycled (NULL is ignored), never
 // free(). Any thread; one mutex per class. Blocks kept at exit stay
 // reachable.
+// Under AddressSanitizer nothing is kept, so that it sees each block used
+// after its release.
+#if defined(__SANITIZE_ADDRESS__)
+#define HRT_RECYCLE_KEEP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HRT_RECYCLE_KEEP 0
+#endif
+#endif
+#ifndef HRT_RECYCLE_KEEP
+#define HRT_RECYCLE_KEEP 256  // blocks kept per class
+#endif
 hrt_status_t hrt_allocate_recycled(size_t size, const char* what,
                                    void** out_ptr) HRT_MUST_USE;
 void hrt_free_recycled(void* ptr);
