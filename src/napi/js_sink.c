@@ -37,9 +37,11 @@
 // first in the channel, so that nothing posted after it (the completions of
 // the invocations it traces, the next batch's message) is delivered before
 // it. Two messages alternate: the next batch's may be posted while the last
-// one's is still delivering. The records buffer and the arrays made for the
-// batch are kept (napi_refs) between slices, and its bytes count against
-// the bound until its last slice.
+// one's is still delivering. The records buffer and the arrays made over
+// it are kept (napi_refs) between slices, and the batch's bytes count
+// against the bound until its last slice. The array of a record's large
+// data is made only as the record comes (externals(k)), so that nothing of
+// the batch holds data already delivered.
 //
 // Backpressure: the bytes of events appended but not yet delivered (their
 // batch's callbacks have not all returned) are bounded by `max_bytes`. When
