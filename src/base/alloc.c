@@ -1,12 +1,10 @@
 #include "base/alloc.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "base/threads.h"
 
 // The blocks hrt_free_deferred has taken, linked through their first bytes.
 typedef struct hrt_deferred_s {
@@ -77,19 +75,27 @@ typedef struct hrt_recycled_s {
   size_t class_index;           // HRT_RECYCLE_CLASSES: not kept (too large)
 } hrt_recycled_t;
 
+// A class's kept blocks. `busy` is a lock that is never waited for: a
+// thread that finds it taken allocates or frees as if nothing were kept,
+// so neither side of a busy pair of threads ever sleeps on the other. One
+// cache line each, so that the classes of one invocation's records do not
+// share one.
 typedef struct hrt_recycle_class_s {
-  hrt_mutex_t mutex;
+  _Alignas(64) atomic_bool busy;
   hrt_recycled_t* head;  // kept blocks, the last released first
   int32_t count;
 } hrt_recycle_class_t;
 
 static hrt_recycle_class_t hrt_recycle_classes[HRT_RECYCLE_CLASSES];
-static pthread_once_t hrt_recycle_once = PTHREAD_ONCE_INIT;
 
-static void hrt_recycle_init(void) {
-  for (size_t i = 0; i < HRT_RECYCLE_CLASSES; ++i) {
-    hrt_mutex_init(&hrt_recycle_classes[i].mutex);
-  }
+// Takes `kept` unless another thread holds it.
+static bool hrt_recycle_try_take(hrt_recycle_class_t* kept) {
+  return !atomic_load_explicit(&kept->busy, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&kept->busy, true, memory_order_acquire);
+}
+
+static void hrt_recycle_put(hrt_recycle_class_t* kept) {
+  atomic_store_explicit(&kept->busy, false, memory_order_release);
 }
 
 hrt_status_t hrt_allocate_recycled(size_t size, const char* what,
@@ -97,15 +103,15 @@ hrt_status_t hrt_allocate_recycled(size_t size, const char* what,
   const size_t class_index = size ? (size - 1) / HRT_RECYCLE_GRAIN : 0;
   hrt_recycled_t* block = NULL;
   if (class_index < HRT_RECYCLE_CLASSES) {
-    pthread_once(&hrt_recycle_once, hrt_recycle_init);
     hrt_recycle_class_t* kept = &hrt_recycle_classes[class_index];
-    hrt_mutex_lock(&kept->mutex);
-    block = kept->head;
-    if (block) {
-      kept->head = block->next;
-      --kept->count;
+    if (hrt_recycle_try_take(kept)) {
+      block = kept->head;
+      if (block) {
+        kept->head = block->next;
+        --kept->count;
+      }
+      hrt_recycle_put(kept);
     }
-    hrt_mutex_unlock(&kept->mutex);
     if (block) {
       memset(block + 1, 0, size);
     } else {
@@ -131,14 +137,16 @@ void hrt_free_recycled(void* ptr) {
   hrt_recycled_t* block = (hrt_recycled_t*)ptr - 1;
   if (block->class_index < HRT_RECYCLE_CLASSES) {
     hrt_recycle_class_t* kept = &hrt_recycle_classes[block->class_index];
-    hrt_mutex_lock(&kept->mutex);
-    const bool keep = kept->count < HRT_RECYCLE_KEEP;
-    if (keep) {
-      block->next = kept->head;
-      kept->head = block;
-      ++kept->count;
+    bool keep = false;
+    if (hrt_recycle_try_take(kept)) {
+      keep = kept->count < HRT_RECYCLE_KEEP;
+      if (keep) {
+        block->next = kept->head;
+        kept->head = block;
+        ++kept->count;
+      }
+      hrt_recycle_put(kept);
     }
-    hrt_mutex_unlock(&kept->mutex);
     if (keep) return;
   }
   hrt_free_deferred(block);

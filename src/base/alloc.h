@@ -38,8 +38,8 @@ void hrt_free_deferred(void* ptr);
 // make and free nothing, where malloc's per-thread caches (7 blocks a size)
 // overflow and every block takes malloc's slow paths. The block reads as
 // zero. It must be released with hrt_free_recycled (NULL is ignored), never
-// free(). Any thread; one mutex per class. Blocks kept at exit stay
-// reachable.
+// free(). Any thread, never waiting: a class another thread is using at
+// that moment is passed over. Blocks kept at exit stay reachable.
 // Under AddressSanitizer nothing is kept, so that it sees each block used
 // after its release.
 #if defined(__SANITIZE_ADDRESS__)
