@@ -55,6 +55,11 @@ hrt_status_t hrt_hal_device_queue_submit(
     return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                            "command buffer was recorded for another device");
   }
+  if (submission->caller_holds && !submission->completion.fn) {
+    return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                           "a submission whose caller holds its buffers "
+                           "needs a completion");
+  }
   HRT_RETURN_IF_ERROR(hrt_hal_command_buffer_validate_bindings(
       command_buffer, submission->bindings, submission->binding_count));
   const hrt_hal_semaphore_point_t* lists[2] = {submission->waits,

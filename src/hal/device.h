@@ -75,6 +75,11 @@ typedef struct hrt_hal_submission_s {
   hrt_hal_completion_t completion;  // fn may be NULL
   void* host_context;  // passed to trace callbacks; must outlive completion
   hrt_hal_dispatch_timing_fn_t dispatch_timing;  // NULL: not profiled
+  // True: the submitter keeps the command buffer and every buffer of
+  // `bindings` until the completion has returned (a program call holds them
+  // all), so the submission takes no references to them. Needs a
+  // completion.
+  bool caller_holds;
 } hrt_hal_submission_t;
 
 typedef struct hrt_hal_device_s hrt_hal_device_t;

@@ -30,11 +30,16 @@ void hrt_hal_pending_submission_init(hrt_hal_pending_submission_t* pending,
                                                 submission->binding_count);
   pending->signals = pending->waits + submission->wait_count;
   pending->command_buffer = submission->command_buffer;
-  hrt_hal_command_buffer_retain(pending->command_buffer);
+  pending->caller_holds = submission->caller_holds;
+  if (!pending->caller_holds) {
+    hrt_hal_command_buffer_retain(pending->command_buffer);
+  }
   pending->binding_count = submission->binding_count;
   for (uint32_t i = 0; i < submission->binding_count; ++i) {
     pending->bindings[i] = submission->bindings[i];
-    hrt_hal_buffer_retain(pending->bindings[i].buffer);
+    if (!pending->caller_holds) {
+      hrt_hal_buffer_retain(pending->bindings[i].buffer);
+    }
   }
   pending->wait_count = submission->wait_count;
   hrt_copy_points(pending->waits, submission->waits, submission->wait_count);
@@ -100,9 +105,11 @@ void hrt_hal_pending_submission_finish(hrt_hal_pending_submission_t* pending,
     }
   }
   hrt_hal_completion_t completion = pending->completion;
-  hrt_hal_command_buffer_release(pending->command_buffer);
-  for (uint32_t i = 0; i < pending->binding_count; ++i) {
-    hrt_hal_buffer_release(pending->bindings[i].buffer);
+  if (!pending->caller_holds) {
+    hrt_hal_command_buffer_release(pending->command_buffer);
+    for (uint32_t i = 0; i < pending->binding_count; ++i) {
+      hrt_hal_buffer_release(pending->bindings[i].buffer);
+    }
   }
   for (uint32_t i = 0; i < pending->wait_count; ++i) {
     hrt_hal_semaphore_release(pending->waits[i].semaphore);

@@ -2,8 +2,9 @@
 // the shared bookkeeping of every driver's queue.
 //
 // init copies the submission's arrays into storage the device provides and
-// retains the command buffer, the bound buffers and the semaphores (the
-// caller's arrays may go as soon as queue_submit returns). finish runs on
+// retains the command buffer and the bound buffers (unless the caller holds
+// them: hrt_hal_submission_t.caller_holds) and the semaphores (the caller's
+// arrays may go as soon as queue_submit returns). finish runs on
 // the device's completion thread: it signals the semaphores in order (one
 // that cannot be signalled fails the submission with that status, and the
 // semaphores after it are failed with it; a failed submission fails them
@@ -23,14 +24,15 @@
 #include "hal/device.h"
 
 typedef struct hrt_hal_pending_submission_s {
-  hrt_hal_command_buffer_t* command_buffer;  // retained
+  hrt_hal_command_buffer_t* command_buffer;  // retained unless caller_holds
+  bool caller_holds;
   uint32_t binding_count;
   uint32_t wait_count;
   uint32_t signal_count;
   hrt_hal_completion_t completion;
   void* host_context;
   hrt_hal_dispatch_timing_fn_t dispatch_timing;
-  hrt_hal_buffer_ref_t* bindings;      // buffers retained
+  hrt_hal_buffer_ref_t* bindings;      // buffers retained (as above)
   hrt_hal_semaphore_point_t* waits;    // semaphores retained
   hrt_hal_semaphore_point_t* signals;  // semaphores retained
 } hrt_hal_pending_submission_t;

@@ -300,6 +300,48 @@ static void bad_submissions_are_rejected_without_side_effects(void) {
   hrt_hal_device_release(other);
 }
 
+// A submission whose caller holds its command buffer and buffers takes no
+// references to them, still runs, and is refused without a completion.
+static void caller_held_submissions_take_no_references(void) {
+  hrt_hal_device_t* device = NULL;
+  CHECK_OK(make_device("local-task?workers=2", &device));
+  hrt_hal_buffer_t* buffer = NULL;
+  CHECK_OK(hrt_hal_device_allocate_buffer(device, 16, NULL, &buffer));
+  hrt_hal_command_buffer_t* cb = NULL;
+  CHECK_OK(hrt_hal_command_buffer_create(device, &cb));
+  hrt_hal_buffer_ref_t slot = {NULL, 0, 0, 16};
+  CHECK_OK(hrt_hal_command_buffer_fill(cb, slot, 9, 4));
+  hrt_hal_command_buffer_finalize(cb);
+  hrt_hal_buffer_ref_t table[1] = {whole(buffer)};
+  hrt_hal_submission_t refused = {.command_buffer = cb,
+                                  .bindings = table,
+                                  .binding_count = 1,
+                                  .caller_holds = true};
+  CHECK_STATUS(hrt_hal_device_queue_submit(device, &refused),
+               HRT_STATUS_INVALID_ARGUMENT, "needs a completion");
+  completion_t completion;
+  completion_init(&completion);
+  hrt_hal_semaphore_t* gate = NULL;
+  CHECK_OK(hrt_hal_semaphore_create(0, &gate));
+  hrt_hal_semaphore_point_t wait = {gate, 1};
+  hrt_hal_submission_t held = refused;
+  held.completion = (hrt_hal_completion_t){on_complete, &completion};
+  held.waits = &wait;
+  held.wait_count = 1;
+  CHECK_OK(hrt_hal_device_queue_submit(device, &held));
+  // Pending (it waits for the gate): no reference but the caller's own.
+  CHECK_EQ_INT((int)atomic_load(&buffer->ref.count), 1);
+  CHECK_OK(hrt_hal_semaphore_signal(gate, 1));
+  CHECK_OK(completion_wait(&completion));
+  hrt_hal_semaphore_release(gate);
+  const uint32_t* words = buffer->host_ptr;
+  CHECK_EQ_INT(words[0] == 9 && words[3] == 9, 1);
+  CHECK_EQ_INT((int)atomic_load(&buffer->ref.count), 1);
+  hrt_hal_command_buffer_release(cb);
+  hrt_hal_buffer_release(buffer);
+  hrt_hal_device_release(device);
+}
+
 static void device_released_on_its_own_thread_is_destroyed(void) {
   for (int d = 0; d < 2; ++d) {
     check_device_released_by_its_completion_is_destroyed(kDeviceUris[d]);
@@ -1228,6 +1270,7 @@ static void loans_keep_the_traced_bytes_until_closed(void) {
 
 TEST_MAIN(TEST_CASE(completions_run_off_the_submitting_thread),
           TEST_CASE(fill_copy_update_read_move_bytes),
+          TEST_CASE(caller_held_submissions_take_no_references),
           TEST_CASE(reused_command_buffer_runs_on_new_bindings),
           TEST_CASE(user_kernel_libraries_load_and_run),
           TEST_CASE(workgroups_spread_over_the_workers),

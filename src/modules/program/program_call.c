@@ -317,6 +317,11 @@ static hrt_status_t hrt_program_call_submit(hrt_program_call_t* call) {
       .dispatch_timing = hrt_hal_module_options(state->hal)->profile
                              ? hrt_program_dispatch_timing
                              : NULL,
+      // Until its last segment completes, the call holds every buffer of
+      // its table (inputs and locals retained, outputs in their views, the
+      // constants and the placeholder in the state, which its invocation's
+      // context keeps, with the recorded command buffers).
+      .caller_holds = true,
   };
   return hrt_hal_device_queue_submit(state->device, &submission);
 }
