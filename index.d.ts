@@ -624,8 +624,8 @@ export interface TraceDispatchesFilter {
   functions?: readonly string[] | undefined;
   /**
    * Trace only invocations whose sequence (TraceInfo.sequence: their number
-   * in their Context) is a multiple of this (>= 1): the N-th, 2N-th, ...
-   * invocation of each Context.
+   * in their Context) is a multiple of this, an integer in [1, 2^32 − 1]
+   * (default 1): the N-th, 2N-th, ... invocation of each Context.
    */
   every?: number | undefined;
 }
@@ -661,8 +661,9 @@ export interface HalModuleOptions {
   /**
    * Bound on the bytes of traces taken but not yet delivered to JavaScript
    * (held back or on their way, README "The debug sink"):
-   * an integer >= 1 (taken as at most buffer.constants.MAX_LENGTH, as a
-   * batch of traces reaches JavaScript in one ArrayBuffer). Default 64 MiB.
+   * an integer in [1, Number.MAX_SAFE_INTEGER] (taken as at most
+   * buffer.constants.MAX_LENGTH, as a batch of traces reaches JavaScript in
+   * one ArrayBuffer); outside it, INVALID_ARGUMENT. Default 64 MiB.
    * Also bounds the memory of large traces (64 KiB and more) the sink keeps
    * warm for reuse while the HalModule lives.
    */

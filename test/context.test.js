@@ -970,6 +970,24 @@ describe('bad input', () => {
       assertThrowsHalrt(make({ maxTraceBytes: 0 }), 'INVALID_ARGUMENT', 'new HalModule: options.maxTraceBytes must be an integer in [1, ');
       assertThrowsHalrt(make({ maxTraceBytes: 1.5 }), 'INVALID_ARGUMENT', 'options.maxTraceBytes');
       assertThrowsHalrt(make({ maxTraceBytes: -1 }), 'INVALID_ARGUMENT', 'options.maxTraceBytes');
+      // The documented ranges, at their edges (index.d.ts).
+      assertThrowsHalrt(make({ maxTraceBytes: 2 ** 53 }), 'INVALID_ARGUMENT', 'new HalModule: options.maxTraceBytes must be an integer in [1, 9007199254740991]');
+      assertThrowsHalrt(make({ traceDispatches: { every: 2 ** 32 } }), 'INVALID_ARGUMENT', 'new HalModule: options.traceDispatches.every must be an integer in [1, 4294967295]');
+      assertThrowsHalrt(make({ traceDispatches: { every: 0 } }), 'INVALID_ARGUMENT', 'options.traceDispatches.every');
+      for (const options of [{ maxTraceBytes: Number.MAX_SAFE_INTEGER }, { traceDispatches: { every: 2 ** 32 - 1 } }]) make(options)().close();
+      // A getter or Proxy trap that throws while the options are read: INVALID_ARGUMENT naming what was read, the thrown value its cause.
+      const boom = new Error('boom');
+      const threw = (options, what) => {
+        assertThrowsHalrt(make(options), 'INVALID_ARGUMENT', `new HalModule: reading ${what} threw`);
+        try { make(options)(); } catch (error) { assert.strictEqual(error.cause, boom); }
+      };
+      threw({ get maxTraceBytes() { throw boom; } }, 'options.maxTraceBytes');
+      threw(new Proxy({}, { ownKeys() { throw boom; } }), 'the keys of options');
+      threw({ traceDispatches: { get every() { throw boom; } } }, 'options.traceDispatches.every');
+      threw({ traceDispatches: { functions: Object.defineProperty(['main'], 0, { get() { throw boom; } }) } }, 'options.traceDispatches.functions[0]');
+      threw({ flightRecorder: { get traces() { throw boom; } } }, 'options.flightRecorder.traces');
+      threw({ debugSink: { get trace() { throw boom; } } }, 'options.debugSink.trace');
+      threw({ debugSink: { get halrtSinkKind() { throw boom; } } }, 'options.debugSink.halrtSinkKind');
       assertThrowsHalrt(make({ traceDispatches: 'yes' }), 'INVALID_ARGUMENT', 'new HalModule: options.traceDispatches must be a boolean');
       assertThrowsHalrt(make({ profile: 'yes' }), 'INVALID_ARGUMENT', 'new HalModule: options.profile must be a boolean');
       assertThrowsHalrt(make({ color: true }), 'INVALID_ARGUMENT', "new HalModule: unknown option 'color' in options");

@@ -383,6 +383,24 @@ bool hrt_js_arg_unwrap(napi_env env, napi_value value,
   return true;
 }
 
+bool hrt_js_arg_threw(napi_env env, const char* method, const char* name,
+                      const char* what) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) {
+    return false;  // a failure of Node-API itself, already thrown
+  }
+  napi_value thrown = hrt_js_take_pending(env);
+  napi_value error = hrt_js_error_with_cause(
+      env,
+      hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                      "%s: reading %s%s threw (the thrown value is the "
+                      "error's cause)",
+                      method, name, what),
+      thrown);
+  napi_throw(env, error != NULL ? error : thrown);
+  return false;
+}
+
 bool hrt_js_arg_options(napi_env env, napi_value value, const char* method,
                         const char* name, const char* const* known,
                         size_t count) {
@@ -396,7 +414,11 @@ bool hrt_js_arg_options(napi_env env, napi_value value, const char* method,
   }
   napi_value keys = NULL;
   uint32_t length = 0;
-  HRT_NAPI_CALL_BOOL(env, napi_get_property_names(env, value, &keys));
+  if (napi_get_property_names(env, value, &keys) != napi_ok) {
+    char what[80];
+    snprintf(what, sizeof(what), "the keys of %s", name);
+    return hrt_js_arg_threw(env, method, what, "");
+  }
   HRT_NAPI_CALL_BOOL(env, napi_get_array_length(env, keys, &length));
   for (uint32_t i = 0; i < length; ++i) {
     napi_value key = NULL;
@@ -417,14 +439,18 @@ bool hrt_js_arg_options(napi_env env, napi_value value, const char* method,
   return true;
 }
 
-bool hrt_js_arg_option(napi_env env, napi_value options, const char* key,
+bool hrt_js_arg_option(napi_env env, napi_value options, const char* method,
+                       const char* name, const char* key,
                        napi_value* out_value) {
   if (hrt_js_arg_is_undefined(env, options)) {
     HRT_NAPI_CALL_BOOL(env, napi_get_undefined(env, out_value));
     return true;
   }
-  HRT_NAPI_CALL_BOOL(env,
-                     napi_get_named_property(env, options, key, out_value));
+  if (napi_get_named_property(env, options, key, out_value) != napi_ok) {
+    char what[72];
+    snprintf(what, sizeof(what), ".%s", key);
+    return hrt_js_arg_threw(env, method, name, what);
+  }
   return true;
 }
 

@@ -82,13 +82,21 @@ bool hrt_js_arg_unwrap(napi_env env, napi_value value,
                        const char* name, bool allow_closed,
                        hrt_js_wrap_t** out_wrap);
 
+// If reading the caller's object `name` left an exception pending (a getter
+// or Proxy trap threw), replaces it with INVALID_ARGUMENT "<method>: reading
+// <name><what> threw" whose `cause` is the thrown value. Returns false.
+bool hrt_js_arg_threw(napi_env env, const char* method, const char* name,
+                      const char* what);
+
 // An options object: undefined (no options) or an object whose own keys are
 // all in `known[0..count)`; anything else fails naming the key.
 bool hrt_js_arg_options(napi_env env, napi_value value, const char* method,
                         const char* name, const char* const* known,
                         size_t count);
-// Property `key` of an options object; undefined when `options` is undefined.
-bool hrt_js_arg_option(napi_env env, napi_value options, const char* key,
+// Property `key` of the options object `name`; undefined when `options` is
+// undefined.
+bool hrt_js_arg_option(napi_env env, napi_value options, const char* method,
+                       const char* name, const char* key,
                        napi_value* out_value);
 
 // A boolean; undefined yields `fallback`.

@@ -70,10 +70,12 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
   uint32_t count = 0;
   if (!hrt_js_arg_options(env, value, method, "options.traceDispatches", known,
                           3) ||
-      !hrt_js_arg_option(env, value, "every", &field) ||
+      !hrt_js_arg_option(env, value, method, "options.traceDispatches", "every",
+                         &field) ||
       !hrt_js_arg_uint64(env, field, method, "options.traceDispatches.every", 1,
                          1, UINT32_MAX, &every) ||
-      !hrt_js_arg_option(env, value, "keys", &field)) {
+      !hrt_js_arg_option(env, value, method, "options.traceDispatches", "keys",
+                         &field)) {
     return false;
   }
   out->trace_every = (uint32_t)every;
@@ -81,7 +83,9 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
       !hrt_js_trace_keys_read(env, field, method, &out->trace_keys)) {
     return false;
   }
-  if (!hrt_js_arg_option(env, value, "functions", &field)) return false;
+  if (!hrt_js_arg_option(env, value, method, "options.traceDispatches",
+                         "functions", &field))
+    return false;
   if (hrt_js_arg_is_undefined(env, field)) return true;
   if (!hrt_js_arg_array(env, field, method, "options.traceDispatches.functions",
                         &count)) {
@@ -97,7 +101,9 @@ static bool hrt_js_trace_dispatches(napi_env env, napi_value value,
     napi_value name = NULL;
     char what[64];
     snprintf(what, sizeof(what), "options.traceDispatches.functions[%u]", i);
-    HRT_NAPI_CALL_BOOL(env, napi_get_element(env, field, i, &name));
+    if (napi_get_element(env, field, i, &name) != napi_ok) {
+      return hrt_js_arg_threw(env, method, what, "");
+    }
     if (!hrt_js_arg_string(env, name, method, what, NULL,
                            &out->trace_functions[i])) {
       return false;
@@ -125,8 +131,10 @@ static bool hrt_js_flight_recorder(napi_env env, napi_value value,
   }
   if (!hrt_js_arg_options(env, value, method, "options.flightRecorder", known,
                           2) ||
-      !hrt_js_arg_option(env, value, "traces", &traces) ||
-      !hrt_js_arg_option(env, value, "bytes", &bytes)) {
+      !hrt_js_arg_option(env, value, method, "options.flightRecorder", "traces",
+                         &traces) ||
+      !hrt_js_arg_option(env, value, method, "options.flightRecorder", "bytes",
+                         &bytes)) {
     return false;
   }
   if (hrt_js_arg_is_undefined(env, traces) ==
@@ -161,29 +169,36 @@ static bool hrt_js_hal_options(napi_env env, napi_value options,
   napi_valuetype type = napi_undefined;
   int policy = 0, nonfinite_choice = 0, trace_data_choice = 0, trace_mode = 0;
   if (!hrt_js_arg_options(env, options, method, "options", known, 9) ||
-      !hrt_js_arg_option(env, options, "debugSink", &out->debug_sink) ||
-      !hrt_js_arg_option(env, options, "traceDispatches",
+      !hrt_js_arg_option(env, options, method, "options", "debugSink",
+                         &out->debug_sink) ||
+      !hrt_js_arg_option(env, options, method, "options", "traceDispatches",
                          &out->trace_dispatches_value) ||
       !hrt_js_trace_dispatches(env, out->trace_dispatches_value, method, out) ||
-      !hrt_js_arg_option(env, options, "profile", &value) ||
+      !hrt_js_arg_option(env, options, method, "options", "profile", &value) ||
       !hrt_js_arg_bool(env, value, method, "options.profile", false,
                        &out->profile) ||
-      !hrt_js_arg_option(env, options, "maxTraceBytes", &value) ||
+      !hrt_js_arg_option(env, options, method, "options", "maxTraceBytes",
+                         &value) ||
       !hrt_js_arg_uint64(env, value, method, "options.maxTraceBytes",
                          HRT_JS_DEFAULT_TRACE_BYTES, 1,
                          (uint64_t)9007199254740991ull, &out->sink.max_bytes) ||
-      !hrt_js_arg_option(env, options, "tracePolicy", &value) ||
+      !hrt_js_arg_option(env, options, method, "options", "tracePolicy",
+                         &value) ||
       !hrt_js_arg_choice(env, value, method, "options.tracePolicy", policies, 2,
                          &policy) ||
-      !hrt_js_arg_option(env, options, "traceData", &value) ||
+      !hrt_js_arg_option(env, options, method, "options", "traceData",
+                         &value) ||
       !hrt_js_arg_choice(env, value, method, "options.traceData", trace_data, 2,
                          &trace_data_choice) ||
-      !hrt_js_arg_option(env, options, "nonFinite", &value) ||
+      !hrt_js_arg_option(env, options, method, "options", "nonFinite",
+                         &value) ||
       !hrt_js_arg_choice(env, value, method, "options.nonFinite", nonfinite, 2,
                          &nonfinite_choice) ||
-      !hrt_js_arg_option(env, options, "flightRecorder", &value) ||
+      !hrt_js_arg_option(env, options, method, "options", "flightRecorder",
+                         &value) ||
       !hrt_js_flight_recorder(env, value, method, &out->flight_recorder) ||
-      !hrt_js_arg_option(env, options, "traceMode", &value) ||
+      !hrt_js_arg_option(env, options, method, "options", "traceMode",
+                         &value) ||
       !hrt_js_arg_choice(env, value, method, "options.traceMode", trace_modes,
                          3, &trace_mode)) {
     return false;

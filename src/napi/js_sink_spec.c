@@ -164,13 +164,14 @@ static bool hrt_js_check_object_target(hrt_js_spec_builder_t* builder,
   for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); ++i) {
     napi_value method = NULL;
     napi_valuetype type = napi_undefined;
-    HRT_NAPI_CALL_BOOL(
-        env, napi_get_named_property(env, value, methods[i], &method));
+    char method_name[112];
+    snprintf(method_name, sizeof(method_name), "%s.%s", name, methods[i]);
+    if (napi_get_named_property(env, value, methods[i], &method) != napi_ok) {
+      return hrt_js_arg_threw(env, builder->method, method_name, "");
+    }
     HRT_NAPI_CALL_BOOL(env, napi_typeof(env, method, &type));
     if (type == napi_undefined) continue;
     if (type != napi_function) {
-      char method_name[112];
-      snprintf(method_name, sizeof(method_name), "%s.%s", name, methods[i]);
       return hrt_js_throw_type(env, method, builder->method, method_name,
                                "a function");
     }
@@ -207,8 +208,9 @@ static bool hrt_js_collect(hrt_js_spec_builder_t* builder, napi_value value,
   }
   napi_value kind = NULL;
   napi_valuetype kind_type = napi_undefined;
-  HRT_NAPI_CALL_BOOL(
-      env, napi_get_named_property(env, value, "halrtSinkKind", &kind));
+  if (napi_get_named_property(env, value, "halrtSinkKind", &kind) != napi_ok) {
+    return hrt_js_arg_threw(env, builder->method, name, ".halrtSinkKind");
+  }
   HRT_NAPI_CALL_BOOL(env, napi_typeof(env, kind, &kind_type));
   if (kind_type != napi_string) {
     return hrt_js_check_object_target(builder, value, name) &&
