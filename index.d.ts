@@ -1207,7 +1207,8 @@ export class PreparedCall implements Disposable {
    * Runs the function on the prepared inputs, reading what their buffers
    * hold when it runs; resolves with undefined once the results are in
    * `outputs`. An invocation like any other (numbered, traced); runs may
-   * overlap and run in the order started. Bound to the call. Rejects with
+   * overlap and run in the order started. Bound to the call, which it
+   * keeps alive (`const { run } = call` runs on after `call` is dropped). Rejects with
    * INVALID_ARGUMENT when given arguments, FAILED_PRECONDITION once the
    * call, its function, its context or one of its outputs is closed.
    */

@@ -29,4 +29,18 @@ function invalid(message, code = 'INVALID_ARGUMENT') {
   return new HalrtError(message, code);
 }
 
-module.exports = { HalrtError, invalid };
+// What a caller's own code threw while `method` read `what` (a getter, a
+// Proxy trap): INVALID_ARGUMENT naming it, the thrown value as `cause`. A
+// HalrtError (a check of what was read) passes through.
+function readThrew(method, what, error) {
+  if (error instanceof HalrtError) return error;
+  let text;
+  try {
+    text = error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    text = 'a value with no text';
+  }
+  return new HalrtError(`${method}: reading ${what} threw (${text})`, 'INVALID_ARGUMENT', { cause: error });
+}
+
+module.exports = { HalrtError, invalid, readThrew };

@@ -12,7 +12,7 @@
 // thrown value as the invocation's cause).
 
 const binding = require('./binding');
-const { HalrtError, invalid } = require('./errors');
+const { invalid, readThrew } = require('./errors');
 const { describe } = require('./half');
 const { declared } = require('./host_data');
 const { isPlainObject, checkOptions } = require('./args');
@@ -82,9 +82,7 @@ class HostModule extends binding.HostModule {
     try {
       specs = readSpec(name, functions);
     } catch (error) {
-      // A getter or Proxy trap of the spec threw: say where it happened.
-      if (error instanceof HalrtError) throw error;
-      throw new HalrtError(`${METHOD}: reading functions threw: ${error?.message ?? String(error)}`, 'INVALID_ARGUMENT', { cause: error });
+      throw readThrew(METHOD, 'functions', error);
     }
     const qualified = specs.map((spec) => `${name}.${spec.name}`);
     // runner(index, tensors, info, token): one call, ended exactly once.

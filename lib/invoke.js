@@ -12,7 +12,7 @@
 // and fn.prepare(inputs), which takes its inputs as invoke() does.
 
 const binding = require('./binding');
-const { HalrtError, invalid } = require('./errors');
+const { HalrtError, invalid, readThrew } = require('./errors');
 const util = require('util');
 const { declared, isHostData } = require('./host_data');
 const { deferCloses, isClosed } = require('./objects');
@@ -111,10 +111,20 @@ function isNamedInputs(inputs) {
 }
 
 // {values, labels}: the inputs as an Array in signature order (each element
-// read once) and how messages name each (null: inputs[i]); anything but
-// an Array or an object of names goes to the native call as it is, which
-// names it. `verb`: 'invoke' or 'prepare', for messages.
+// read once; only own properties name an input) and how messages name each
+// (null: inputs[i]); anything but an Array or an object of names goes to the
+// native call as it is, which names it. A getter that throws is
+// INVALID_ARGUMENT with the thrown value as cause. `verb`: 'invoke' or
+// 'prepare', for messages.
 function ordered(fn, inputs, verb) {
+  try {
+    return orderedRead(fn, inputs, verb);
+  } catch (error) {
+    throw readThrew(`function.${verb}: ${fn.name}`, 'inputs', error);
+  }
+}
+
+function orderedRead(fn, inputs, verb) {
   if (isNamedInputs(inputs)) {
     const method = `function.${verb}: ${fn.name}`;
     const names = fn.inputs.map((s) => s.name);
@@ -124,7 +134,7 @@ function ordered(fn, inputs, verb) {
       }
     }
     const values = names.map((name) => {
-      const value = inputs[name];
+      const value = Object.hasOwn(inputs, name) ? inputs[name] : undefined;
       if (value === undefined) throw invalid(`${method}: input '${name}' is missing (inputs.${name})`);
       return value;
     });
@@ -185,7 +195,7 @@ Object.defineProperty(NativeFunction.prototype, 'invoke', {
     try {
       ({ signal, named = false, read = false } = options);
     } catch (error) {
-      return Promise.reject(new HalrtError(`function.invoke: reading options threw (${error?.message ?? error})`, 'INVALID_ARGUMENT', { cause: error }));
+      return Promise.reject(readThrew('function.invoke', 'options', error));
     }
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       return Promise.reject(new HalrtError('function.invoke: options.signal must be an AbortSignal', 'INVALID_ARGUMENT'));

@@ -148,6 +148,7 @@ async function load(file, options = {}) {
     // from chain counts (docs/onnx.md).
     const onnxOptions = { shapes, traceNodes, traceMode: halOptions.traceMode };
     const onnxModel = onnx ? readOnnx(file, onnxOptions) : null;
+    prefix = ['onnx: ', '']; // options.shapes checked against the model
     if (onnx && needsSpecialising(onnxModel.model, shapes)) {
       const main = step('onnx: ', '', () => new SpecializingFunction({
         model: onnxModel.model, options: { name: onnxModel.name, ...onnxOptions }, instance, hal: halModule, imports,

@@ -98,7 +98,9 @@ for (const cls of [Instance, Device, BufferView, HalModule, HostModule, Module, 
   });
   Object.defineProperty(cls.prototype, 'closed', {
     get() {
-      return isClosed(this);
+      // A close() deferred until the method now reading arguments returns
+      // was called all the same.
+      return isClosed(this) || (deferring > 0 && deferredCloses.includes(this));
     },
     enumerable: false,
     configurable: true,

@@ -351,6 +351,26 @@ describe('halrt.load', () => {
       const throwing = { get read() { throw new Error('boom'); } };
       await assertRejectsHalrt(m.main(x, w1, w2, throwing), 'INVALID_ARGUMENT', 'function.invoke: reading options threw (boom)');
       await assertRejectsHalrt(m.functions.main.invoke([x, w1, w2], throwing), 'INVALID_ARGUMENT', 'function.invoke: reading options threw (boom)');
+      // Inputs: a getter that throws is INVALID_ARGUMENT with the thrown value as
+      // cause (invoke rejects, prepare throws); only own properties name inputs.
+      const main = m.functions.main;
+      const boom = Symbol('boom');
+      const named = { x, w1, get w2() { throw boom; } };
+      const listed = [x, w1];
+      Object.defineProperty(listed, 2, { get() { throw boom; }, enumerable: true });
+      for (const inputs of [named, listed]) {
+        const rejected = await main.invoke(inputs).then(() => null, (error) => error);
+        assert.ok(rejected instanceof halrt.HalrtError && rejected.code === 'INVALID_ARGUMENT' && rejected.cause === boom, String(rejected));
+        assert.match(rejected.message, /^function\.invoke: mlp\.main: reading inputs threw \(Symbol\(boom\)\)/);
+        assertThrowsHalrt(() => main.prepare(inputs), 'INVALID_ARGUMENT', 'function.prepare: mlp.main: reading inputs threw');
+      }
+      Object.prototype.w2 = w2; // eslint-disable-line no-extend-native
+      try {
+        await assertRejectsHalrt(main.invoke({ x, w1 }), 'INVALID_ARGUMENT', "input 'w2' is missing (inputs.w2)");
+        assertThrowsHalrt(() => main.prepare({ x, w1 }), 'INVALID_ARGUMENT', "input 'w2' is missing (inputs.w2)");
+      } finally {
+        delete Object.prototype.w2;
+      }
     } finally {
       m.close();
     }

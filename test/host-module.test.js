@@ -248,7 +248,7 @@ describe('HostModule: spec, linking, lifetime', () => {
       [['host', { f: { ...ok, inputs: [{ name: 'x', dtype: 'f31', shape: [1] }] } }], 'functions.f.inputs[0].dtype must be one of'],
       [['host', { f: { ...ok, outputs: [{ name: 'y', dtype: 'f32', shape: [-1] }] } }], 'functions.f.outputs[0].shape must be an Array of non-negative integers'],
       [['host', { f: { ...ok, inputs: 'x' } }], 'functions.f.inputs must be an Array of {name, dtype, shape}'],
-      [['host', { get f() { throw new Error('getter'); } }], 'new HostModule: reading functions threw: getter'],
+      [['host', { get f() { throw new Error('getter'); } }], 'new HostModule: reading functions threw (getter)'],
     ];
     for (const [args, text] of cases) {
       assertThrowsHalrt(() => new halrt.HostModule(instance, ...args), 'INVALID_ARGUMENT', text);

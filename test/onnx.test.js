@@ -978,7 +978,13 @@ describe('ONNX symbolic dimensions bound by each invocation', function () {
     try {
       assert.deepStrictEqual(m.functions.main.inputs.map((i) => i.shape), [[2, 3], [2, 3]]);
       await assert.rejects(m.main(Float32Array.of(1, 2, 3, 4, 5, 6), m.device.tensor(new Float32Array(3), [1, 3])),
-        (e) => e.code === 'INVALID_ARGUMENT' && /input 'b'/.test(e.message));
+        (e) => e.code === 'INVALID_ARGUMENT' && /input 1 \('b'\) must have shape \[2,3\]/.test(e.message));
+      // Every symbol bound: one function, not one per invocation, so it prepares.
+      assert.ok(m.functions.main instanceof halrt.Function);
+      const call = m.functions.main.prepare([Float32Array.of(1, 2, 3, 4, 5, 6), Float32Array.of(1, 1, 1, 1, 1, 1)]);
+      await call.run();
+      assert.strictEqual((await call.outputs[0].read()).length, 6);
+      call.close();
     } finally {
       m.close();
     }

@@ -268,6 +268,45 @@ describe('PreparedCall', () => {
           p.close();
         }
       });
+      it('its bound run keeps the call and its outputs alive; the two are collected together', async () => {
+        const n = 8;
+        const p = makeProgram(uri, addRelu(n));
+        const a = p.device.tensor(randomFloats(n, 11), [n]);
+        const expected = Array.from(await a.read(), (x) => x + x);
+        const baseline = await liveBaseline();
+        // Made outside the async function (its frame would keep the call);
+        // only `run`, one output and weak references leave it.
+        const keepRun = () => {
+          const fn = p.lookup('f');
+          const call = fn.prepare([a, a]);
+          return { run: call.run, c: call.outputs[0], call: new WeakRef(call), d: new WeakRef(call.outputs[1]) };
+        };
+        try {
+          const held = keepRun();
+          const { call, d } = held;
+          for (let i = 0; i < 3; ++i) {
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            global.gc();
+            assert.strictEqual(await held.run(), undefined, `run ${i} after a full collection`);
+            assert.deepStrictEqual(Array.from(await held.c.read()), expected);
+            assert.ok(call.deref() !== undefined && d.deref() !== undefined, 'kept by run');
+          }
+          held.run = null;
+          held.c = null;
+          // deref() keeps its target for the rest of the job: collect first.
+          for (let i = 0; i < 20; ++i) {
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            global.gc();
+            if (call.deref() === undefined) break;
+          }
+          assert.strictEqual(call.deref(), undefined, 'collected with its run');
+          assert.strictEqual(d.deref(), undefined);
+          assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
+        } finally {
+          closeAll(a);
+          p.close();
+        }
+      });
     });
   }
 

@@ -175,6 +175,25 @@ describe('re-entrancy: argument reading that closes objects', () => {
       });
     }
 
+    it('an object closed inside an inputs getter says closed at once, though the call completes on it', async () => {
+      const seen = [];
+      const inputs = [a, b];
+      Object.defineProperty(inputs, 1, {
+        enumerable: true,
+        get() {
+          fn.close();
+          seen.push(fn.closed);
+          return b;
+        },
+      });
+      const [y] = await fn.invoke(inputs);
+      assert.deepStrictEqual(seen, [true], 'closed: close() was called');
+      assert.deepStrictEqual(await y.read(), Float32Array.from([11, 22, 33, 44]));
+      y.close();
+      assert.strictEqual(fn.closed, true);
+      await assertRejectsHalrt(fn.invoke([a, b]), 'FAILED_PRECONDITION', 'Function is closed');
+    });
+
     it('a Proxy inputs array whose traps close the inputs and the context: a value or a HalrtError', async () => {
       const result = await outcome(async () => {
         const [y] = await fn.invoke(closingProxy([a, b], a, b, context));

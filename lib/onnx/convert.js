@@ -1303,11 +1303,9 @@ for (const [opType, [op, params]] of Object.entries(UNARY_OPS)) {
   };
 }
 
-// What can be checked before the shapes are known: `shapes` names inputs
-// and binds each symbolic dimension once, and every node's domain and op
-// type are supported. Returns the symbols `shapes` binds (name -> size).
-function check(model, shapes = {}) {
-  const { graph } = model;
+// The symbols `shapes` binds (name -> size), checking that it names inputs
+// and binds each symbolic dimension once.
+function boundSymbols(graph, shapes = {}) {
   const symbols = new Map();
   for (const [name, dims] of Object.entries(shapes)) {
     const input = graph.inputs.find((i) => i.name === name);
@@ -1322,6 +1320,15 @@ function check(model, shapes = {}) {
       symbols.set(d, dims[k]);
     });
   }
+  return symbols;
+}
+
+// What can be checked before the shapes are known: boundSymbols, and every
+// node's domain and op type are supported. Returns the symbols `shapes`
+// binds (name -> size).
+function check(model, shapes = {}) {
+  const { graph } = model;
+  const symbols = boundSymbols(graph, shapes);
   for (const node of graph.nodes) {
     const attributes = new Attributes(node, `node ${node.index} '${nodeKey(node)}' (${node.opType})`);
     if (node.domain !== '' && node.domain !== 'ai.onnx') throw attributes.unsupported(`domain '${node.domain}'`);
@@ -1339,4 +1346,4 @@ function convert(source, options = {}) {
   return { description, traced: converter.traced, model };
 }
 
-module.exports = { check, convert };
+module.exports = { boundSymbols, check, convert };

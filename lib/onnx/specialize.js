@@ -196,11 +196,13 @@ SpecializingFunction.prototype[util.inspect.custom] = inspector('Function', (fn)
 }));
 
 // Whether halrt.load must specialise `model` per invocation: an input
-// with a symbolic dimension options.shapes does not bind.
+// options.shapes leaves out with a symbolic dimension no input it gives
+// binds (docs/onnx.md, "Loading").
 function needsSpecialising(model, shapes) {
+  const symbols = converter.boundSymbols(model.graph, shapes);
   return model.graph.inputs.some((input) => shapes?.[input.name] === undefined &&
     !model.graph.initializers.some((t) => t.name === input.name) &&
-    (input.dims ?? []).some((d) => typeof d !== 'number'));
+    (input.dims ?? []).some((d) => typeof d !== 'number' && !(typeof d === 'string' && symbols.has(d))));
 }
 
 module.exports = { SpecializingFunction, needsSpecialising, SPECIALISATIONS };

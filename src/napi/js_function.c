@@ -233,14 +233,17 @@ static bool hrt_js_function_inputs(napi_env env, napi_value value,
   }
   for (uint32_t i = 0; i < count; ++i) {
     napi_value element = NULL;
-    HRT_NAPI_CALL_BOOL(env, napi_get_element(env, value, i, &element));
+    char name[32];
+    if (napi_get_element(env, value, i, &element) != napi_ok) {
+      snprintf(name, sizeof(name), "inputs[%u]", i);
+      return hrt_js_arg_threw(env, method, name, "");
+    }
     hrt_js_wrap_t* wrap =
         hrt_js_wrap_find(env, element, &hrt_js_buffer_view_class);
     if (wrap != NULL && !wrap->closed) {
       if (!hrt_js_wrap_pin(env, wrap)) return false;
     } else {
       // Unwrapped again with its name, which only the error needs.
-      char name[32];
       snprintf(name, sizeof(name), "inputs[%u]", i);
       if (!hrt_js_arg_unwrap(env, element, &hrt_js_buffer_view_class, method,
                              name, false, &wrap)) {

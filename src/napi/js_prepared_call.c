@@ -210,6 +210,14 @@ napi_value hrt_js_prepared_call_new(napi_env env, napi_value function_object,
       {"run", NULL, NULL, NULL, NULL, run, napi_default, NULL},
   };
   HRT_NAPI_CALL(env, napi_define_properties(env, object, 3, properties));
+  // `run` keeps its object (and so the function and outputs it names)
+  // alive, through a property the collector traces: `const { run } = call`
+  // runs on after `call` is unreachable, and the two go together.
+  napi_value key = NULL;
+  HRT_NAPI_CALL(env, napi_create_symbol(env, NULL, &key));
+  const napi_property_descriptor keep = {NULL, key,    NULL,         NULL,
+                                         NULL, object, napi_default, NULL};
+  HRT_NAPI_CALL(env, napi_define_properties(env, run, 1, &keep));
   return object;
 }
 
