@@ -10,6 +10,7 @@
 
 const { Instance, HalModule, Module, Context } = require('./binding');
 const { HalrtError, invalid: invalidArgument } = require('./errors');
+const { readOptions } = require('./args');
 const half = require('./half');
 const { isHostData, sameShape } = require('./host_data');
 const { ModuleBuilder } = require('./module');
@@ -308,12 +309,13 @@ function compareTraces(refTraces, traces, names, tol) {
   return { first, summary: [...summary.values()] };
 }
 
-async function compare(target, inputs, options = {}) {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw invalid(`options must be an object (got ${half.describe(options)})`);
+async function compare(target, inputs, given = {}) {
+  if (given === null || typeof given !== 'object' || Array.isArray(given)) {
+    throw invalid(`options must be an object (got ${half.describe(given)})`);
   }
-  const unknown = Object.keys(options).find((name) => !OPTIONS.includes(name));
+  const unknown = Object.keys(given).find((name) => !OPTIONS.includes(name));
   if (unknown !== undefined) throw invalid(`unknown option '${unknown}' (expected ${OPTIONS.join(', ')})`);
+  const options = readOptions(given, OPTIONS, 'halrt.compare', 'options');
   const devices = checkDevices(options.devices ?? DEFAULT_DEVICES);
   const tol = tolerances(options);
   checkInputs(inputs);

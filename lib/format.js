@@ -5,6 +5,7 @@
 // pins both sides).
 
 const { invalid } = require('./errors');
+const { readOptions } = require('./args');
 const half = require('./half');
 const { ARRAY_OF, MAX_RANK, carries, prepare, shapeText } = require('./host_data');
 
@@ -98,7 +99,7 @@ function format(data, options) {
   if (options === null || typeof options !== 'object') {
     throw invalid(`${caller}: options must be an object with dtype and shape (got ${half.describe(options)})`);
   }
-  const { dtype, shape: given, maxElements = DEFAULT_MAX_ELEMENTS } = options;
+  const { dtype, shape: given, maxElements = DEFAULT_MAX_ELEMENTS } = readOptions(options, ['dtype', 'shape', 'maxElements'], caller, 'options');
   checkDtype(`${caller}: options.dtype`, dtype);
   // The shape is read once, before the data's length: no getter or Proxy
   // trap runs after the checks (to change the shape or shrink the data).

@@ -11,7 +11,7 @@ const { HalrtError } = require('./errors');
 const { describe } = require('./half');
 require('./module'); // Module.load
 const { functionText, inspector, setOwn } = require('./objects');
-const { isPlainObject } = require('./args');
+const { checkOptions, isPlainObject } = require('./args');
 const { isOnnxFile, readOnnx, moduleOf } = require('./onnx');
 const { SpecializingFunction, needsSpecialising } = require('./onnx/specialize');
 
@@ -117,7 +117,7 @@ async function load(file, options = {}) {
   if (!isPlainObject(options)) {
     throw new HalrtError(`halrt.load: options must be an object (got ${typeof options})`, 'INVALID_ARGUMENT');
   }
-  const { device: uri = 'auto', imports = [], shapes, traceNodes, ...halOptions } = options;
+  const { device: uri = 'auto', imports = [], shapes, traceNodes, ...halOptions } = checkOptions(options, 'halrt.load', null, 'options');
   const onnx = isOnnxFile(file);
   if (!onnx && (shapes !== undefined || traceNodes !== undefined)) {
     throw new HalrtError(`halrt.load: options.${shapes !== undefined ? 'shapes' : 'traceNodes'} applies to ONNX models, and ${describe(file)} is a module description`, 'INVALID_ARGUMENT');

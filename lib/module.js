@@ -10,7 +10,7 @@ const binding = require('./binding');
 const { HalrtError } = require('./errors');
 const { LIMITS, readRegularFile } = require('./files');
 const { setOwn } = require('./objects');
-const { checkOptions } = require('./args');
+const { checkOptions, readOptions } = require('./args');
 const { constantData, withoutData } = require('./constants');
 
 const FORMAT = 'halrt.module/1';
@@ -72,7 +72,8 @@ Module.fromObject = function fromObject(instance, object, options = {}) {
   if (!isPlainObject(options)) {
     throw new HalrtError('Module.fromObject: options must be an object', 'INVALID_ARGUMENT');
   }
-  const baseDir = options.baseDir === undefined ? process.cwd() : typeof options.baseDir === 'string' ? path.resolve(options.baseDir) : options.baseDir;
+  const { baseDir: given } = readOptions(options, ['baseDir'], 'Module.fromObject', 'options');
+  const baseDir = given === undefined ? process.cwd() : typeof given === 'string' ? path.resolve(given) : given;
   return create(instance, serialize(withoutData(object), 'Module.fromObject: object'), baseDir, object);
 };
 
@@ -119,8 +120,7 @@ class FunctionBuilder {
   // dispatch('k.matmul_f32', {workgroups, bindings, constants, workgroupSize})
   dispatch(kernel, options = {}) {
     // Any keys: an op description object, `kernel` and all, may be passed whole.
-    checkOptions(options, 'FunctionBuilder.dispatch', null, 'options');
-    const { workgroups, bindings, constants, workgroupSize } = options;
+    const { workgroups, bindings, constants, workgroupSize } = checkOptions(options, 'FunctionBuilder.dispatch', null, 'options');
     const op = { op: 'dispatch', kernel, workgroups, bindings };
     if (constants !== undefined) op.constants = constants;
     if (workgroupSize !== undefined) op.workgroupSize = workgroupSize;
@@ -142,10 +142,10 @@ class FunctionBuilder {
   // 'health' (default: the HalModule's traceMode); counts [{value, step}]
   // (health from chain_health_f32's counts; docs/module-format.md).
   trace(key, values, options = {}) {
-    checkOptions(options, 'FunctionBuilder.trace', ['mode', 'counts'], 'options');
+    const { mode, counts } = checkOptions(options, 'FunctionBuilder.trace', ['mode', 'counts'], 'options');
     const op = { op: 'trace', key, values };
-    if (options.mode !== undefined) op.mode = options.mode;
-    if (options.counts !== undefined) op.counts = options.counts;
+    if (mode !== undefined) op.mode = mode;
+    if (counts !== undefined) op.counts = counts;
     this._description.body.push(op);
     return this;
   }

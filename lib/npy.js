@@ -7,6 +7,7 @@
 const fs = require('fs');
 const util = require('util');
 const { HalrtError } = require('./errors');
+const { readOptions } = require('./args');
 const { LIMITS, readRegularFile } = require('./files');
 const { describe } = require('./half');
 const { MAX_RANK, isTypedArray, prepare, typedArrayName } = require('./host_data');
@@ -277,7 +278,7 @@ function write(file, data, options = {}) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new HalrtError(`${caller}: options must be an object {dtype, shape} (got ${describe(options)})`, 'INVALID_ARGUMENT');
   }
-  const { dtype, shape } = options;
+  const { dtype, shape } = readOptions(options, ['dtype', 'shape'], caller, 'options');
   if (dtype !== undefined && DESCRS[dtype] === undefined) {
     throw new HalrtError(`${caller}: options.dtype: unknown dtype ${describe(dtype)} (expected one of ${Object.keys(DESCRS).join(', ')})`, 'INVALID_ARGUMENT');
   }

@@ -8,7 +8,7 @@ const path = require('path');
 const { HalrtError } = require('../errors');
 const { LIMITS, readRegularFile } = require('../files');
 const { describe } = require('../half');
-const { isPlainObject } = require('../args');
+const { checkOptions: readOptions, isPlainObject } = require('../args');
 const { readModel } = require('./model');
 const { TRACE_MODES } = require('../trace_batch');
 const converter = require('./convert');
@@ -68,7 +68,7 @@ function withCaller(caller, fn) {
 function convert(model, given = {}) {
   const caller = 'halrt.onnx.convert';
   if (!isPlainObject(given)) throw new HalrtError(`${caller}: options must be an object (got ${describe(given)})`, 'INVALID_ARGUMENT');
-  const options = { ...given }; // each getter read once: what is checked is what is used
+  const options = { ...readOptions(given, caller, null, 'options') }; // each getter read once: what is checked is what is used
   checkOptions(caller, options);
   const { bytes, baseDir, name } = source(caller, model, options.baseDir);
   return withCaller(caller, () => converter.convert(readModel(bytes, baseDir), { name, ...options }).description);

@@ -180,11 +180,7 @@ bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
   bool overflow = false;
   for (uint32_t i = 0; i < rank; ++i) {
     napi_value element = NULL;
-    if (napi_get_element(env, value, i, &element) != napi_ok) {
-      char what[24];
-      snprintf(what, sizeof(what), "[%u]", i);
-      return hrt_js_arg_threw(env, method, name, what);
-    }
+    HRT_NAPI_CALL_BOOL(env, napi_get_element(env, value, i, &element));
     napi_valuetype type = napi_undefined;
     HRT_NAPI_CALL_BOOL(env, napi_typeof(env, element, &type));
     double dim = -1;
