@@ -802,9 +802,12 @@ export interface HostValueSpec {
 
 /**
  * What a HostModule function's impl returns, or resolves to: an Array with
- * one entry per declared output (a single output may be returned bare),
- * each anything device.tensor() takes for that output's dtype and shape, or
- * a BufferView of that dtype and shape.
+ * one entry per declared output (a single output may be returned bare: an
+ * Array of one entry is the list when that entry is a BufferView, typed
+ * data or bytes, or nested Arrays as deep as the output's rank; a function
+ * without outputs may return undefined), each anything device.tensor()
+ * takes for that output's dtype and shape, or a BufferView of that dtype
+ * and shape.
  */
 export type HostResult = unknown;
 
@@ -818,8 +821,9 @@ export interface HostFunctionSpec {
   /**
    * Runs on the JS thread with one host tensor per input ({name, dtype,
    * shape, data}: copies the callee owns; f16/bf16 as bits). A throw or
-   * rejection fails the invocation with ABORTED, the thrown value as cause;
-   * a wrong result with INVALID_ARGUMENT naming the output.
+   * rejection (or a getter of the result that throws) fails the invocation
+   * with ABORTED, the thrown value as cause; a wrong result with
+   * INVALID_ARGUMENT naming the output.
    */
   impl: (...inputs: HostTensor[]) => HostResult | Promise<HostResult>;
 }
@@ -1207,7 +1211,8 @@ export class PreparedCall implements Disposable {
    * Runs the function on the prepared inputs, reading what their buffers
    * hold when it runs; resolves with undefined once the results are in
    * `outputs`. An invocation like any other (numbered, traced); runs may
-   * overlap and run in the order started. Bound to the call, which it
+   * overlap and run in the order started (up to a host call: after one,
+   * each run goes on when its impl settles). Bound to the call, which it
    * keeps alive (`const { run } = call` runs on after `call` is dropped). Rejects with
    * INVALID_ARGUMENT when given arguments, FAILED_PRECONDITION once the
    * call, its function, its context or one of its outputs is closed.

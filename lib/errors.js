@@ -34,13 +34,16 @@ function invalid(message, code = 'INVALID_ARGUMENT') {
 // HalrtError (a check of what was read) passes through.
 function readThrew(method, what, error) {
   if (error instanceof HalrtError) return error;
-  let text;
-  try {
-    text = error instanceof Error ? String(error.message) : String(error);
-  } catch {
-    text = 'a value with no text';
-  }
-  return new HalrtError(`${method}: reading ${what} threw (${text})`, 'INVALID_ARGUMENT', { cause: error });
+  return new HalrtError(`${method}: reading ${what} threw (${thrownText(error)})`, 'INVALID_ARGUMENT', { cause: error });
 }
 
-module.exports = { HalrtError, invalid, readThrew };
+/** A thrown value's text for a message: an Error's message, else String(). */
+function thrownText(error) {
+  try {
+    return error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    return 'a value with no text';
+  }
+}
+
+module.exports = { HalrtError, invalid, readThrew, thrownText };

@@ -12,7 +12,7 @@
 // thrown value as the invocation's cause).
 
 const binding = require('./binding');
-const { invalid, readThrew } = require('./errors');
+const { HalrtError, invalid, readThrew, thrownText } = require('./errors');
 const { describe } = require('./half');
 const { declared } = require('./host_data');
 const { isPlainObject, checkOptions } = require('./args');
@@ -48,14 +48,30 @@ function readSpec(name, spec) {
 }
 
 /**
+ * Whether `result`, for a function of one output of rank `rank`, is the
+ * list of outputs rather than the output itself (returned bare): an Array
+ * of one entry that is a view, typed or bytes data, or nested Arrays one
+ * level deeper than the output ([[[1, 2]]] for f32[1,2], [5] for a scalar).
+ */
+function isOutputList(result, rank) {
+  if (!Array.isArray(result) || result.length !== 1) return false;
+  const [entry] = result;
+  if (!Array.isArray(entry)) return rank === 0 || (entry !== null && typeof entry === 'object');
+  let depth = 0;
+  for (let item = result; Array.isArray(item); item = item[0]) {
+    depth += 1;
+    if (item.length === 0) break;
+  }
+  return depth > rank;
+}
+
+/**
  * What `impl` returned, as one TypedArray per output: an Array, or a
  * promise of one when a BufferView has to be read first.
  */
 function outputBytes(qualified, outputs, result) {
-  // A single output may come bare: an Array is the list of outputs only
-  // when it holds one non-scalar entry ([[2, 0]], [view]); [2, 0] is bare.
-  const listed = Array.isArray(result) && result.length === 1 && result[0] !== null && typeof result[0] === 'object';
-  const values = outputs.length === 1 && !listed ? [result] : result;
+  if (outputs.length === 0 && result === undefined) return [];
+  const values = outputs.length === 1 && !isOutputList(result, outputs[0].shape.length) ? [result] : result;
   if (!Array.isArray(values) || values.length !== outputs.length) {
     throw invalid(`${qualified} must return an Array of ${outputs.length} output${outputs.length === 1 ? '' : 's'} (${outputs.map((o) => o.name).join(', ') || 'none'}), got ${describe(result)}`);
   }
@@ -67,6 +83,7 @@ function outputBytes(qualified, outputs, result) {
     let value = values[i];
     if (value instanceof BufferView) {
       const { dtype, shape } = output;
+      if (value.closed) throw invalid(`${qualified}: output ${i} ('${output.name}') of ${qualified} is a closed BufferView`);
       if (value.dtype !== dtype || value.shape.length !== shape.length || value.shape.some((d, j) => d !== shape[j])) {
         throw invalid(`${qualified}: output ${i} ('${output.name}') of ${qualified} must be ${dtype}[${shape}] (got a BufferView of ${value.dtype}[${value.shape}])`);
       }
@@ -89,7 +106,10 @@ class HostModule extends binding.HostModule {
     const runner = (index, tensors, info, token) => {
       const { impl, outputs } = specs[index];
       const fail = (error, code, message) => binding.finishHostCall(token, null, code, message, error);
-      const invalidResult = (error) => fail(undefined, 'INVALID_ARGUMENT', error?.message ?? String(error));
+      const threw = (error) => fail(error, 'ABORTED', `${qualified[index]} threw: ${thrownText(error)}`);
+      // A wrong result names the output; a getter of the result that threw
+      // is the impl's throw.
+      const invalidResult = (error) => (error instanceof HalrtError ? fail(undefined, 'INVALID_ARGUMENT', error.message) : threw(error));
       const finish = (result) => {
         try {
           const bytes = outputBytes(qualified[index], outputs, result);
@@ -103,15 +123,16 @@ class HostModule extends binding.HostModule {
         }
       };
       let result;
+      let thenable;
       try {
         result = impl(...tensors);
+        thenable = result !== null && typeof result?.then === 'function';
       } catch (error) {
-        fail(error, 'ABORTED', `${qualified[index]} threw: ${error?.message ?? String(error)}`);
+        threw(error);
         return;
       }
-      if (result !== null && typeof result?.then === 'function') {
-        Promise.resolve(result).then(finish, (error) =>
-          fail(error, 'ABORTED', `${qualified[index]} rejected: ${error?.message ?? String(error)}`));
+      if (thenable) {
+        Promise.resolve(result).then(finish, threw);
       } else {
         finish(result);
       }

@@ -138,16 +138,39 @@ for (const uri of DEVICE_URIS) {
       assert.deepStrictEqual([Array.from(v), Array.from(big), Array.from(flags)], [[1.5, -2], [42n], [0, 1]]);
       assert.strictEqual(String(host), 'HostModule(host)');
       assert.deepStrictEqual(host.functions.map((fn) => fn.name), ['argmax', 'kinds']);
+      // One output: an Array of one entry is the list only when the entry is
+      // one level deeper than the output (or data, or a view); none may be undefined.
+      let result;
+      const single = (shape) => ({ outputs: [f32('y', shape)], impl: () => result });
+      const shapes = keep(new halrt.HostModule(instance, 'shapes', {
+        row: single([1, 3]), cube: single([1, 1, 2]), scalar: single([]), empty: single([0]),
+        none: { outputs: [], impl: async () => undefined },
+      }));
+      const linked = keep(new halrt.Context(instance, [keep(new halrt.HalModule(instance, device)), shapes]));
+      const cases = [
+        ['row', [[1, 2, 3]], [1, 2, 3]], ['row', [[[1, 2, 3]]], [1, 2, 3]], ['row', [Float32Array.of(4, 5, 6)], [4, 5, 6]],
+        ['cube', [[[7, 8]]], [7, 8]], ['cube', [[[[7, 8]]]], [7, 8]],
+        ['scalar', 5, [5]], ['scalar', [5], [5]], ['empty', [], []], ['empty', [[]], []],
+      ];
+      for (const [name, value, want] of cases) {
+        result = value;
+        const fn = keep(linked.lookupFunction(`shapes.${name}`));
+        const [y] = await fn.invoke([], { read: true });
+        assert.deepStrictEqual(Array.from(y), want, `${name} <- ${JSON.stringify(value)}`);
+      }
+      assert.deepStrictEqual(await keep(linked.lookupFunction('shapes.none')).invoke([]), []);
     });
 
     it('a throw or a rejection fails the invocation with ABORTED and the thrown value as cause; later ops do not run, and later calls do', async () => {
       const seen = [];
       const thrown = new Error('kaboom');
+      let thrownValue = thrown;
       let mode = 'throw';
       const hal = keep(new halrt.HalModule(instance, device, { debugSink: (key) => seen.push(key) }));
       const host = keep(new halrt.HostModule(instance, 'host', {
         argmax: argmax((scores) => {
-          if (mode === 'throw') throw thrown;
+          if (mode === 'throw') throw thrownValue;
+          if (mode === 'return') return thrownValue;
           if (mode === 'reject') return Promise.reject('a string');
           return [rowArgmax(scores)];
         }),
@@ -161,7 +184,22 @@ for (const uri of DEVICE_URIS) {
       });
       assert.deepStrictEqual(seen, ['before']);
       mode = 'reject';
-      await assert.rejects(main.invoke([[[1, 2, 3], [3, 2, 1]]]), (error) => error.code === 'ABORTED' && error.cause === 'a string');
+      await assert.rejects(main.invoke([[[1, 2, 3], [3, 2, 1]]]), (error) => error.code === 'ABORTED' && error.cause === 'a string' &&
+        error.message.endsWith('host.argmax threw: a string'));
+      // A result whose `then` getter throws, and a thrown value whose message getter throws.
+      const getter = new Error('then');
+      const odd = { get message() { throw new Error('no text'); } };
+      for (const [how, value, text] of [['return', { get then() { throw getter; } }, 'host.argmax threw: then'], ['throw', odd, 'host.argmax threw: ']]) {
+        mode = how;
+        thrownValue = value;
+        await assert.rejects(main.invoke([[[1, 2, 3], [3, 2, 1]]]), (error) => {
+          assert.strictEqual(error.code, 'ABORTED');
+          assert.ok(error.message.includes(text), error.message);
+          assert.strictEqual(error.cause, how === 'throw' ? odd : getter);
+          return true;
+        });
+      }
+      thrownValue = thrown;
       mode = 'ok';
       const [best] = await main.invoke([[[1, 2, 3], [3, 2, 1]]], { read: true });
       assert.deepStrictEqual(Array.from(best), [2, 0]);
@@ -180,6 +218,7 @@ for (const uri of DEVICE_URIS) {
         ['two', "host.argmax: output 'best' must be a TypedArray, an Array"],
         [undefined, 'host.argmax'],
         [[device.tensor([1, 2])], "must be i32[2] (got a BufferView of f32[2])"],
+        [[(() => { const view = device.tensor(Int32Array.of(1, 2), [2]); view.close(); return view; })()], "output 0 ('best') of host.argmax is a closed BufferView"],
       ];
       for (const [value, text] of cases) {
         result = value;
@@ -247,6 +286,8 @@ describe('HostModule: spec, linking, lifetime', () => {
       [['host', { f: { ...ok, extra: 1 } }], "new HostModule: functions.f: unknown option 'extra' (known: inputs, outputs, impl)"],
       [['host', { f: { ...ok, inputs: [{ name: 'x', dtype: 'f31', shape: [1] }] } }], 'functions.f.inputs[0].dtype must be one of'],
       [['host', { f: { ...ok, outputs: [{ name: 'y', dtype: 'f32', shape: [-1] }] } }], 'functions.f.outputs[0].shape must be an Array of non-negative integers'],
+      [['host', { f: { ...ok, outputs: [{ name: 'y', dtype: 'f32', shape: new Array(9).fill(1) }] } }], 'new HostModule: functions.f.outputs[0] has 9 dimensions'],
+      [['host', { g: { ...ok, inputs: [{ name: 'x', dtype: 'f32', shape: [2 ** 31, 2 ** 31, 2 ** 31] }] } }], 'new HostModule: functions.g.inputs[0] '],
       [['host', { f: { ...ok, inputs: 'x' } }], 'functions.f.inputs must be an Array of {name, dtype, shape}'],
       [['host', { get f() { throw new Error('getter'); } }], 'new HostModule: reading functions threw (getter)'],
     ];

@@ -424,14 +424,15 @@ static bool hrt_js_host_keep(napi_env env, hrt_js_host_defs_t* defs,
   return true;
 }
 
-// One list of types (inputs or outputs) of function `f`.
+// One list of types (inputs or outputs) of function `fn`; messages name
+// them as the spec does (functions.<fn>.outputs[0]).
 static bool hrt_js_host_types(napi_env env, napi_value def, const char* list,
-                              uint32_t f, hrt_js_host_defs_t* defs,
+                              const char* fn, hrt_js_host_defs_t* defs,
                               uint32_t* out_count,
                               const hrt_vm_tensor_type_t** out_types) {
   napi_value array = NULL;
-  char what[64];
-  snprintf(what, sizeof(what), "defs[%u].%s", f, list);
+  char what[160];
+  snprintf(what, sizeof(what), "functions.%s.%s", fn, list);
   HRT_NAPI_CALL_BOOL(env, napi_get_named_property(env, def, list, &array));
   uint32_t count = 0;
   if (!hrt_js_arg_array(env, array, "new HostModule", what, &count)) {
@@ -452,7 +453,7 @@ static bool hrt_js_host_types(napi_env env, napi_value def, const char* list,
   for (uint32_t i = 0; i < count; ++i) {
     napi_value value = NULL;
     char* name = NULL;
-    snprintf(what, sizeof(what), "defs[%u].%s[%u]", f, list, i);
+    snprintf(what, sizeof(what), "functions.%s.%s[%u]", fn, list, i);
     HRT_NAPI_CALL_BOOL(env, napi_get_element(env, array, i, &value));
     bool ok = hrt_js_host_type(env, value, what, &types[i], &name);
     if (name != NULL && !hrt_js_host_keep(env, defs, name)) return false;
@@ -484,10 +485,10 @@ static bool hrt_js_host_read_defs(napi_env env, napi_value array,
     hrt_vm_function_def_t* out = &defs->defs[f];
     out->name = name;
     defs->count = f + 1;
-    if (!hrt_js_host_types(env, def, "inputs", f, defs, &out->input_count,
+    if (!hrt_js_host_types(env, def, "inputs", name, defs, &out->input_count,
                            &out->inputs) ||
-        !hrt_js_host_types(env, def, "outputs", f, defs, &out->output_count,
-                           &out->outputs)) {
+        !hrt_js_host_types(env, def, "outputs", name, defs,
+                           &out->output_count, &out->outputs)) {
       return false;
     }
   }
