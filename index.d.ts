@@ -1598,7 +1598,9 @@ export function format<D extends DType>(data: TypedArrayOf<D>, options: FormatOp
  * (`0.1`, `100`, `0.000001`, `1e-7`, `1.5e+21`); `NaN`, `Infinity`,
  * `-Infinity`, `-0`. An f32 0.1 is `0.1`, an f16 256.25 is `256.3`. Integers
  * exactly, bool as `true`/`false`. A float must be exact in the dtype (or
- * NaN), an integer in its range: else INVALID_ARGUMENT.
+ * NaN), an integer (a number or BigInt, not a boolean) in its range: else
+ * INVALID_ARGUMENT.
  */
 export function formatNumber(value: number, dtype: DType): string;
-export function formatNumber(value: bigint | boolean, dtype: Exclude<DType, 'f16' | 'bf16' | 'f32' | 'f64'>): string;
+export function formatNumber(value: bigint, dtype: Exclude<DType, 'f16' | 'bf16' | 'f32' | 'f64'>): string;
+export function formatNumber(value: boolean, dtype: 'bool'): string;

@@ -70,11 +70,14 @@ function loadModule(instance, target, shapes) {
   if (shapes !== undefined) throw invalid('options.shapes applies to ONNX models');
   if (typeof target === 'string') return Module.load(instance, target);
   if (target instanceof ModuleBuilder) return target.build(instance);
-  if (ArrayBuffer.isView(target) || target instanceof ArrayBuffer) {
-    throw invalid(`module must be a module file path, a ModuleBuilder or a module description object (got ${half.describe(target)}; an ONNX model is compared from its file)`);
+  // A description is a plain object, as JSON.parse makes one: Module.fromObject
+  // would take a URL, a Map or a Date as the text JSON.stringify writes.
+  if (target !== null && typeof target === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(target))) {
+    return Module.fromObject(instance, target);
   }
-  if (target !== null && typeof target === 'object' && !Array.isArray(target)) return Module.fromObject(instance, target);
-  throw invalid(`module must be a module file path, a ModuleBuilder or a module description object (got ${half.describe(target)})`);
+  const hint = ArrayBuffer.isView(target) || target instanceof ArrayBuffer ? '; an ONNX model is compared from its file'
+    : target instanceof URL ? '; a file URL is given as its path, url.fileURLToPath(module)' : '';
+  throw invalid(`module must be a module file path, a ModuleBuilder or a module description object (got ${half.describe(target)}${hint})`);
 }
 
 function chooseFunction(module, requested) {
@@ -206,7 +209,9 @@ function distance(a, ref, dtype, i, tol) {
   // An infinity is close only to itself (equal above).
   const finite = Number.isFinite(x) && Number.isFinite(y);
   const close = finite && (abs <= tol.atol + tol.rtol * Math.abs(y) || ulps <= tol.ulps);
-  return { a: x, b: y, abs, rel: abs / Math.abs(y), ulps, close };
+  // Anything else against an infinite reference is infinitely far (not Infinity / Infinity = NaN).
+  const rel = Number.isFinite(y) || Number.isNaN(abs) ? abs / Math.abs(y) : Infinity;
+  return { a: x, b: y, abs, rel, ulps, close };
 }
 
 // [i, j, ...] of flat index `flat` in `shape` (row-major).

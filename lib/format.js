@@ -152,8 +152,15 @@ function formatNumber(value, dtype) {
   if (round && !Number.isNaN(value) && round(value) !== value) {
     throw invalid(`${caller}: value ${value} is not exact in ${dtype} (round it first: Math.fround, fromF16Bits(toF16Bits(x)), ...)`);
   }
+  // Only bool takes a boolean here (device.tensor() reads one as 0/1 anywhere).
+  if (typeof value === 'boolean' && dtype !== 'bool') {
+    throw invalid(`${caller}: value is ${value}, a boolean, for ${dtype} (booleans are bool values; give 1 or 0)`);
+  }
+  // An integral double is exact, so one beyond 2^53 is its BigInt (prepare()
+  // refuses those for device.tensor(), whose elements may have been rounded).
+  const exact = (dtype === 'i64' || dtype === 'u64') && Number.isInteger(value) ? BigInt(value) : value;
   // prepare() checks integers and booleans against the dtype.
-  return elementText(prepare(caller, 'value', value, [], dtype).data, dtype, 0);
+  return elementText(prepare(caller, 'value', exact, [], dtype).data, dtype, 0);
 }
 
 module.exports = { format, formatNumber, DEFAULT_MAX_ELEMENTS };

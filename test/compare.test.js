@@ -326,3 +326,36 @@ describe('halrt.compare', function () {
     });
   });
 });
+
+describe('halrt.compare: infinite relative distances and module arguments', function () {
+  this.timeout(60000);
+
+  it('a finite value or the opposite infinity against an infinite reference is Infinity apart, not NaN', () => {
+    const tol = { rtol: 1e-5, atol: 1e-8, ulps: 0, integers: false };
+    for (const dtype of ['f32', 'f64']) {
+      const Type = dtype === 'f32' ? Float32Array : Float64Array;
+      for (const [reference, other] of [[Infinity, 1], [Infinity, -Infinity], [-Infinity, 0], [-Infinity, Infinity]]) {
+        const shape = [1];
+        const { first, summary } = compareTraces([trace('t', dtype, shape, Type.of(reference))], [trace('t', dtype, shape, Type.of(other))],
+          ['ref', 'dev'], tol);
+        assert.deepStrictEqual([first.values, first.abs, first.rel], [[reference, other], Infinity, Infinity], `${dtype} ${reference} vs ${other}`);
+        assert.strictEqual(summary[0].maxRel, Infinity, `${dtype} ${reference} vs ${other}`);
+      }
+    }
+    // Equal infinities are 0 apart; a NaN against a number stays NaN.
+    assert.strictEqual(firstOf('f32', Float32Array.of(Infinity), Float32Array.of(Infinity)), null);
+    assert.ok(Number.isNaN(firstOf('f32', Float32Array.of(Infinity), Float32Array.of(NaN)).rel));
+  });
+
+  it('a URL, a Map or a Date as the module is refused naming halrt.compare and module, before any device is made', async () => {
+    const baseline = await liveBaseline();
+    const file = new URL(`file://${EXAMPLE}`);
+    await assertRejectsHalrt(halrt.compare(file, Object.values(mlpInputs())), 'INVALID_ARGUMENT',
+      'halrt.compare: module must be a module file path, a ModuleBuilder or a module description object (got an URL; a file URL is given as its path');
+    for (const bad of [new Map(), new Date(0)]) {
+      await assertRejectsHalrt(halrt.compare(bad, Object.values(mlpInputs())), 'INVALID_ARGUMENT',
+        'halrt.compare: module must be a module file path, a ModuleBuilder or a module description object (got a');
+    }
+    assert.deepStrictEqual(await settleLiveObjects(baseline), baseline);
+  });
+});

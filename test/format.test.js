@@ -306,3 +306,26 @@ describe('the stdio sink prints what halrt.format writes', function () {
     assert.deepStrictEqual(printedByStdioSink(empty.slice(0, 2), 16), ['e0: 7x0xu8=[[] [] [] [] [] [] []]', 'e1: 2147483647x0xu8=[[] [] [] ... [] [] []]']);
   });
 });
+
+describe('halrt.formatNumber: integer dtypes', () => {
+  it('refuses a boolean for an integer dtype (booleans are bool values)', () => {
+    for (const [value, dtype] of [[true, 'i32'], [false, 'u8'], [true, 'i64'], [false, 'u64']]) {
+      assertThrowsHalrt(() => halrt.formatNumber(value, dtype), 'INVALID_ARGUMENT',
+        `halrt.formatNumber: value is ${value}, a boolean, for ${dtype}`);
+    }
+    assert.strictEqual(halrt.formatNumber(false, 'bool'), 'false');
+  });
+
+  it('takes an exact integer number beyond 2^53 for i64 and u64, in range, as its BigInt', () => {
+    assert.strictEqual(halrt.formatNumber(2 ** 60, 'i64'), '1152921504606846976');
+    assert.strictEqual(halrt.formatNumber(-(2 ** 63), 'i64'), '-9223372036854775808');
+    assert.strictEqual(halrt.formatNumber(2 ** 63, 'u64'), '9223372036854775808');
+    assert.strictEqual(halrt.formatNumber(-(2 ** 60), 'i64'), '-1152921504606846976');
+    for (const [value, dtype, text] of [[2 ** 63, 'i64', '9223372036854775808'], [2 ** 64, 'u64', '18446744073709551616'], [-1, 'u64', '-1']]) {
+      assertThrowsHalrt(() => halrt.formatNumber(value, dtype), 'INVALID_ARGUMENT', `halrt.formatNumber: value is ${text}, outside the range of ${dtype}`);
+    }
+    for (const value of [1.5, NaN, Infinity]) {
+      assertThrowsHalrt(() => halrt.formatNumber(value, 'i64'), 'INVALID_ARGUMENT', `halrt.formatNumber: value is ${value}, not an integer for i64`);
+    }
+  });
+});
