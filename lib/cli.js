@@ -100,16 +100,32 @@ const FLOAT_DTYPES = ['f16', 'bf16', 'f32', 'f64'];
 // written, in the order JSON.parse visits them.
 const JSON_LEAF = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false/g;
 
+// The integer JSON number literal `literal` stands for, as a BigInt, read
+// exactly from its digits (`1e18` and `2.50e1` are integers, `1.0000000000000001`
+// and `1e-400` are not); undefined when it is not an integer or has more
+// digits than any integer dtype holds.
+function exactInteger(literal) {
+  const [, sign, whole, fraction = '', exponent = '0'] = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(literal);
+  const digits = (whole + fraction).replace(/^0+/, '');
+  if (digits === '') return 0n;
+  const significant = digits.replace(/0+$/, '');
+  // The value is significant × 10^scale, with no trailing zeros.
+  const scale = Number(exponent) - fraction.length + (digits.length - significant.length);
+  if (scale < 0 || significant.length + scale > 20) return undefined;
+  return BigInt(`${sign}${significant}`) * 10n ** BigInt(scale);
+}
+
 // JSON value `value` (its text `literal`) at `where` as an element of `dtype`:
-// a number, a BigInt for 64-bit integers (exact: integer literals beyond
-// 2^53 are read from their text), or the bits of an f16/bf16 rounded to
-// nearest even. Anything that does not convert exactly (1.7 or 300 for a
-// u8, 2^64 for an i64) throws a UsageError naming `where`.
+// a number, a BigInt for 64-bit integers, or the bits of an f16/bf16
+// rounded to nearest even. Integers are read exactly from the literal's
+// digits. Anything that does not convert exactly (1.7 or 300 for a u8, 2^64
+// for an i64) throws a UsageError naming `where`.
 function jsonElement(value, literal, dtype, where) {
   const bad = (rule) => new UsageError(`${where} = ${literal}: ${dtype} takes ${rule}`);
   if (dtype === 'bool') {
-    if (value === true || value === 1) return 1;
-    if (value === false || value === 0) return 0;
+    const number = typeof value === 'number' ? exactInteger(literal) : undefined;
+    if (value === true || number === 1n) return 1;
+    if (value === false || number === 0n) return 0;
     throw bad('true, false, 0 or 1');
   }
   if (typeof value !== 'number') throw bad('numbers');
@@ -126,11 +142,8 @@ function jsonElement(value, literal, dtype, where) {
     return stored;
   }
   const rule = `integers from ${range[0]} to ${range[1]}`;
-  let integer;
-  if (/^-?\d+$/.test(literal)) integer = BigInt(literal);
-  else if (Number.isSafeInteger(value)) integer = BigInt(value);
-  else throw bad(rule);
-  if (integer < range[0] || integer > range[1]) throw bad(rule);
+  const integer = exactInteger(literal);
+  if (integer === undefined || integer < range[0] || integer > range[1]) throw bad(rule);
   return range[1] > 2n ** 32n ? integer : Number(integer);
 }
 
@@ -261,10 +274,16 @@ function prepareDirectory(dir, flag, created) {
   }
 }
 
-// The files --output DIR will hold, checked before the run: DIR a writable
-// directory, and each DIR/<name>.npy either absent or a writable regular
-// file (which is replaced).
+// The files --output DIR will hold, checked before the run: each output
+// name a file name of its own in DIR (value names may hold '/' and '..';
+// distinct names then give distinct files), DIR a writable directory, and
+// each DIR/<name>.npy either absent or a writable regular file (which is
+// replaced).
 function outputTargets(dir, signature, created) {
+  for (const { name } of signature.outputs) {
+    const why = name.includes('/') ? "has a '/'" : name === '.' || name === '..' ? `is '${name}'` : null;
+    if (why) throw new UsageError(`--output: output '${name}' cannot be written as a file in '${dir}': its name ${why}`);
+  }
   prepareDirectory(dir, '--output', created);
   return signature.outputs.map(({ name }) => {
     const target = path.join(dir, `${name}.npy`);
@@ -289,13 +308,22 @@ function checkSinkPaths({ trace, profile }, created) {
     throw new UsageError(`--trace '${trace}': expected stdio, stats or npy:DIR`);
   }
   if (profile !== undefined) {
-    const existed = fs.lstatSync(profile, { throwIfNoEntry: false }) !== undefined;
+    // As for --output files: an existing profile must be a regular file, not
+    // a symlink (dangling or not), a FIFO or a device, and nothing blocks.
+    // O_EXCL when it was absent: what a stopped run removes, it made.
+    const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+    let fd;
     try {
-      fs.closeSync(fs.openSync(profile, fs.constants.O_WRONLY | fs.constants.O_CREAT));
+      const stats = fs.lstatSync(profile, { throwIfNoEntry: false });
+      if (stats && !stats.isFile()) throw new Error(`it exists and is ${kindOf(stats)}, not a regular file`);
+      fd = fs.openSync(profile, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | (stats ? 0 : O_EXCL), 0o644);
+      if (!stats) created.push(profile);
+      if (!fs.fstatSync(fd).isFile()) throw new Error('not a regular file');
     } catch (error) {
       throw new UsageError(`--profile '${profile}': cannot open '${profile}': ${error.message}`);
+    } finally {
+      if (fd !== undefined) fs.closeSync(fd);
     }
-    if (!existed) created.push(profile);
   }
 }
 

@@ -419,7 +419,7 @@ describe('halrt CLI', function () {
       ['a --profile file that cannot be opened, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope',
         '--profile', path.join(dir, 'no', 'such', 'dir', 'trace.json')], ["--profile '", "trace.json': ", 'ENOENT']],
       ['a --profile that is a directory, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--profile', dir],
-        ["--profile '", 'EISDIR']],
+        ["--profile '", 'it exists and is a directory, not a regular file']],
       ['a --trace npy:DIR that is a file, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope', '--trace', `npy:${files.x}`],
         ["--trace 'npy:", "x.npy': it is a regular file, not a directory"]],
       ['a --trace npy:DIR that cannot be made, before the run', () => ['run', EXAMPLE, ...inputs(), '--device', 'nope',
@@ -503,6 +503,86 @@ describe('halrt CLI', function () {
       assertUsageError(halrtCli(args(kept)), "--device 'nope'");
       assert.strictEqual(fs.readFileSync(kept, 'utf8'), '[1]');
       assert.strictEqual(fs.existsSync(made), false);
+    });
+
+    it('--output refuses, before the run, output names that are not a file of their own in DIR, and makes nothing', () => {
+      // A module whose main copies x to each output named.
+      const named = (file, ...names) => {
+        fs.writeFileSync(file, JSON.stringify({
+          format: 'halrt.module/1',
+          name: 'named',
+          functions: {
+            main: {
+              inputs: [{ name: 'x', dtype: 'f32', shape: [2] }],
+              outputs: names.map((name) => ({ name, dtype: 'f32', shape: [2] })),
+              body: names.map((name) => ({ op: 'copy', source: 'x', target: name })),
+            },
+          },
+        }));
+        return file;
+      };
+      const base = path.join(dir, 'named-outputs');
+      const out = path.join(base, 'out');
+      fs.mkdirSync(base);
+      for (const [names, parts] of [
+        [['../escaped'], [`--output: output '../escaped' cannot be written as a file in '${out}': its name has a '/'`]],
+        [['sub/deep'], [`--output: output 'sub/deep' cannot be written as a file in '${out}': its name has a '/'`]],
+        [['y', './y'], ["--output: output './y' cannot be written as a file in '", "its name has a '/'"]],
+        [['..'], ["--output: output '..' cannot be written as a file in '", "its name is '..'"]],
+        [['.'], ["--output: output '.' cannot be written as a file in '", "its name is '.'"]],
+      ]) {
+        const file = named(path.join(base, 'named.halrt.json'), ...names);
+        assertUsageError(halrtCli(['run', file, '--device', 'local-sync', '--input', 'x=[1,2]', '--output', out]), ...parts);
+        assert.deepStrictEqual(fs.readdirSync(base), ['named.halrt.json'], `what ${names} left`);
+      }
+      // Names that are plain file names still write.
+      const file = named(path.join(base, 'named.halrt.json'), 'onnx::Flatten_0', 'a..b', 'Y', 'y');
+      const result = halrtCli(['run', file, '--device', 'local-sync', '--input', 'x=[1,2]', '--output', out]);
+      assert.strictEqual(result.status, 0, result.stderr);
+      assert.deepStrictEqual(fs.readdirSync(out).sort(), ['Y.npy', 'a..b.npy', 'onnx::Flatten_0.npy', 'y.npy']);
+    });
+
+    it('a --profile that is a symlink (even dangling) or a FIFO is refused before anything is opened or made', () => {
+      const target = path.join(dir, 'profile-target.json');
+      const dangling = path.join(dir, 'profile-dangling.json');
+      fs.symlinkSync(target, dangling);
+      assertUsageError(halrtCli(['run', EXAMPLE, ...inputs(), '--device', 'nope', '--profile', dangling]),
+        `--profile '${dangling}': cannot open '${dangling}': it exists and is a symbolic link, not a regular file`);
+      assert.strictEqual(fs.existsSync(target), false);
+      fs.writeFileSync(target, 'keep');
+      assertUsageError(halrtCli(['run', EXAMPLE, ...inputs(), '--device', 'local-sync', '--profile', dangling]),
+        'it exists and is a symbolic link, not a regular file');
+      assert.strictEqual(fs.readFileSync(target, 'utf8'), 'keep');
+      // A FIFO without a reader: refused at once, not a blocked open.
+      const fifo = path.join(dir, 'profile.fifo');
+      assert.strictEqual(spawnSync('mkfifo', [fifo]).status, 0);
+      assertUsageError(halrtCli(['run', EXAMPLE, ...inputs(), '--device', 'local-sync', '--profile', fifo]),
+        `--profile '${fifo}': cannot open '${fifo}': it exists and is a FIFO, not a regular file`);
+    });
+
+    it('JSON integers are read exactly from their digits: a fraction anywhere is refused, an exact integer in any form is taken', () => {
+      const file = copies('literals', ['a', 'i32', [3]], ['b', 'i64', [3]], ['c', 'u8', [1]]);
+      const run = (a, b, c) => halrtCli(['run', file, '--device', 'local-sync', '--input', `a=${a}`, '--input', `b=${b}`, '--input', `c=${c}`]);
+      for (const [a, b, c, part] of [
+        ['[1.0000000000000001,1,1]', '[1,1,1]', '[1]', 'a[0] = 1.0000000000000001: i32 takes integers from'],
+        ['[1,2147483647.0000000001,1]', '[1,1,1]', '[1]', 'a[1] = 2147483647.0000000001: i32 takes integers from'],
+        ['[1,1,1e-400]', '[1,1,1]', '[1]', 'a[2] = 1e-400: i32 takes integers from'],
+        ['[1,1,1]', '[1,1,1]', '[-1e-400]', 'c[0] = -1e-400: u8 takes integers from 0 to 255'],
+        ['[1,1,1]', '[1,1,9223372036854775807.5]', '[1]', 'b[2] = 9223372036854775807.5: i64 takes integers from'],
+        ['[1,1,1]', '[1,1,9.223372036854775808e18]', '[1]', 'b[2] = 9.223372036854775808e18: i64 takes integers from'],
+      ]) {
+        assertUsageError(run(a, b, c), part);
+      }
+      const result = run('[2147483647.000,250e-1,-0.0]', '[1e18,9223372036854775807.0,-92233720368547758.08e2]', '[2.55e2]');
+      assert.strictEqual(result.status, 0, result.stderr);
+      assert.strictEqual(result.stdout, 'a_out: 3xi32=[2147483647 25 0]\n' +
+        'b_out: 3xi64=[1000000000000000000 9223372036854775807 -9223372036854775808]\nc_out: 1xu8=[255]\n');
+      // bool: 0 and 1 as exactly as the integers.
+      const flags = copies('flags', ['f', 'bool', [3]]);
+      assertUsageError(halrtCli(['run', flags, '--device', 'local-sync', '--input', 'f=[true,1.0000000000000001,0]']),
+        'f[1] = 1.0000000000000001: bool takes true, false, 0 or 1');
+      const exact = halrtCli(['run', flags, '--device', 'local-sync', '--input', 'f=[1e0,0.0,true]']);
+      assert.strictEqual(exact.stdout, 'f_out: 3xbool=[true false true]\n', exact.stderr);
     });
 
     after(() => assert.strictEqual(fs.readFileSync(path.join(dir, 'victim.txt'), 'utf8'), 'keep'));

@@ -1083,3 +1083,35 @@ describe('hello_deepa (openwakeword-js) against ONNX Runtime', function () {
     });
   }
 });
+
+describe('module files and ONNX models told apart by their first non-blank byte', () => {
+  const fs = require('fs');
+  const os = require('os');
+  const path = require('path');
+  const { isOnnxFile } = require('../lib/onnx');
+  let dir;
+  before(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'halrt-onnx-ws-')); });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('a module file after any amount of leading whitespace (past the first read) is JSON, and loads', async () => {
+    const module = JSON.stringify({
+      format: 'halrt.module/1',
+      name: 'ws',
+      functions: { main: { inputs: [{ name: 'x', dtype: 'f32', shape: [2] }], outputs: [{ name: 'y', dtype: 'f32', shape: [2] }], body: [{ op: 'copy', source: 'x', target: 'y' }] } },
+    });
+    for (const blanks of [' '.repeat(70), '\n'.repeat(5000), ' \t\r\n'.repeat(3000)]) {
+      const file = path.join(dir, `ws${blanks.length}.halrt.json`);
+      fs.writeFileSync(file, blanks + module);
+      assert.strictEqual(isOnnxFile(file), false, `${blanks.length} blank bytes`);
+      const m = await halrt.load(file, { device: 'local-sync' });
+      try {
+        assert.deepStrictEqual(Array.from((await m.main(new Float32Array([1, 2]), { read: true }))[0]), [1, 2]);
+      } finally {
+        m.close();
+      }
+      // The same blanks before any other byte: a model.
+      fs.writeFileSync(file, `${blanks}\x08\x07`);
+      assert.strictEqual(isOnnxFile(file), true, `${blanks.length} blank bytes, then a model's`);
+    }
+  });
+});

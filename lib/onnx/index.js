@@ -75,16 +75,22 @@ function convert(model, given = {}) {
 }
 
 // Whether `file` holds an ONNX model rather than a module description
-// (JSON starts with '{' after any whitespace; a ModelProto never does).
+// (JSON starts with '{' after any whitespace; a ModelProto never does). Read
+// in chunks up to the first non-blank byte, however much whitespace comes
+// first; a non-empty file of only whitespace is not JSON either.
 function isOnnxFile(file) {
   let fd;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0));
     if (!fs.fstatSync(fd).isFile()) return false;
-    const head = Buffer.alloc(64);
-    const length = fs.readSync(fd, head, 0, head.length, 0);
-    const first = head.subarray(0, length).toString('latin1').trimStart()[0];
-    return length > 0 && first !== '{';
+    const chunk = Buffer.alloc(4096);
+    for (let position = 0; ;) {
+      const length = fs.readSync(fd, chunk, 0, chunk.length, position);
+      if (length === 0) return position > 0;
+      const first = chunk.subarray(0, length).toString('latin1').trimStart()[0];
+      if (first !== undefined) return first !== '{';
+      position += length;
+    }
   } catch {
     return false; // Module.load names what is wrong with the path
   } finally {
