@@ -6,7 +6,7 @@
 // intermediate exposed by ONNX Runtime.
 const assert = require('assert');
 const halrt = require('..');
-const { DEVICE_URIS, assertThrowsHalrt } = require('./helpers');
+const { DEVICE_URIS, assertThrowsHalrt, closeAll } = require('./helpers');
 const { model: writeModel, withOutputs } = require('./support/onnx/writer');
 const oracle = require('./support/onnx/oracle');
 const { readModel } = require('../lib/onnx/model');
@@ -370,7 +370,16 @@ describe('ONNX ops against ONNX Runtime', function () {
       [graph([{ opType: 'Gemm', name: 'n', inputs: ['a', 'b', 'c'], outputs: ['y'] }], [input('a', [2, 3]), input('b', [3, 4]), input('c', [5, 2, 4])]),
         'INVALID_ARGUMENT', "node 0 'n' (Gemm): C [5,2,4] does not broadcast to [2, 4]"],
       [graph([{ opType: 'MaxPool', name: 'n', inputs: ['x'], outputs: ['y'], attributes: { kernel_shape: { ints: [1, 5] }, strides: { ints: [1, 1] } } }], [input('x', [1, 1, 1, 2])]),
-        'INVALID_ARGUMENT', "node 0 'n' (MaxPool): a window of 5 at stride 1 does not fit spatial dimension 1 (2, pads 0 and 0): the output size would be -2"],
+        'INVALID_ARGUMENT', "node 0 'n' (MaxPool): a window of 5 at stride 1 does not fit spatial dimension 1 (2, pads 0 and 0)"],
+      [graph([{ opType: 'Conv', name: 'n', inputs: ['x', 'w'], outputs: ['y'] }], [input('x', [1, 1, 2, 2]), input('w', [1, 1, 3, 3])]),
+        'INVALID_ARGUMENT', "node 0 'n' (Conv): a window of 3 at stride 1 does not fit spatial dimension 0 (2, pads 0 and 0)"],
+      [graph([{ opType: 'Relu', name: 'n', inputs: ['x'], outputs: ['y'] }], [input('x', [2]), input('x', [2])]),
+        'INVALID_ARGUMENT', "graph input 'x' is listed twice"],
+      [graph([{ opType: 'Relu', name: 'n', inputs: ['x'], outputs: ['y'] }], [input('x', [2])], [{ name: 'y' }, { name: 'y' }]),
+        'INVALID_ARGUMENT', "graph output 'y' is listed twice"],
+      [graph([{ opType: 'Slice', name: 'n', inputs: ['x', 's', 'e', 'a'], outputs: ['y'] }], [input('x', [4, 4])], [{ name: 'y' }],
+        [['s', [0, 0]], ['e', [2, 2]], ['a', [1, -1]]].map(([name, v]) => ({ name, dtype: 'i64', dims: [2], data: BigInt64Array.from(v, BigInt) }))),
+      'INVALID_ARGUMENT', "node 0 'n' (Slice): axes [1,-1] name axis 1 twice"],
       [graph([{ opType: 'Relu', name: 'n', inputs: ['a\nb'], outputs: ['y'] }], [input('a\nb', [2])]),
         'UNIMPLEMENTED', 'graph input "a\\nb" cannot be a halrt value name (1 to 255 bytes, no control characters)'],
       [graph([], [input('x', [2])], [{ name: 'x' }]),
@@ -1113,5 +1122,46 @@ describe('module files and ONNX models told apart by their first non-blank byte'
       fs.writeFileSync(file, `${blanks}\x08\x07`);
       assert.strictEqual(isOnnxFile(file), true, `${blanks.length} blank bytes, then a model's`);
     }
+  });
+});
+
+describe('ONNX value names in traces', () => {
+  it('every value keeps its ONNX name, even one the importer would have named a value of its own', () => {
+    // ReduceMean's divisor constant would be scalar_4 and its row sum m/sum;
+    // both names belong to the model's own values here.
+    const bytes = writeModel({
+      opset: 13,
+      graph: {
+        nodes: [
+          { opType: 'ReduceMean', name: 'rm', inputs: ['x'], outputs: ['m'], attributes: { axes: { ints: [-1] } } },
+          { opType: 'Mul', name: 'mul', inputs: ['x', 'm'], outputs: ['scalar_4'] },
+          { opType: 'Neg', name: 'neg', inputs: ['scalar_4'], outputs: ['m/sum'] },
+          { opType: 'Relu', name: 'relu', inputs: ['m/sum'], outputs: ['y'] },
+        ],
+        inputs: [{ name: 'x', dtype: 'f32', dims: [2, 4] }],
+        outputs: [{ name: 'y' }],
+      },
+    });
+    const description = halrt.onnx.convert(bytes, { traceNodes: true });
+    const traced = description.functions.main.body.filter((op) => op.op === 'trace').flatMap((op) => op.values);
+    assert.deepStrictEqual(traced, ['m', 'scalar_4', 'm/sum', 'y']);
+  });
+});
+
+describe('ONNX Gather of no indices', () => {
+  it('gives an empty output, as ONNX Runtime does', async () => {
+    const bytes = writeModel({
+      opset: 13,
+      graph: {
+        nodes: [{ opType: 'Gather', name: 'g', inputs: ['x', 'i'], outputs: ['y'], attributes: { axis: { i: 0 } } }],
+        inputs: [{ name: 'x', dtype: 'f32', dims: [3, 4] }],
+        outputs: [{ name: 'y' }],
+        initializers: [{ name: 'i', dtype: 'i64', dims: [0], data: new BigInt64Array(0) }],
+      },
+    });
+    const instance = new halrt.Instance();
+    const module = halrt.Module.fromObject(instance, halrt.onnx.convert(bytes));
+    assert.deepStrictEqual(module.functions[0].outputs[0].shape, [0, 4]);
+    closeAll(module, instance);
   });
 });

@@ -188,12 +188,19 @@ class Converter {
     this.traced = [];
     this.opset = model.opset[''] ?? model.opset['ai.onnx'] ?? 1;
     for (const name of [...model.graph.inputs, ...model.graph.outputs].map((v) => v.name)) this.used.add(name);
+    // Every ONNX value name: the importer's own values never take one, so
+    // each ONNX value keeps its name (traces are named by them).
+    const { graph } = model;
+    this.onnxNames = new Set([...graph.inputs, ...graph.outputs, ...graph.initializers].map((v) => v.name).concat(graph.nodes.flatMap((n) => n.outputs)));
   }
 
-  // A fresh halrt name based on `base` (an ONNX name when it is usable).
-  fresh(base) {
-    let name = base.length > 0 && base.length <= MAX_NAME && !/[\x00-\x1f\x7f]/.test(base) ? base : `value_${this.used.size}`;
-    for (let i = 1; this.used.has(name); ++i) name = `${base.slice(0, MAX_NAME - 8)}#${i}`;
+  // A fresh halrt name based on `base` (an ONNX name when it is usable);
+  // an `internal` one (the importer's own value) avoids every ONNX name.
+  fresh(base, internal = false) {
+    const usable = base.length > 0 && base.length <= MAX_NAME && !/[\x00-\x1f\x7f]/.test(base);
+    const taken = (name) => this.used.has(name) || ((internal || name !== base) && this.onnxNames.has(name));
+    let name = usable ? base : `value_${this.used.size}`;
+    for (let i = 1; taken(name); ++i) name = usable ? `${base.slice(0, MAX_NAME - 8)}#${i}` : `value_${this.used.size + i}`;
     this.used.add(name);
     return name;
   }
@@ -216,7 +223,7 @@ class Converter {
 
   temp(base, dims) {
     checkDims(dims, `value '${base}'`);
-    const name = this.fresh(base);
+    const name = this.fresh(base, true);
     this.locals.push({ name, dtype: 'f32', shape: dims });
     this.shapes.set(name, dims);
     return { kind: 'value', name, dtype: 'f32', dims };
@@ -229,7 +236,7 @@ class Converter {
     if (entry.constantName === undefined) {
       const { tensor } = entry;
       if (tensor.dtype !== 'f32') throw new HalrtError(`onnx: constant '${tensor.name}' is ${tensor.dtype}; only f32 constants reach kernels`, 'UNIMPLEMENTED');
-      entry.constantName = this.fresh(tensor.name || 'constant');
+      entry.constantName = this.fresh(tensor.name || 'constant', entry.internal === true || !tensor.name);
       this.constants[entry.constantName] = { dtype: 'f32', shape: tensor.dims, data: tensor.data };
     }
     return entry.constantName;
@@ -322,7 +329,7 @@ class Converter {
     const op = this.dispatchOp('chain_f32', [chain.x.name, (chain.y ?? chain.x).name, out],
       [chain.steps.length, ...pad6(c.dims), ...pad6(c.strides[1], 0), ...steps]);
     if (!counted) return op;
-    const counts = { name: this.fresh(`${out}#counts`), dtype: 'u32', shape: [op.workgroups.reduce((a, b) => a * b), 6, 3] };
+    const counts = { name: this.fresh(`${out}#counts`, true), dtype: 'u32', shape: [op.workgroups.reduce((a, b) => a * b), 6, 3] };
     this.locals.push(counts);
     return { ...op, kernel: 'k.chain_health_f32', bindings: [...op.bindings, counts.name] };
   }
@@ -400,7 +407,7 @@ class Converter {
   // An f32 scalar constant: one module constant per value.
   scalar(value) {
     if (!this.scalars.has(value)) {
-      this.scalars.set(value, { kind: 'const', tensor: { name: `scalar_${value}`, dtype: 'f32', dims: [], data: new Float32Array([value]) } });
+      this.scalars.set(value, { kind: 'const', internal: true, tensor: { name: `scalar_${value}`, dtype: 'f32', dims: [], data: new Float32Array([value]) } });
     }
     return this.scalars.get(value);
   }
@@ -409,6 +416,10 @@ class Converter {
     const { graph } = this.model;
     this.symbols = check(this.model, this.options.shapes);
     for (const tensor of graph.initializers) this.values.set(tensor.name, { kind: 'const', tensor });
+    for (const [list, what] of [[graph.inputs, 'graph input'], [graph.outputs, 'graph output']]) {
+      const twice = list.find((v, i) => list.findIndex((u) => u.name === v.name) !== i);
+      if (twice !== undefined) throw new HalrtError(`onnx: ${what} '${twice.name}' is listed twice`, 'INVALID_ARGUMENT');
+    }
     for (const output of graph.outputs) {
       checkName(output.name, 'graph output');
       if (graph.inputs.some((input) => input.name === output.name) && !graph.initializers.some((t) => t.name === output.name)) {
@@ -1096,6 +1107,7 @@ const HANDLERS = {
     const size = dims[axis];
     const inner = count(dims.slice(axis + 1));
     const out = this.define(node.outputs[0], outDims, where);
+    if (idx.length === 0) return; // an empty output: nothing to copy
     const step = idx.length > 1 ? idx[1] - idx[0] : 0;
     if (step >= 0 && idx.every((v, j) => v === idx[0] + j * step)) {
       this.stridedCopy(x, idx[0] * inner, [size * inner, step * inner, 1], out, 0, [idx.length * inner, inner, 1], [outer, idx.length, inner]);
@@ -1198,8 +1210,8 @@ function sweep(attributes, size, span, stride, d, rank, pads) {
     out = Math.ceil(room / stride) + 1;
     if ((out - 1) * stride >= size + before) --out;
   }
-  if (out < 0) {
-    throw attributes.error(`a window of ${span} at stride ${stride} does not fit spatial dimension ${d} (${size}, pads ${before} and ${after}): the output size would be ${out}`);
+  if (out < 1) {
+    throw attributes.error(`a window of ${span} at stride ${stride} does not fit spatial dimension ${d} (${size}, pads ${before} and ${after})`);
   }
   return [before, out];
 }

@@ -260,8 +260,11 @@ function sliceWindow(dims, [startsInput, endsInput, axesInput, stepsInput], attr
   const begin = new Array(rank).fill(0);
   const step = new Array(rank).fill(1);
   const out = [...dims];
+  const seen = new Set();
   axes.forEach((axis, i) => {
     const a = normalizeAxis(axis, rank, attributes);
+    if (seen.has(a)) throw attributes.error(`axes [${axes}] name axis ${a} twice`);
+    seen.add(a);
     const size = dims[a];
     if (steps[i] === 0) throw attributes.error('a step of 0');
     const clamp = (v, low, high) => Math.min(Math.max(v < 0 ? v + size : v, low), high);
