@@ -112,11 +112,14 @@ function flatten(method, name, data) {
         if (Array.isArray(item)) throw invalid(`${method}: ${path}[${i}] is an Array where its siblings are elements (ragged ${name})`);
         const got = i in array ? half.describe(item) : 'a hole (an empty slot of a sparse Array)';
         throw invalid(`${method}: ${path}[${i}] must be a number, BigInt or boolean (got ${got})`);
+      } else {
+        leaves.push(item);
       }
     }
   };
+  const leaves = [];
   walk(data, 0, name);
-  return { shape, first: shape.includes(0) ? undefined : level };
+  return { shape, first: leaves[0], leaves };
 }
 
 // The dtype of plain elements when none is given, from the first.
@@ -185,22 +188,14 @@ function convert(method, name, values, dtype, shape) {
   return out;
 }
 
-// The elements of nested Array `data` (checked by flatten) converted into
-// `dtype`'s array, in row-major order.
-function convertNested(method, name, data, dtype, shape) {
-  const out = allocate(method, name, dtype, shape.reduce((count, dim) => count * dim, 1));
-  let next = 0;
-  const walk = (array, depth) => {
-    for (let i = 0; i < array.length; ++i) {
-      if (depth + 1 < shape.length) {
-        walk(array[i], depth + 1);
-      } else {
-        const index = next++;
-        out[index] = element(method, () => elementPath(name, shape, index), array[i], dtype);
-      }
-    }
-  };
-  walk(data, 0);
+// The elements of a nested Array, as flatten read and checked them
+// (`leaves`, row-major: each element read once), converted into `dtype`'s
+// array.
+function convertNested(method, name, leaves, dtype, shape) {
+  const out = allocate(method, name, dtype, leaves.length);
+  leaves.forEach((item, index) => {
+    out[index] = element(method, () => elementPath(name, shape, index), item, dtype);
+  });
   return out;
 }
 
@@ -210,7 +205,14 @@ function fromBytes(method, name, bytes, dtype) {
     throw invalid(`${method}: ${name} is ${half.describe(bytes)} of raw bytes; give a dtype to reinterpret them`);
   }
   const Type = ARRAY_OF[dtype];
-  const view = Buffer.isBuffer(bytes) ? bytes : new Uint8Array(bytes);
+  let view = bytes;
+  if (!Buffer.isBuffer(bytes)) {
+    try {
+      view = new Uint8Array(bytes);
+    } catch {
+      throw invalid(`${method}: ${name} is a detached ArrayBuffer (its memory was transferred away)`);
+    }
+  }
   if (view.byteLength % Type.BYTES_PER_ELEMENT !== 0) {
     throw invalid(`${method}: ${name} has ${view.byteLength} bytes, not a multiple of ${Type.BYTES_PER_ELEMENT} (the size of ${dtype})`);
   }
@@ -230,7 +232,8 @@ function prepare(method, name, data, shape, dtype) {
   if (Buffer.isBuffer(data) && (!known || carries(dtype, data))) {
     return { data, shape, dtype }; // its bytes as u8 (the native call names a bad dtype)
   }
-  if (util.types.isAnyArrayBuffer(data) && dtype !== undefined && !known) return { data, shape, dtype };
+  // An unknown dtype is left to the native call, which names the valid ones.
+  if (util.types.isAnyArrayBuffer(data) && dtype !== undefined && !known) return { data: new Uint8Array(0), shape, dtype };
   if (isBytes(data)) {
     return { data: fromBytes(method, name, data, dtype), shape, dtype };
   }
@@ -239,7 +242,7 @@ function prepare(method, name, data, shape, dtype) {
     return { data: convert(method, name, data, dtype, [data.length]), shape, dtype };
   }
   if (isHostData(data)) {
-    const { shape: inferred, first } = Array.isArray(data) ? flatten(method, name, data) : { shape: [], first: data };
+    const { shape: inferred, first, leaves } = Array.isArray(data) ? flatten(method, name, data) : { shape: [], first: data };
     const target = dtype === undefined ? defaultDtype(first) : dtype;
     const outShape = shape === undefined || shape === null ? inferred : shape;
     // A shape of more than MAX_RANK dimensions is left to the native call
@@ -251,7 +254,7 @@ function prepare(method, name, data, shape, dtype) {
     // An unknown dtype is left to the native call, which names the valid ones.
     if (typeof target !== 'string' || ARRAY_OF[target] === undefined) return { data: new Uint8Array(0), shape: outShape, dtype: target };
     const converted = Array.isArray(data)
-      ? convertNested(method, name, data, target, inferred)
+      ? convertNested(method, name, leaves, target, inferred)
       : convert(method, name, [data], target, inferred);
     return { data: converted, shape: outShape, dtype: target };
   }

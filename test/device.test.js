@@ -103,6 +103,17 @@ describe('Instance.createDevice', () => {
       'instance.createDevice: ', 'bogus');
   });
 
+  it('rejects a parameter given twice, and workers that is not plain digits', () => {
+    assertThrowsHalrt(() => instance.createDevice('local-task?workers=4&workers=2'), 'INVALID_ARGUMENT',
+      "instance.createDevice: driver 'local-task' parameter 'workers' is given twice");
+    for (const text of ['+3', ' 3', '-1', '3 ']) {
+      assertThrowsHalrt(() => instance.createDevice(`local-task?workers=${text}`), 'INVALID_ARGUMENT', `workers='${text}' must be an integer in [1, `);
+    }
+    const device = instance.createDevice('local-task?workers=03');
+    assert.strictEqual(device.info.uri, 'local-task?workers=3');
+    device.close();
+  });
+
   it('rejects a malformed ordinal with INVALID_ARGUMENT quoting the URI', () => {
     assertThrowsHalrt(() => instance.createDevice('local-sync://x'), 'INVALID_ARGUMENT',
       'instance.createDevice: ', 'local-sync://x');

@@ -357,6 +357,30 @@ describe('tensor argument errors', () => {
       'device.empty: ', 'overflow');
     assertThrowsHalrt(() => device.tensor(new Uint8Array(4), [2 ** 53 - 1]), 'INVALID_ARGUMENT',
       'device.tensor: data has 4 elements but shape [9007199254740991] needs 9007199254740991');
+    // A zero makes no elements, however large the rest (as long as they multiply within 64 bits).
+    for (const shape of [[2 ** 20, 2 ** 20, 0], [0, 2 ** 30, 2 ** 30]]) {
+      const view = device.empty(shape, 'f32');
+      assert.deepStrictEqual([view.numel, view.byteLength], [0, 0]);
+      view.close();
+    }
+    assertThrowsHalrt(() => device.empty([2 ** 40, 2 ** 40, 0], 'f32'), 'INVALID_ARGUMENT', 'its non-zero dimensions multiply past 2^64');
+  });
+
+  it('bytes: a detached ArrayBuffer, and an unknown dtype with an ArrayBuffer, name what is wrong', () => {
+    const detached = new ArrayBuffer(8);
+    structuredClone(detached, { transfer: [detached] });
+    assertThrowsHalrt(() => device.tensor(detached, [0], 'f32'), 'INVALID_ARGUMENT', 'device.tensor: data is a detached ArrayBuffer');
+    assertThrowsHalrt(() => device.tensor(new ArrayBuffer(4), [4], 'f8'), 'INVALID_ARGUMENT', "device.tensor: unknown dtype 'f8' (expected one of");
+  });
+
+  it('a nested Array\'s elements are read once: a getter that changes its answer cannot slip a value past the checks', async () => {
+    let reads = 0;
+    const row = [1, 2];
+    Object.defineProperty(row, 1, { get: () => (++reads === 1 ? 2 : 'oops'), enumerable: true });
+    const view = device.tensor([row, [3, 4]], null, 'i32');
+    assert.deepStrictEqual(Array.from(await view.read()), [1, 2, 3, 4]);
+    assert.strictEqual(reads, 1);
+    view.close();
   });
 
   it('a huge sparse Array is INVALID_ARGUMENT at its first hole, before anything of its length is built (no V8 fatal error)', function () {

@@ -127,6 +127,13 @@ hrt_status_t hrt_hal_device_uri_check_params(const hrt_hal_device_uri_t* uri,
                              "driver '%s' has no parameter '%s'", uri->driver,
                              uri->params[i].key);
     }
+    for (uint32_t j = 0; j < i; ++j) {
+      if (strcmp(uri->params[j].key, uri->params[i].key) == 0) {
+        return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
+                               "driver '%s' parameter '%s' is given twice",
+                               uri->driver, uri->params[i].key);
+      }
+    }
   }
   return HRT_OK;
 }

@@ -32,7 +32,8 @@ hrt_status_t hrt_hal_device_uri_parse(
 // The value of `key`, or NULL.
 const char* hrt_hal_device_uri_param(const hrt_hal_device_uri_t* uri,
                                      const char* key);
-// INVALID_ARGUMENT naming the first parameter not in `known[0..count)`.
+// INVALID_ARGUMENT naming the first parameter not in `known[0..count)`, or
+// one given twice.
 hrt_status_t hrt_hal_device_uri_check_params(const hrt_hal_device_uri_t* uri,
                                              const char* const* known,
                                              int count) HRT_MUST_USE;

@@ -176,7 +176,9 @@ bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
                         "%s: %s has %u dimensions; at most %d are supported",
                         method, name, rank, HRT_HAL_MAX_RANK);
   }
-  uint64_t count = 1;
+  // The product of the non-zero dimensions must fit (strides are computed
+  // from it), even when a zero makes the element count 0.
+  uint64_t count = 1, nonzero = 1;
   bool overflow = false;
   for (uint32_t i = 0; i < rank; ++i) {
     napi_value element = NULL;
@@ -203,7 +205,9 @@ bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
           i, got);
     }
     out_shape[i] = (int64_t)dim;
-    if (__builtin_mul_overflow(count, (uint64_t)out_shape[i], &count)) {
+    count *= (uint64_t)out_shape[i];
+    if (out_shape[i] != 0 &&
+        __builtin_mul_overflow(nonzero, (uint64_t)out_shape[i], &nonzero)) {
       overflow = true;
     }
   }
@@ -211,7 +215,9 @@ bool hrt_js_arg_shape(napi_env env, napi_value value, const char* method,
     char text[HRT_HAL_SHAPE_TEXT_MAX];
     hrt_hal_shape_format(rank, out_shape, text);
     return hrt_js_throw(env, HRT_STATUS_INVALID_ARGUMENT,
-                        "%s: %s %s has too many elements", method, name, text);
+                        "%s: %s %s has too many elements (its non-zero "
+                        "dimensions multiply past 2^64)",
+                        method, name, text);
   }
   *out_rank = rank;
   *out_element_count = count;

@@ -46,7 +46,8 @@ static hrt_status_t hrt_local_task_create(const hrt_hal_device_uri_t* uri,
     char* end = NULL;
     errno = 0;
     long value = strtol(text, &end, 10);
-    if (!*text || *end || errno || value < 1 || value > HRT_LOCAL_MAX_WORKERS) {
+    if (*text < '0' || *text > '9' || *end || errno || value < 1 ||
+        value > HRT_LOCAL_MAX_WORKERS) {
       return hrt_status_make(HRT_STATUS_INVALID_ARGUMENT,
                              "local-task parameter workers='%s' must be an "
                              "integer in [1, %d]",
