@@ -11,10 +11,13 @@
 // Ownership: the object holds its Function as `function` and its outputs as
 // `outputs` (read-only, non-configurable). The native call holds a reference
 // to each input's view and holds the outputs' wraps (hrt_js_wrap_hold) until
-// close() or collection; its own `run` function holds the call, the object's
-// wrap and the Function's wrap until it is collected, so a detached `run`
-// finds them closed, never freed; a run in flight holds the native call
-// until it is delivered. close() closes the outputs too.
+// close() or collection; its own `run` function keeps the object alive
+// through a symbol-keyed property the collector traces (the two are
+// collected together), and holds the call, the object's wrap and the
+// Function's wrap until it is collected (at env teardown finalizers run in
+// any order: a `run` finalized last finds them closed, never freed); a run
+// in flight holds the native call until it is delivered. close() closes the
+// outputs too.
 #ifndef HRT_NAPI_JS_PREPARED_CALL_H_
 #define HRT_NAPI_JS_PREPARED_CALL_H_
 
