@@ -10,10 +10,10 @@ function isPlainObject(value) {
 }
 
 /**
- * A copy of `options` (undefined: {}), each own key read once (readOptions), after
- * checking that it is a plain object whose keys are all in `known` (null:
- * any keys); otherwise INVALID_ARGUMENT naming `where` (and `what`, the
- * argument, when the object itself is wrong).
+ * A copy of `options` (undefined: {}), each own key read once
+ * (readOptions), after checking that it is a plain object whose keys are
+ * all in `known` (null: any keys); otherwise INVALID_ARGUMENT naming
+ * `where` (and `what`, the argument, when the object itself is wrong).
  */
 function checkOptions(options, where, known = null, what = null) {
   if (options === undefined) return {};
