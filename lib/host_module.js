@@ -57,8 +57,10 @@ function isOutputList(result, rank) {
   if (!Array.isArray(result) || result.length !== 1) return false;
   const [entry] = result;
   if (!Array.isArray(entry)) return rank === 0 || (entry !== null && typeof entry === 'object');
+  // Only whether the nesting goes deeper than `rank` matters: an Array that
+  // contains itself stops there too.
   let depth = 0;
-  for (let item = result; Array.isArray(item); item = item[0]) {
+  for (let item = result; Array.isArray(item) && depth <= rank; item = item[0]) {
     depth += 1;
     if (item.length === 0) break;
   }

@@ -219,6 +219,7 @@ for (const uri of DEVICE_URIS) {
         [undefined, 'host.argmax'],
         [[device.tensor([1, 2])], "must be i32[2] (got a BufferView of f32[2])"],
         [[(() => { const view = device.tensor(Int32Array.of(1, 2), [2]); view.close(); return view; })()], "output 0 ('best') of host.argmax is a closed BufferView"],
+        [(() => { const loop = []; loop[0] = loop; return [loop]; })(), "output 'best' nests Arrays more than 8 deep"],
       ];
       for (const [value, text] of cases) {
         result = value;
