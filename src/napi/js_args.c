@@ -393,7 +393,10 @@ bool hrt_js_arg_threw(napi_env env, const char* method, const char* name,
                       const char* what) {
   bool pending = false;
   if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) {
-    return false;  // a failure of Node-API itself, already thrown
+    // Node-API itself failed, with nothing thrown: say so.
+    return hrt_js_throw(env, HRT_STATUS_INTERNAL,
+                        "%s: reading %s%s failed in Node-API", method, name,
+                        what);
   }
   napi_value thrown = hrt_js_take_pending(env);
   napi_value error = hrt_js_error_with_cause(
